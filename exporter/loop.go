@@ -1,0 +1,127 @@
+package exporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Loop samples a Source at start + n·Interval (n = 0, 1, …) until End (if set) or ctx ends.
+type Loop struct {
+	Source   Source
+	Clock    Clock
+	Sinks    []Sink
+	Start    time.Time
+	End      time.Time     // zero: run until ctx is done
+	Interval time.Duration // sampling interval
+	// FlushEvery is the flush interval in tick time (at least one tick).
+	FlushEvery time.Duration
+	Logger     *slog.Logger
+	Metrics    *LoopMetrics
+}
+
+// LoopMetrics are the sampling loop's self-metrics.
+type LoopMetrics struct {
+	Ticks        prometheus.Counter
+	Samples      prometheus.Counter
+	SourceErrors prometheus.Counter
+	SinkErrors   *prometheus.CounterVec
+	Jitter       prometheus.Histogram
+}
+
+// NewLoopMetrics registers the loop's metrics.
+func NewLoopMetrics(reg prometheus.Registerer) *LoopMetrics {
+	m := &LoopMetrics{
+		Ticks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slicemeter_exporter_ticks_total", Help: "Sampling ticks taken.",
+		}),
+		Samples: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slicemeter_exporter_samples_total", Help: "Instance samples taken.",
+		}),
+		SourceErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slicemeter_exporter_source_errors_total", Help: "Ticks whose source read failed; their samples are missing.",
+		}),
+		SinkErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slicemeter_exporter_sink_errors_total", Help: "Failed writes or flushes of a sink.",
+		}, []string{"sink"}),
+		Jitter: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "slicemeter_exporter_sampling_jitter_seconds",
+			Help:    "How late a tick was taken: actual minus intended time.",
+			Buckets: []float64{.0001, .0005, .001, .002, .005, .01, .025, .05, .1, .25, 1},
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Ticks, m.Samples, m.SourceErrors, m.SinkErrors, m.Jitter)
+	}
+	return m
+}
+
+// Run samples until End or ctx is done, then flushes the sinks. It returns the samples taken.
+func (l *Loop) Run(ctx context.Context) (int64, error) {
+	if l.Interval <= 0 {
+		return 0, errors.New("sampling interval must be > 0")
+	}
+	if l.Metrics == nil {
+		l.Metrics = NewLoopMetrics(nil)
+	}
+	logger := l.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	flushTicks := int64(max(1, l.FlushEvery/l.Interval))
+	var taken int64
+	for n := int64(0); ; n++ {
+		t := l.Start.Add(time.Duration(n) * l.Interval)
+		if !l.End.IsZero() && !t.Before(l.End) {
+			break
+		}
+		if err := l.Clock.WaitUntil(ctx, t); err != nil {
+			break
+		}
+		l.Metrics.Jitter.Observe(max(0, l.Clock.Late(t)).Seconds())
+		samples, err := l.Source.Read(ctx, t, l.Interval)
+		l.Metrics.Ticks.Inc()
+		if err != nil {
+			l.Metrics.SourceErrors.Inc()
+			logger.Warn("reading the source failed; this tick is missing", "tick", t, "err", err)
+			continue
+		}
+		for _, ns := range samples {
+			taken += int64(len(ns.Samples))
+			l.Metrics.Samples.Add(float64(len(ns.Samples)))
+		}
+		for _, s := range l.Sinks {
+			if err := s.Write(ctx, t, samples); err != nil {
+				l.Metrics.SinkErrors.WithLabelValues(fmt.Sprintf("%T", s)).Inc()
+				if ctx.Err() != nil {
+					break
+				}
+				logger.Warn("writing samples failed", "sink", fmt.Sprintf("%T", s), "err", err)
+			}
+		}
+		if (n+1)%flushTicks == 0 {
+			l.flush(ctx, logger)
+		}
+	}
+	// A final flush even after cancellation: what was sampled should still be delivered.
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	l.flush(flushCtx, logger)
+	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.Canceled) {
+		return taken, ctx.Err()
+	}
+	return taken, nil
+}
+
+func (l *Loop) flush(ctx context.Context, logger *slog.Logger) {
+	for _, s := range l.Sinks {
+		if err := s.Flush(ctx); err != nil {
+			l.Metrics.SinkErrors.WithLabelValues(fmt.Sprintf("%T", s)).Inc()
+			logger.Warn("flushing samples failed", "sink", fmt.Sprintf("%T", s), "err", err)
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package sim
+
+import "time"
+
+// scheduler is the equal-share vGPU scheduler of one physical GPU: round-robin over the vGPUs
+// that have work, one time slice each, a switch after every slice. When the set of busy vGPUs
+// changes (at a tick boundary) a new cycle starts and a slice in progress is cut short.
+type scheduler struct {
+	timeslice, switching time.Duration
+
+	busy   []bool
+	order  []int         // busy vGPUs in index order: their slots in the cycle
+	anchor time.Duration // start of the current cycle sequence
+	// lastEnd is when each vGPU's latest run slice ended (valid while it has had work since).
+	lastEnd   []time.Duration
+	lastValid []bool
+}
+
+// vgpuTick is what the scheduler log says about one vGPU for one tick.
+type vgpuTick struct {
+	run       time.Duration
+	switching time.Duration // GPU-wide, the same for every vGPU of the GPU
+	waits     []uint64      // ns, for runs that started in the tick
+}
+
+func newScheduler(count int, timeslice, switching time.Duration) *scheduler {
+	return &scheduler{
+		timeslice: timeslice, switching: switching,
+		busy: make([]bool, count), lastEnd: make([]time.Duration, count), lastValid: make([]bool, count),
+	}
+}
+
+// tick advances the schedule over [t, t+interval) with the given vGPUs busy.
+func (s *scheduler) tick(t, interval time.Duration, busy []bool) []vgpuTick {
+	if !equal(busy, s.busy) {
+		copy(s.busy, busy)
+		s.anchor = t
+		s.order = s.order[:0]
+		for i, b := range busy {
+			if b {
+				s.order = append(s.order, i)
+				if s.lastValid[i] && s.lastEnd[i] > t {
+					s.lastEnd[i] = t // the slice in progress was cut short
+				}
+			} else {
+				s.lastValid[i] = false
+			}
+		}
+	}
+	out := make([]vgpuTick, len(busy))
+	k := time.Duration(len(s.order))
+	if k == 0 {
+		return out
+	}
+	slot := s.timeslice + s.switching
+	period := k * slot
+	end := t + interval
+	var switching time.Duration
+	for j, idx := range s.order {
+		off := s.anchor + time.Duration(j)*slot
+		m := (t - off - slot) / period
+		if m < 0 {
+			m = 0
+		}
+		tk := &out[idx]
+		for start := off + m*period; start < end; start += period {
+			tk.run += overlap(start, start+s.timeslice, t, end)
+			switching += overlap(start+s.timeslice, start+slot, t, end)
+			if start >= t {
+				if s.lastValid[idx] {
+					tk.waits = append(tk.waits, uint64(start-s.lastEnd[idx]))
+				}
+				s.lastEnd[idx], s.lastValid[idx] = start+s.timeslice, true
+			}
+		}
+	}
+	for i := range out {
+		out[i].switching = switching
+	}
+	return out
+}
+
+func overlap(a0, a1, b0, b1 time.Duration) time.Duration {
+	lo, hi := max(a0, b0), min(a1, b1)
+	if hi > lo {
+		return hi - lo
+	}
+	return 0
+}
+
+func equal(a, b []bool) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

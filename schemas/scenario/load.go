@@ -1,0 +1,456 @@
+package scenario
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/slicemeter/slicemeter/schemas/hardware"
+)
+
+// Error is a validation error: the file, the field and what was wrong. Callers treat it as a
+// usage error (exit status 2).
+type Error struct {
+	File  string
+	Field string
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("scenario %s: %s", e.File, e.Msg)
+	}
+	return fmt.Sprintf("scenario %s: %s: %s", e.File, e.Field, e.Msg)
+}
+
+// Raw shapes of the YAML. Scalars are read as strings so that errors can quote what was written.
+type rawScenario struct {
+	Version  *int              `yaml:"version"`
+	Name     string            `yaml:"name"`
+	Start    string            `yaml:"start"`
+	Duration string            `yaml:"duration"`
+	Interval string            `yaml:"interval"`
+	Currency string            `yaml:"currency"`
+	Prices   map[string]string `yaml:"prices"`
+	Tiers    map[string]string `yaml:"tiers"`
+	SLA      struct {
+		ColdStart map[string]string `yaml:"cold_start"`
+	} `yaml:"sla"`
+	Nodes   []rawNode   `yaml:"nodes"`
+	Tenants []rawTenant `yaml:"tenants"`
+}
+
+type rawNode struct {
+	Name    string `yaml:"name"`
+	Outages []struct {
+		From string `yaml:"from"`
+		To   string `yaml:"to"`
+	} `yaml:"outages"`
+	GPUs []struct {
+		Model string   `yaml:"model"`
+		MIG   []string `yaml:"mig"`
+		VGPU  *struct {
+			Profile   string `yaml:"profile"`
+			Count     string `yaml:"count"`
+			Scheduler string `yaml:"scheduler"`
+			Timeslice string `yaml:"timeslice"`
+			Switch    string `yaml:"switch"`
+		} `yaml:"vgpu"`
+	} `yaml:"gpus"`
+}
+
+type rawTenant struct {
+	Name        string `yaml:"name"`
+	Tier        string `yaml:"tier"`
+	Allocations []struct {
+		Target    string `yaml:"target"`
+		Requested string `yaml:"requested"`
+		Ready     string `yaml:"ready"`
+		End       string `yaml:"end"`
+		Workload  struct {
+			SM    *string    `yaml:"sm"`
+			Steps [][]string `yaml:"steps"`
+			Mem   string     `yaml:"mem"`
+		} `yaml:"workload"`
+	} `yaml:"allocations"`
+}
+
+// Load reads and validates a scenario file.
+func Load(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading scenario: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse validates scenario YAML; name is used in error messages.
+func Parse(name string, data []byte) (*Scenario, error) {
+	var raw rawScenario
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&raw); err != nil {
+		return nil, &Error{File: name, Msg: "not a valid scenario (YAML, version 1): " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	v := validator{file: name}
+	s := v.scenario(&raw)
+	if len(v.errs) > 0 {
+		return nil, errors.Join(v.errs...)
+	}
+	s.Path = name
+	return s, nil
+}
+
+type validator struct {
+	file string
+	errs []error
+}
+
+func (v *validator) fail(field, format string, args ...any) {
+	v.errs = append(v.errs, &Error{File: v.file, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) duration(field, s string, required bool) time.Duration {
+	if s == "" {
+		if required {
+			v.fail(field, "missing; expected a duration such as 10m, 12s or 100ms")
+		}
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		v.fail(field, "%q is not a duration; expected e.g. 10m, 12s or 100ms", s)
+		return 0
+	}
+	if d < 0 {
+		v.fail(field, "%q is negative; expected a duration >= 0", s)
+	}
+	return d
+}
+
+func (v *validator) number(field, s string, lo, hi float64, what string) float64 {
+	if s == "" {
+		v.fail(field, "missing; expected %s", what)
+		return 0
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < lo || f > hi {
+		v.fail(field, "%q: expected %s", s, what)
+		return 0
+	}
+	return f
+}
+
+func (v *validator) scenario(raw *rawScenario) *Scenario {
+	s := &Scenario{Name: raw.Name, Currency: raw.Currency}
+	switch {
+	case raw.Version == nil:
+		v.fail("version", "missing; expected 1")
+	case *raw.Version != 1:
+		v.fail("version", "%d is not supported; expected 1", *raw.Version)
+	default:
+		s.Version = 1
+	}
+	if s.Name == "" {
+		v.fail("name", "missing; expected a non-empty name")
+	}
+	if raw.Start == "" {
+		v.fail("start", "missing; expected an RFC 3339 time such as \"2026-01-05T00:00:00Z\"")
+	} else if t, err := time.Parse(time.RFC3339Nano, raw.Start); err != nil {
+		v.fail("start", "%q: expected an RFC 3339 time such as \"2026-01-05T00:00:00Z\"", raw.Start)
+	} else {
+		s.Start = t.UTC()
+	}
+	s.Duration = v.duration("duration", raw.Duration, true)
+	if raw.Duration != "" && s.Duration == 0 {
+		v.fail("duration", "%q: expected a duration > 0", raw.Duration)
+	}
+	s.Interval = v.duration("interval", raw.Interval, true)
+	if raw.Interval != "" && s.Interval <= 0 {
+		v.fail("interval", "%q: expected a duration > 0", raw.Interval)
+	} else if s.Interval > 0 && s.Duration > 0 && s.Interval > s.Duration {
+		v.fail("interval", "%s is longer than duration %s", s.Interval, s.Duration)
+	}
+	if !regexp.MustCompile(`^[A-Z]{3}$`).MatchString(s.Currency) {
+		v.fail("currency", "%q: expected an ISO 4217 code such as USD", s.Currency)
+	}
+	s.Prices = map[string]float64{}
+	for _, model := range sortedKeys(raw.Prices) {
+		s.Prices[model] = v.number("prices."+model, raw.Prices[model], 1e-12, 1e12, "a price per GPU-hour > 0")
+	}
+	s.Tiers = map[string]float64{}
+	if len(raw.Tiers) == 0 {
+		v.fail("tiers", "missing; expected at least one tier with its multiplier, e.g. {pro: 1.0}")
+	}
+	for _, tier := range sortedKeys(raw.Tiers) {
+		s.Tiers[tier] = v.number("tiers."+tier, raw.Tiers[tier], 1e-12, 1e6, "a multiplier > 0")
+	}
+	s.ColdStartSLA = map[string]time.Duration{}
+	for _, tier := range sortedKeys(raw.SLA.ColdStart) {
+		field := "sla.cold_start." + tier
+		if _, ok := raw.Tiers[tier]; !ok {
+			v.fail(field, "tier %q is not in tiers", tier)
+		}
+		s.ColdStartSLA[tier] = v.duration(field, raw.SLA.ColdStart[tier], true)
+	}
+	for tier := range s.Tiers {
+		if _, ok := s.ColdStartSLA[tier]; !ok {
+			s.ColdStartSLA[tier] = DefaultColdStartSLA
+		}
+	}
+	s.Nodes = v.nodes(raw.Nodes, s)
+	s.Tenants = v.tenants(raw.Tenants, s)
+	return s
+}
+
+func (v *validator) nodes(raw []rawNode, s *Scenario) []Node {
+	if len(raw) == 0 {
+		v.fail("nodes", "missing; expected at least one node")
+	}
+	seen := map[string]bool{}
+	var nodes []Node
+	for i, rn := range raw {
+		f := fmt.Sprintf("nodes[%d]", i)
+		n := Node{Name: rn.Name}
+		if rn.Name == "" || strings.Contains(rn.Name, "/") {
+			v.fail(f+".name", "%q: expected a non-empty name without '/'", rn.Name)
+		} else if seen[rn.Name] {
+			v.fail(f+".name", "%q is used by another node", rn.Name)
+		}
+		seen[rn.Name] = true
+		for j, o := range rn.Outages {
+			of := fmt.Sprintf("%s.outages[%d]", f, j)
+			out := Outage{From: v.duration(of+".from", o.From, true), To: v.duration(of+".to", o.To, true)}
+			if o.From != "" && o.To != "" && out.To <= out.From {
+				v.fail(of, "to (%s) must be after from (%s)", o.To, o.From)
+			}
+			n.Outages = append(n.Outages, out)
+		}
+		if len(rn.GPUs) == 0 {
+			v.fail(f+".gpus", "missing; expected at least one GPU")
+		}
+		for j, rg := range rn.GPUs {
+			gf := fmt.Sprintf("%s.gpus[%d]", f, j)
+			g := GPU{Model: rg.Model, MIG: rg.MIG}
+			model, ok := hardware.Lookup(rg.Model)
+			if !ok {
+				v.fail(gf+".model", "%q is not a known GPU model; expected one of %s", rg.Model, strings.Join(hardware.Names(), ", "))
+			}
+			if _, priced := s.Prices[rg.Model]; !priced && rg.Model != "" {
+				v.fail("prices", "no price for GPU model %q used by %s", rg.Model, gf)
+			}
+			if len(rg.MIG) > 0 && rg.VGPU != nil {
+				v.fail(gf, "a GPU is either split into MIG instances or hosts vGPUs, not both")
+			}
+			if ok && len(rg.MIG) > 0 {
+				if len(model.MIG) == 0 {
+					v.fail(gf+".mig", "model %s does not support MIG", rg.Model)
+				}
+				slices := uint32(0)
+				for k, p := range rg.MIG {
+					prof, found := model.MIG[p]
+					if !found && len(model.MIG) > 0 {
+						v.fail(fmt.Sprintf("%s.mig[%d]", gf, k), "%q is not a MIG profile of %s; expected one of %s", p, rg.Model, strings.Join(model.MIGProfileNames(), ", "))
+					}
+					slices += prof.ComputeSlices
+				}
+				if slices > hardware.MaxComputeSlices {
+					v.fail(gf+".mig", "the profiles use %d compute slices; a GPU has %d", slices, hardware.MaxComputeSlices)
+				}
+			}
+			if rg.VGPU != nil {
+				g.VGPU = v.vgpu(gf+".vgpu", rg.VGPU.Profile, rg.VGPU.Count, rg.VGPU.Scheduler, rg.VGPU.Timeslice, rg.VGPU.Switch, model, ok)
+			}
+			n.GPUs = append(n.GPUs, g)
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes
+}
+
+func (v *validator) vgpu(f, profile, count, scheduler, timeslice, sw string, model hardware.Model, known bool) *VGPU {
+	g := &VGPU{Profile: profile, Scheduler: scheduler}
+	fb, err := hardware.VGPUFramebuffer(profile)
+	if err != nil {
+		v.fail(f+".profile", "%v", err)
+	}
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 1 {
+		v.fail(f+".count", "%q: expected a whole number >= 1", count)
+	}
+	g.Count = n
+	if known && fb > 0 && n > 0 && fb*uint64(n) > model.MemoryBytes {
+		v.fail(f+".count", "%d × %s needs %d GiB; %s has %d GiB", n, profile, fb*uint64(n)/hardware.GiB, model.Name, model.MemoryBytes/hardware.GiB)
+	}
+	if scheduler != "equal_share" {
+		v.fail(f+".scheduler", "%q: expected equal_share", scheduler)
+	}
+	g.Timeslice = v.duration(f+".timeslice", timeslice, true)
+	if timeslice != "" && g.Timeslice <= 0 {
+		v.fail(f+".timeslice", "%q: expected a duration > 0", timeslice)
+	}
+	g.Switch = v.duration(f+".switch", sw, true)
+	return g
+}
+
+var targetRE = regexp.MustCompile(`^([^/]+)/gpu([0-9]+)(?:/(mig|vgpu)([0-9]+))?$`)
+
+func (v *validator) tenants(raw []rawTenant, s *Scenario) []Tenant {
+	seen := map[string]bool{}
+	type hold struct {
+		field      string
+		start, end time.Duration
+	}
+	holds := map[string][]hold{}
+	var tenants []Tenant
+	for i, rt := range raw {
+		f := fmt.Sprintf("tenants[%d]", i)
+		t := Tenant{Name: rt.Name, Tier: rt.Tier}
+		if rt.Name == "" || rt.Name == "__unallocated__" {
+			v.fail(f+".name", "%q: expected a non-empty tenant name", rt.Name)
+		} else if seen[rt.Name] {
+			v.fail(f+".name", "%q is used by another tenant", rt.Name)
+		}
+		seen[rt.Name] = true
+		if _, ok := s.Tiers[rt.Tier]; !ok {
+			v.fail(f+".tier", "%q is not in tiers (%s)", rt.Tier, strings.Join(sortedKeys(s.Tiers), ", "))
+		}
+		for j, ra := range rt.Allocations {
+			af := fmt.Sprintf("%s.allocations[%d]", f, j)
+			a := Allocation{
+				Requested: v.duration(af+".requested", ra.Requested, true),
+				Ready:     v.duration(af+".ready", ra.Ready, true),
+				End:       v.duration(af+".end", ra.End, true),
+			}
+			if a.Ready < a.Requested {
+				v.fail(af+".ready", "%s is before requested (%s)", ra.Ready, ra.Requested)
+			}
+			if a.End <= a.Ready && ra.End != "" {
+				v.fail(af+".end", "%s must be after ready (%s)", ra.End, ra.Ready)
+			}
+			target, ok := v.target(af+".target", ra.Target, s)
+			a.Target = target
+			a.Workload = v.workload(af+".workload", ra.Workload.SM, ra.Workload.Steps, ra.Workload.Mem, target.Kind == "vgpu")
+			if ok {
+				key := target.Node + "/" + target.Instance
+				for _, h := range holds[key] {
+					if a.Requested < h.end && h.start < a.End {
+						v.fail(af, "overlaps %s on %s", h.field, ra.Target)
+					}
+				}
+				holds[key] = append(holds[key], hold{af, a.Requested, a.End})
+			}
+			t.Allocations = append(t.Allocations, a)
+		}
+		tenants = append(tenants, t)
+	}
+	return tenants
+}
+
+func (v *validator) target(f, raw string, s *Scenario) (Target, bool) {
+	m := targetRE.FindStringSubmatch(raw)
+	if m == nil {
+		v.fail(f, "%q: expected node/gpuN, node/gpuN/migM or node/gpuN/vgpuM", raw)
+		return Target{Raw: raw}, false
+	}
+	gi, _ := strconv.Atoi(m[2])
+	t := Target{Node: m[1], GPU: gi, Kind: "gpu", Raw: raw, Instance: "gpu" + m[2]}
+	if m[3] != "" {
+		t.Kind = m[3]
+		t.Index, _ = strconv.Atoi(m[4])
+		t.Instance = fmt.Sprintf("gpu%d/%s%d", gi, m[3], t.Index)
+	}
+	var node *Node
+	for i := range s.Nodes {
+		if s.Nodes[i].Name == t.Node {
+			node = &s.Nodes[i]
+		}
+	}
+	if node == nil {
+		v.fail(f, "%q: no node named %q", raw, t.Node)
+		return t, false
+	}
+	if gi >= len(node.GPUs) {
+		v.fail(f, "%q: node %s has %d GPU(s)", raw, t.Node, len(node.GPUs))
+		return t, false
+	}
+	g := node.GPUs[gi]
+	switch {
+	case t.Kind != g.Kind():
+		v.fail(f, "%q: gpu%d of %s is a %s GPU; expected a target of that kind", raw, gi, t.Node, kindWord(g.Kind()))
+		return t, false
+	case t.Kind == "mig" && t.Index >= len(g.MIG):
+		v.fail(f, "%q: gpu%d has %d MIG instance(s)", raw, gi, len(g.MIG))
+		return t, false
+	case t.Kind == "vgpu" && g.VGPU != nil && t.Index >= g.VGPU.Count:
+		v.fail(f, "%q: gpu%d has %d vGPU instance(s)", raw, gi, g.VGPU.Count)
+		return t, false
+	}
+	return t, true
+}
+
+func kindWord(k string) string {
+	switch k {
+	case "mig":
+		return "MIG-partitioned"
+	case "vgpu":
+		return "vGPU-hosting"
+	default:
+		return "whole"
+	}
+}
+
+func (v *validator) workload(f string, sm *string, steps [][]string, mem string, vgpu bool) Workload {
+	var w Workload
+	smValue := func(field, s string) float64 {
+		x := v.number(field, s, 0, 1, "an SM activity in [0, 1]")
+		if vgpu && x != 0 && x != 1 {
+			v.fail(field, "%s: a vGPU workload's sm is 0 or 1 in scenario version 1", s)
+		}
+		return x
+	}
+	switch {
+	case sm != nil && steps != nil:
+		v.fail(f, "give either sm or steps, not both")
+	case sm != nil:
+		w.Steps = []Step{{At: 0, SM: smValue(f+".sm", *sm)}}
+	case steps != nil:
+		for i, st := range steps {
+			sf := fmt.Sprintf("%s.steps[%d]", f, i)
+			if len(st) != 2 {
+				v.fail(sf, "expected [offset, sm], e.g. [20m, 0.9]")
+				continue
+			}
+			step := Step{At: v.duration(sf+"[0]", st[0], true), SM: smValue(sf+"[1]", st[1])}
+			if i > 0 && step.At <= w.Steps[len(w.Steps)-1].At {
+				v.fail(sf, "offset %s is not after the previous step's", st[0])
+			}
+			w.Steps = append(w.Steps, step)
+		}
+	default:
+		v.fail(f, "missing sm or steps; expected e.g. {sm: 0.5, mem: 0.6}")
+	}
+	if mem == "" {
+		w.Mem = 0
+	} else {
+		w.Mem = v.number(f+".mem", mem, 0, 1, "a memory share in [0, 1]")
+	}
+	return w
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,123 @@
+package scenario
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadPublicScenarios(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.yaml")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("expected the public scenarios in testdata, got %v (%v)", files, err)
+	}
+	for _, f := range files {
+		s, err := Load(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if s.Duration != time.Hour || s.Interval != 100*time.Millisecond || len(s.Tenants) == 0 {
+			t.Errorf("%s: unexpected %+v", f, s)
+		}
+	}
+}
+
+func TestLoadMIGBasic(t *testing.T) {
+	s, err := Load("testdata/mig-basic.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gamma := s.Tenants[2]
+	a := gamma.Allocations[0]
+	if a.Target.Instance != "gpu1" || a.Target.Kind != "gpu" || a.Ready != 5*time.Second {
+		t.Errorf("gamma allocation: %+v", a)
+	}
+	if got := a.Workload.SMAt(29 * time.Minute); got != 0.2 {
+		t.Errorf("SMAt(29m) = %v, want 0.2", got)
+	}
+	if got := a.Workload.SMAt(30 * time.Minute); got != 0.6 {
+		t.Errorf("SMAt(30m) = %v, want 0.6", got)
+	}
+	if s.ColdStartSLA["budget"] != 120*time.Second {
+		t.Errorf("budget SLA = %v", s.ColdStartSLA["budget"])
+	}
+	if acme := s.Tenants[0].Allocations[0].Target; acme.Instance != "gpu0/mig0" || acme.Kind != "mig" {
+		t.Errorf("acme target %+v", acme)
+	}
+}
+
+const valid = `version: 1
+name: t
+start: "2026-01-05T00:00:00Z"
+duration: 1h
+interval: 100ms
+currency: USD
+prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}
+tiers: {pro: 1.0}
+nodes:
+  - name: n
+    gpus:
+      - {model: A100-SXM4-40GB, mig: ["1g.5gb", "3g.20gb"]}
+      - {model: H100-SXM5-80GB, vgpu: {profile: H100-20C, count: 4, scheduler: equal_share, timeslice: 2ms, switch: 20us}}
+tenants:
+  - name: a
+    tier: pro
+    allocations:
+      - {target: n/gpu0/mig1, requested: 0s, ready: 5s, end: 1h, workload: {sm: 0.5, mem: 0.1}}
+      - {target: n/gpu1/vgpu3, requested: 0s, ready: 5s, end: 1h, workload: {steps: [[0s, 0], [10m, 1]]}}
+`
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name, old, new, want string
+	}{
+		{"version", "version: 1", "version: 2", "version: 2 is not supported"},
+		{"unknown field", "currency: USD", "currency: USD\ncolour: red", "field colour not found"},
+		{"bad duration", "duration: 1h", "duration: an hour", `duration: "an hour" is not a duration`},
+		{"bad start", `start: "2026-01-05T00:00:00Z"`, `start: "yesterday"`, `start: "yesterday": expected an RFC 3339 time`},
+		{"unknown model", "model: H100-SXM5-80GB,", "model: B300,", `nodes[0].gpus[1].model: "B300" is not a known GPU model`},
+		{"unpriced model", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}", "prices: {A100-SXM4-40GB: 1.60}", `no price for GPU model "H100-SXM5-80GB"`},
+		{"mig profile", `"3g.20gb"`, `"3g.40gb"`, `nodes[0].gpus[0].mig[1]: "3g.40gb" is not a MIG profile of A100-SXM4-40GB`},
+		{"too many slices", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["4g.20gb", "4g.20gb"]`, "use 8 compute slices"},
+		{"vgpu count", "count: 4", "count: 5", "5 × H100-20C needs 100 GiB"},
+		{"target kind", "target: n/gpu0/mig1", "target: n/gpu0", "is a MIG-partitioned GPU"},
+		{"target index", "target: n/gpu0/mig1", "target: n/gpu0/mig2", "gpu0 has 2 MIG instance(s)"},
+		{"target node", "target: n/gpu0/mig1", "target: m/gpu0/mig1", `no node named "m"`},
+		{"tier", "tier: pro", "tier: gold", `tenants[0].tier: "gold" is not in tiers`},
+		{"ready before requested", "requested: 0s, ready: 5s, end: 1h, workload: {sm: 0.5", "requested: 10s, ready: 5s, end: 1h, workload: {sm: 0.5", "allocations[0].ready: 5s is before requested"},
+		{"sm range", "sm: 0.5", "sm: 1.5", `allocations[0].workload.sm: "1.5": expected an SM activity in [0, 1]`},
+		{"vgpu sm", "[10m, 1]", "[10m, 0.5]", "a vGPU workload's sm is 0 or 1"},
+		{"steps order", "[[0s, 0], [10m, 1]]", "[[10m, 0], [5m, 1]]", "steps[1]: offset 5m is not after"},
+		{"overlap", "target: n/gpu1/vgpu3", "target: n/gpu0/mig1", "overlaps tenants[0].allocations[0]"},
+		{"currency", "currency: USD", "currency: dollars", `currency: "dollars": expected an ISO 4217 code`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := strings.Replace(valid, tt.old, tt.new, 1)
+			if doc == valid {
+				t.Fatalf("replacement %q not found", tt.old)
+			}
+			_, err := Parse("bad.yaml", []byte(doc))
+			if err == nil {
+				t.Fatalf("no error, want %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "bad.yaml") {
+				t.Errorf("error %q\nwant it to contain %q and the file name", err, tt.want)
+			}
+		})
+	}
+	if _, err := Parse("ok.yaml", []byte(valid)); err != nil {
+		t.Fatalf("valid scenario: %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(valid))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse("fuzz.yaml", data)
+		if err == nil && (s.Interval <= 0 || s.Duration <= 0 || len(s.Nodes) == 0) {
+			t.Fatalf("accepted an invalid scenario: %+v", s)
+		}
+	})
+}

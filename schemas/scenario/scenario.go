@@ -1,0 +1,120 @@
+// Package scenario loads and validates scenario files (format version 1): the simulator's input
+// and the ground truth of the acceptance tests. See DESIGN.md, "Scenario files".
+package scenario
+
+import (
+	"time"
+)
+
+// Scenario is a validated scenario file. Offsets are relative to Start.
+type Scenario struct {
+	Path     string
+	Version  int
+	Name     string
+	Start    time.Time
+	Duration time.Duration
+	Interval time.Duration
+	Currency string
+	Prices   map[string]float64 // GPU model -> price of one whole GPU for one hour
+	Tiers    map[string]float64 // tier -> multiplier
+	// ColdStartSLA is the cold-start limit per tier; tiers without one get DefaultColdStartSLA.
+	ColdStartSLA map[string]time.Duration
+	Nodes        []Node
+	Tenants      []Tenant
+}
+
+// DefaultColdStartSLA applies to tiers that the scenario's sla section does not name.
+const DefaultColdStartSLA = 30 * time.Second
+
+// End is the end of the scenario's window.
+func (s *Scenario) End() time.Time { return s.Start.Add(s.Duration) }
+
+// Node is one GPU node and its exporter.
+type Node struct {
+	Name    string
+	Outages []Outage
+	GPUs    []GPU
+}
+
+// Outage is a time when the node's exporter is down: no samples in [From, To).
+type Outage struct {
+	From, To time.Duration
+}
+
+// GPU is one physical GPU, whole, split into MIG instances, or hosting vGPUs.
+type GPU struct {
+	Model string
+	MIG   []string // MIG profiles, in instance index order
+	VGPU  *VGPU
+}
+
+// Kind says how the GPU is shared.
+func (g GPU) Kind() string {
+	switch {
+	case len(g.MIG) > 0:
+		return "mig"
+	case g.VGPU != nil:
+		return "vgpu"
+	default:
+		return "gpu"
+	}
+}
+
+// VGPU describes time-sliced vGPU instances on one GPU.
+type VGPU struct {
+	Profile   string
+	Count     int
+	Scheduler string // equal_share
+	Timeslice time.Duration
+	Switch    time.Duration
+}
+
+// Tenant holds allocations at one tier.
+type Tenant struct {
+	Name        string
+	Tier        string
+	Allocations []Allocation
+}
+
+// Allocation is one tenant's hold on one instance.
+type Allocation struct {
+	Target    Target
+	Requested time.Duration
+	Ready     time.Duration // started_at; billing starts
+	End       time.Duration // ended_at
+	Workload  Workload
+}
+
+// Target names an instance: node/gpuN[/migM|/vgpuM].
+type Target struct {
+	Node     string
+	GPU      int
+	Kind     string // gpu, mig, vgpu
+	Index    int    // MIG or vGPU index; 0 for a whole GPU
+	Raw      string
+	Instance string // instance id as the simulator names it: gpuN, gpuN/migM, gpuN/vgpuM
+}
+
+// Workload is the tenant's load on its instance while attached.
+type Workload struct {
+	Steps []Step // sorted by At; the first is at 0 (constant workloads have one step)
+	Mem   float64
+}
+
+// Step sets the SM activity from At (offset from the scenario start) on.
+type Step struct {
+	At time.Duration
+	SM float64
+}
+
+// SMAt is the workload's SM activity at offset t.
+func (w Workload) SMAt(t time.Duration) float64 {
+	sm := 0.0
+	for _, s := range w.Steps {
+		if s.At > t {
+			break
+		}
+		sm = s.SM
+	}
+	return sm
+}
