@@ -1,0 +1,205 @@
+package attribution
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slicemeter/slicemeter/attribution/pricebook"
+)
+
+const gib = 1 << 30
+
+var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC).UnixNano()
+
+func at(d time.Duration) int64 { return t0 + int64(d) }
+
+func TestBilled(t *testing.T) {
+	window := interval{at(0), at(time.Hour)}
+	tests := []struct {
+		name   string
+		a      allocation
+		want   interval
+		wantOK bool
+	}{
+		{"inside", allocation{started: at(12 * time.Second), ended: at(40 * time.Minute)}, interval{at(12 * time.Second), at(40 * time.Minute)}, true},
+		{"open: to the window's end", allocation{started: at(5 * time.Second)}, interval{at(5 * time.Second), at(time.Hour)}, true},
+		{"started before the window", allocation{started: at(-time.Hour), ended: at(10 * time.Minute)}, interval{at(0), at(10 * time.Minute)}, true},
+		{"ends after the window", allocation{started: at(time.Minute), ended: at(2 * time.Hour)}, interval{at(time.Minute), at(time.Hour)}, true},
+		{"ended before the window", allocation{started: at(-2 * time.Hour), ended: at(-time.Hour)}, interval{}, false},
+		{"ended exactly at the window start", allocation{started: at(-time.Hour), ended: at(0)}, interval{}, false},
+		{"starts at the window end", allocation{started: at(time.Hour)}, interval{}, false},
+		{"not started", allocation{started: 0}, interval{}, false},
+		{"ends before it starts", allocation{started: at(time.Minute), ended: at(time.Second)}, interval{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := tt.a.billed(window)
+			if ok != tt.wantOK || (ok && got != tt.want) {
+				t.Errorf("billed = %v, %v; want %v, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestTermsOf(t *testing.T) {
+	book := &pricebook.PriceBook{
+		Currency: "USD",
+		Prices:   map[string]float64{"A100-SXM4-40GB": 1.60, "H100-SXM5-80GB": 2.40},
+		Tiers:    map[string]float64{"pro": 1, "budget": 0.7},
+	}
+	mig := pricebook.Instance{Kind: "mig", Model: "A100-SXM4-40GB", Profile: "1g.5gb", ComputeSlices: 1, SMCount: 14, GPUSMCount: 108}
+	vgpu := pricebook.Instance{Kind: "vgpu", Model: "H100-SXM5-80GB", Profile: "H100-20C", MemTotalBytes: 20 * gib, GPUMemTotalBytes: 80 * gib}
+	a := allocation{id: "a1", tenant: "acme", tier: "budget", target: target{"node-a", "gpu0/mig0"}}
+
+	got, err := termsOf(a, mig, book)
+	want := terms{listPrice: 1.60, fraction: 1.0 / 7, multiplier: 0.7, overhead: 1 - (14.0/108)*7}
+	if err != nil || math.Abs(got.overhead-want.overhead) > 1e-12 || got.fraction != want.fraction || got.listPrice != want.listPrice ||
+		got.multiplier != want.multiplier || got.timeSliced {
+		t.Errorf("MIG terms = %+v, %v; want %+v", got, err, want)
+	}
+	got, err = termsOf(a, vgpu, book)
+	if err != nil || got.fraction != 0.25 || !got.timeSliced || got.overhead != 0 {
+		t.Errorf("vGPU terms = %+v, %v", got, err)
+	}
+
+	for name, tc := range map[string]struct {
+		a    allocation
+		in   pricebook.Instance
+		want []string
+	}{
+		"model without price": {a, pricebook.Instance{Kind: "gpu", Model: "L40S"}, []string{`"L40S"`, "a1", "acme", "node-a/gpu0/mig0"}},
+		"unknown tier":        {allocation{id: "a2", tenant: "x", tier: "gold"}, mig, []string{`tier "gold"`, "a2"}},
+		"bad instance":        {a, pricebook.Instance{Kind: "mig", Model: "A100-SXM4-40GB"}, []string{"compute slices 0"}},
+	} {
+		_, err := termsOf(tc.a, tc.in, book)
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %v should contain %q", name, err, w)
+			}
+		}
+	}
+}
+
+// TestAttribute checks the per-allocation math against the public scenarios' expected
+// reports (DESIGN.md's worked examples), fed with the aggregates the usage query returns.
+func TestAttribute(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	ticks := func(d time.Duration) float64 { return float64(d / interval) }
+	migO := 1 - (14.0/108)/(1.0/7)
+	vgpuO := 60.0 / 6060 // 3 busy vGPUs, timeslice 2 ms, switch 20 µs
+	tests := []struct {
+		name   string
+		billed time.Duration
+		terms  terms
+		usage  usage
+		// expected, as printed in the scenarios' expected CSVs
+		list, cost, waste, overhead, efficiency float64
+	}{
+		{
+			"mig-basic acme: 1g.5gb at 0.5",
+			3588 * time.Second, terms{listPrice: 1.60, fraction: 1.0 / 7, multiplier: 1, overhead: migO},
+			usage{metered: 3588 * time.Second, efficiencyNS: 0.5 * float64(3588*time.Second)},
+			0.227810, 0.227810, 0.103358, 0.021093, 0.5,
+		},
+		{
+			"mig-basic gamma: whole H100, steps 0.2 then 0.6",
+			3595 * time.Second, terms{listPrice: 2.40, fraction: 1, multiplier: 1},
+			usage{metered: 3595 * time.Second, efficiencyNS: (ticks(1795*time.Second)*0.2 + ticks(1800*time.Second)*0.6) * float64(interval)},
+			2.396667, 2.396667, 1.437333, 0, 0.4003,
+		},
+		{
+			"outage-coldstart slowco: 3g.20gb at 0.3, 120 s unmetered",
+			3555 * time.Second, terms{listPrice: 1.60, fraction: 3.0 / 7, multiplier: 1, overhead: 1 - (42.0/108)/(3.0/7)},
+			usage{metered: 3435 * time.Second, efficiencyNS: 0.3 * float64(3435*time.Second)},
+			0.677143, 0.677143, 0.415593, 0.062698, 0.3,
+		},
+		{
+			"vgpu-timeslice t3: busy, budget",
+			3580 * time.Second, terms{listPrice: 2.40, fraction: 0.25, multiplier: 0.7, timeSliced: true},
+			usage{metered: 3580 * time.Second, efficiencyNS: float64(3580 * time.Second), switchNS: vgpuO * float64(3580*time.Second)},
+			0.596667, 0.417667, 0, 0.004135, 1,
+		},
+		{
+			"vgpu-timeslice t4: idle",
+			3565 * time.Second, terms{listPrice: 2.40, fraction: 0.25, multiplier: 0.7, timeSliced: true},
+			usage{metered: 3565 * time.Second, switchNS: vgpuO * float64(3565*time.Second)},
+			0.594167, 0.415917, 0.411799, 0.004118, 0,
+		},
+	}
+	round := func(v float64, decimals int) float64 { p := math.Pow10(decimals); return math.Round(v*p) / p }
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := attribute(tt.billed, tt.terms, tt.usage)
+			check := func(what string, got, want float64, decimals int) {
+				if round(got, decimals) != want {
+					t.Errorf("%s = %.8f, want %.*f", what, got, decimals, want)
+				}
+			}
+			check("list_cost", l.listCost, tt.list, 6)
+			check("cost", l.cost, tt.cost, 6)
+			check("waste_cost", l.wasteCost, tt.waste, 6)
+			check("overhead_cost", l.overheadCost, tt.overhead, 6)
+			check("efficiency", l.efficiency, tt.efficiency, 4)
+			if l.billed != tt.billed || l.metered != tt.usage.metered {
+				t.Errorf("billed, metered = %s, %s", l.billed, l.metered)
+			}
+		})
+	}
+}
+
+func TestAttributeEdges(t *testing.T) {
+	whole := terms{listPrice: 3.6, fraction: 1, multiplier: 1}
+	// Nothing metered (an outage over the whole allocation): no waste, no measured efficiency.
+	l := attribute(time.Hour, whole, usage{})
+	if l.cost != 3.6 || l.wasteCost != 0 || l.metered != 0 || l.overheadCost != 0 {
+		t.Errorf("unmetered allocation: %+v", l)
+	}
+	// Metered time is capped at the billed time (overlapping samples); efficiency at 1.
+	l = attribute(time.Hour, whole, usage{metered: 2 * time.Hour, efficiencyNS: 3 * float64(2*time.Hour)})
+	if l.metered != time.Hour || l.efficiency != 1 || l.wasteCost != 0 {
+		t.Errorf("over-metered allocation: %+v", l)
+	}
+	// A fully metered allocation: cost = used + waste + overhead.
+	mig := terms{listPrice: 1.6, fraction: 3.0 / 7, multiplier: 0.7, overhead: 0.1}
+	l = attribute(time.Hour, mig, usage{metered: time.Hour, efficiencyNS: 0.25 * float64(time.Hour)})
+	used := l.cost * (1 - l.overhead) * l.efficiency
+	if math.Abs(used+l.wasteCost+l.overheadCost-l.cost) > 1e-12 {
+		t.Errorf("used %v + waste %v + overhead %v != cost %v", used, l.wasteCost, l.overheadCost, l.cost)
+	}
+}
+
+func TestP99(t *testing.T) {
+	many := histogram{}
+	for w := uint64(1); w <= 1000; w++ {
+		many[w] = 1
+	}
+	tests := []struct {
+		name string
+		h    histogram
+		want time.Duration
+		ok   bool
+	}{
+		{"no waits", histogram{}, 0, false},
+		{"nil", nil, 0, false},
+		{"one wait", histogram{4_060_000: 1}, 4_060_000, true},
+		{"all equal", histogram{4_060_000: 35_000}, 4_060_000, true},
+		// 100 waits: rank ⌈99⌉ = 99, the 99th smallest.
+		{"100 waits", histogram{1: 98, 2: 1, 3: 1}, 2, true},
+		// 101 waits: rank ⌈99.99⌉ = 100.
+		{"101 waits", histogram{1: 99, 2: 1, 3: 1}, 2, true},
+		{"102 waits", histogram{1: 99, 2: 1, 3: 2}, 3, true},
+		{"1000 distinct", many, 990, true},
+		{"a rare long wait does not count", histogram{10: 199, 1_000_000: 1}, 10, true},
+		{"two long waits of 200 do", histogram{10: 197, 1_000_000: 3}, 1_000_000, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := tt.h.p99()
+			if got != tt.want || ok != tt.ok {
+				t.Errorf("p99 = %v, %v; want %v, %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}

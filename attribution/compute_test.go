@@ -1,0 +1,274 @@
+package attribution_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/attribution/report"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+const gib = 1 << 30
+
+var (
+	t0   = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	book = &pricebook.PriceBook{
+		Currency:  "USD",
+		Prices:    map[string]float64{"A100-SXM4-40GB": 1.60, "H100-SXM5-80GB": 2.40},
+		Tiers:     map[string]float64{"pro": 1.0, "budget": 0.7},
+		ColdStart: map[string]time.Duration{"budget": 30 * time.Second}, // pro: the default 30 s
+	}
+)
+
+// instance is one instance of the hand-built fleet.
+type instance struct {
+	gpuUUID, model, id, profile string
+	kind                        pb.Kind
+	slices, sms, gpuSMs         uint32
+	mem, gpuMem                 uint64
+}
+
+var (
+	migA100 = instance{gpuUUID: "GPU-a0", model: "A100-SXM4-40GB", id: "gpu0/mig0", profile: "1g.5gb", kind: pb.Kind_KIND_MIG,
+		slices: 1, sms: 14, gpuSMs: 108, mem: 5 * gib, gpuMem: 40 * gib}
+	wholeA100 = instance{gpuUUID: "GPU-a1", model: "A100-SXM4-40GB", id: "gpu1", kind: pb.Kind_KIND_GPU,
+		sms: 108, gpuSMs: 108, mem: 40 * gib, gpuMem: 40 * gib}
+	vgpu0 = instance{gpuUUID: "GPU-b0", model: "H100-SXM5-80GB", id: "gpu0/vgpu0", profile: "H100-20C", kind: pb.Kind_KIND_VGPU,
+		sms: 132, gpuSMs: 132, mem: 20 * gib, gpuMem: 80 * gib}
+	vgpu1 = instance{gpuUUID: "GPU-b0", model: "H100-SXM5-80GB", id: "gpu0/vgpu1", profile: "H100-20C", kind: pb.Kind_KIND_VGPU,
+		sms: 132, gpuSMs: 132, mem: 20 * gib, gpuMem: 80 * gib}
+)
+
+func (in instance) sample(at time.Duration, interval time.Duration, attached bool, sm float64) *pb.Sample {
+	s := &pb.Sample{
+		TsNs: uint64(t0.Add(at).UnixNano()), IntervalNs: uint64(interval), GpuUuid: in.gpuUUID, Model: in.model,
+		Kind: in.kind, InstanceId: in.id, Profile: in.profile, Attached: attached, SmActive: sm,
+		MemTotalBytes: in.mem, ComputeSlices: in.slices, SmCount: in.sms, GpuSmCount: in.gpuSMs, GpuMemTotalBytes: in.gpuMem,
+	}
+	if in.kind == pb.Kind_KIND_VGPU {
+		s.Vgpu = &pb.VgpuSchedule{}
+	}
+	return s
+}
+
+// TestCompute checks Compute against a hand-built fleet, with the definitions worked out by
+// hand below. The window is ten minutes of 1 s samples:
+//
+//	node-a: gpu0 (A100) MIG 1g.5gb gpu0/mig0; gpu1 (A100) whole. Exporter down [200 s, 260 s).
+//	        The first 100 s of gpu0/mig0 are delivered twice.
+//	node-b: gpu0 (H100) with vGPUs H100-20C: vgpu0 busy (sm 0.2, 5 waits a tick), vgpu1 idle;
+//	        switching 10 ms a tick. Sampled from 130 s before the window; the first 50 s of the
+//	        window are delivered twice.
+//
+// Tenants: acme (pro) holds gpu0/mig0 from 12 s on and (budget) gpu0/vgpu1 [300 s, 400 s),
+// never attached; bolt (budget) holds gpu1 [100 s, 400 s), requested at 60 s; vee (pro) holds
+// gpu0/vgpu0 since 240 s before the window, requested 300 s before it. ghost's allocation was
+// deleted, old's ended before the window.
+func TestCompute(t *testing.T) {
+	conn := newDatabase(t)
+	const window = 600 * time.Second
+	tick := time.Second
+	var nodeA, nodeB []*pb.Sample
+	for at := time.Duration(0); at < window; at += tick {
+		if at >= 200*time.Second && at < 260*time.Second {
+			continue // node-a's exporter is down
+		}
+		nodeA = append(nodeA, migA100.sample(at, tick, at >= 12*time.Second, map[bool]float64{true: 0.5}[at >= 12*time.Second]))
+		bolt := at >= 100*time.Second && at < 400*time.Second
+		nodeA = append(nodeA, wholeA100.sample(at, tick, bolt, map[bool]float64{true: 0.25}[bolt]))
+	}
+	nodeA = append(nodeA, nodeA[:200]...) // ticks 0-99 of node-a again: a batch delivered twice
+	for at := -130 * time.Second; at < window; at += tick {
+		busy := vgpu0.sample(at, tick, at >= -125*time.Second, 0.2)
+		busy.Vgpu.SwitchNs = uint64(10 * time.Millisecond)
+		busy.Vgpu.WaitsNs = []uint64{4_060_000, 4_060_000, 4_060_000, 4_060_000, 4_060_000}
+		if at < 0 {
+			busy.Vgpu.WaitsNs[0] = 50_000_000 // before the window: must not count
+		} else if (at/tick)%20 == 0 {
+			busy.Vgpu.WaitsNs[4] = 9_000_000 // 30 long waits of 3000: exactly 1 %
+		}
+		idle := vgpu1.sample(at, tick, false, 0)
+		idle.Vgpu.SwitchNs = busy.Vgpu.SwitchNs
+		nodeB = append(nodeB, busy, idle)
+	}
+	nodeB = append(nodeB, nodeB[260:360]...) // ticks 0-49 of the window again
+	insertSamples(t, conn, "node-a", nodeA)
+	insertSamples(t, conn, "node-b", nodeB)
+
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	insertAllocations(t, conn, []allocationRow{
+		{id: "acme-1", tenant: "acme", tier: "pro", node: "node-a", instance: "gpu0/mig0", requested: at(0), started: at(12 * time.Second), version: 1},
+		{id: "acme-2", tenant: "acme", tier: "budget", node: "node-b", instance: "gpu0/vgpu1", requested: at(290 * time.Second),
+			started: at(300 * time.Second), ended: at(400 * time.Second), version: 1},
+		// bolt's allocation was opened, then closed (version 2, delivered twice).
+		{id: "bolt-1", tenant: "bolt", tier: "budget", node: "node-a", instance: "gpu1", requested: at(60 * time.Second), started: at(100 * time.Second), version: 1},
+		{id: "bolt-1", tenant: "bolt", tier: "budget", node: "node-a", instance: "gpu1", requested: at(60 * time.Second), started: at(100 * time.Second),
+			ended: at(400 * time.Second), version: 2},
+		{id: "bolt-1", tenant: "bolt", tier: "budget", node: "node-a", instance: "gpu1", requested: at(60 * time.Second), started: at(100 * time.Second),
+			ended: at(400 * time.Second), version: 2},
+		{id: "vee-1", tenant: "vee", tier: "pro", node: "node-b", instance: "gpu0/vgpu0", requested: at(-300 * time.Second), started: at(-240 * time.Second), version: 1},
+		{id: "ghost-1", tenant: "ghost", tier: "pro", node: "node-a", instance: "gpu1", requested: at(0), started: at(0), version: 1},
+		{id: "ghost-1", tenant: "ghost", tier: "pro", node: "node-a", instance: "gpu1", requested: at(0), started: at(0), version: 2, deleted: true},
+		{id: "old-1", tenant: "old", tier: "pro", node: "node-a", instance: "gpu1", requested: at(-2 * time.Hour), started: at(-2 * time.Hour),
+			ended: at(-time.Hour), version: 1},
+	})
+
+	got, err := attribution.Compute(context.Background(), conn, t0, t0.Add(window), book)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// By hand, from DESIGN.md's definitions.
+	hours := func(d time.Duration) float64 { return d.Hours() }
+	migO := 1 - (14.0/108)/(1.0/7)
+	acmeMIGList := 1.60 * (1.0 / 7) * hours(588*time.Second)             // billed [12 s, 600 s)
+	acmeMIGWaste := acmeMIGList * (1 - migO) * (528.0 / 588) * (1 - 0.5) // 60 s unmetered
+	acmeVGPUList := 2.40 * 0.25 * hours(100*time.Second)                 // billed [300 s, 400 s)
+	acmeVGPUWaste := acmeVGPUList * 0.7 * (1 - 0.01) * (1 - 0)           // idle: efficiency 0
+	boltList := 1.60 * hours(300*time.Second)                            // billed [100 s, 400 s)
+	boltWaste := boltList * 0.7 * (240.0 / 300) * (1 - 0.25)             // 60 s unmetered
+	veeList := 2.40 * 0.25 * hours(window)                               // clipped to the window
+	veeEff := 0.2 / (0.25 * (1 - 0.01))                                  // share run / (fraction × (1 − o))
+	veeWaste := veeList * (1 - 0.01) * (1 - veeEff)                      //
+	capacity := (1.60 + 1.60 + 2.40) * hours(window)                     // GPU-a0, GPU-a1, GPU-b0
+	ptr := func(d time.Duration) *time.Duration { return &d }
+	f := func(v float64) *float64 { return &v }
+	row := func(r report.Row) report.Row {
+		r.WindowStart, r.WindowEnd, r.Currency = t0, t0.Add(window), "USD"
+		return r
+	}
+	want := report.Report{
+		WindowStart: t0, WindowEnd: t0.Add(window), Currency: "USD",
+		Tenants: []report.Row{
+			row(report.Row{
+				Tenant: "acme", Tier: "pro", Allocated: 688 * time.Second,
+				ListCost: acmeMIGList + acmeVGPUList, Cost: acmeMIGList + acmeVGPUList*0.7,
+				WasteCost: acmeMIGWaste + acmeVGPUWaste, OverheadCost: acmeMIGList*migO + acmeVGPUList*0.7*0.01,
+				Efficiency: f((0.5*528 + 0*100) / 628), JitterP99: ptr(0), ColdStartMax: ptr(12 * time.Second),
+				Unmetered: 60 * time.Second,
+			}),
+			row(report.Row{
+				Tenant: "bolt", Tier: "budget", Allocated: 300 * time.Second, ListCost: boltList, Cost: boltList * 0.7,
+				WasteCost: boltWaste, Efficiency: f(0.25), JitterP99: ptr(0), ColdStartMax: ptr(40 * time.Second),
+				ColdStartBreaches: 1, Unmetered: 60 * time.Second,
+			}),
+			row(report.Row{
+				Tenant: "vee", Tier: "pro", Allocated: window, ListCost: veeList, Cost: veeList, WasteCost: veeWaste,
+				OverheadCost: veeList * 0.01, Efficiency: f(veeEff), JitterP99: ptr(4_060 * time.Microsecond),
+				ColdStartMax: ptr(175 * time.Second), ColdStartBreaches: 1,
+			}),
+		},
+		UnallocatedListCost: capacity - (acmeMIGList + acmeVGPUList) - boltList - veeList,
+	}
+
+	var gotCSV, wantCSV bytes.Buffer
+	if err := got.WriteCSV(&gotCSV); err != nil {
+		t.Fatal(err)
+	}
+	if err := want.WriteCSV(&wantCSV); err != nil {
+		t.Fatal(err)
+	}
+	if gotCSV.String() != wantCSV.String() {
+		t.Errorf("report:\n%s\nwant:\n%s", gotCSV.String(), wantCSV.String())
+	}
+	// Unrounded, the money adds up exactly as defined.
+	if len(got.Tenants) == len(want.Tenants) {
+		for i, g := range got.Tenants {
+			w := want.Tenants[i]
+			for _, c := range []struct {
+				name      string
+				got, want float64
+			}{{"list_cost", g.ListCost, w.ListCost}, {"cost", g.Cost, w.Cost}, {"waste_cost", g.WasteCost, w.WasteCost},
+				{"overhead_cost", g.OverheadCost, w.OverheadCost}, {"efficiency", *g.Efficiency, *w.Efficiency}} {
+				if math.Abs(c.got-c.want) > 1e-12 {
+					t.Errorf("%s %s = %.15f, want %.15f", g.Tenant, c.name, c.got, c.want)
+				}
+			}
+		}
+	}
+	sum := got.UnallocatedListCost
+	for _, r := range got.Tenants {
+		sum += r.ListCost
+	}
+	if math.Abs(sum-capacity) > 1e-12 {
+		t.Errorf("Σ list_cost + unallocated = %.15f, capacity %.15f", sum, capacity)
+	}
+	// acme is at two tiers; acme-2 was never attached.
+	notes := strings.Join(got.Notes, "\n")
+	for _, w := range []string{`tenant "acme" has allocations at tiers budget, pro`, "allocation acme-2", "cold start unknown"} {
+		if !strings.Contains(notes, w) {
+			t.Errorf("notes %q should mention %q", notes, w)
+		}
+	}
+}
+
+// TestComputeTargetNotSampledInWindow: an allocation whose node's exporter was down for the
+// whole window is still priced (from its latest earlier sample) and entirely unmetered. Its GPU
+// has no sample in the window, so it is not in the capacity: unallocated goes negative by as
+// much, and the sum still holds.
+func TestComputeTargetNotSampledInWindow(t *testing.T) {
+	conn := newDatabase(t)
+	insertSamples(t, conn, "node-a", []*pb.Sample{
+		wholeA100.sample(-time.Hour, time.Second, true, 1),
+		wholeA100.sample(-30*time.Minute, time.Second, true, 1),
+	})
+	insertAllocations(t, conn, []allocationRow{
+		{id: "d-1", tenant: "dark", tier: "pro", node: "node-a", instance: "gpu1", requested: t0.Add(-2 * time.Hour), started: t0.Add(-time.Hour), version: 1},
+	})
+	got, err := attribution.Compute(context.Background(), conn, t0, t0.Add(time.Hour), book)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Tenants) != 1 {
+		t.Fatalf("tenants: %+v", got.Tenants)
+	}
+	dark := got.Tenants[0]
+	if dark.Allocated != time.Hour || dark.Unmetered != time.Hour || dark.ListCost != 1.60 || dark.WasteCost != 0 ||
+		dark.Efficiency != nil || *dark.ColdStartMax != time.Hour {
+		t.Errorf("dark: %+v", dark)
+	}
+	if got.UnallocatedListCost != -1.60 {
+		t.Errorf("unallocated = %v, want -1.60", got.UnallocatedListCost)
+	}
+}
+
+func TestComputeErrors(t *testing.T) {
+	conn := newDatabase(t)
+	insertSamples(t, conn, "node-a", []*pb.Sample{migA100.sample(0, time.Second, true, 1), wholeA100.sample(0, time.Second, true, 1)})
+	ctx := context.Background()
+	window := func() (time.Time, time.Time) { return t0, t0.Add(time.Minute) }
+
+	from, to := window()
+	if _, err := attribution.Compute(ctx, conn, to, from, book); err == nil {
+		t.Error("a window that ends before it starts: want an error")
+	}
+
+	unpriced := &pricebook.PriceBook{Currency: "USD", Prices: map[string]float64{"H100-SXM5-80GB": 2.40}, Tiers: book.Tiers}
+	_, err := attribution.Compute(ctx, conn, from, to, unpriced)
+	if !errors.Is(err, pricebook.ErrNoPrice) || !strings.Contains(err.Error(), `"A100-SXM4-40GB"`) {
+		t.Errorf("a GPU model without a price: %v", err)
+	}
+
+	insertAllocations(t, conn, []allocationRow{
+		{id: "g-1", tenant: "gold", tier: "gold", node: "node-a", instance: "gpu1", requested: t0, started: t0, version: 1},
+	})
+	_, err = attribution.Compute(ctx, conn, from, to, book)
+	if !errors.Is(err, pricebook.ErrUnknownTier) || !strings.Contains(err.Error(), `"gold"`) || !strings.Contains(err.Error(), "g-1") {
+		t.Errorf("an unknown tier: %v", err)
+	}
+
+	insertAllocations(t, conn, []allocationRow{
+		{id: "g-1", tenant: "gold", tier: "pro", node: "node-a", instance: "gpu7", requested: t0, started: t0, version: 2},
+	})
+	_, err = attribution.Compute(ctx, conn, from, to, book)
+	if err == nil || !strings.Contains(err.Error(), "node-a/gpu7") || !strings.Contains(err.Error(), "never been sampled") {
+		t.Errorf("a target never sampled: %v", err)
+	}
+}

@@ -1,0 +1,98 @@
+package attribution_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/schemas/migrations"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+// TestCurrentClickHouseDialect runs every query Compute sends — as sent, values bound — through
+// chDB (current ClickHouse) after the migrations: the SQL must run there as on 18.16.
+func TestCurrentClickHouseDialect(t *testing.T) {
+	recorder := &queryRecorder{}
+	conn := newDatabaseLogged(t, slog.New(recorder))
+	// One of each kind of allocation, and one whose target has no sample in the window, so that
+	// every query runs.
+	var samples []*pb.Sample
+	for at := time.Duration(0); at < time.Minute; at += time.Second {
+		v := vgpu0.sample(at, time.Second, true, 0.2)
+		v.Vgpu.WaitsNs = []uint64{4_060_000}
+		samples = append(samples, migA100.sample(at, time.Second, true, 0.5), v)
+	}
+	samples = append(samples, wholeA100.sample(-time.Hour, time.Second, true, 1))
+	insertSamples(t, conn, "node-a", samples)
+	insertAllocations(t, conn, []allocationRow{
+		{id: "m", tenant: "a", tier: "pro", node: "node-a", instance: migA100.id, requested: t0, started: t0.Add(time.Second), version: 1},
+		{id: "v", tenant: "b", tier: "pro", node: "node-a", instance: vgpu0.id, requested: t0, started: t0, version: 1},
+		{id: "w", tenant: "c", tier: "pro", node: "node-a", instance: wholeA100.id, requested: t0, started: t0, version: 1},
+	})
+	if _, err := attribution.Compute(context.Background(), conn, t0, t0.Add(time.Minute), book); err != nil {
+		t.Fatal(err)
+	}
+
+	queries := recorder.selects()
+	if len(queries) < 6 {
+		t.Fatalf("recorded %d queries, want the 6 kinds Compute sends: %q", len(queries), queries)
+	}
+	script := filepath.Join(t.TempDir(), "compute.sql")
+	if err := os.WriteFile(script, []byte(strings.Join(queries, ";\n")+";\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{}
+	for _, f := range migrations.Files() {
+		files = append(files, filepath.Join("..", "schemas", "migrations", f))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := local.CheckWithChDB(ctx, append(files, script)...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// queryRecorder is a slog.Handler that keeps the queries clickhouse-go logs as it sends them.
+type queryRecorder struct {
+	mu      sync.Mutex
+	queries []string
+}
+
+func (r *queryRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *queryRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *queryRecorder) WithGroup(string) slog.Handler            { return r }
+
+func (r *queryRecorder) Handle(_ context.Context, rec slog.Record) error {
+	if rec.Message != "sending query" {
+		return nil
+	}
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "query" {
+			r.mu.Lock()
+			r.queries = append(r.queries, a.Value.String())
+			r.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+// selects are the recorded queries other than INSERTs (the test's own data).
+func (r *queryRecorder) selects() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, q := range r.queries {
+		if !strings.HasPrefix(strings.TrimSpace(q), "INSERT") {
+			out = append(out, strings.TrimSpace(q))
+		}
+	}
+	return out
+}

@@ -1,0 +1,233 @@
+package pricebook
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Error is one thing wrong in a price book file: where, which field, what was written there
+// and what was expected. Callers treat it as a usage error (exit status 2).
+type Error struct {
+	File     string
+	Line     int    // 0 when there is no line to point at (a missing field)
+	Field    string // dotted path, e.g. prices.A100-SXM4-40GB; empty for the whole file
+	Got      string // the value as written (quoted), or what is wrong ("missing", "unknown field")
+	Expected string
+}
+
+func (e *Error) Error() string {
+	where := e.File
+	if e.Line > 0 {
+		where = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if e.Field == "" {
+		return fmt.Sprintf("price book %s: %s; expected %s", where, e.Got, e.Expected)
+	}
+	return fmt.Sprintf("price book %s: %s: %s; expected %s", where, e.Field, e.Got, e.Expected)
+}
+
+// Load reads and validates a price book file (format version 1):
+//
+//	version: 1
+//	currency: USD
+//	prices: {A100-SXM4-40GB: 1.60}
+//	tiers: {pro: 1.0, budget: 0.7}
+//	sla: {cold_start: {pro: 30s}}
+func Load(path string) (*PriceBook, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read price book: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse validates price book YAML; file names it in errors. It reports every problem it
+// finds (joined), not only the first.
+func Parse(file string, data []byte) (*PriceBook, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &Error{File: file, Got: "the file is empty", Expected: expectedBook}
+		}
+		return nil, &Error{File: file, Got: "not YAML (" + strings.TrimPrefix(err.Error(), "yaml: ") + ")", Expected: expectedBook}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, &Error{File: file, Line: extra.Line, Got: "a second YAML document", Expected: "one document"}
+	}
+	p := parser{file: file}
+	book := p.book(doc.Content[0])
+	if len(p.errs) > 0 {
+		return nil, errors.Join(p.errs...)
+	}
+	return book, nil
+}
+
+const expectedBook = "a mapping with version: 1, currency, prices, tiers and optionally sla"
+
+var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
+
+type parser struct {
+	file string
+	errs []error
+}
+
+func (p *parser) fail(n *yaml.Node, field, got, expected string) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	p.errs = append(p.errs, &Error{File: p.file, Line: line, Field: field, Got: got, Expected: expected})
+}
+
+func (p *parser) book(root *yaml.Node) *PriceBook {
+	book := &PriceBook{ColdStart: map[string]time.Duration{}}
+	var coldStart []namedNode // checked against the tiers once both are read
+	seen := map[string]bool{}
+	for key, val := range p.mapping(root, "", expectedBook) {
+		seen[key.Value] = true
+		switch key.Value {
+		case "version":
+			if v, err := strconv.Atoi(val.Value); val.Kind != yaml.ScalarNode || val.Tag != "!!int" || err != nil || v != 1 {
+				p.fail(val, "version", quote(val), "1")
+			}
+		case "currency":
+			if val.Kind != yaml.ScalarNode || !currencyCode.MatchString(val.Value) {
+				p.fail(val, "currency", quote(val), "a 3-letter ISO 4217 code such as USD")
+			}
+			book.Currency = val.Value
+		case "prices":
+			book.Prices = p.positives(val, "prices", "GPU model", "a list price > 0 for one whole GPU and one hour")
+		case "tiers":
+			book.Tiers = p.positives(val, "tiers", "tier", "a multiplier > 0")
+		case "sla":
+			coldStart = p.sla(val)
+		default:
+			p.fail(key, key.Value, "unknown field", "one of version, currency, prices, tiers, sla")
+		}
+	}
+	for _, field := range []string{"version", "currency", "prices", "tiers"} {
+		if !seen[field] && root.Kind == yaml.MappingNode {
+			p.fail(nil, field, "missing", expectedBook)
+		}
+	}
+	for _, c := range coldStart {
+		tier, val := c.name, c.node
+		field := "sla.cold_start." + tier
+		if _, ok := book.Tiers[tier]; !ok && book.Tiers != nil {
+			p.fail(val, field, "tier "+strconv.Quote(tier)+" is not in tiers", "a tier named in tiers ("+list(book.Tiers)+")")
+			continue
+		}
+		d, err := time.ParseDuration(val.Value)
+		if val.Kind != yaml.ScalarNode || val.Tag != "!!str" || err != nil || d <= 0 {
+			p.fail(val, field, quote(val), "a duration > 0 such as 30s or 2m")
+			continue
+		}
+		book.ColdStart[tier] = d
+	}
+	return book
+}
+
+type namedNode struct {
+	name string
+	node *yaml.Node
+}
+
+func (p *parser) sla(n *yaml.Node) []namedNode {
+	var coldStart []namedNode
+	for key, val := range p.mapping(n, "sla", "a mapping with cold_start") {
+		if key.Value != "cold_start" {
+			p.fail(key, "sla."+key.Value, "unknown field", "cold_start")
+			continue
+		}
+		for tier, d := range p.mapping(val, "sla.cold_start", "a mapping of tier to duration, e.g. {pro: 30s}") {
+			coldStart = append(coldStart, namedNode{tier.Value, d})
+		}
+	}
+	return coldStart
+}
+
+// positives reads a mapping of names to numbers > 0 (prices, tiers).
+func (p *parser) positives(n *yaml.Node, field, keyName, expected string) map[string]float64 {
+	out := map[string]float64{}
+	for key, val := range p.mapping(n, field, "a mapping of "+keyName+" to number") {
+		f := field + "." + key.Value
+		var v float64
+		if val.Kind != yaml.ScalarNode || (val.Tag != "!!int" && val.Tag != "!!float") || val.Decode(&v) != nil ||
+			math.IsInf(v, 0) || math.IsNaN(v) || v <= 0 {
+			p.fail(val, f, quote(val), expected)
+			continue
+		}
+		out[key.Value] = v
+	}
+	if len(out) == 0 && n.Kind == yaml.MappingNode && len(n.Content) == 0 {
+		p.fail(n, field, "empty", "at least one "+keyName)
+	}
+	return out
+}
+
+// mapping yields a mapping node's key/value pairs (aliases resolved), reporting a node that is
+// not a mapping, keys that are not plain names and keys given twice.
+func (p *parser) mapping(n *yaml.Node, field, expected string) func(yield func(key, val *yaml.Node) bool) {
+	return func(yield func(key, val *yaml.Node) bool) {
+		n = resolve(n)
+		if n.Kind != yaml.MappingNode {
+			p.fail(n, field, quote(n), expected)
+			return
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := resolve(n.Content[i]), resolve(n.Content[i+1])
+			path := key.Value
+			if field != "" {
+				path = field + "." + key.Value
+			}
+			switch {
+			case key.Kind != yaml.ScalarNode || key.Value == "":
+				p.fail(key, field, "a key that is not a name", "names as keys")
+				continue
+			case seen[key.Value]:
+				p.fail(key, path, "given twice", "each key once")
+				continue
+			}
+			seen[key.Value] = true
+			if !yield(key, val) {
+				return
+			}
+		}
+	}
+}
+
+func resolve(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+// quote shows a value as written; a non-scalar is described instead.
+func quote(n *yaml.Node) string {
+	switch {
+	case n.Kind == yaml.ScalarNode && n.Tag == "!!null":
+		return "an empty value"
+	case n.Kind == yaml.ScalarNode:
+		return strconv.Quote(n.Value)
+	case n.Kind == yaml.MappingNode:
+		return "a mapping"
+	case n.Kind == yaml.SequenceNode:
+		return "a list"
+	default:
+		return "an empty value"
+	}
+}

@@ -1,0 +1,86 @@
+// Package pricebook holds what an hour of a GPU costs (DESIGN.md, "Price book"): a list price
+// per GPU model for one whole GPU and one hour, a multiplier per tier and the cold-start SLA
+// per tier, and the rules that turn an instance into a billed fraction of its GPU.
+package pricebook
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/slicemeter/slicemeter/schemas/scenario"
+)
+
+// DefaultColdStartSLA applies to tiers that the price book's sla section does not name.
+const DefaultColdStartSLA = scenario.DefaultColdStartSLA
+
+// ErrNoPrice and ErrUnknownTier are wrapped by the lookup errors, for errors.Is.
+var (
+	ErrNoPrice     = errors.New("no price")
+	ErrUnknownTier = errors.New("unknown tier")
+)
+
+// PriceBook is a validated price book. Build one with Load, Parse or FromScenario.
+type PriceBook struct {
+	Currency string
+	// Prices is the list price of one whole GPU for one hour, per GPU model.
+	Prices map[string]float64
+	// Tiers is the multiplier applied to the list cost, per tier.
+	Tiers map[string]float64
+	// ColdStart is the cold-start limit per tier; tiers not named get DefaultColdStartSLA.
+	ColdStart map[string]time.Duration
+}
+
+// FromScenario takes the price book a scenario carries (its currency, prices, tiers and sla keys).
+// The scenario loader has validated them already.
+func FromScenario(s *scenario.Scenario) *PriceBook {
+	return &PriceBook{
+		Currency:  s.Currency,
+		Prices:    maps.Clone(s.Prices),
+		Tiers:     maps.Clone(s.Tiers),
+		ColdStart: maps.Clone(s.ColdStartSLA),
+	}
+}
+
+// Price is the list price of one whole GPU of the model for one hour.
+func (pb *PriceBook) Price(model string) (float64, error) {
+	p, ok := pb.Prices[model]
+	if !ok {
+		return 0, fmt.Errorf("%w for GPU model %q in the price book (it prices %s)", ErrNoPrice, model, list(pb.Prices))
+	}
+	return p, nil
+}
+
+// Multiplier is the tier's multiplier of the list cost.
+func (pb *PriceBook) Multiplier(tier string) (float64, error) {
+	m, ok := pb.Tiers[tier]
+	if !ok {
+		return 0, fmt.Errorf("%w %q: the price book's tiers are %s", ErrUnknownTier, tier, list(pb.Tiers))
+	}
+	return m, nil
+}
+
+// ColdStartSLA is the tier's cold-start limit: a cold start longer than this is a breach.
+func (pb *PriceBook) ColdStartSLA(tier string) time.Duration {
+	if d, ok := pb.ColdStart[tier]; ok {
+		return d
+	}
+	return DefaultColdStartSLA
+}
+
+// ListCost is list price (one whole GPU, one hour) × billed fraction × billed time in hours.
+func ListCost(price, billedFraction float64, billed time.Duration) float64 {
+	return price * billedFraction * billed.Seconds() / 3600
+}
+
+// list names a map's keys, sorted, for error messages.
+func list[V any](m map[string]V) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	return strings.Join(keys, ", ")
+}

@@ -1,0 +1,130 @@
+// Package report is the tenant report (DESIGN.md, "The tenant report"): one row per tenant
+// per window, then the __unallocated__ row, as CSV or JSON.
+package report
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Unallocated names the row that holds the capacity no tenant paid list price for.
+const Unallocated = "__unallocated__"
+
+// Header is the CSV header: the report's columns in order.
+func Header() []string {
+	return []string{
+		"tenant", "tier", "window_start", "window_end", "allocated_seconds", "list_cost", "cost",
+		"waste_cost", "overhead_cost", "efficiency", "jitter_p99_ms", "cold_start_max_s",
+		"cold_start_breaches", "unmetered_seconds", "currency",
+	}
+}
+
+// Row is one line of the report, with exactly the report's columns. Durations are rendered in
+// the column's unit; money and ratios are kept unrounded until rendered.
+type Row struct {
+	Tenant            string
+	Tier              string
+	WindowStart       time.Time
+	WindowEnd         time.Time
+	Allocated         time.Duration // allocated_seconds: billed time in the window
+	ListCost          float64
+	Cost              float64
+	WasteCost         float64
+	OverheadCost      float64
+	Efficiency        *float64       // nil: no metered time to measure it
+	JitterP99         *time.Duration // jitter_p99_ms; nil: only time-sliced allocations and no waits
+	ColdStartMax      *time.Duration // cold_start_max_s; nil: no allocation's cold start is known
+	ColdStartBreaches int
+	Unmetered         time.Duration // unmetered_seconds
+	Currency          string
+}
+
+// Report is the tenant report of one window.
+type Report struct {
+	WindowStart time.Time
+	WindowEnd   time.Time
+	Currency    string
+	Tenants     []Row // in any order; rendered in tenant-name order
+	// UnallocatedListCost is the fleet's capacity list cost minus the tenants' list costs.
+	UnallocatedListCost float64
+	// Notes are things the reader should know that have no column (e.g. a tenant seen at
+	// several tiers). They are not rendered.
+	Notes []string
+}
+
+// Rows are the report's rows in output order: tenants by name, then __unallocated__.
+func (r Report) Rows() []Row {
+	rows := slices.Clone(r.Tenants)
+	slices.SortStableFunc(rows, func(a, b Row) int { return strings.Compare(a.Tenant, b.Tenant) })
+	return append(rows, Row{
+		Tenant:      Unallocated,
+		WindowStart: r.WindowStart,
+		WindowEnd:   r.WindowEnd,
+		ListCost:    r.UnallocatedListCost,
+		Currency:    r.Currency,
+	})
+}
+
+// cell is one rendered value; an empty text is an empty CSV field and a JSON null.
+type cell struct {
+	text   string
+	number bool
+}
+
+// cells renders a row in column order. The __unallocated__ row fills only the window,
+// list_cost and currency.
+func (row Row) cells() ([]cell, error) {
+	var bad []string
+	num := func(name string, v float64, decimals int) cell {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			bad = append(bad, fmt.Sprintf("%s is %v", name, v))
+		}
+		return cell{text: fixed(v, decimals), number: true}
+	}
+	text := func(s string) cell { return cell{text: s} }
+	seconds := func(d time.Duration) cell { return num("", d.Seconds(), 3) }
+	var empty cell
+
+	c := []cell{
+		text(row.Tenant), text(row.Tier), text(timestamp(row.WindowStart)), text(timestamp(row.WindowEnd)),
+		seconds(row.Allocated), num("list_cost", row.ListCost, 6), num("cost", row.Cost, 6),
+		num("waste_cost", row.WasteCost, 6), num("overhead_cost", row.OverheadCost, 6), empty, empty, empty,
+		{text: strconv.Itoa(row.ColdStartBreaches), number: true}, seconds(row.Unmetered), text(row.Currency),
+	}
+	if row.Efficiency != nil {
+		c[9] = num("efficiency", *row.Efficiency, 4)
+	}
+	if row.JitterP99 != nil {
+		c[10] = num("", float64(*row.JitterP99)/float64(time.Millisecond), 3)
+	}
+	if row.ColdStartMax != nil {
+		c[11] = seconds(*row.ColdStartMax)
+	}
+	if row.Tenant == Unallocated {
+		for _, i := range []int{1, 4, 6, 7, 8, 9, 10, 11, 12, 13} {
+			c[i] = empty
+		}
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("report row %q: %s", row.Tenant, strings.Join(bad, ", "))
+	}
+	return c, nil
+}
+
+// fixed prints v with the given decimals, never as "-0.000".
+func fixed(v float64, decimals int) string {
+	s := strconv.FormatFloat(v, 'f', decimals, 64)
+	if strings.Trim(s, "-0.") == "" {
+		s = strings.TrimPrefix(s, "-")
+	}
+	return s
+}
+
+// timestamp is RFC 3339 in UTC ("2026-01-05T00:00:00Z"), with a fraction only if there is one.
+func timestamp(t time.Time) string {
+	return t.UTC().Format(time.RFC3339Nano)
+}

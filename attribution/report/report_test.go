@@ -1,0 +1,216 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+var (
+	windowStart = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	windowEnd   = windowStart.Add(time.Hour)
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// migBasic is the mig-basic scenario's report from the unrounded definitions (DESIGN.md),
+// computed here by hand.
+func migBasic() Report {
+	acmeList := 1.60 * (1.0 / 7) * 3588 / 3600
+	acmeO := 1 - (14.0/108)/(1.0/7)
+	betaList := 1.60 * (2.0 / 7) * 1760 / 3600
+	betaCost := betaList * 0.7
+	betaO := 1 - (28.0/108)/(2.0/7)
+	gammaList := 2.40 * 3595 / 3600
+	gammaEff := (17950*0.2 + 18000*0.6) / 35950
+	row := func(tenant, tier string, allocated, coldStart time.Duration, list, cost, o, eff float64) Row {
+		return Row{
+			Tenant: tenant, Tier: tier, WindowStart: windowStart, WindowEnd: windowEnd,
+			Allocated: allocated, ListCost: list, Cost: cost,
+			WasteCost: cost * (1 - o) * (1 - eff), OverheadCost: cost * o, Efficiency: ptr(eff),
+			JitterP99: ptr(time.Duration(0)), ColdStartMax: ptr(coldStart), Currency: "USD",
+		}
+	}
+	return Report{
+		WindowStart: windowStart, WindowEnd: windowEnd, Currency: "USD",
+		// Out of order on purpose: rendering sorts by tenant.
+		Tenants: []Row{
+			row("gamma", "pro", 3595*time.Second, 5*time.Second, gammaList, gammaList, 0, gammaEff),
+			row("acme", "pro", 3588*time.Second, 12*time.Second, acmeList, acmeList, acmeO, 0.5),
+			row("beta", "budget", 1760*time.Second, 40*time.Second, betaList, betaCost, betaO, 0.8),
+		},
+		UnallocatedListCost: 1.60 + 2.40 - acmeList - betaList - gammaList,
+	}
+}
+
+// TestMigBasicMatchesExpected renders the hand-computed mig-basic report and compares it with
+// the scenario's expected report, byte for byte.
+func TestMigBasicMatchesExpected(t *testing.T) {
+	want, err := os.ReadFile(filepath.Join("..", "..", "schemas", "scenario", "testdata", "mig-basic.expected.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if err := migBasic().WriteCSV(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != string(want) {
+		t.Errorf("CSV:\n%s\nwant:\n%s", got.String(), want)
+	}
+}
+
+// edgeCases exercises empty cells, rounding and quoting.
+func edgeCases() Report {
+	start := time.Date(2026, 1, 5, 12, 0, 0, 500_000_000, time.FixedZone("CET", 3600))
+	end := start.Add(90 * time.Minute)
+	return Report{
+		WindowStart: start, WindowEnd: end, Currency: "EUR",
+		Tenants: []Row{
+			{
+				// Only vGPU allocations and no waits, never attached, nothing metered.
+				Tenant: "zeta, inc", Tier: "budget", WindowStart: start, WindowEnd: end,
+				Allocated: 1500 * time.Millisecond, ListCost: 0.0000004, Cost: 0.0000003,
+				Unmetered: 1500 * time.Millisecond, Currency: "EUR",
+			},
+			{
+				Tenant: "alpha", Tier: "pro", WindowStart: start, WindowEnd: end,
+				Allocated: 5400 * time.Second, ListCost: 1.23456750000001, Cost: 1.2345675, WasteCost: -0.0000001,
+				OverheadCost: 0.0123, Efficiency: ptr(0.99995), JitterP99: ptr(4060 * time.Microsecond),
+				ColdStartMax: ptr(45500 * time.Millisecond), ColdStartBreaches: 2, Unmetered: 120 * time.Second,
+				Currency: "EUR",
+			},
+		},
+		UnallocatedListCost: -0.25,
+	}
+}
+
+func TestGolden(t *testing.T) {
+	reports := map[string]Report{"mig-basic": migBasic(), "edge-cases": edgeCases()}
+	for name, r := range reports {
+		for _, f := range []Format{CSV, JSON} {
+			t.Run(name+"."+string(f), func(t *testing.T) {
+				var got bytes.Buffer
+				if err := r.Write(&got, f); err != nil {
+					t.Fatal(err)
+				}
+				path := filepath.Join("testdata", name+"."+string(f)+".golden")
+				if *update {
+					if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatalf("%v (run go test -update to create it)", err)
+				}
+				if got.String() != string(want) {
+					t.Errorf("%s:\n%s\nwant:\n%s", path, got.String(), want)
+				}
+			})
+		}
+	}
+}
+
+// TestJSONMatchesCSV checks that JSON holds the same fields as CSV: numbers as numbers, empty
+// as null.
+func TestJSONMatchesCSV(t *testing.T) {
+	r := edgeCases()
+	var csvOut, jsonOut bytes.Buffer
+	if err := r.WriteCSV(&csvOut); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteJSON(&jsonOut); err != nil {
+		t.Fatal(err)
+	}
+	var objects []map[string]json.RawMessage
+	if err := json.Unmarshal(jsonOut.Bytes(), &objects); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(csvOut.String()), "\n")
+	if len(objects) != len(lines)-1 {
+		t.Fatalf("%d JSON objects, %d CSV rows", len(objects), len(lines)-1)
+	}
+	for i, cells := range must(r.cells()) {
+		for j, c := range cells {
+			raw := string(objects[i][Header()[j]])
+			switch {
+			case c.text == "" && raw != "null":
+				t.Errorf("row %d %s: JSON %s, want null", i, Header()[j], raw)
+			case c.text != "" && c.number && raw != c.text:
+				t.Errorf("row %d %s: JSON %s, want the number %s", i, Header()[j], raw, c.text)
+			case c.text != "" && !c.number && raw != string(must(json.Marshal(c.text))):
+				t.Errorf("row %d %s: JSON %s, want the string %q", i, Header()[j], raw, c.text)
+			}
+		}
+	}
+}
+
+func TestRowsOrder(t *testing.T) {
+	rows := migBasic().Rows()
+	var names []string
+	for _, r := range rows {
+		names = append(names, r.Tenant)
+	}
+	if got := strings.Join(names, " "); got != "acme beta gamma __unallocated__" {
+		t.Errorf("row order: %s", got)
+	}
+}
+
+func TestFixed(t *testing.T) {
+	tests := []struct {
+		v        float64
+		decimals int
+		want     string
+	}{
+		{0.2278095238, 6, "0.227810"},
+		{1.1520317460, 6, "1.152032"},
+		{0.400278164, 4, "0.4003"},
+		{3588, 3, "3588.000"},
+		{-0.0000001, 6, "0.000000"},
+		{math.Copysign(0, -1), 4, "0.0000"},
+		{-0.25, 6, "-0.250000"},
+		{4.06, 3, "4.060"},
+	}
+	for _, tt := range tests {
+		if got := fixed(tt.v, tt.decimals); got != tt.want {
+			t.Errorf("fixed(%v, %d) = %s, want %s", tt.v, tt.decimals, got, tt.want)
+		}
+	}
+}
+
+func TestNonFiniteIsAnError(t *testing.T) {
+	r := migBasic()
+	r.Tenants[0].Cost = math.NaN()
+	if err := r.WriteCSV(&bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "cost is NaN") {
+		t.Errorf("WriteCSV with a NaN cost: %v", err)
+	}
+	if err := r.WriteJSON(&bytes.Buffer{}); err == nil {
+		t.Error("WriteJSON with a NaN cost: want an error")
+	}
+}
+
+func TestParseFormat(t *testing.T) {
+	for _, s := range []string{"csv", "json"} {
+		if f, err := ParseFormat(s); err != nil || string(f) != s {
+			t.Errorf("ParseFormat(%q) = %q, %v", s, f, err)
+		}
+	}
+	if _, err := ParseFormat("xml"); err == nil || !strings.Contains(err.Error(), `"xml"`) {
+		t.Errorf("ParseFormat(xml): %v", err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

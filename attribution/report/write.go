@@ -1,0 +1,125 @@
+package report
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// Format is how a report is written.
+type Format string
+
+// The formats of `slicemeter report --format`.
+const (
+	CSV  Format = "csv"
+	JSON Format = "json"
+)
+
+// ParseFormat checks a --format value.
+func ParseFormat(s string) (Format, error) {
+	switch f := Format(s); f {
+	case CSV, JSON:
+		return f, nil
+	default:
+		return "", fmt.Errorf("report format %q: expected csv or json", s)
+	}
+}
+
+// Write writes the report in the format.
+func (r Report) Write(w io.Writer, f Format) error {
+	switch f {
+	case CSV:
+		return r.WriteCSV(w)
+	case JSON:
+		return r.WriteJSON(w)
+	default:
+		return fmt.Errorf("report format %q: expected csv or json", f)
+	}
+}
+
+// WriteCSV writes the header, then one line per row (see Rows).
+func (r Report) WriteCSV(w io.Writer) error {
+	table, err := r.cells()
+	if err != nil {
+		return err
+	}
+	cw := csv.NewWriter(w)
+	if err := cw.Write(Header()); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	for _, cells := range table {
+		record := make([]string, len(cells))
+		for i, c := range cells {
+			record[i] = c.text
+		}
+		if err := cw.Write(record); err != nil {
+			return fmt.Errorf("write report: %w", err)
+		}
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// WriteJSON writes an array with one object per row, keys as the CSV header names in column
+// order, numbers as numbers (with the CSV's decimals) and empty values as null.
+func (r Report) WriteJSON(w io.Writer) error {
+	table, err := r.cells()
+	if err != nil {
+		return err
+	}
+	header := Header()
+	var buf bytes.Buffer
+	buf.WriteByte('[')
+	for i, cells := range table {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteByte('{')
+		for j, c := range cells {
+			if j > 0 {
+				buf.WriteByte(',')
+			}
+			key, _ := json.Marshal(header[j])
+			buf.Write(key)
+			buf.WriteByte(':')
+			switch {
+			case c.text == "":
+				buf.WriteString("null")
+			case c.number:
+				buf.WriteString(c.text)
+			default:
+				s, _ := json.Marshal(c.text)
+				buf.Write(s)
+			}
+		}
+		buf.WriteByte('}')
+	}
+	buf.WriteByte(']')
+	var out bytes.Buffer
+	if err := json.Indent(&out, buf.Bytes(), "", "  "); err != nil {
+		return fmt.Errorf("write report as JSON: %w", err)
+	}
+	out.WriteByte('\n')
+	if _, err := out.WriteTo(w); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+func (r Report) cells() ([][]cell, error) {
+	rows := r.Rows()
+	table := make([][]cell, 0, len(rows))
+	for _, row := range rows {
+		c, err := row.cells()
+		if err != nil {
+			return nil, err
+		}
+		table = append(table, c)
+	}
+	return table, nil
+}

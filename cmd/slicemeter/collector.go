@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/slicemeter/slicemeter/collector"
+	"github.com/slicemeter/slicemeter/internal/kafkaconn"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+type collectorCmd struct {
+	brokers       *string
+	group         *string
+	partitions    *int
+	dsn           *string
+	flushRows     *int
+	flushInterval *time.Duration
+	web           *web.FlagConfig
+}
+
+func newCollectorCmd(app *kingpin.Application) *collectorCmd {
+	c := app.Command("collector", "Consume samples and allocations from Kafka and store them in ClickHouse.")
+	return &collectorCmd{
+		brokers:       c.Flag("kafka.brokers", "Kafka brokers (host:port,...).").Required().String(),
+		group:         c.Flag("kafka.group", "Consumer group; collectors in one group split the partitions.").Default("slicemeter-collector").String(),
+		partitions:    c.Flag("kafka.partitions", "Partitions of the topics when they have to be created.").Default("4").Int(),
+		dsn:           dsnFlag(c),
+		flushRows:     c.Flag("collector.flush-rows", "Insert when this many rows are buffered.").Default("100000").Int(),
+		flushInterval: c.Flag("collector.flush-interval", "Insert at least this often.").Default("1s").Duration(),
+		web:           kingpinflag.AddFlags(c, ":9836"),
+	}
+}
+
+func (c *collectorCmd) run(ctx context.Context, logger *slog.Logger) error {
+	brokers := kafkaconn.ParseBrokers(*c.brokers)
+	if len(brokers) == 0 {
+		return usage("--kafka.brokers: %q names no broker; expected host:port[,host:port...]", *c.brokers)
+	}
+	reg := newRegistry()
+	var ready atomic.Bool
+	webErr := serveWeb(ctx, c.web, reg, &ready, logger)
+	if err := kafkaconn.EnsureTopics(ctx, brokers, *c.partitions, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
+		return err
+	}
+	conn, err := openMigrated(ctx, *c.dsn, logger)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	col, err := collector.New(collector.Config{
+		Brokers: brokers, GroupID: *c.group, FlushRows: *c.flushRows, FlushInterval: *c.flushInterval,
+	}, conn, reg, logger)
+	if err != nil {
+		return err
+	}
+	ready.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- col.Run(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case err, ok := <-webErr:
+		if ok && err != nil {
+			return fmt.Errorf("serving /metrics: %w", err)
+		}
+		return <-done
+	}
+}

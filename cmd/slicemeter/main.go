@@ -1,0 +1,101 @@
+// Command slicemeter meters what every tenant of a shared GPU fleet gets and pays for.
+//
+//	slicemeter exporter | collector | attribution | migrate | report | demo
+//
+// Every flag can also be set with an environment variable: SLICEMETER_ and the flag name in
+// upper case with dots and dashes as underscores (--kafka.brokers: SLICEMETER_KAFKA_BROKERS).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/alecthomas/kingpin/v2"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2 // bad flags, bad config, bad scenario
+)
+
+// usageError marks an error caused by the user's input: exit status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usage(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// command is a subcommand: it registers its flags, then runs.
+type command interface {
+	run(ctx context.Context, logger *slog.Logger) error
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	app := kingpin.New("slicemeter", "Per-tenant cost, waste, overhead, jitter and cold start of shared GPUs (MIG, vGPU, time-slicing).")
+	app.UsageWriter(stderr)
+	app.ErrorWriter(stderr)
+	app.HelpFlag.Short('h')
+	app.DefaultEnvars()
+	exited := -1
+	app.Terminate(func(code int) {
+		if exited < 0 {
+			exited = code
+		}
+	})
+	logLevel := app.Flag("log.level", "Only log messages with this severity or above.").Default("info").Enum("debug", "info", "warn", "error")
+	logFormat := app.Flag("log.format", "Log format.").Default("logfmt").Enum("logfmt", "json")
+
+	commands := map[string]command{
+		"exporter":    newExporterCmd(app),
+		"collector":   newCollectorCmd(app),
+		"attribution": newAttributionCmd(app),
+		"migrate":     newMigrateCmd(app),
+		"report":      newReportCmd(app, stdout),
+		"demo":        newDemoCmd(app, stdout),
+	}
+	selected, err := app.Parse(args)
+	if exited >= 0 { // --help or --version
+		return exited
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "slicemeter: %v (try --help)\n", err)
+		return exitUsage
+	}
+	logger := newLogger(stderr, *logLevel, *logFormat)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd := commands[strings.Fields(selected)[0]]
+	if err := cmd.run(ctx, logger); err != nil {
+		fmt.Fprintf(stderr, "slicemeter %s: %v\n", selected, err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			return exitUsage
+		}
+		return exitError
+	}
+	return exitOK
+}
+
+func newLogger(w io.Writer, level, format string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

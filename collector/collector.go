@@ -1,0 +1,449 @@
+// Package collector consumes slicemeter's Kafka topics and writes them into ClickHouse.
+//
+// Delivery is at least once: offsets are committed only after the rows of every message up to
+// them are inserted (and refused messages are on the dead-letter topic). A message delivered
+// twice yields the same rows, which the ReplacingMergeTree tables collapse (DESIGN.md).
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/slicemeter/slicemeter/internal/kafkaconn"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultGroupID         = "slicemeter-collector"
+	DefaultFlushRows       = 100_000
+	DefaultFlushInterval   = time.Second
+	DefaultRetryMin        = 100 * time.Millisecond
+	DefaultRetryMax        = 5 * time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// Headers of a dead-letter message (besides the original message's own headers).
+const (
+	HeaderReason          = "slicemeter-reason"        // a fixed code, e.g. "decode", "missing_ts"
+	HeaderReasonDetail    = "slicemeter-reason-detail" // for people: which field, which sample
+	HeaderSourceTopic     = "slicemeter-source-topic"
+	HeaderSourcePartition = "slicemeter-source-partition"
+	HeaderSourceOffset    = "slicemeter-source-offset"
+	HeaderValueOmitted    = "slicemeter-value-omitted" // original value size, when too large to keep
+)
+
+// maxDeadLetterValue is the largest original value a dead letter carries. A larger one (plus
+// our headers) could exceed the broker's message size limit (1 MiB by default), and a dead
+// letter that can never be written would block the stream forever.
+const maxDeadLetterValue = 900 << 10
+
+// maxPendingDeadLetters forces a flush when many refused messages wait, so that a flood of bad
+// input cannot grow memory within one flush interval.
+const maxPendingDeadLetters = 1000
+
+// commitAttempts bounds retries of an offset commit. After a rebalance a commit can keep
+// failing; the rows are stored, so giving up only means those messages may come again.
+const commitAttempts = 5
+
+// Config says where to read from and how to batch.
+type Config struct {
+	Brokers []string // Kafka bootstrap brokers
+	GroupID string   // consumer group; default DefaultGroupID
+
+	// A flush inserts the pending rows and commits their offsets when FlushRows rows are
+	// pending or FlushInterval has passed since the first pending message.
+	FlushRows     int           // default DefaultFlushRows
+	FlushInterval time.Duration // default DefaultFlushInterval
+
+	// TopicPartitions > 0 makes Run create missing topics (samples, allocations, dead letters)
+	// with that many partitions before consuming. 0 expects them to exist.
+	TopicPartitions int
+
+	// Backoff between retries of a failed flush (ClickHouse or Kafka unavailable).
+	RetryMin time.Duration // default DefaultRetryMin
+	RetryMax time.Duration // default DefaultRetryMax
+
+	// ShutdownTimeout bounds the final flush once Run's context is done.
+	ShutdownTimeout time.Duration // default DefaultShutdownTimeout
+}
+
+func (c *Config) setDefaults() {
+	if c.GroupID == "" {
+		c.GroupID = DefaultGroupID
+	}
+	if c.FlushRows <= 0 {
+		c.FlushRows = DefaultFlushRows
+	}
+	if c.FlushInterval <= 0 {
+		c.FlushInterval = DefaultFlushInterval
+	}
+	if c.RetryMin <= 0 {
+		c.RetryMin = DefaultRetryMin
+	}
+	if c.RetryMax < c.RetryMin {
+		c.RetryMax = max(DefaultRetryMax, c.RetryMin)
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+}
+
+// Collector moves samples and allocation events from Kafka into ClickHouse.
+type Collector struct {
+	cfg     Config
+	conn    driver.Conn
+	log     *slog.Logger
+	metrics *metrics
+
+	storedSamples atomic.Uint64
+	storedAllocs  atomic.Uint64
+	started       atomic.Bool
+
+	// What has been fetched but not yet flushed; touched only by Run's goroutine.
+	samples      sampleColumns
+	allocs       allocationColumns
+	deadLetters  []kafka.Message
+	lastMessage  map[topicPartition]kafka.Message // highest fetched message per partition
+	pending      int                              // messages fetched since the last flush
+	firstPending time.Time
+}
+
+type topicPartition struct {
+	topic     string
+	partition int
+}
+
+// New checks cfg and registers the collector's metrics on reg (nil: not registered). It does
+// not connect to anything; Run does.
+func New(cfg Config, conn driver.Conn, reg prometheus.Registerer, logger *slog.Logger) (*Collector, error) {
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("collector: no Kafka brokers configured")
+	}
+	if conn == nil {
+		return nil, errors.New("collector: no ClickHouse connection")
+	}
+	cfg.setDefaults()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("collector: register metrics: %w", err)
+	}
+	return &Collector{
+		cfg:         cfg,
+		conn:        conn,
+		log:         logger.With("component", "collector"),
+		metrics:     m,
+		lastMessage: map[topicPartition]kafka.Message{},
+	}, nil
+}
+
+// Stored returns how many sample and allocation rows this collector has inserted into
+// ClickHouse so far (inserted, not necessarily committed in Kafka yet).
+func (c *Collector) Stored() (samples, allocations uint64) {
+	return c.storedSamples.Load(), c.storedAllocs.Load()
+}
+
+// Run consumes until ctx is done, then flushes and commits what it has (bounded by
+// Config.ShutdownTimeout) and returns. It returns an error only when it cannot start or when
+// the final flush failed (those messages will be delivered again to the group).
+func (c *Collector) Run(ctx context.Context) error {
+	if !c.started.CompareAndSwap(false, true) {
+		return errors.New("collector: Run called more than once")
+	}
+	if c.cfg.TopicPartitions > 0 {
+		err := kafkaconn.EnsureTopics(ctx, c.cfg.Brokers, c.cfg.TopicPartitions,
+			pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter)
+		if err != nil {
+			return fmt.Errorf("collector: %w", err)
+		}
+	}
+	reader := kafkaconn.NewGroupReader(c.cfg.Brokers, c.cfg.GroupID, c.log, pb.TopicSamples, pb.TopicAllocations)
+	deadLetterWriter := kafkaconn.NewWriter(c.cfg.Brokers, pb.TopicDeadLetter, c.log)
+	defer func() {
+		if err := reader.Close(); err != nil {
+			c.log.Warn("close Kafka reader", "err", err)
+		}
+		if err := deadLetterWriter.Close(); err != nil {
+			c.log.Warn("close dead-letter writer", "err", err)
+		}
+	}()
+	c.log.Info("collector started", "brokers", c.cfg.Brokers, "group", c.cfg.GroupID,
+		"flush_rows", c.cfg.FlushRows, "flush_interval", c.cfg.FlushInterval)
+
+	retry := c.cfg.RetryMin
+	for ctx.Err() == nil {
+		if c.flushDue(time.Now()) {
+			// Blocks (retrying) until stored and committed: no fetching meanwhile, so memory
+			// stays bounded while ClickHouse is down.
+			if err := c.flush(ctx, reader, deadLetterWriter); err != nil {
+				break // only when ctx is done
+			}
+		}
+		fetchCtx, cancel := ctx, context.CancelFunc(func() {})
+		if c.pending > 0 {
+			fetchCtx, cancel = context.WithDeadline(ctx, c.firstPending.Add(c.cfg.FlushInterval))
+		}
+		// A cancelled FetchMessage loses nothing: kafka-go keeps the message for the next call.
+		msg, err := reader.FetchMessage(fetchCtx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				continue // time to flush
+			}
+			c.log.Warn("fetch from Kafka", "err", err, "retry_in", retry)
+			sleep(ctx, retry)
+			retry = min(2*retry, c.cfg.RetryMax)
+			continue
+		}
+		retry = c.cfg.RetryMin
+		c.process(msg, time.Now())
+	}
+
+	if c.pending == 0 {
+		c.log.Info("collector stopped")
+		return nil
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := c.flush(shutdownCtx, reader, deadLetterWriter); err != nil {
+		return fmt.Errorf("collector: final flush of %d messages (not committed, will be delivered again): %w", c.pending, err)
+	}
+	c.log.Info("collector stopped")
+	return nil
+}
+
+func (c *Collector) flushDue(now time.Time) bool {
+	if c.pending == 0 {
+		return false
+	}
+	return c.samples.len()+c.allocs.len() >= c.cfg.FlushRows ||
+		len(c.deadLetters) >= maxPendingDeadLetters ||
+		!now.Before(c.firstPending.Add(c.cfg.FlushInterval))
+}
+
+// process turns one fetched message into pending rows or a pending dead letter.
+func (c *Collector) process(msg kafka.Message, now time.Time) {
+	c.metrics.consumed.WithLabelValues(msg.Topic).Inc()
+	if c.pending == 0 {
+		c.firstPending = now
+	}
+	c.pending++
+	c.metrics.pendingMessages.Set(float64(c.pending))
+	tp := topicPartition{msg.Topic, msg.Partition}
+	if last, ok := c.lastMessage[tp]; !ok || msg.Offset > last.Offset {
+		c.lastMessage[tp] = msg
+	}
+	switch msg.Topic {
+	case pb.TopicSamples:
+		c.processSamples(msg)
+	case pb.TopicAllocations:
+		c.processAllocation(msg, now)
+	default:
+		c.refuse(msg, &refusal{reasonUnknownTopic, "collector does not read topic " + msg.Topic})
+	}
+}
+
+func (c *Collector) processSamples(msg kafka.Message) {
+	var batch pb.SampleBatch
+	if err := proto.Unmarshal(msg.Value, &batch); err != nil {
+		c.refuse(msg, &refusal{reasonDecode, "not a SampleBatch: " + err.Error()})
+		return
+	}
+	if batch.GetNode() == "" {
+		c.metrics.samplesDropped.WithLabelValues(reasonMissingNode).Add(float64(len(batch.GetSamples())))
+		c.refuse(msg, &refusal{reasonMissingNode, fmt.Sprintf("batch node is empty (%d samples dropped)", len(batch.GetSamples()))})
+		return
+	}
+	var (
+		first      *refusal
+		firstIndex int
+		dropped    int
+	)
+	for i, s := range batch.GetSamples() {
+		if r := checkSample(s); r != nil {
+			c.metrics.samplesDropped.WithLabelValues(r.reason).Inc()
+			if first == nil {
+				first, firstIndex = r, i
+			}
+			dropped++
+			continue
+		}
+		c.samples.add(batch.GetNode(), s)
+	}
+	if first != nil {
+		// The valid samples are stored; the message is dead-lettered once, with the reason of
+		// its first invalid sample.
+		c.refuse(msg, &refusal{first.reason, fmt.Sprintf("node %s: %d of %d samples dropped; first: sample %d: %s",
+			batch.GetNode(), dropped, len(batch.GetSamples()), firstIndex, first.detail)})
+	}
+}
+
+func (c *Collector) processAllocation(msg kafka.Message, now time.Time) {
+	var event pb.AllocationEvent
+	if err := proto.Unmarshal(msg.Value, &event); err != nil {
+		c.refuse(msg, &refusal{reasonDecode, "not an AllocationEvent: " + err.Error()})
+		return
+	}
+	if r := checkAllocation(&event); r != nil {
+		c.refuse(msg, &refusal{r.reason, fmt.Sprintf("allocation %q: %s", event.GetAllocationId(), r.detail)})
+		return
+	}
+	c.allocs.add(&event, now)
+}
+
+// refuse queues msg for the dead-letter topic; it is written by the next flush.
+func (c *Collector) refuse(msg kafka.Message, r *refusal) {
+	c.log.Warn("message refused, sending it to the dead-letter topic",
+		"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset,
+		"reason", r.reason, "detail", r.detail)
+	headers := append([]kafka.Header(nil), msg.Headers...)
+	headers = append(headers,
+		kafka.Header{Key: HeaderReason, Value: []byte(r.reason)},
+		kafka.Header{Key: HeaderReasonDetail, Value: []byte(r.detail)},
+		kafka.Header{Key: HeaderSourceTopic, Value: []byte(msg.Topic)},
+		kafka.Header{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(msg.Partition))},
+		kafka.Header{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))},
+	)
+	value := msg.Value
+	if len(msg.Key)+len(value) > maxDeadLetterValue {
+		value = nil
+		headers = append(headers, kafka.Header{Key: HeaderValueOmitted, Value: []byte(strconv.Itoa(len(msg.Value)))})
+	}
+	c.deadLetters = append(c.deadLetters, kafka.Message{Key: msg.Key, Value: value, Headers: headers})
+}
+
+// flush stores everything pending and then commits the offsets, retrying with backoff until
+// it succeeds or ctx is done. Steps that succeeded are not repeated on retry.
+func (c *Collector) flush(ctx context.Context, reader *kafka.Reader, deadLetterWriter *kafka.Writer) error {
+	retry := c.cfg.RetryMin
+	for {
+		err := c.store(ctx, deadLetterWriter)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		c.log.Warn("flush failed; offsets not committed, retrying", "err", err, "retry_in", retry,
+			"pending_messages", c.pending, "pending_rows", c.samples.len()+c.allocs.len())
+		sleep(ctx, retry)
+		retry = min(2*retry, c.cfg.RetryMax)
+	}
+	c.commit(ctx, reader)
+	return nil
+}
+
+// store writes the pending dead letters and inserts the pending rows, each step once.
+func (c *Collector) store(ctx context.Context, deadLetterWriter *kafka.Writer) error {
+	if len(c.deadLetters) > 0 {
+		if err := deadLetterWriter.WriteMessages(ctx, c.deadLetters...); err != nil {
+			c.metrics.deadLetterErrs.Inc()
+			return fmt.Errorf("write %d messages to %s: %w", len(c.deadLetters), pb.TopicDeadLetter, err)
+		}
+		for _, dl := range c.deadLetters {
+			c.metrics.deadLettered.WithLabelValues(header(dl, HeaderSourceTopic), header(dl, HeaderReason)).Inc()
+		}
+		clear(c.deadLetters)
+		c.deadLetters = c.deadLetters[:0]
+	}
+	if n := c.samples.len(); n > 0 {
+		if err := c.insert(ctx, "samples", sampleColumnNames, c.samples.columns(), n); err != nil {
+			return err
+		}
+		c.storedSamples.Add(uint64(n))
+		c.metrics.samplesStored.Add(float64(n))
+		c.samples.reset()
+	}
+	if n := c.allocs.len(); n > 0 {
+		if err := c.insert(ctx, "allocations", allocationColumnNames, c.allocs.columns(), n); err != nil {
+			return err
+		}
+		c.storedAllocs.Add(uint64(n))
+		c.metrics.allocsStored.Add(float64(n))
+		c.allocs.reset()
+	}
+	return nil
+}
+
+func (c *Collector) insert(ctx context.Context, table string, names []string, columns []any, rows int) error {
+	start := time.Now()
+	if err := insertColumns(ctx, c.conn, table, names, columns); err != nil {
+		c.metrics.insertErrors.WithLabelValues(table).Inc()
+		return fmt.Errorf("insert %d rows: %w", rows, err)
+	}
+	elapsed := time.Since(start)
+	c.metrics.insertDuration.WithLabelValues(table).Observe(elapsed.Seconds())
+	c.metrics.batchRows.WithLabelValues(table).Observe(float64(rows))
+	c.log.Debug("inserted", "table", table, "rows", rows, "took", elapsed)
+	return nil
+}
+
+// commit commits the highest fetched offset of every partition and forgets the flushed
+// messages. A commit that keeps failing is logged and counted, not retried forever: the rows
+// are stored, so the worst case is that those messages are delivered (and stored) again.
+func (c *Collector) commit(ctx context.Context, reader *kafka.Reader) {
+	msgs := make([]kafka.Message, 0, len(c.lastMessage))
+	for _, m := range c.lastMessage {
+		msgs = append(msgs, kafka.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset})
+	}
+	// Once the rows are stored the commit is worth finishing even if ctx was just cancelled,
+	// so each attempt gets its own bounded context.
+	detached := context.WithoutCancel(ctx)
+	retry := c.cfg.RetryMin
+	for attempt := 1; ; attempt++ {
+		attemptCtx, cancel := context.WithTimeout(detached, 5*time.Second)
+		err := reader.CommitMessages(attemptCtx, msgs...)
+		cancel()
+		if err == nil {
+			break
+		}
+		c.metrics.commitErrors.Inc()
+		if attempt == commitAttempts || ctx.Err() != nil {
+			c.log.Error("commit Kafka offsets failed; those messages may be delivered again",
+				"err", err, "partitions", len(msgs), "messages", c.pending)
+			break
+		}
+		c.log.Warn("commit Kafka offsets", "err", err, "attempt", attempt, "retry_in", retry)
+		sleep(ctx, retry)
+		retry = min(2*retry, c.cfg.RetryMax)
+	}
+	clear(c.lastMessage)
+	c.pending = 0
+	c.metrics.pendingMessages.Set(0)
+}
+
+// header returns the last value of key: ours come after any the original message carried.
+func header(m kafka.Message, key string) string {
+	for i := len(m.Headers) - 1; i >= 0; i-- {
+		if m.Headers[i].Key == key {
+			return string(m.Headers[i].Value)
+		}
+	}
+	return ""
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,84 @@
+package collector
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the collector's own Prometheus metrics. They are registered on the registry
+// given to New, never on the global one.
+type metrics struct {
+	consumed        *prometheus.CounterVec   // topic
+	samplesStored   prometheus.Counter       //
+	allocsStored    prometheus.Counter       //
+	samplesDropped  *prometheus.CounterVec   // reason
+	deadLettered    *prometheus.CounterVec   // topic, reason
+	insertErrors    *prometheus.CounterVec   // table
+	insertDuration  *prometheus.HistogramVec // table
+	batchRows       *prometheus.HistogramVec // table
+	deadLetterErrs  prometheus.Counter       //
+	commitErrors    prometheus.Counter       //
+	pendingMessages prometheus.Gauge         //
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	const ns, sub = "slicemeter", "collector"
+	m := &metrics{
+		consumed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "messages_consumed_total",
+			Help: "Kafka messages fetched, by topic.",
+		}, []string{"topic"}),
+		samplesStored: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "samples_stored_total",
+			Help: "Sample rows inserted into ClickHouse.",
+		}),
+		allocsStored: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "allocations_stored_total",
+			Help: "Allocation rows inserted into ClickHouse.",
+		}),
+		samplesDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "samples_dropped_total",
+			Help: "Samples not stored because they were invalid, by reason.",
+		}, []string{"reason"}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "deadlettered_total",
+			Help: "Messages written to the dead-letter topic, by source topic and reason.",
+		}, []string{"topic", "reason"}),
+		insertErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "insert_errors_total",
+			Help: "Failed ClickHouse inserts (each is retried), by table.",
+		}, []string{"table"}),
+		insertDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: sub, Name: "insert_duration_seconds",
+			Help:    "Duration of successful ClickHouse batch inserts, by table.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1 ms .. 16 s
+		}, []string{"table"}),
+		batchRows: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: sub, Name: "batch_rows",
+			Help:    "Rows per successful ClickHouse batch insert, by table.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 11), // 1 .. ~1M
+		}, []string{"table"}),
+		deadLetterErrs: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "deadletter_write_errors_total",
+			Help: "Failed writes to the dead-letter topic (each is retried).",
+		}),
+		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "commit_errors_total",
+			Help: "Failed Kafka offset commits after a successful insert (the messages may be delivered again; inserts are idempotent).",
+		}),
+		pendingMessages: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: sub, Name: "pending_messages",
+			Help: "Messages fetched whose rows are not yet inserted and committed.",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{
+		m.consumed, m.samplesStored, m.allocsStored, m.samplesDropped, m.deadLettered,
+		m.insertErrors, m.insertDuration, m.batchRows, m.deadLetterErrs, m.commitErrors,
+		m.pendingMessages,
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,378 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// kafkaStartTimeout bounds the wait for a started broker to answer metadata requests.
+const kafkaStartTimeout = 90 * time.Second
+
+// KafkaOptions configures StartKafka. The zero value is ready to use.
+type KafkaOptions struct {
+	// KeepDir leaves the broker's directory (config, data, logs) in place after Close.
+	KeepDir bool
+	// TempDir is where the broker's directory is created; "" means os.TempDir().
+	TempDir string
+	// Logger receives the harness's own messages (not the broker's log); nil discards them.
+	Logger *slog.Logger
+	// Properties are added to server.properties, replacing the harness's value of the same key.
+	Properties map[string]string
+}
+
+// Kafka is a single-node Apache Kafka broker in KRaft mode (broker and controller in one JVM),
+// started by StartKafka, with its config, data and logs in a temporary directory.
+type Kafka struct {
+	opts KafkaOptions
+	log  *slog.Logger
+	java string
+	libs string
+	dir  string
+
+	mu             sync.Mutex
+	port           int // PLAINTEXT listener, for clients
+	controllerPort int // CONTROLLER listener, the KRaft quorum
+	proc           *process
+	closed         bool
+}
+
+// StartKafka starts a broker and returns once it answers metadata requests. The first call on a
+// machine fetches Kafka's jars with Maven (see KafkaLibs). ctx bounds the startup only; the
+// broker runs until Stop or Close.
+func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
+	log := orDefault(opts.Logger)
+	java, err := exec.LookPath("java")
+	if err != nil {
+		return nil, fmt.Errorf("java is missing (Kafka runs on Java 17+): "+installHint, "openjdk-17-jre-headless maven")
+	}
+	libs, err := KafkaLibs(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(opts.TempDir, "slicemeter-kafka-")
+	if err != nil {
+		return nil, fmt.Errorf("creating Kafka's directory: %w", err)
+	}
+	k := &Kafka{opts: opts, log: log, java: java, libs: libs, dir: dir}
+	began := time.Now()
+	for attempt := 1; ; attempt++ {
+		err = k.create(ctx)
+		if err == nil || attempt == 3 || !portInUse(k.logFiles()) {
+			break
+		}
+		log.Info("Kafka lost a port race; retrying on new ports", "attempt", attempt)
+		if err := truncateLogs(k.logFiles()); err != nil {
+			break
+		}
+	}
+	if err != nil {
+		if !opts.KeepDir {
+			os.RemoveAll(dir)
+		}
+		return nil, err
+	}
+	log.Info("Kafka started", "brokers", k.Brokers(), "pid", k.Pid(), "dir", dir, "took", time.Since(began).Round(time.Millisecond))
+	return k, nil
+}
+
+// create picks ports, writes the config, formats empty storage and starts the broker.
+func (k *Kafka) create(ctx context.Context) error {
+	var err error
+	if k.port, err = FreePort(); err != nil {
+		return err
+	}
+	if k.controllerPort, err = FreePort(); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(k.dataDir()); err != nil {
+		return fmt.Errorf("emptying Kafka's data directory: %w", err)
+	}
+	if err := k.writeConfig(); err != nil {
+		return err
+	}
+	began := time.Now()
+	if err := k.format(ctx); err != nil {
+		return err
+	}
+	k.log.Debug("Kafka storage formatted", "took", time.Since(began).Round(time.Millisecond))
+	return k.start(ctx)
+}
+
+func (k *Kafka) dataDir() string    { return filepath.Join(k.dir, "data") }
+func (k *Kafka) properties() string { return filepath.Join(k.dir, "server.properties") }
+func (k *Kafka) logFiles() []string {
+	return []string{filepath.Join(k.dir, "log", "server.log"), filepath.Join(k.dir, "log", "stdout.log")}
+}
+
+// serverProperties is the broker's configuration for a single node: every internal topic has
+// one replica, and new consumer groups start without the 3 s rebalance delay.
+func (k *Kafka) serverProperties() map[string]string {
+	p := map[string]string{
+		"process.roles":                                    "broker,controller",
+		"node.id":                                          "1",
+		"controller.quorum.voters":                         "1@127.0.0.1:" + strconv.Itoa(k.controllerPort),
+		"listeners":                                        fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", k.port, k.controllerPort),
+		"advertised.listeners":                             "PLAINTEXT://127.0.0.1:" + strconv.Itoa(k.port),
+		"listener.security.protocol.map":                   "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"controller.listener.names":                        "CONTROLLER",
+		"inter.broker.listener.name":                       "PLAINTEXT",
+		"log.dirs":                                         k.dataDir(),
+		"num.partitions":                                   "1",
+		"auto.create.topics.enable":                        "true",
+		"offsets.topic.replication.factor":                 "1",
+		"offsets.topic.num.partitions":                     "1", // 50 by default: slow first group join
+		"transaction.state.log.replication.factor":         "1",
+		"transaction.state.log.min.isr":                    "1",
+		"transaction.state.log.num.partitions":             "1",
+		"share.coordinator.state.topic.replication.factor": "1",
+		"share.coordinator.state.topic.min.isr":            "1",
+		"group.initial.rebalance.delay.ms":                 "0",
+	}
+	maps.Copy(p, k.opts.Properties)
+	return p
+}
+
+// kafkaLog4j sends the broker's log to a file in its directory and nothing to stdout.
+const kafkaLog4j = `<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="WARN">
+  <Appenders>
+    <File name="file" fileName="${sys:slicemeter.kafka.log}">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+    </File>
+  </Appenders>
+  <Loggers>
+    <Root level="INFO"><AppenderRef ref="file"/></Root>
+    <Logger name="org.apache.kafka.clients" level="WARN"/>
+    <Logger name="org.apache.kafka.common.utils.AppInfoParser" level="WARN"/>
+    <Logger name="kafka.request.logger" level="WARN"/>
+    <Logger name="state.change.logger" level="WARN"/>
+    <Logger name="kafka.log.LogCleaner" level="WARN"/>
+  </Loggers>
+</Configuration>
+`
+
+func (k *Kafka) writeConfig() error {
+	props := k.serverProperties()
+	var b strings.Builder
+	b.WriteString("# Written by slicemeter's deploy/local harness.\n")
+	for _, key := range slices.Sorted(maps.Keys(props)) {
+		fmt.Fprintf(&b, "%s=%s\n", key, props[key])
+	}
+	if err := os.WriteFile(k.properties(), []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("writing Kafka's server.properties: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(k.dir, "log4j2.xml"), []byte(kafkaLog4j), 0o644); err != nil {
+		return fmt.Errorf("writing Kafka's log4j2.xml: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(k.dir, "log"), 0o755); err != nil {
+		return fmt.Errorf("creating Kafka's log directory: %w", err)
+	}
+	return nil
+}
+
+// jvm returns the java command line for class with args: a small heap and a serial collector
+// keep a test broker light; C1 only (TieredStopAtLevel=1) shortens the start by about a second.
+func (k *Kafka) jvm(heap []string, logFile, class string, args ...string) []string {
+	argv := []string{k.java}
+	argv = append(argv, heap...)
+	argv = append(argv,
+		"-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError",
+		"-Djava.awt.headless=true",
+		"-Dlog4j2.configurationFile="+filepath.Join(k.dir, "log4j2.xml"),
+		"-Dslicemeter.kafka.log="+logFile,
+		"-cp", filepath.Join(k.libs, "*"), // expanded by java, not a shell
+		class)
+	return append(argv, args...)
+}
+
+// format writes meta.properties and the bootstrap metadata into empty storage (the
+// kafka-storage.sh format step); the class is kafka.tools.StorageTool in kafka_2.13.
+func (k *Kafka) format(ctx context.Context) error {
+	id, err := clusterID()
+	if err != nil {
+		return err
+	}
+	argv := k.jvm([]string{"-Xmx256m"}, filepath.Join(k.dir, "log", "format.log"),
+		"kafka.tools.StorageTool", "format", "--cluster-id", id, "--config", k.properties())
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = k.dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("formatting Kafka's storage (%s): %w\n%s", strings.Join(argv, " "), err, lastLines(string(out), 30))
+	}
+	return nil
+}
+
+// clusterID returns a random Kafka cluster id: 16 bytes, URL-safe base64 without padding.
+// Like Kafka's Uuid.randomUuid it avoids a leading '-', which command lines take for a flag.
+func clusterID() (string, error) {
+	for {
+		b := make([]byte, 16)
+		if _, err := rand.Read(b); err != nil {
+			return "", fmt.Errorf("generating a Kafka cluster id: %w", err)
+		}
+		if id := base64.RawURLEncoding.EncodeToString(b); id[0] != '-' {
+			return id, nil
+		}
+	}
+}
+
+// start starts the broker on the configured ports and data and waits until it is ready.
+func (k *Kafka) start(ctx context.Context) error {
+	argv := k.jvm([]string{"-Xms256m", "-Xmx512m"}, k.logFiles()[0], "kafka.Kafka", k.properties())
+	p, err := startProcess("kafka", k.dir, k.logFiles()[1], nil, argv...)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, kafkaStartTimeout)
+	defer cancel()
+	addr := k.brokers()
+	err = p.waitReady(ctx, 100*time.Millisecond, k.logFiles(), func(ctx context.Context) error {
+		return kafkaReady(ctx, addr, k.port)
+	})
+	if err != nil {
+		if terr := p.terminate(k.log, stopGrace); terr != nil {
+			k.log.Debug("stopping the Kafka broker that failed to start", "err", terr)
+		}
+		return fmt.Errorf("starting Kafka on %s (dir %s): %w", addr, k.dir, err)
+	}
+	k.proc = p
+	return nil
+}
+
+// kafkaReady asks the broker for cluster metadata, which it answers only once it has joined its
+// own KRaft quorum and registered itself, then for a group coordinator. The latter creates and
+// loads __consumer_offsets now: a client that finds no coordinator backs off (kafka-go's group
+// reader for 5 s), which would slow every test's first group join.
+func kafkaReady(ctx context.Context, addr string, port int) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	conn, err := kafka.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		if err := conn.SetDeadline(dl); err != nil {
+			return err
+		}
+	}
+	brokers, err := conn.Brokers()
+	if err != nil {
+		return fmt.Errorf("metadata: %w", err)
+	}
+	if !slices.ContainsFunc(brokers, func(b kafka.Broker) bool { return b.Port == port }) {
+		return fmt.Errorf("metadata lists brokers %v, not this one yet", brokers)
+	}
+	transport := &kafka.Transport{}
+	defer transport.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(addr), Transport: transport}
+	res, err := client.FindCoordinator(ctx, &kafka.FindCoordinatorRequest{
+		Key: "slicemeter-readiness", KeyType: kafka.CoordinatorKeyTypeConsumer,
+	})
+	if err != nil {
+		return fmt.Errorf("group coordinator: %w", err)
+	}
+	if res.Error != nil {
+		return fmt.Errorf("group coordinator: %w", res.Error)
+	}
+	return nil
+}
+
+func (k *Kafka) brokers() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(k.port)) }
+
+// Brokers is the bootstrap address for clients, "127.0.0.1:PORT".
+func (k *Kafka) Brokers() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.brokers()
+}
+
+// Dir is the broker's directory: server.properties, data/, log/.
+func (k *Kafka) Dir() string { return k.dir }
+
+// Pid is the broker's (java's) process id, or 0 while it is stopped.
+func (k *Kafka) Pid() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.proc == nil {
+		return 0
+	}
+	return k.proc.pid()
+}
+
+// Stop stops the broker (SIGTERM, a controlled shutdown, then SIGKILL after 10 s) and keeps its
+// data, so Restart brings the same topics, offsets and groups back on the same port. Stopping a
+// stopped broker does nothing. The error reports a broker that had crashed before Stop.
+func (k *Kafka) Stop() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.stopLocked()
+}
+
+func (k *Kafka) stopLocked() error {
+	if k.proc == nil {
+		return nil
+	}
+	p := k.proc
+	k.proc = nil
+	if err := p.terminate(k.log, stopGrace); err != nil {
+		return fmt.Errorf("stopping Kafka: %w%s", err, tails(k.logFiles()))
+	}
+	return nil
+}
+
+// Restart stops the broker if it runs and starts it again with the same data and ports. Clients
+// see an outage in between, as with a real broker restart.
+func (k *Kafka) Restart(ctx context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return errors.New("restarting Kafka: already closed")
+	}
+	if err := k.stopLocked(); err != nil {
+		k.log.Warn("Kafka had crashed before Restart", "err", err)
+	}
+	began := time.Now()
+	if err := k.start(ctx); err != nil {
+		return fmt.Errorf("restarting: %w", err)
+	}
+	k.log.Info("Kafka restarted", "brokers", k.brokers(), "pid", k.proc.pid(), "took", time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// Close stops the broker and removes its directory, unless KeepDir was set. Closing twice does
+// nothing.
+func (k *Kafka) Close() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return nil
+	}
+	k.closed = true
+	err := k.stopLocked()
+	if k.opts.KeepDir {
+		k.log.Info("Kafka's directory kept", "dir", k.dir)
+		return err
+	}
+	if rerr := os.RemoveAll(k.dir); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("removing Kafka's directory: %w", rerr))
+	}
+	return err
+}

@@ -1,0 +1,61 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBadInput(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	good, err := os.ReadFile(filepath.Join(scenarios, "mig-basic.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(strings.Replace(string(good), "interval: 100ms", "interval: fast", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"unknown flag", []string{"exporter", "--no-such-flag"}, 2, []string{"unknown long flag '--no-such-flag'"}},
+		{"unknown command", []string{"frobnicate"}, 2, []string{"expected command"}},
+		{"bad scenario", []string{"demo", "--scenario", bad, "--fast"}, 2, []string{bad, "interval", `"fast" is not a duration`}},
+		{"missing scenario", []string{"exporter", "--source", "sim"}, 2, []string{"--scenario is required"}},
+		{"absent scenario file", []string{"exporter", "--scenario", filepath.Join(dir, "nope.yaml")}, 2, []string{"nope.yaml"}},
+		{"bad source", []string{"exporter", "--source", "nvml2"}, 2, []string{"--source", "nvml2"}},
+		{"bad report time", []string{"report", "--scenario", filepath.Join(scenarios, "mig-basic.yaml"), "--from", "yesterday", "--to", "2026-01-05T01:00:00Z"}, 2, []string{"--from", "yesterday"}},
+		{"clickhouse unreachable", []string{"report", "--clickhouse.dsn", "clickhouse://127.0.0.1:1/x", "--scenario", filepath.Join(scenarios, "mig-basic.yaml"),
+			"--from", "2026-01-05T00:00:00Z", "--to", "2026-01-05T01:00:00Z"}, 1, []string{"127.0.0.1:1"}},
+		{"kafka unreachable", []string{"exporter", "--scenario", filepath.Join(scenarios, "mig-basic.yaml"), "--kafka.brokers", "127.0.0.1:1", "--web.listen-address", "127.0.0.1:0"}, 1, []string{"127.0.0.1:1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := slicemeter(t, ctx, tt.args...)
+			if r.code != tt.code {
+				t.Errorf("exit status %d, want %d\n%s", r.code, tt.code, r.stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr does not name %q:\n%s", w, r.stderr)
+				}
+			}
+			if r.took > 40*time.Second {
+				t.Errorf("took %v: an unreachable service must be reported within bounded time", r.took)
+			}
+		})
+	}
+	r := slicemeter(t, ctx, "--help")
+	if r.code != 0 || !strings.Contains(r.stderr+r.stdout, "demo") {
+		t.Errorf("--help: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -1,0 +1,197 @@
+// Package migrations holds slicemeter's ClickHouse schema as embedded SQL files and applies
+// them in order, recording each in the table schema_migrations.
+//
+// Every file must run on ClickHouse 18.16 and on current ClickHouse (DESIGN.md, "ClickHouse").
+// A file is named NNNN_what.sql; NNNN is its version. A file holds one statement, or several
+// separated by ';' at the end of a line.
+package migrations
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// FS holds the migration files under sql/.
+//
+//go:embed sql/*.sql
+var FS embed.FS
+
+// Dir is the directory of the migration files within FS (and within this package's source).
+const Dir = "sql"
+
+// Table records applied migrations. ClickHouse 18.16 has no transactions, so a migration is
+// recorded after its statements ran; statements are written to be safe to re-run.
+const Table = "schema_migrations"
+
+const createTable = `CREATE TABLE IF NOT EXISTS ` + Table + ` (
+    version UInt32,
+    name String,
+    applied_at DateTime
+) ENGINE = MergeTree() ORDER BY version`
+
+// Migration is one embedded SQL file.
+type Migration struct {
+	Version    uint32
+	Name       string   // file name, e.g. 0001_samples.sql
+	Statements []string // in file order, without trailing ';'
+}
+
+// Files returns the paths of the migration files within FS, in version order
+// (e.g. "sql/0001_samples.sql"); relative to this package's directory they are also paths on disk.
+func Files() []string {
+	names, err := fs.Glob(FS, Dir+"/*.sql")
+	if err != nil { // only for a malformed pattern, which this one is not
+		panic(err)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// All parses every embedded migration, in version order.
+func All() ([]Migration, error) {
+	var all []Migration
+	seen := map[uint32]string{}
+	for _, file := range Files() {
+		text, err := FS.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s: %w", file, err)
+		}
+		m, err := parse(path.Base(file), string(text))
+		if err != nil {
+			return nil, err
+		}
+		if other, dup := seen[m.Version]; dup {
+			return nil, fmt.Errorf("migration %s: version %d already used by %s", m.Name, m.Version, other)
+		}
+		seen[m.Version] = m.Name
+		all = append(all, m)
+	}
+	return all, nil
+}
+
+// Apply creates the migrations table if needed and applies, in order, every migration not
+// yet recorded there. It returns the names of the migrations it applied now (none when the
+// schema is up to date).
+func Apply(ctx context.Context, conn driver.Conn) ([]string, error) {
+	all, err := All()
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.Exec(ctx, createTable); err != nil {
+		return nil, fmt.Errorf("create table %s: %w", Table, err)
+	}
+	done, err := Applied(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	var appliedNow []string
+	for _, m := range all {
+		if _, ok := done[m.Version]; ok {
+			continue
+		}
+		for i, stmt := range m.Statements {
+			if err := conn.Exec(ctx, stmt); err != nil {
+				return appliedNow, fmt.Errorf("apply migration %s (statement %d of %d): %w", m.Name, i+1, len(m.Statements), err)
+			}
+		}
+		if err := record(ctx, conn, m); err != nil {
+			return appliedNow, err
+		}
+		appliedNow = append(appliedNow, m.Name)
+	}
+	return appliedNow, nil
+}
+
+// record inserts m into the migrations table. It uses a batch, not Exec with inline VALUES,
+// which ClickHouse 18.16 does not answer over the native protocol; and an explicit column list,
+// which clickhouse-go/v2 needs with 18.16.
+func record(ctx context.Context, conn driver.Conn, m Migration) error {
+	batch, err := conn.PrepareBatch(ctx, "INSERT INTO "+Table+" (version, name, applied_at)")
+	if err != nil {
+		return fmt.Errorf("record migration %s in %s: %w", m.Name, Table, err)
+	}
+	defer batch.Close()
+	if err := batch.Append(m.Version, m.Name, time.Now().UTC().Truncate(time.Second)); err != nil {
+		return fmt.Errorf("record migration %s in %s: %w", m.Name, Table, err)
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("record migration %s in %s: %w", m.Name, Table, err)
+	}
+	return nil
+}
+
+// Applied returns the versions recorded in the migrations table, with their file names.
+func Applied(ctx context.Context, conn driver.Conn) (map[uint32]string, error) {
+	rows, err := conn.Query(ctx, "SELECT version, any(name) FROM "+Table+" GROUP BY version")
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations from %s: %w", Table, err)
+	}
+	defer rows.Close()
+	done := map[uint32]string{}
+	for rows.Next() {
+		var (
+			version uint32
+			name    string
+		)
+		if err := rows.Scan(&version, &name); err != nil {
+			return nil, fmt.Errorf("read applied migrations from %s: %w", Table, err)
+		}
+		done[version] = name
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read applied migrations from %s: %w", Table, err)
+	}
+	return done, nil
+}
+
+// parse splits a migration file into its version and statements.
+func parse(name, text string) (Migration, error) {
+	prefix, _, ok := strings.Cut(name, "_")
+	version, err := strconv.ParseUint(prefix, 10, 32)
+	if !ok || err != nil || version == 0 {
+		return Migration{}, fmt.Errorf("migration %s: name must start with a version number > 0 and '_' (e.g. 0001_samples.sql)", name)
+	}
+	m := Migration{Version: uint32(version), Name: name, Statements: splitStatements(text)}
+	if len(m.Statements) == 0 {
+		return Migration{}, fmt.Errorf("migration %s: no SQL statement", name)
+	}
+	return m, nil
+}
+
+// splitStatements splits text on ';' at the end of a line and drops whole-line '--' comments,
+// so that a chunk holding only comments is not sent as an (invalid) empty query.
+func splitStatements(text string) []string {
+	var (
+		stmts []string
+		cur   []string
+	)
+	flush := func() {
+		if s := strings.TrimSpace(strings.Join(cur, "\n")); s != "" {
+			stmts = append(stmts, s)
+		}
+		cur = cur[:0]
+	}
+	for _, line := range strings.Split(text, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "--") {
+			continue
+		}
+		if strings.HasSuffix(trimmed, ";") {
+			cur = append(cur, strings.TrimSuffix(strings.TrimRight(line, " \t\r"), ";"))
+			flush()
+			continue
+		}
+		cur = append(cur, line)
+	}
+	flush()
+	return stmts
+}
