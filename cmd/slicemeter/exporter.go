@@ -37,7 +37,7 @@ func newExporterCmd(app *kingpin.Application) *exporterCmd {
 	c := app.Command("exporter", "Sample every GPU, MIG and vGPU instance of a node; serve /metrics and stream every sample to Kafka.")
 	return &exporterCmd{
 		// nvml and replay sources arrive with the exporter issue; only the simulator exists yet.
-		source:        c.Flag("source", "Where samples come from: sim (a scenario file).").Default("sim").Enum("sim"),
+		source:        c.Flag("source", "Where samples come from: sim (a scenario file).").Default("sim").String(),
 		scenario:      c.Flag("scenario", "Scenario file for --source sim.").String(),
 		node:          c.Flag("sim.node", "Simulate only this node of the scenario (default: every node).").String(),
 		fast:          c.Flag("sim.fast", "Run the simulated clock as fast as possible instead of in real time.").Bool(),
@@ -49,6 +49,9 @@ func newExporterCmd(app *kingpin.Application) *exporterCmd {
 }
 
 func (c *exporterCmd) run(ctx context.Context, logger *slog.Logger) error {
+	if *c.source != "sim" {
+		return usage("--source %q: expected sim (the nvml and replay sources are not in this build)", *c.source)
+	}
 	sc, src, err := loadSim(*c.scenario, *c.node)
 	if err != nil {
 		return err

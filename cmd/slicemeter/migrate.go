@@ -4,8 +4,8 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/schemas/migrations"

@@ -232,6 +232,10 @@ func (c *ClickHouse) start(ctx context.Context) error {
 	defer cancel()
 	addr := c.addr()
 	err = p.waitReady(ctx, 50*time.Millisecond, c.logFiles(), func(ctx context.Context) error {
+		// 18.16 logs a taken port at once but takes seconds to exit after it.
+		if portInUse(c.logFiles()[:1]) {
+			return fmt.Errorf("%w: a port is taken", errGiveUp)
+		}
 		if err := dialable(ctx, addr); err != nil {
 			return err
 		}

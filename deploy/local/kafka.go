@@ -192,7 +192,7 @@ func (k *Kafka) jvm(heap []string, logFile, class string, args ...string) []stri
 	argv := []string{k.java}
 	argv = append(argv, heap...)
 	argv = append(argv,
-		"-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError",
+		"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:+ExitOnOutOfMemoryError",
 		"-Djava.awt.headless=true",
 		"-Dlog4j2.configurationFile="+filepath.Join(k.dir, "log4j2.xml"),
 		"-Dslicemeter.kafka.log="+logFile,

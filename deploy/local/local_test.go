@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -162,7 +163,7 @@ func TestKafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("Kafka started in %v (jars in the cache)", time.Since(began).Round(time.Millisecond))
+	t.Logf("Kafka started in %v", time.Since(began).Round(time.Millisecond))
 	defer k.Close()
 	if !strings.HasPrefix(k.Brokers(), "127.0.0.1:") || k.Pid() <= 0 {
 		t.Fatalf("Brokers() = %q, Pid() = %d", k.Brokers(), k.Pid())
@@ -301,5 +302,41 @@ func TestClusterID(t *testing.T) {
 	}
 	if len(id) != 22 || id[0] == '-' {
 		t.Errorf("clusterID() = %q, want 22 URL-safe base64 characters not starting with '-'", id)
+	}
+}
+
+// A server that cannot start must fail fast and say why, from its own log.
+func TestClickHouseStartFailureShowsLog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real ClickHouse server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	server, client, err := findClickHouse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	c := &ClickHouse{log: testLogger(t), server: server, client: client, dir: t.TempDir()}
+	if err := c.pickPorts(); err != nil {
+		t.Fatal(err)
+	}
+	c.tcpPort = taken.Addr().(*net.TCPAddr).Port
+	began := time.Now()
+	err = c.start(ctx)
+	if err == nil {
+		c.Stop()
+		t.Fatal("started on a port that was taken")
+	}
+	if !strings.Contains(err.Error(), "Address already in use") || !portInUse(c.logFiles()) {
+		t.Errorf("error does not carry the log's reason:\n%v", err)
+	}
+	t.Logf("failed after %v: %v", time.Since(began).Round(time.Millisecond), err)
+	if took := time.Since(began); took > 20*time.Second {
+		t.Errorf("failing took %v; the exit should be noticed at once", took)
 	}
 }

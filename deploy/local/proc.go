@@ -118,6 +118,9 @@ func (p *process) terminate(log *slog.Logger, grace time.Duration) error {
 	return nil
 }
 
+// errGiveUp, wrapped in ready's error, ends waitReady at once: the child will not get ready.
+var errGiveUp = errors.New("giving up")
+
 // waitReady polls ready every interval until it returns nil, the child exits, or ctx ends.
 // On failure the error carries the tails of the given log files, which is where the reason is.
 func (p *process) waitReady(ctx context.Context, interval time.Duration, logs []string, ready func(context.Context) error) error {
@@ -128,6 +131,9 @@ func (p *process) waitReady(ctx context.Context, interval time.Duration, logs []
 		}
 		if last = ready(ctx); last == nil {
 			return nil
+		}
+		if errors.Is(last, errGiveUp) {
+			return fmt.Errorf("%s: %w%s", p.name, last, tails(logs))
 		}
 		select {
 		case <-ctx.Done():
