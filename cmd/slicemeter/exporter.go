@@ -115,6 +115,9 @@ func exporterSinks(ctx context.Context, reg *prometheus.Registry, brokers []stri
 		return nil, nil, err
 	}
 	w := kafkaconn.NewWriter(brokers, "", logger)
+	// A flush is one message per node, already a batch: send it at once rather than waiting
+	// BatchTimeout for more messages that will not come.
+	w.BatchSize = 1
 	sinks = append(sinks, publish.New(w, pb.TopicSamples, reg, logger))
 	return sinks, func() {
 		if err := w.Close(); err != nil && !errors.Is(err, context.Canceled) {

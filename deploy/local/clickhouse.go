@@ -67,7 +67,7 @@ func StartClickHouse(ctx context.Context, opts ClickHouseOptions) (*ClickHouse, 
 		if err = c.pickPorts(); err == nil {
 			err = c.start(ctx)
 		}
-		if err == nil || attempt == 3 || !portInUse(c.logFiles()) {
+		if err == nil || attempt == 3 || !(portInUse(c.logFiles()) || errors.Is(err, errGiveUp)) {
 			break
 		}
 		c.log.Info("ClickHouse lost a port race; retrying on new ports", "attempt", attempt)
@@ -76,10 +76,7 @@ func StartClickHouse(ctx context.Context, opts ClickHouseOptions) (*ClickHouse, 
 		}
 	}
 	if err != nil {
-		if !opts.KeepDir {
-			os.RemoveAll(dir)
-		}
-		return nil, err
+		return nil, err // the directory stays, with the logs the error quotes from
 	}
 	c.log.Info("ClickHouse started", "addr", c.Addr(), "pid", c.Pid(), "dir", dir, "took", time.Since(began).Round(time.Millisecond))
 	return c, nil
@@ -232,17 +229,20 @@ func (c *ClickHouse) start(ctx context.Context) error {
 	defer cancel()
 	addr := c.addr()
 	err = p.waitReady(ctx, 50*time.Millisecond, c.logFiles(), func(ctx context.Context) error {
-		// 18.16 logs a taken port at once but takes seconds to exit after it.
-		if portInUse(c.logFiles()[:1]) {
-			return fmt.Errorf("%w: a port is taken", errGiveUp)
-		}
 		if err := dialable(ctx, addr); err != nil {
 			return err
 		}
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		_, err := c.query(qctx, c.tcpPort, "SELECT 1")
-		return err
+		// The data path proves this is the child, not a server that won a race for the port.
+		out, err := c.query(qctx, c.tcpPort, "SELECT data_path FROM system.databases WHERE name = 'system'")
+		if err != nil {
+			return err
+		}
+		if !strings.HasPrefix(strings.TrimSpace(out), filepath.Join(c.dir, "data")) {
+			return fmt.Errorf("%w: %s is another server (system data in %q)", errGiveUp, addr, strings.TrimSpace(out))
+		}
+		return nil
 	})
 	if err != nil {
 		if terr := p.terminate(c.log, stopGrace); terr != nil {

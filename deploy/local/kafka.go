@@ -33,6 +33,7 @@ type KafkaOptions struct {
 	// Logger receives the harness's own messages (not the broker's log); nil discards them.
 	Logger *slog.Logger
 	// Properties are added to server.properties, replacing the harness's value of the same key.
+	// The listener, quorum and log.dirs keys belong to the harness: leave them alone.
 	Properties map[string]string
 }
 
@@ -46,8 +47,9 @@ type Kafka struct {
 	dir  string
 
 	mu             sync.Mutex
-	port           int // PLAINTEXT listener, for clients
-	controllerPort int // CONTROLLER listener, the KRaft quorum
+	port           int    // PLAINTEXT listener, for clients
+	controllerPort int    // CONTROLLER listener, the KRaft quorum
+	clusterID      string // set by format
 	proc           *process
 	closed         bool
 }
@@ -71,9 +73,10 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 	}
 	k := &Kafka{opts: opts, log: log, java: java, libs: libs, dir: dir}
 	began := time.Now()
+	// A port from FreePort can be taken before the broker binds it; pick new ones then.
 	for attempt := 1; ; attempt++ {
 		err = k.create(ctx)
-		if err == nil || attempt == 3 || !portInUse(k.logFiles()) {
+		if err == nil || attempt == 3 || !(portInUse(k.logFiles()) || errors.Is(err, errGiveUp)) {
 			break
 		}
 		log.Info("Kafka lost a port race; retrying on new ports", "attempt", attempt)
@@ -82,10 +85,7 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 		}
 	}
 	if err != nil {
-		if !opts.KeepDir {
-			os.RemoveAll(dir)
-		}
-		return nil, err
+		return nil, err // the directory stays, with the logs the error quotes from
 	}
 	log.Info("Kafka started", "brokers", k.Brokers(), "pid", k.Pid(), "dir", dir, "took", time.Since(began).Round(time.Millisecond))
 	return k, nil
@@ -208,6 +208,7 @@ func (k *Kafka) format(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	k.clusterID = id
 	argv := k.jvm([]string{"-Xmx256m"}, filepath.Join(k.dir, "log", "format.log"),
 		"kafka.tools.StorageTool", "format", "--cluster-id", id, "--config", k.properties())
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -244,7 +245,7 @@ func (k *Kafka) start(ctx context.Context) error {
 	defer cancel()
 	addr := k.brokers()
 	err = p.waitReady(ctx, 100*time.Millisecond, k.logFiles(), func(ctx context.Context) error {
-		return kafkaReady(ctx, addr, k.port)
+		return kafkaReady(ctx, addr, k.clusterID)
 	})
 	if err != nil {
 		if terr := p.terminate(k.log, stopGrace); terr != nil {
@@ -257,40 +258,34 @@ func (k *Kafka) start(ctx context.Context) error {
 }
 
 // kafkaReady asks the broker for cluster metadata, which it answers only once it has joined its
-// own KRaft quorum and registered itself, then for a group coordinator. The latter creates and
-// loads __consumer_offsets now: a client that finds no coordinator backs off (kafka-go's group
-// reader for 5 s), which would slow every test's first group join.
-func kafkaReady(ctx context.Context, addr string, port int) error {
+// own KRaft quorum and registered itself; the cluster id proves it is this broker and not one
+// that won a race for the port. Then it asks for a group coordinator, which creates and loads
+// __consumer_offsets now: a client that finds no coordinator backs off (kafka-go's group reader
+// for 5 s), which would slow every test's first group join.
+func kafkaReady(ctx context.Context, addr, clusterID string) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	conn, err := kafka.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		if err := conn.SetDeadline(dl); err != nil {
-			return err
-		}
-	}
-	brokers, err := conn.Brokers()
-	if err != nil {
-		return fmt.Errorf("metadata: %w", err)
-	}
-	if !slices.ContainsFunc(brokers, func(b kafka.Broker) bool { return b.Port == port }) {
-		return fmt.Errorf("metadata lists brokers %v, not this one yet", brokers)
-	}
 	transport := &kafka.Transport{}
 	defer transport.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(addr), Transport: transport}
-	res, err := client.FindCoordinator(ctx, &kafka.FindCoordinatorRequest{
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
+	if err != nil {
+		return fmt.Errorf("metadata: %w", err)
+	}
+	if md.ClusterID != clusterID {
+		return fmt.Errorf("%w: %s answers for cluster %q, not %q", errGiveUp, addr, md.ClusterID, clusterID)
+	}
+	if len(md.Brokers) == 0 {
+		return errors.New("metadata lists no brokers yet")
+	}
+	fc, err := client.FindCoordinator(ctx, &kafka.FindCoordinatorRequest{
 		Key: "slicemeter-readiness", KeyType: kafka.CoordinatorKeyTypeConsumer,
 	})
 	if err != nil {
 		return fmt.Errorf("group coordinator: %w", err)
 	}
-	if res.Error != nil {
-		return fmt.Errorf("group coordinator: %w", res.Error)
+	if fc.Error != nil {
+		return fmt.Errorf("group coordinator: %w", fc.Error)
 	}
 	return nil
 }

@@ -124,12 +124,23 @@ var errGiveUp = errors.New("giving up")
 // waitReady polls ready every interval until it returns nil, the child exits, or ctx ends.
 // On failure the error carries the tails of the given log files, which is where the reason is.
 func (p *process) waitReady(ctx context.Context, interval time.Duration, logs []string, ready func(context.Context) error) error {
+	// A check in flight is cut short when the child exits: whatever answers on the port then
+	// (the process that won a port race) is not the child.
+	checkCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.done:
+			cancel()
+		case <-checkCtx.Done():
+		}
+	}()
 	var last error
 	for {
 		if dead, why := p.exited(); dead {
 			return fmt.Errorf("%s exited during startup (%v)%s", p.name, why, tails(logs))
 		}
-		if last = ready(ctx); last == nil {
+		if last = ready(checkCtx); last == nil {
 			return nil
 		}
 		if errors.Is(last, errGiveUp) {
@@ -155,7 +166,8 @@ func portInUse(logs []string) bool {
 	return false
 }
 
-// tails renders the last lines of each non-empty log file for an error message.
+// tails renders the last lines of each non-empty log file for an error message, after the
+// last few error lines, which a stack trace at the end would otherwise push out of view.
 func tails(paths []string) string {
 	var b strings.Builder
 	for _, path := range paths {
@@ -163,9 +175,28 @@ func tails(paths []string) string {
 		if t == "" {
 			continue
 		}
+		if errs := errorLines(path, 5); errs != "" && !strings.Contains(t, errs) {
+			fmt.Fprintf(&b, "\n--- last errors in %s ---\n%s", path, errs)
+		}
 		fmt.Fprintf(&b, "\n--- last lines of %s ---\n%s", path, t)
 	}
 	return b.String()
+}
+
+// errorLines returns the last n lines of the file's last 256 KiB logged at error level by
+// ClickHouse (<Error>) or log4j (ERROR), or naming an exception's cause.
+func errorLines(path string, n int) string {
+	var hits []string
+	for _, line := range strings.Split(tail(path, 1<<20, 256<<10), "\n") {
+		if strings.Contains(line, "<Error>") || strings.Contains(line, "] ERROR ") ||
+			strings.Contains(line, "] FATAL ") || strings.HasPrefix(line, "Caused by: ") {
+			hits = append(hits, line)
+		}
+	}
+	if len(hits) > n {
+		hits = hits[len(hits)-n:]
+	}
+	return strings.Join(hits, "\n")
 }
 
 // tail returns up to the last n lines, within the last max bytes, of the file at path.

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Installs what slicemeter's demo and tests start or call, on Debian 12 as root: ClickHouse 18.16,
+# protoc, Prometheus, Alertmanager, kcat, Java 17 and Maven (for the Kafka broker), chDB, and the
+# Kafka jars in the cache. Only what is missing is installed, so a second run takes about a second.
+#
+# The services installed here are never used: the harness (deploy/local) starts its own
+# ClickHouse, Kafka and Prometheus on free loopback ports. Package installs are kept from starting
+# system services (ClickHouse on :9000, Prometheus on :9090) while this script runs.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+kafka_version=4.4.0
+packages=(clickhouse-server clickhouse-client protobuf-compiler prometheus prometheus-alertmanager
+	kcat openjdk-17-jre-headless maven python3-pip)
+
+log() { printf 'install-deps: %s\n' "$*" >&2; }
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+
+missing=()
+for p in "${packages[@]}"; do
+	installed "$p" || missing+=("$p")
+done
+
+if ((${#missing[@]} > 0)); then
+	if [[ $(id -u) -ne 0 ]]; then
+		log "missing packages: ${missing[*]}; run this script as root (or: sudo apt-get install -y ${missing[*]})"
+		exit 1
+	fi
+	# policy-rc.d exit 101 tells invoke-rc.d and deb-systemd-invoke not to start services.
+	policy=/usr/sbin/policy-rc.d
+	if [[ ! -e $policy ]]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy"
+		chmod 755 "$policy"
+		trap 'rm -f "$policy"' EXIT
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	log "apt-get update"
+	apt-get update -q
+	log "installing ${missing[*]}"
+	apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# chDB checks our SQL against current ClickHouse (deploy/local/chdb_check.py).
+if ! python3 -c 'import chdb' 2>/dev/null; then
+	log "pip install chdb"
+	if ! out=$(python3 -m pip install --quiet chdb 2>&1); then
+		if grep -q externally-managed-environment <<<"$out"; then
+			# Debian 12's system Python refuses pip without this flag (PEP 668).
+			python3 -m pip install --quiet --break-system-packages chdb
+		else
+			printf '%s\n' "$out" >&2
+			exit 1
+		fi
+	fi
+	python3 -c 'import chdb' # fail here, not in the tests, if it still cannot be imported
+fi
+
+# The Kafka broker's jars, in the same place and with the same completion marker and lock as
+# deploy/local's KafkaLibs, so the tests find them ready.
+cache="${SLICEMETER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/slicemeter}"
+home="$cache/kafka-$kafka_version"
+want=$(sha256sum "$here/kafka/pom.xml" | cut -d' ' -f1)
+if [[ $(cat "$home/libs.complete" 2>/dev/null) != "$want" ]]; then
+	mkdir -p "$home"
+	(
+		flock 9
+		if [[ $(cat "$home/libs.complete" 2>/dev/null) != "$want" ]]; then
+			log "fetching the Kafka $kafka_version jars from Maven Central into $home/libs"
+			cp "$here/kafka/pom.xml" "$home/pom.xml"
+			rm -rf "$home/libs.tmp"
+			(cd "$home" && mvn -q -B -f pom.xml dependency:copy-dependencies -DoutputDirectory="$home/libs.tmp")
+			rm -rf "$home/libs"
+			mv "$home/libs.tmp" "$home/libs"
+			printf '%s\n' "$want" >"$home/libs.complete"
+		fi
+	) 9>"$home/.lock"
+fi
+
+log "all dependencies present"

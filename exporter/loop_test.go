@@ -1,0 +1,123 @@
+package exporter
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+// countingSource returns one sample per tick and fails on the ticks listed in fail.
+type countingSource struct {
+	ticks []time.Time
+	fail  map[int]bool
+}
+
+func (s *countingSource) Read(_ context.Context, t time.Time, interval time.Duration) ([]NodeSamples, error) {
+	n := len(s.ticks)
+	s.ticks = append(s.ticks, t)
+	if s.fail[n] {
+		return nil, errors.New("nvml: GPU is lost")
+	}
+	return []NodeSamples{{Node: "n", Samples: []*pb.Sample{{TsNs: uint64(t.UnixNano()), IntervalNs: uint64(interval)}}}}, nil
+}
+
+type recordingSink struct {
+	writes, flushes int
+	samplesAtFlush  []int
+	samples         int
+}
+
+func (r *recordingSink) Write(_ context.Context, _ time.Time, s []NodeSamples) error {
+	r.writes++
+	for _, ns := range s {
+		r.samples += len(ns.Samples)
+	}
+	return nil
+}
+
+func (r *recordingSink) Flush(context.Context) error {
+	r.flushes++
+	r.samplesAtFlush = append(r.samplesAtFlush, r.samples)
+	return nil
+}
+
+func TestLoopTicksAndFlushes(t *testing.T) {
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name        string
+		window      time.Duration
+		interval    time.Duration
+		flush       time.Duration
+		fail        map[int]bool
+		wantTicks   int
+		wantSamples int64
+		wantFlushes []int
+	}{
+		{"whole window", time.Second, 100 * time.Millisecond, 500 * time.Millisecond, nil, 10, 10, []int{5, 10, 10}},
+		{"flush below interval flushes every tick", 300 * time.Millisecond, 100 * time.Millisecond, 0, nil, 3, 3, []int{1, 2, 3, 3}},
+		{"failed reads are skipped, not fatal", time.Second, 100 * time.Millisecond, time.Second, map[int]bool{2: true, 3: true}, 10, 8, []int{8, 8}},
+		{"window not a multiple of the interval", 250 * time.Millisecond, 100 * time.Millisecond, time.Second, nil, 3, 3, []int{3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := &countingSource{fail: tt.fail}
+			sink := &recordingSink{}
+			l := &Loop{Source: src, Clock: FastClock{}, Sinks: []Sink{sink}, Start: start, End: start.Add(tt.window), Interval: tt.interval, FlushEvery: tt.flush}
+			n, err := l.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != tt.wantSamples || len(src.ticks) != tt.wantTicks {
+				t.Errorf("samples %d ticks %d, want %d and %d", n, len(src.ticks), tt.wantSamples, tt.wantTicks)
+			}
+			for i, tick := range src.ticks {
+				if want := start.Add(time.Duration(i) * tt.interval); !tick.Equal(want) {
+					t.Errorf("tick %d at %v, want %v", i, tick, want)
+				}
+			}
+			if len(sink.samplesAtFlush) != len(tt.wantFlushes) {
+				t.Fatalf("flushes after %v samples, want %v", sink.samplesAtFlush, tt.wantFlushes)
+			}
+			for i := range tt.wantFlushes {
+				if sink.samplesAtFlush[i] != tt.wantFlushes[i] {
+					t.Errorf("flushes after %v samples, want %v", sink.samplesAtFlush, tt.wantFlushes)
+				}
+			}
+		})
+	}
+}
+
+func TestLoopStopsOnCancelAndFlushes(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	src := &countingSource{}
+	sink := &recordingSink{}
+	start := time.Now()
+	l := &Loop{Source: src, Clock: RealClock{}, Sinks: []Sink{sink}, Start: start, Interval: 10 * time.Millisecond, FlushEvery: time.Hour}
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if _, err := l.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sink.samples == 0 || sink.flushes != 1 || sink.samplesAtFlush[0] != sink.samples {
+		t.Errorf("want one final flush of everything sampled, got %v of %d", sink.samplesAtFlush, sink.samples)
+	}
+}
+
+func TestRealClockOffset(t *testing.T) {
+	// A scenario tick one hour in the past is due now when the offset is one hour.
+	c := RealClock{Offset: time.Hour}
+	tick := time.Now().Add(-time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := c.WaitUntil(ctx, tick); err != nil {
+		t.Fatal(err)
+	}
+	if late := c.Late(tick); late < 0 || late > time.Second {
+		t.Errorf("Late = %v", late)
+	}
+	if err := c.WaitUntil(ctx, time.Now().Add(time.Hour)); err == nil {
+		t.Error("waiting for a tick two hours away returned before the context ended")
+	}
+}
