@@ -86,7 +86,7 @@ func KafkaLibs(ctx context.Context, log *slog.Logger) (string, error) {
 	}
 	log.Info("fetching Kafka's jars from Maven Central (once)", "version", KafkaVersion, "into", libs)
 	began := time.Now()
-	cmd := exec.CommandContext(ctx, mvn, "-q", "-B", "-f", pom, "dependency:copy-dependencies", "-DoutputDirectory="+tmp)
+	cmd := exec.CommandContext(ctx, mvn, "-q", "-B", "-Dstyle.color=never", "-f", pom, "dependency:copy-dependencies", "-DoutputDirectory="+tmp)
 	cmd.Dir = home
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

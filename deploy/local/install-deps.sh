@@ -69,7 +69,7 @@ if [[ $(cat "$home/libs.complete" 2>/dev/null) != "$want" ]]; then
 			log "fetching the Kafka $kafka_version jars from Maven Central into $home/libs"
 			cp "$here/kafka/pom.xml" "$home/pom.xml"
 			rm -rf "$home/libs.tmp"
-			(cd "$home" && mvn -q -B -f pom.xml dependency:copy-dependencies -DoutputDirectory="$home/libs.tmp")
+			(cd "$home" && mvn -q -B -Dstyle.color=never -f pom.xml dependency:copy-dependencies -DoutputDirectory="$home/libs.tmp")
 			rm -rf "$home/libs"
 			mv "$home/libs.tmp" "$home/libs"
 			printf '%s\n' "$want" >"$home/libs.complete"
