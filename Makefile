@@ -3,6 +3,7 @@ GO        ?= go
 BIN       := bin/slicemeter
 SCENARIO  ?= deploy/demo/fleet.yaml
 PKGS      := ./...
+STATICCHECK := v0.8.2
 
 .PHONY: all build deps demo test test-short lint generate bench clean
 
@@ -29,7 +30,7 @@ test-short:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
-	@if command -v staticcheck >/dev/null 2>&1; then staticcheck $(PKGS); else echo "staticcheck not installed; skipped"; fi
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK) $(PKGS)
 
 # Regenerates schemas/slicemeterpb from schemas/slicemeter.proto (protoc from Debian's
 # protobuf-compiler, protoc-gen-go pinned to the protobuf module version in go.mod).
