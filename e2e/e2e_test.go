@@ -79,7 +79,7 @@ func TestPublicScenariosRealServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ch.Stop()
+	defer ch.Close()
 
 	files, err := filepath.Glob(filepath.Join(scenarios, "*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -97,7 +97,7 @@ func TestPublicScenariosRealServices(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer kafka.Stop()
+			defer kafka.Close()
 			dsn := ch.DSN("e2e_" + strings.ReplaceAll(name, "-", "_"))
 			want := readCSV(t, strings.TrimSuffix(file, ".yaml")+".expected.csv")
 			out := filepath.Join(t.TempDir(), "report.csv")

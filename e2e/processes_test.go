@@ -32,12 +32,12 @@ func TestSeparateProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ch.Stop()
+	defer ch.Close()
 	kfk, err := local.StartKafka(ctx, local.KafkaOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer kfk.Stop()
+	defer kfk.Close()
 	file := filepath.Join(scenarios, "outage-coldstart.yaml")
 	sc, err := scenario.Load(file)
 	if err != nil {

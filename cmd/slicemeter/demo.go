@@ -94,7 +94,7 @@ func (c *demoCmd) run(ctx context.Context, logger *slog.Logger) error {
 			return fmt.Errorf("starting a local ClickHouse server (or pass --clickhouse.dsn): %w", err)
 		}
 		defer func() {
-			if err := ch.Stop(); err != nil {
+			if err := ch.Close(); err != nil {
 				logger.Warn("stopping the local ClickHouse server", "err", err)
 			}
 		}()
@@ -115,7 +115,7 @@ func (c *demoCmd) run(ctx context.Context, logger *slog.Logger) error {
 	webErr := serveWeb(webCtx, c.web, reg, &ready, logger)
 
 	// Collector, in the background until everything produced is stored.
-	col, err := collector.New(collector.Config{Brokers: brokers, GroupID: "slicemeter-demo-" + sc.Name, FlushRows: 200000, FlushInterval: 500 * time.Millisecond}, conn, reg, logger)
+	col, err := collector.New(collector.Config{Brokers: brokers, GroupID: "slicemeter-demo-" + sc.Name, FlushRows: 200000, FlushInterval: 100 * time.Millisecond}, conn, reg, logger)
 	if err != nil {
 		return err
 	}

@@ -221,7 +221,7 @@ func (c *ClickHouse) start(ctx context.Context) error {
 		return err
 	}
 	argv := append(append([]string{}, c.server...), "--config-file="+filepath.Join(c.dir, "config.xml"))
-	p, err := startProcess("clickhouse-server", c.dir, filepath.Join(c.dir, "log", "stdout.log"), nil, argv...)
+	p, err := startProcess("clickhouse-server", c.dir, filepath.Join(c.dir, "log", "stdout.log"), argv...)
 	if err != nil {
 		return err
 	}

@@ -237,7 +237,7 @@ func clusterID() (string, error) {
 // start starts the broker on the configured ports and data and waits until it is ready.
 func (k *Kafka) start(ctx context.Context) error {
 	argv := k.jvm([]string{"-Xms256m", "-Xmx512m"}, k.logFiles()[0], "kafka.Kafka", k.properties())
-	p, err := startProcess("kafka", k.dir, k.logFiles()[1], nil, argv...)
+	p, err := startProcess("kafka", k.dir, k.logFiles()[1], argv...)
 	if err != nil {
 		return err
 	}

@@ -91,9 +91,11 @@ func TestClickHouse(t *testing.T) {
 
 	// Stop keeps the data; Restart brings it back on the same port.
 	addr := ch.Addr()
+	began = time.Now()
 	if err := ch.Stop(); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("ClickHouse stopped in %v", time.Since(began).Round(time.Millisecond))
 	if ch.Pid() != 0 {
 		t.Errorf("Pid() = %d after Stop", ch.Pid())
 	}

@@ -39,28 +39,25 @@ func FreePort() (int, error) {
 type process struct {
 	name string
 	cmd  *exec.Cmd
-	out  *os.File      // the child's stdout and stderr
 	done chan struct{} // closed once the child has exited
 	err  error         // Wait's result; read only after done is closed
 }
 
 // startProcess starts argv[0] with argv[1:] in dir; its stdout and stderr are appended to outPath.
-func startProcess(name, dir, outPath string, env []string, argv ...string) (*process, error) {
+func startProcess(name, dir, outPath string, argv ...string) (*process, error) {
 	out, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s's output file: %w", name, err)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
 		out.Close()
 		return nil, fmt.Errorf("starting %s (%s): %w", name, argv[0], err)
 	}
-	p := &process{name: name, cmd: cmd, out: out, done: make(chan struct{})}
+	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		out.Close()
@@ -71,16 +68,16 @@ func startProcess(name, dir, outPath string, env []string, argv ...string) (*pro
 
 func (p *process) pid() int { return p.cmd.Process.Pid }
 
-// exited reports whether the child has exited, and how.
-func (p *process) exited() (bool, error) {
+// exited reports whether the child has exited, and how ("exit status 1", "signal: killed").
+func (p *process) exited() (bool, string) {
 	select {
 	case <-p.done:
 		if p.err == nil {
-			return true, errors.New("exited with status 0")
+			return true, "exit status 0"
 		}
-		return true, p.err
+		return true, p.err.Error()
 	default:
-		return false, nil
+		return false, ""
 	}
 }
 
@@ -88,7 +85,7 @@ func (p *process) exited() (bool, error) {
 // child had already died on its own (a crash the caller should hear about) or cannot be signalled.
 func (p *process) terminate(log *slog.Logger, grace time.Duration) error {
 	if dead, why := p.exited(); dead {
-		return fmt.Errorf("%s (pid %d) had already %v", p.name, p.pid(), why)
+		return fmt.Errorf("%s (pid %d) had already exited (%s)", p.name, p.pid(), why)
 	}
 	if err := signalTree(p.cmd.Process, syscall.SIGTERM); err != nil {
 		select {
@@ -138,7 +135,7 @@ func (p *process) waitReady(ctx context.Context, interval time.Duration, logs []
 	var last error
 	for {
 		if dead, why := p.exited(); dead {
-			return fmt.Errorf("%s exited during startup (%v)%s", p.name, why, tails(logs))
+			return fmt.Errorf("%s exited during startup (%s)%s", p.name, why, tails(logs))
 		}
 		if last = ready(checkCtx); last == nil {
 			return nil
