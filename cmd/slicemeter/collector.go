@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -62,15 +61,5 @@ func (c *collectorCmd) run(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	ready.Store(true)
-	done := make(chan error, 1)
-	go func() { done <- col.Run(ctx) }()
-	select {
-	case err := <-done:
-		return err
-	case err, ok := <-webErr:
-		if ok && err != nil {
-			return fmt.Errorf("serving /metrics: %w", err)
-		}
-		return <-done
-	}
+	return runServing(webErr, func() error { return col.Run(ctx) })
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -70,21 +69,11 @@ func (c *exporterCmd) run(ctx context.Context, logger *slog.Logger) error {
 	ready.Store(true)
 	loop := simLoop(sc, src, *c.fast, *c.flushInterval, sinks, reg, logger)
 	logger.Info("exporter sampling", "scenario", sc.Name, "nodes", src.Nodes(), "instances", src.Instances(), "interval", sc.Interval, "fast", *c.fast)
-	done := make(chan error, 1)
-	go func() {
+	return runServing(webErr, func() error {
 		n, err := loop.Run(ctx)
 		logger.Info("exporter finished", "samples", n)
-		done <- err
-	}()
-	select {
-	case err := <-done:
 		return err
-	case err, ok := <-webErr:
-		if ok && err != nil {
-			return fmt.Errorf("serving /metrics: %w", err)
-		}
-		return <-done
-	}
+	})
 }
 
 // loadSim loads a scenario for the sim source; every problem with it is a usage error.

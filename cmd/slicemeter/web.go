@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -54,4 +55,19 @@ func serveWeb(ctx context.Context, flags *web.FlagConfig, reg *prometheus.Regist
 		_ = srv.Shutdown(shutdownCtx)
 	}()
 	return errc
+}
+
+// runServing runs fn to its end; a failure to serve /metrics ends the command at once.
+func runServing(webErr <-chan error, fn func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case err, ok := <-webErr:
+		if ok && err != nil {
+			return fmt.Errorf("serving /metrics: %w", err)
+		}
+		return <-done
+	}
 }
