@@ -21,6 +21,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/collector"
 	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/exporter/sim"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -35,6 +36,7 @@ type demoCmd struct {
 	dsn        *string
 	partitions *int
 	flush      *time.Duration
+	simStart   *string
 	web        *web.FlagConfig
 }
 
@@ -50,6 +52,7 @@ func newDemoCmd(app *kingpin.Application, stdout io.Writer) *demoCmd {
 		dsn:        c.Flag("clickhouse.dsn", "ClickHouse DSN; empty starts a ClickHouse server from PATH in a temporary directory.").String(),
 		partitions: c.Flag("kafka.partitions", "Partitions of the topics when they have to be created.").Default("4").Int(),
 		flush:      c.Flag("kafka.flush-interval", "Sampled time per SampleBatch (default: 1s, 10s with --fast).").Duration(),
+		simStart:   c.Flag("sim.start", "Move the scenario to start at this time (RFC 3339, or now): a live demo then has wall-clock timestamps that Prometheus and the attribution service's trailing window see.").String(),
 		web:        kingpinflag.AddFlags(c, ":9835"),
 	}
 }
@@ -59,6 +62,18 @@ func (c *demoCmd) run(ctx context.Context, logger *slog.Logger) error {
 	sc, src, err := loadSim(*c.scenario, "")
 	if err != nil {
 		return err
+	}
+	if *c.simStart != "" {
+		start := time.Now().UTC().Truncate(time.Second)
+		if *c.simStart != "now" {
+			if start, err = parseTime("--sim.start", *c.simStart); err != nil {
+				return err
+			}
+		}
+		sc.Start = start
+		if src, err = sim.New(sc, ""); err != nil {
+			return usageError{err}
+		}
 	}
 	prices := pricebook.FromScenario(sc)
 	out := c.stdout

@@ -1,0 +1,68 @@
+package dashboards
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The committed JSON is what the code generates: run `go generate ./dashboards` after a change.
+func TestCommittedJSONIsGenerated(t *testing.T) {
+	all, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob("json/*.json")
+	if len(files) != len(all) {
+		t.Errorf("json/ holds %d files, the generator makes %d", len(files), len(all))
+	}
+	for _, g := range all {
+		want, err := Marshal(g.Dashboard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join("json", g.File))
+		if err != nil {
+			t.Fatalf("%v (run go generate ./dashboards)", err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("json/%s differs from the generator's output: run go generate ./dashboards", g.File)
+		}
+	}
+}
+
+func TestEveryPanelQueriesAVariableDataSource(t *testing.T) {
+	all, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	uids := map[string]bool{}
+	for _, g := range all {
+		d := g.Dashboard
+		if uids[*d.Uid] {
+			t.Errorf("uid %s used twice", *d.Uid)
+		}
+		uids[*d.Uid] = true
+		if d.SchemaVersion < 39 {
+			t.Errorf("%s: schemaVersion %v; Grafana 11 and 12 need 39 or newer", g.File, d.SchemaVersion)
+		}
+		for _, p := range d.Panels {
+			if p.Panel == nil {
+				continue
+			}
+			if len(p.Panel.Targets) == 0 {
+				t.Errorf("%s: panel %q has no query", g.File, *p.Panel.Title)
+			}
+			if p.Panel.Datasource == nil || !strings.HasPrefix(*p.Panel.Datasource.Uid, "${") {
+				t.Errorf("%s: panel %q does not use a data-source variable", g.File, *p.Panel.Title)
+			}
+		}
+		for _, q := range Queries(d) {
+			if q.Kind == "unknown" || strings.TrimSpace(q.Text) == "" {
+				t.Errorf("%s: %q has an empty or unknown query", g.File, q.Panel)
+			}
+		}
+	}
+}

@@ -1,0 +1,291 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slicemeter/slicemeter/dashboards"
+	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/internal/chconn"
+	"github.com/slicemeter/slicemeter/schemas/migrations"
+	"github.com/slicemeter/slicemeter/schemas/scenario"
+)
+
+const demoFleet = "../deploy/demo/fleet.yaml"
+
+// expandMacros does what the Grafana ClickHouse plugin does with the macros and variables our
+// dashboards use, for one time range and one choice of variables.
+func expandMacros(sql string, from, to time.Time, vars map[string]string) string {
+	ts := func(t time.Time) string { return fmt.Sprintf("toDateTime(%d)", t.Unix()) }
+	r := strings.NewReplacer("$__fromTime", ts(from), "$__toTime", ts(to))
+	sql = r.Replace(sql)
+	for {
+		i := strings.Index(sql, "$__timeFilter(")
+		if i < 0 {
+			break
+		}
+		j := strings.Index(sql[i:], ")")
+		col := sql[i+len("$__timeFilter(") : i+j]
+		sql = sql[:i] + fmt.Sprintf("%s >= %s AND %s <= %s", col, ts(from), col, ts(to)) + sql[i+j+1:]
+	}
+	for name, v := range vars {
+		sql = strings.ReplaceAll(sql, "${"+name+"}", v)
+		sql = strings.ReplaceAll(sql, "$"+name, "'"+v+"'") // multi-value form: IN ($tenant)
+	}
+	return sql
+}
+
+// Every ClickHouse panel and variable query runs against a real ClickHouse 18.16 filled by the
+// demo fleet and returns rows; the same queries pass current ClickHouse's parser (chDB).
+func TestDashboardClickHouseQueries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts ClickHouse")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	dsn := ch.DSN("e2e_dashboards")
+	if r := slicemeter(t, ctx, "demo", "--scenario", demoFleet, "--fast", "--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0"); r.code != 0 {
+		t.Fatalf("demo exited %d\n%s", r.code, r.stderr)
+	}
+	sc, err := scenario.Load(demoFleet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := chconn.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var gpu string
+	if err := conn.QueryRow(ctx, "SELECT any(gpu_uuid) FROM samples WHERE node = 'node-a' AND instance_id = 'gpu1/vgpu0'").Scan(&gpu); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"tenant": "acme", "node": "node-a", "gpu": gpu, "instance": "gpu1/vgpu0"}
+
+	all, err := dashboards.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var expanded []string
+	var slowest time.Duration
+	for _, g := range all {
+		for _, q := range dashboards.Queries(g.Dashboard) {
+			if q.Kind != "clickhouse" {
+				continue
+			}
+			sql := expandMacros(q.Text, sc.Start, sc.End(), vars)
+			expanded = append(expanded, sql)
+			began := time.Now()
+			rows, err := conn.Query(ctx, sql)
+			if err != nil {
+				t.Errorf("%s / %s: %v\n%s", q.Dashboard, q.Panel, err, sql)
+				continue
+			}
+			n := 0
+			for rows.Next() {
+				n++
+			}
+			err = rows.Err()
+			rows.Close()
+			took := time.Since(began)
+			slowest = max(slowest, took)
+			if err != nil || n == 0 {
+				t.Errorf("%s / %s: %d rows, err %v\n%s", q.Dashboard, q.Panel, n, err, sql)
+			}
+			t.Logf("%-22s %-55s %6d rows %8v", q.Dashboard, q.Panel, n, took.Round(time.Microsecond))
+		}
+	}
+	t.Logf("slowest ClickHouse panel query on one hour of the demo fleet (%d instances at 100 ms): %v", 10, slowest)
+
+	// The current dialect: the tables, then every query, through chDB.
+	file := filepath.Join(t.TempDir(), "dashboards.sql")
+	if err := os.WriteFile(file, []byte(strings.Join(expanded, ";\n")+";\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, f := range migrations.Files() {
+		files = append(files, filepath.Join("../schemas/migrations", f))
+	}
+	if err := local.CheckWithChDB(ctx, append(files, file)...); err != nil {
+		t.Errorf("dashboard queries on current ClickHouse: %v", err)
+	}
+}
+
+// Every PromQL panel query returns series from a real Prometheus that scraped a live demo
+// (exporter and collector) and the attribution service during the test.
+func TestDashboardPromQLQueries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts ClickHouse and Prometheus")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	dsn := ch.DSN("e2e_live")
+	demoAddr, attrAddr := freeAddr(t), freeAddr(t)
+
+	demo := exec.CommandContext(ctx, binary, "demo", "--scenario", demoFleet, "--sim.start", "now",
+		"--clickhouse.dsn", dsn, "--web.listen-address", demoAddr)
+	demoLog := filepath.Join(t.TempDir(), "demo.log")
+	startLogged(t, demo, demoLog)
+	defer stopProcess(demo)
+	// The attribution service needs the tables the demo creates.
+	waitHTTP(t, ctx, "http://"+demoAddr+"/readyz")
+	attr := exec.CommandContext(ctx, binary, "attribution", "--clickhouse.dsn", dsn, "--scenario", demoFleet,
+		"--attribution.interval", "2s", "--web.listen-address", attrAddr)
+	attrLog := filepath.Join(t.TempDir(), "attribution.log")
+	startLogged(t, attr, attrLog)
+	defer stopProcess(attr)
+
+	prom, err := local.StartPrometheus(ctx, local.PrometheusOptions{Targets: map[string][]string{
+		"slicemeter-demo": {demoAddr}, "slicemeter-attribution": {attrAddr},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prom.Close()
+
+	all, err := dashboards.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queries []dashboards.Query
+	for _, g := range all {
+		for _, q := range dashboards.Queries(g.Dashboard) {
+			if q.Kind == "prometheus" {
+				queries = append(queries, q)
+			}
+		}
+	}
+	// vGPUs start running 15 s in; give the scrapes and the 2 s attribution runs time to see it.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var empty []string
+		for _, q := range queries {
+			expr := strings.ReplaceAll(q.Text, "$tenant", "acme|beta|gamma|delta")
+			n, err := promSeries(ctx, prom.URL(), expr)
+			if err != nil {
+				t.Fatalf("%s / %s: %v\n%s", q.Dashboard, q.Panel, err, expr)
+			}
+			if n == 0 {
+				empty = append(empty, q.Dashboard+" / "+q.Panel+": "+expr)
+			}
+		}
+		if len(empty) == 0 {
+			t.Logf("all %d PromQL panel queries return series", len(queries))
+			return
+		}
+		if time.Now().After(deadline) {
+			sort.Strings(empty)
+			d, _ := os.ReadFile(demoLog)
+			a, _ := os.ReadFile(attrLog)
+			t.Fatalf("queries without series:\n  %s\n--- demo log tail:\n%s\n--- attribution log tail:\n%s",
+				strings.Join(empty, "\n  "), tail(string(d), 20), tail(string(a), 20))
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+func promSeries(ctx context.Context, base, expr string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/query?query="+url.QueryEscape(expr), nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []json.RawMessage `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return 0, err
+	}
+	if body.Status != "success" {
+		return 0, fmt.Errorf("prometheus: %s", body.Error)
+	}
+	return len(body.Data.Result), nil
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	port, err := local.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
+func startLogged(t *testing.T, cmd *exec.Cmd, logPath string) {
+	t.Helper()
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func stopProcess(cmd *exec.Cmd) {
+	if cmd.Process != nil {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	}
+}
+
+func waitHTTP(t *testing.T, ctx context.Context, u string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s not ready within 60 s", u)
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
