@@ -43,6 +43,7 @@ type rawScenario struct {
 	Tiers    map[string]string `yaml:"tiers"`
 	SLA      struct {
 		ColdStart map[string]string `yaml:"cold_start"`
+		JitterP99 map[string]string `yaml:"jitter_p99"`
 	} `yaml:"sla"`
 	Nodes   []rawNode   `yaml:"nodes"`
 	Tenants []rawTenant `yaml:"tenants"`
@@ -200,6 +201,18 @@ func (v *validator) scenario(raw *rawScenario) *Scenario {
 			v.fail(field, "tier %q is not in tiers", tier)
 		}
 		s.ColdStartSLA[tier] = v.duration(field, raw.SLA.ColdStart[tier], true)
+	}
+	s.JitterP99SLA = map[string]time.Duration{}
+	for _, tier := range sortedKeys(raw.SLA.JitterP99) {
+		field := "sla.jitter_p99." + tier
+		if _, ok := raw.Tiers[tier]; !ok {
+			v.fail(field, "tier %q is not in tiers", tier)
+		}
+		if d := v.duration(field, raw.SLA.JitterP99[tier], true); d > 0 {
+			s.JitterP99SLA[tier] = d
+		} else if raw.SLA.JitterP99[tier] != "" {
+			v.fail(field, "%q: expected a duration > 0", raw.SLA.JitterP99[tier])
+		}
 	}
 	for tier := range s.Tiers {
 		if _, ok := s.ColdStartSLA[tier]; !ok {

@@ -23,6 +23,17 @@ func TestLoadPublicScenarios(t *testing.T) {
 	}
 }
 
+// The demo's fleet (make demo) is a valid scenario with a jitter SLA.
+func TestLoadDemoFleet(t *testing.T) {
+	s, err := Load("../../deploy/demo/fleet.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.JitterP99SLA["pro"] != 5*time.Millisecond || len(s.Nodes) != 2 {
+		t.Errorf("demo fleet: %+v", s)
+	}
+}
+
 func TestLoadMIGBasic(t *testing.T) {
 	s, err := Load("testdata/mig-basic.yaml")
 	if err != nil {
@@ -91,6 +102,8 @@ func TestParseErrors(t *testing.T) {
 		{"steps order", "[[0s, 0], [10m, 1]]", "[[10m, 0], [5m, 1]]", "steps[1]: offset 5m is not after"},
 		{"overlap", "target: n/gpu1/vgpu3", "target: n/gpu0/mig1", "overlaps tenants[0].allocations[0]"},
 		{"currency", "currency: USD", "currency: dollars", `currency: "dollars": expected an ISO 4217 code`},
+		{"jitter tier", "tiers: {pro: 1.0}", "tiers: {pro: 1.0}\nsla: {jitter_p99: {gold: 5ms}}", `sla.jitter_p99.gold: tier "gold" is not in tiers`},
+		{"jitter zero", "tiers: {pro: 1.0}", "tiers: {pro: 1.0}\nsla: {jitter_p99: {pro: 0s}}", `sla.jitter_p99.pro: "0s": expected a duration > 0`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,6 +19,9 @@ type Scenario struct {
 	Tiers    map[string]float64 // tier -> multiplier
 	// ColdStartSLA is the cold-start limit per tier; tiers without one get DefaultColdStartSLA.
 	ColdStartSLA map[string]time.Duration
+	// JitterP99SLA is the limit on a tenant's p99 scheduling jitter per tier; a tier without
+	// one has no jitter SLA.
+	JitterP99SLA map[string]time.Duration
 	Nodes        []Node
 	Tenants      []Tenant
 }
