@@ -50,7 +50,7 @@ type result struct {
 	took           time.Duration
 }
 
-func slicemeter(t *testing.T, ctx context.Context, args ...string) result {
+func slicemeter(t testing.TB, ctx context.Context, args ...string) result {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	var stdout, stderr bytes.Buffer
