@@ -5,7 +5,7 @@ SCENARIO  ?= deploy/demo/fleet.yaml
 PKGS      := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: all build deps demo test test-short lint generate bench clean
+.PHONY: all build deps demo test test-short lint generate bench clean device-build device-check
 
 all: build
 
@@ -38,8 +38,24 @@ generate:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$$($(GO) list -m -f '{{.Version}}' google.golang.org/protobuf)
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=module=github.com/slicemeter/slicemeter schemas/slicemeter.proto
 
+# Go benchmarks, then the collector against ClickHouse's Kafka engine on a real broker: the last
+# line is "ingest: N samples/s; clickhouse kafka engine: …; ratio R".
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	$(GO) test -run '^$$' -bench . -benchmem -skip IngestVsKafkaEngine $(PKGS)
+	@mkdir -p bin
+	$(GO) test -run '^$$' -bench IngestVsKafkaEngine -benchtime 1x -benchmem -timeout 15m ./collector | tee bin/ingest-bench.txt
+	@grep '^ingest:' bin/ingest-bench.txt | tail -1
+
+# The binary the device check runs on a GPU machine that has the driver but no Go: x86-64, cgo
+# (go-nvml loads libnvidia-ml.so.1 at run time), glibc ≥ 2.34.
+device-build:
+	CGO_ENABLED=1 GOOS=linux GOARCH=amd64 $(GO) build -ldflags="-s -w" -o bin/slicemeter-device ./cmd/slicemeter
+
+# The exporter against this machine's real NVML for 30 s at 100 ms under a PyTorch load; records
+# a capture, compares with nvidia-smi, prints a summary (deploy/device/README.md). Needs no Go:
+# build bin/slicemeter-device elsewhere with `make device-build` and bring bin/ along.
+device-check:
+	bash deploy/device/check.sh
 
 clean:
 	rm -rf bin

@@ -21,10 +21,57 @@ type Source interface {
 type NodeSamples struct {
 	Node    string
 	Samples []*pb.Sample
+	GPUs    []GPUState // optional: sources that read real devices (or their simulation) fill it
 }
 
 // Sink receives every tick's samples. Flush is called at the flush interval and at the end.
 type Sink interface {
 	Write(ctx context.Context, tick time.Time, samples []NodeSamples) error
 	Flush(ctx context.Context) error
+}
+
+// GPUState is what a source knows about one physical GPU at one tick beyond its instances'
+// samples: device health and counters that Prometheus serves but the Kafka stream does not carry.
+type GPUState struct {
+	Index uint32
+	UUID  string
+	Model string
+	// Failed says the GPU could not be read this tick (fallen off the bus, NVML errors); its
+	// instances are missing from the tick, the other GPUs are not.
+	Failed      bool
+	FailReason  string
+	Utilization float64 // 0..1, mean of the driver's buffered utilization samples of the tick
+	UtilSamples int     // driver samples read this tick (GetSamples)
+	MemUsed     uint64
+	MemTotal    uint64
+	PowerWatts  float64
+	EnergyJ     float64 // total energy counter since the driver loaded
+	SMClockHz   float64
+	MemClockHz  float64
+	TempC       float64
+	// ThrottleReasons is NVML's clocks-event reason bit mask.
+	ThrottleReasons uint64
+	ECCUncorrected  uint64 // volatile uncorrected ECC errors
+	ECCCorrected    uint64
+	XIDs            uint64 // XID events seen since the exporter started
+	LastXID         uint64
+	// ActivityAvailable is false where per-instance activity cannot be measured (MIG without
+	// GPM, i.e. before Hopper): those instances' sm_active is not served rather than served as 0.
+	ActivityAvailable bool
+	Instances         []InstanceActivity
+}
+
+// InstanceActivity is an instance's GPM activity beyond sm_active, and its processes.
+type InstanceActivity struct {
+	InstanceID  string
+	SMOccupancy float64 // 0..1
+	TensorRatio float64 // 0..1, any tensor pipe active
+	DRAMRatio   float64 // 0..1, DRAM bandwidth utilization
+	HasGPM      bool
+	Processes   int
+	VMID        string // vGPU: the VM it is attached to
+	// DriverSMUtil is the driver's own SM utilization of a vGPU (GetVgpuUtilization), 0..1.
+	DriverSMUtil    float64
+	HasDriverSMUtil bool
+	VGPUType        string // vGPU: the vGPU type (profile) name
 }

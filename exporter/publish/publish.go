@@ -1,9 +1,12 @@
 // Package publish sends every sample to Kafka: one SampleBatch per node per flush on
-// slicemeter.samples.v1, keyed by node.
+// slicemeter.samples.v1, keyed by node. With a spool, batches go through a bounded disk queue
+// that a sender drains in order, so a Kafka outage loses nothing until the spool is full.
 package publish
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,9 +15,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/slicemeter/slicemeter/exporter"
+	"github.com/slicemeter/slicemeter/exporter/spool"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -42,6 +50,21 @@ type Publisher struct {
 	errors    prometheus.Counter
 	dropped   *prometheus.CounterVec
 	bytes     prometheus.Counter
+
+	spool  *spool.Spool
+	wake   chan struct{}
+	tracer trace.Tracer
+	// maxBackoff caps the sender's wait between attempts while Kafka is unreachable.
+	maxBackoff time.Duration
+}
+
+// Options are the publisher's optional parts.
+type Options struct {
+	// Spool: batches are appended to it and a sender (Run) drains it in order. Without one,
+	// a flush that still fails after the retries is dropped and counted.
+	Spool *spool.Spool
+	// Tracer: spans around flushes, Kafka writes and spool drains (nil: none).
+	Tracer trace.TracerProvider
 }
 
 var _ exporter.Sink = (*Publisher)(nil)
@@ -49,7 +72,16 @@ var _ exporter.Sink = (*Publisher)(nil)
 // New returns a publisher writing to topic through w. Messages of a flush that still fail after
 // the retries are dropped and counted in slicemeter_exporter_samples_dropped_total.
 func New(w MessageWriter, topic string, reg prometheus.Registerer, logger *slog.Logger) *Publisher {
+	return NewWithOptions(w, topic, reg, logger, Options{})
+}
+
+// NewWithOptions is New with a spool and a tracer.
+func NewWithOptions(w MessageWriter, topic string, reg prometheus.Registerer, logger *slog.Logger, opts Options) *Publisher {
 	host, _ := os.Hostname()
+	tp := opts.Tracer
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
 	p := &Publisher{
 		w: w, topic: topic, logger: logger, retries: 5, backoff: 200 * time.Millisecond,
 		exporterID: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()),
@@ -69,11 +101,30 @@ func New(w MessageWriter, topic string, reg prometheus.Registerer, logger *slog.
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slicemeter_exporter_published_bytes_total", Help: "Encoded SampleBatch bytes written to Kafka (before compression).",
 		}),
+		spool: opts.Spool, wake: make(chan struct{}, 1), maxBackoff: 5 * time.Second,
+		tracer: tp.Tracer("github.com/slicemeter/slicemeter/exporter/publish"),
 	}
 	if reg != nil {
 		reg.MustRegister(p.published, p.batches, p.errors, p.dropped, p.bytes)
+		if sp := opts.Spool; sp != nil {
+			reg.MustRegister(
+				prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+					Name: "slicemeter_exporter_spool_bytes", Help: "Size of the Kafka spool on disk.",
+				}, func() float64 { return float64(sp.Bytes()) }),
+				prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+					Name: "slicemeter_exporter_spool_batches", Help: "SampleBatch messages in the Kafka spool, not yet written to Kafka.",
+				}, func() float64 { return float64(sp.Len()) }),
+			)
+		}
 	}
 	return p
+}
+
+// SpoolDrop is the spool's drop callback for this publisher: it counts the dropped samples.
+// Pass it to spool.Open before NewWithOptions; the publisher's counter exists from New on.
+func (p *Publisher) SpoolDrop(weight uint32, reason string) {
+	p.dropped.WithLabelValues(reason).Add(float64(weight))
+	p.logger.Warn("samples dropped from the Kafka spool", "samples", weight, "reason", reason)
 }
 
 // Write buffers a tick's samples until the next Flush.
@@ -89,41 +140,36 @@ func (p *Publisher) Write(_ context.Context, _ time.Time, samples []exporter.Nod
 	return nil
 }
 
-// Flush writes the buffered samples, one message per node, retrying with backoff.
+// Flush writes the buffered samples, one message per node: to the spool if there is one (the
+// sender delivers them), else to Kafka, retrying with backoff.
 func (p *Publisher) Flush(ctx context.Context) error {
-	p.mu.Lock()
-	msgs := make([]kafka.Message, 0, len(p.order))
-	count := 0
-	for _, node := range p.order {
-		samples := p.pending[node]
-		if len(samples) == 0 {
-			continue
-		}
-		p.seq++
-		value, err := proto.Marshal(&pb.SampleBatch{Node: node, Seq: p.seq, ExporterId: p.exporterID, Samples: samples})
-		if err != nil {
-			p.mu.Unlock()
-			return fmt.Errorf("encoding the batch of node %s: %w", node, err)
-		}
-		msgs = append(msgs, kafka.Message{Topic: p.topic, Key: []byte(node), Value: value})
-		count += len(samples)
-		p.pending[node] = samples[:0:0]
+	ctx, span := p.tracer.Start(ctx, "publish.flush")
+	defer span.End()
+	msgs, counts, count, err := p.take()
+	if err != nil || len(msgs) == 0 {
+		return err
 	}
-	p.mu.Unlock()
-	if len(msgs) == 0 {
+	span.SetAttributes(attribute.Int("samples", count), attribute.Int("batches", len(msgs)))
+	if p.spool != nil {
+		for i, m := range msgs {
+			n := counts[i]
+			if err := p.spool.Append(encodeRecord(m), uint32(n)); err != nil {
+				p.dropped.WithLabelValues("spool_error").Add(float64(n))
+				span.RecordError(err)
+				span.SetStatus(codes.Error, "spooling")
+				return fmt.Errorf("spooling %d samples (dropped): %w", n, err)
+			}
+		}
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
 		return nil
 	}
-	var err error
 	for attempt := 0; attempt <= p.retries; attempt++ {
-		if err = p.w.WriteMessages(ctx, msgs...); err == nil {
-			p.published.Add(float64(count))
-			p.batches.Add(float64(len(msgs)))
-			for _, m := range msgs {
-				p.bytes.Add(float64(len(m.Value)))
-			}
+		if err = p.write(ctx, msgs, count); err == nil {
 			return nil
 		}
-		p.errors.Inc()
 		if ctx.Err() != nil {
 			break
 		}
@@ -134,5 +180,155 @@ func (p *Publisher) Flush(ctx context.Context) error {
 		}
 	}
 	p.dropped.WithLabelValues("kafka_unavailable").Add(float64(count))
+	span.SetStatus(codes.Error, "dropped")
 	return fmt.Errorf("writing %d samples to Kafka topic %s (dropped): %w", count, p.topic, err)
+}
+
+// take encodes the buffered samples as one message per node and empties the buffer; counts are
+// the samples of each message.
+func (p *Publisher) take() (msgs []kafka.Message, counts []int, count int, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	msgs = make([]kafka.Message, 0, len(p.order))
+	for _, node := range p.order {
+		samples := p.pending[node]
+		if len(samples) == 0 {
+			continue
+		}
+		p.seq++
+		value, err := proto.Marshal(&pb.SampleBatch{Node: node, Seq: p.seq, ExporterId: p.exporterID, Samples: samples})
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("encoding the batch of node %s: %w", node, err)
+		}
+		msgs = append(msgs, kafka.Message{Topic: p.topic, Key: []byte(node), Value: value})
+		counts = append(counts, len(samples))
+		count += len(samples)
+		p.pending[node] = samples[:0:0]
+	}
+	return msgs, counts, count, nil
+}
+
+// write is one Kafka write of msgs, traced and counted.
+func (p *Publisher) write(ctx context.Context, msgs []kafka.Message, count int) error {
+	ctx, span := p.tracer.Start(ctx, "kafka.write", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("messaging.destination.name", p.topic), attribute.Int("samples", count)))
+	defer span.End()
+	if err := p.w.WriteMessages(ctx, msgs...); err != nil {
+		p.errors.Inc()
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "write failed")
+		return err
+	}
+	p.published.Add(float64(count))
+	p.batches.Add(float64(len(msgs)))
+	for _, m := range msgs {
+		p.bytes.Add(float64(len(m.Value)))
+	}
+	return nil
+}
+
+// Run is the spool's sender: it drains the spool in order until ctx ends, waiting with
+// exponential backoff (capped) while Kafka is unreachable. Without a spool it returns at once.
+func (p *Publisher) Run(ctx context.Context) {
+	if p.spool == nil {
+		return
+	}
+	backoff := p.backoff
+	for {
+		n, err := p.drain(ctx)
+		if err == nil {
+			backoff = p.backoff
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.wake:
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if n == 0 {
+			p.logger.Warn("Kafka unreachable; samples stay in the spool", "spooled_batches", p.spool.Len(), "retry_in", backoff, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, p.maxBackoff)
+	}
+}
+
+// Drain delivers what is in the spool until it is empty or ctx ends (used at shutdown).
+func (p *Publisher) Drain(ctx context.Context) error {
+	if p.spool == nil {
+		return nil
+	}
+	backoff := p.backoff
+	for {
+		if _, err := p.drain(ctx); err == nil {
+			return nil
+		} else if ctx.Err() != nil {
+			return fmt.Errorf("draining the Kafka spool (%d batches left on disk for the next start): %w", p.spool.Len(), err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, p.maxBackoff)
+	}
+}
+
+// drain writes spooled batches oldest first, each removed only once Kafka has it.
+func (p *Publisher) drain(ctx context.Context) (int, error) {
+	if p.spool.Len() == 0 {
+		return 0, nil
+	}
+	ctx, span := p.tracer.Start(ctx, "spool.drain")
+	defer span.End()
+	sent := 0
+	defer func() { span.SetAttributes(attribute.Int("batches", sent)) }()
+	for {
+		rec, weight, ok, err := p.spool.Peek()
+		if err != nil {
+			span.RecordError(err)
+			return sent, err
+		}
+		if !ok {
+			return sent, nil
+		}
+		m, err := decodeRecord(rec)
+		if err != nil { // the spool's CRC passed: this cannot be a torn write, only a bug
+			p.dropped.WithLabelValues("spool_corrupt").Add(float64(weight))
+			if err := p.spool.Pop(); err != nil {
+				return sent, err
+			}
+			continue
+		}
+		m.Topic = p.topic
+		if err := p.write(ctx, []kafka.Message{m}, int(weight)); err != nil {
+			span.SetStatus(codes.Error, "kafka unreachable")
+			return sent, err
+		}
+		if err := p.spool.Pop(); err != nil {
+			return sent, err
+		}
+		sent++
+	}
+}
+
+// encodeRecord is a spooled message: uvarint key length, key, value.
+func encodeRecord(m kafka.Message) []byte {
+	b := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen32+len(m.Key)+len(m.Value)), uint64(len(m.Key)))
+	b = append(b, m.Key...)
+	return append(b, m.Value...)
+}
+
+func decodeRecord(b []byte) (kafka.Message, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || uint64(len(b)-k) < n {
+		return kafka.Message{}, errors.New("spool record: bad key length")
+	}
+	return kafka.Message{Key: b[k : k+int(n)], Value: b[k+int(n):]}, nil
 }

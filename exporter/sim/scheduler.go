@@ -11,27 +11,24 @@ type scheduler struct {
 	busy   []bool
 	order  []int         // busy vGPUs in index order: their slots in the cycle
 	anchor time.Duration // start of the current cycle sequence
-	// lastEnd is when each vGPU's latest run slice ended (valid while it has had work since).
-	lastEnd   []time.Duration
-	lastValid []bool
 }
 
-// vgpuTick is what the scheduler log says about one vGPU for one tick.
-type vgpuTick struct {
-	run       time.Duration
-	switching time.Duration // GPU-wide, the same for every vGPU of the GPU
-	waits     []uint64      // ns, for runs that started in the tick
+// runSlice is one run of one vGPU and the switch after it, as offsets from the scenario start.
+type runSlice struct {
+	vgpu      int
+	start     time.Duration
+	runEnd    time.Duration
+	switchEnd time.Duration
 }
 
 func newScheduler(count int, timeslice, switching time.Duration) *scheduler {
-	return &scheduler{
-		timeslice: timeslice, switching: switching,
-		busy: make([]bool, count), lastEnd: make([]time.Duration, count), lastValid: make([]bool, count),
-	}
+	return &scheduler{timeslice: timeslice, switching: switching, busy: make([]bool, count)}
 }
 
-// tick advances the schedule over [t, t+interval) with the given vGPUs busy.
-func (s *scheduler) tick(t, interval time.Duration, busy []bool) []vgpuTick {
+// slices returns the runs that start in [t, t+interval) with busy vGPUs busy, in time order.
+// busyNext is the set of the next tick: if it differs, a run or switch in progress at
+// t+interval is cut there, as the scheduler starts a new cycle.
+func (s *scheduler) slices(dst []runSlice, t, interval time.Duration, busy, busyNext []bool) []runSlice {
 	if !equal(busy, s.busy) {
 		copy(s.busy, busy)
 		s.anchor = t
@@ -39,45 +36,43 @@ func (s *scheduler) tick(t, interval time.Duration, busy []bool) []vgpuTick {
 		for i, b := range busy {
 			if b {
 				s.order = append(s.order, i)
-				if s.lastValid[i] && s.lastEnd[i] > t {
-					s.lastEnd[i] = t // the slice in progress was cut short
-				}
-			} else {
-				s.lastValid[i] = false
 			}
 		}
 	}
-	out := make([]vgpuTick, len(busy))
 	k := time.Duration(len(s.order))
 	if k == 0 {
-		return out
+		return dst
 	}
 	slot := s.timeslice + s.switching
 	period := k * slot
 	end := t + interval
-	var switching time.Duration
+	cut := !equal(busy, busyNext)
+	first := len(dst)
 	for j, idx := range s.order {
 		off := s.anchor + time.Duration(j)*slot
-		m := (t - off - slot) / period
-		if m < 0 {
-			m = 0
+		start := off
+		if start < t {
+			start = off + (t-off+period-1)/period*period
 		}
-		tk := &out[idx]
-		for start := off + m*period; start < end; start += period {
-			tk.run += overlap(start, start+s.timeslice, t, end)
-			switching += overlap(start+s.timeslice, start+slot, t, end)
-			if start >= t {
-				if s.lastValid[idx] {
-					tk.waits = append(tk.waits, uint64(start-s.lastEnd[idx]))
-				}
-				s.lastEnd[idx], s.lastValid[idx] = start+s.timeslice, true
+		for ; start < end; start += period {
+			rs := runSlice{vgpu: idx, start: start, runEnd: start + s.timeslice, switchEnd: start + slot}
+			if cut {
+				rs.runEnd, rs.switchEnd = min(rs.runEnd, end), min(rs.switchEnd, end)
 			}
+			dst = append(dst, rs)
 		}
 	}
-	for i := range out {
-		out[i].switching = switching
+	sortSlices(dst[first:])
+	return dst
+}
+
+// sortSlices orders runs by start (insertion sort: a tick holds a few dozen, nearly sorted).
+func sortSlices(s []runSlice) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j].start < s[j-1].start; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
 	}
-	return out
 }
 
 func overlap(a0, a1, b0, b1 time.Duration) time.Duration {

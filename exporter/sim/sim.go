@@ -1,15 +1,21 @@
-// Package sim is the simulated NVML source: it turns a scenario into the samples an exporter on
-// each of the scenario's nodes would take, tick by tick. The scenario is the ground truth; the
-// attribution must recover it from these samples alone.
+// Package sim is the simulated source: each node of a scenario gets a simulated NVML
+// (go-nvml's nvml.Interface, its mock types wired to the scenario model) read by the same
+// nvmlsource translation code as real GPUs. The scenario is the ground truth; the attribution
+// must recover it from these samples alone.
 package sim
 
 import (
 	"context"
 	"crypto/sha1"
 	"fmt"
+	"log/slog"
+	"math"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
 	"github.com/slicemeter/slicemeter/exporter"
+	"github.com/slicemeter/slicemeter/exporter/nvmlsource"
 	"github.com/slicemeter/slicemeter/schemas/hardware"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
@@ -19,6 +25,24 @@ import (
 type Source struct {
 	sc    *scenario.Scenario
 	nodes []*node
+	opts  Options
+}
+
+// Options are the simulator's optional parts.
+type Options struct {
+	Metrics *nvmlsource.Metrics // the nvml sources' self-metrics (nil: unregistered)
+	Logger  *slog.Logger
+	// Recorder, if set, records the simulated NVML (one node, no outages: a capture is one
+	// exporter process).
+	Recorder Recorder
+	// Rediscover is the nvml sources' rediscovery period (0: never; simulated layouts are fixed).
+	Rediscover time.Duration
+}
+
+// Recorder is what the simulator needs of capture.Recorder.
+type Recorder interface {
+	Library(nvml.Interface) nvml.Interface
+	BeginTick(time.Time) error
 }
 
 var _ exporter.Source = (*Source)(nil)
@@ -27,6 +51,8 @@ type node struct {
 	name    string
 	outages []scenario.Outage
 	gpus    []*gpu
+	world   *world
+	src     *nvmlsource.Source // nil while the node's exporter is down (it restarts afterwards)
 }
 
 type gpu struct {
@@ -35,6 +61,14 @@ type gpu struct {
 	model     hardware.Model
 	instances []*instance
 	sched     *scheduler // vGPU GPUs only
+
+	// What the simulated driver has recorded.
+	utilLog  []nvml.Sample                   // utilization samples, one per tick
+	energyMJ uint64                          // total energy counter
+	slices   []runSlice                      // vGPU runs of the current tick
+	schedLog []nvml.VgpuSchedulerLogEntry_v2 // the latest schedLogSize entries
+	runTotal []time.Duration                 // per vGPU
+	preempt  []time.Duration                 // per vGPU, cumulative switch time
 }
 
 type instance struct {
@@ -49,7 +83,23 @@ type instance struct {
 
 // New builds the simulated fleet. nodeName selects one node; empty means all of them.
 func New(sc *scenario.Scenario, nodeName string) (*Source, error) {
-	s := &Source{sc: sc}
+	return NewWithOptions(sc, nodeName, Options{})
+}
+
+// NewWithMetrics is New with the nvml sources' self-metrics and logger (nil: defaults).
+func NewWithMetrics(sc *scenario.Scenario, nodeName string, m *nvmlsource.Metrics, logger *slog.Logger) (*Source, error) {
+	return NewWithOptions(sc, nodeName, Options{Metrics: m, Logger: logger})
+}
+
+// NewWithOptions is New with options.
+func NewWithOptions(sc *scenario.Scenario, nodeName string, opts Options) (*Source, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Rediscover <= 0 {
+		opts.Rediscover = time.Duration(math.MaxInt64)
+	}
+	s := &Source{sc: sc, opts: opts}
 	for _, n := range sc.Nodes {
 		if nodeName != "" && n.Name != nodeName {
 			continue
@@ -82,6 +132,8 @@ func New(sc *scenario.Scenario, nodeName string) (*Source, error) {
 					})
 				}
 				gp.sched = newScheduler(g.VGPU.Count, g.VGPU.Timeslice, g.VGPU.Switch)
+				gp.runTotal = make([]time.Duration, g.VGPU.Count)
+				gp.preempt = make([]time.Duration, g.VGPU.Count)
 			default:
 				gp.instances = []*instance{{
 					id: fmt.Sprintf("gpu%d", gi), kind: pb.Kind_KIND_GPU, sms: model.SMs, memTotal: model.MemoryBytes,
@@ -89,10 +141,14 @@ func New(sc *scenario.Scenario, nodeName string) (*Source, error) {
 			}
 			nd.gpus = append(nd.gpus, gp)
 		}
+		nd.world = newWorld(nd, sc.Start, sc.Interval)
 		s.nodes = append(s.nodes, nd)
 	}
 	if len(s.nodes) == 0 {
 		return nil, fmt.Errorf("scenario %s has no node named %q", sc.Path, nodeName)
+	}
+	if opts.Recorder != nil && (len(s.nodes) != 1 || len(s.nodes[0].outages) != 0) {
+		return nil, fmt.Errorf("scenario %s: recording needs one node without outages (choose one with --sim.node)", sc.Path)
 	}
 	for _, t := range sc.Tenants {
 		for _, a := range t.Allocations {
@@ -145,27 +201,59 @@ func uuid(scenarioName, nodeName string, index int) string {
 }
 
 // Read samples every instance of every node at tick t; a node in an outage yields nothing.
-// Ticks must be read in increasing order (the vGPU scheduler carries state between ticks).
-func (s *Source) Read(_ context.Context, t time.Time, interval time.Duration) ([]exporter.NodeSamples, error) {
+// Ticks must be read in increasing order: the simulated GPUs carry state between ticks. Each
+// node's simulated NVML stands at the end of the tick when its nvml source reads it, so the
+// source's window [t, t+interval) is the tick.
+func (s *Source) Read(ctx context.Context, t time.Time, interval time.Duration) ([]exporter.NodeSamples, error) {
+	if interval != s.sc.Interval {
+		return nil, fmt.Errorf("scenario %s: sampled every %s, not every %s", s.sc.Path, s.sc.Interval, interval)
+	}
 	d := t.Sub(s.sc.Start)
 	out := make([]exporter.NodeSamples, 0, len(s.nodes))
 	for _, n := range s.nodes {
 		if n.down(d) {
-			// The scheduler keeps running while the exporter is down; it only stops being read.
-			for _, g := range n.gpus {
-				if g.sched != nil {
-					g.sched.tick(d, interval, g.busy(d))
-				}
+			// The exporter is down: the GPUs keep running, nobody reads them, and the exporter
+			// that comes back is a new process.
+			if n.src != nil {
+				_ = n.src.Close()
+				n.src = nil
 			}
+			n.world.advance(d)
 			continue
 		}
-		ns := exporter.NodeSamples{Node: n.name}
-		for _, g := range n.gpus {
-			ns.Samples = g.sample(ns.Samples, t, d, interval)
+		if n.src == nil {
+			// Opened while the world still stands at t, the end of the previous tick.
+			var lib nvml.Interface = n.world.lib
+			cfg := nvmlsource.Config{Node: n.name, IDs: nvmlsource.Indices, Metrics: s.opts.Metrics, Logger: s.opts.Logger,
+				Rediscover: s.opts.Rediscover}
+			if r := s.opts.Recorder; r != nil {
+				lib, cfg.BeforeRead = r.Library(lib), r.BeginTick
+			}
+			src, err := nvmlsource.Open(lib, cfg, t)
+			if err != nil {
+				return nil, fmt.Errorf("opening the simulated NVML of node %s: %w", n.name, err)
+			}
+			n.src = src
 		}
-		out = append(out, ns)
+		n.world.advance(d)
+		ns, err := n.src.Read(ctx, t.Add(interval), interval)
+		if err != nil {
+			return nil, fmt.Errorf("reading the simulated NVML of node %s: %w", n.name, err)
+		}
+		out = append(out, ns...)
 	}
 	return out, nil
+}
+
+// NVMLCalls counts the NVML calls made by the nodes' nvml sources since they last started.
+func (s *Source) NVMLCalls() int64 {
+	var n int64
+	for _, nd := range s.nodes {
+		if nd.src != nil {
+			n += nd.src.Calls()
+		}
+	}
+	return n
 }
 
 func (n *node) down(d time.Duration) bool {
@@ -196,53 +284,4 @@ func (g *gpu) busy(d time.Duration) []bool {
 		}
 	}
 	return b
-}
-
-func (g *gpu) sample(dst []*pb.Sample, t time.Time, d, interval time.Duration) []*pb.Sample {
-	var ticks []vgpuTick
-	if g.sched != nil {
-		ticks = g.sched.tick(d, interval, g.busy(d))
-	}
-	first := len(dst)
-	gpuActivity := 0.0
-	for i, inst := range g.instances {
-		smp := &pb.Sample{
-			TsNs:             uint64(t.UnixNano()),
-			IntervalNs:       uint64(interval),
-			GpuUuid:          g.uuid,
-			GpuIndex:         uint32(g.index),
-			Model:            g.model.Name,
-			Kind:             inst.kind,
-			InstanceId:       inst.id,
-			Profile:          inst.profile,
-			MemTotalBytes:    inst.memTotal,
-			ComputeSlices:    inst.slices,
-			SmCount:          inst.sms,
-			GpuSmCount:       g.model.SMs,
-			GpuMemTotalBytes: g.model.MemoryBytes,
-		}
-		a, attached := inst.attachedAt(d)
-		smp.Attached = attached
-		if attached {
-			smp.MemUsedBytes = uint64(a.Workload.Mem * float64(inst.memTotal))
-		}
-		switch inst.kind {
-		case pb.Kind_KIND_VGPU:
-			tk := ticks[i]
-			smp.Vgpu = &pb.VgpuSchedule{RunNs: uint64(tk.run), SwitchNs: uint64(tk.switching), WaitsNs: tk.waits}
-			smp.SmActive = float64(tk.run) / float64(interval)
-			gpuActivity += smp.SmActive
-		default:
-			if attached {
-				smp.SmActive = a.Workload.SMAt(d)
-			}
-			gpuActivity += smp.SmActive * float64(inst.sms) / float64(g.model.SMs)
-		}
-		dst = append(dst, smp)
-	}
-	power := g.model.PowerIdleW + (g.model.PowerMaxW-g.model.PowerIdleW)*min(1, gpuActivity)
-	for _, smp := range dst[first:] {
-		smp.PowerWatts = power
-	}
-	return dst
 }

@@ -13,9 +13,12 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/slicemeter/slicemeter/exporter"
+	"github.com/slicemeter/slicemeter/exporter/nvmlsource"
 	"github.com/slicemeter/slicemeter/exporter/publish"
 	"github.com/slicemeter/slicemeter/exporter/sim"
+	"github.com/slicemeter/slicemeter/exporter/spool"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
 // fleet samples the first 30 s of a public scenario into a fresh snapshot.
@@ -25,19 +28,25 @@ func fleet(t *testing.T, name string) (*Snapshot, *prometheus.Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := sim.New(sc, "")
+	reg := prometheus.NewRegistry()
+	src, err := sim.NewWithMetrics(sc, "", nvmlsource.NewMetrics(reg), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	snap := New()
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(snap)
 	loop := &exporter.Loop{Source: src, Clock: exporter.FastClock{}, Sinks: []exporter.Sink{snap},
 		Start: sc.Start, End: sc.Start.Add(30 * time.Second), Interval: sc.Interval, Metrics: exporter.NewLoopMetrics(reg)}
 	if _, err := loop.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	publish.New(nil, "t", reg, nil) // its metrics belong on the same endpoint
+	sp, err := spool.Open(t.TempDir(), 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	// The publisher's and the spool's metrics belong on the same endpoint.
+	publish.NewWithOptions(nil, "t", reg, nil, publish.Options{Spool: sp})
 	return snap, reg
 }
 
@@ -105,6 +114,39 @@ func TestSnapshotValues(t *testing.T) {
 		}
 		if strings.HasPrefix(line, "slicemeter_instance_attached{") && strings.Contains(line, `slice="gpu0/vgpu0"`) && !strings.HasSuffix(line, " 1") {
 			t.Errorf("t1 attached at 20 s, yet: %s", line)
+		}
+	}
+}
+
+// A MIG instance on a GPU without GPM has no measured activity: it must not be served as 0.
+func TestMIGActivityUnavailableIsNotServed(t *testing.T) {
+	snap := New()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(snap)
+	mig := &pb.Sample{GpuUuid: "GPU-1", Model: "A100-SXM4-40GB", Kind: pb.Kind_KIND_MIG, InstanceId: "MIG-1", Profile: "1g.5gb"}
+	whole := &pb.Sample{GpuUuid: "GPU-2", GpuIndex: 1, Model: "A100-SXM4-40GB", Kind: pb.Kind_KIND_GPU, InstanceId: "GPU-2", SmActive: 0.25}
+	err := snap.Write(context.Background(), time.Now(), []exporter.NodeSamples{{Node: "n", Samples: []*pb.Sample{mig, whole},
+		GPUs: []exporter.GPUState{
+			{Index: 0, UUID: "GPU-1", Model: "A100-SXM4-40GB", ActivityAvailable: false, Instances: []exporter.InstanceActivity{{InstanceID: "MIG-1", Processes: 2}}},
+			{Index: 1, UUID: "GPU-2", Model: "A100-SXM4-40GB", ActivityAvailable: true, Failed: false, XIDs: 3, LastXID: 79},
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := exposition(t, reg)
+	for _, tc := range []struct {
+		series string
+		want   bool
+	}{
+		{`slicemeter_instance_sm_active_ratio{gpu="0"`, false},
+		{`slicemeter_instance_sm_active_ratio{gpu="1"`, true},
+		{`slicemeter_gpu_instance_activity_available{gpu="0",model="A100-SXM4-40GB",node="n",uuid="GPU-1"} 0`, true},
+		{`slicemeter_instance_processes{gpu="0",kind="mig",model="A100-SXM4-40GB",node="n",profile="1g.5gb",slice="MIG-1",uuid="GPU-1"} 2`, true},
+		{`slicemeter_gpu_xid_errors_total{gpu="1",model="A100-SXM4-40GB",node="n",uuid="GPU-2"} 3`, true},
+		{`slicemeter_gpu_last_xid{gpu="1",model="A100-SXM4-40GB",node="n",uuid="GPU-2"} 79`, true},
+	} {
+		if strings.Contains(text, tc.series) != tc.want {
+			t.Errorf("series %s present: %v, want %v\n%s", tc.series, !tc.want, tc.want, text)
 		}
 	}
 }

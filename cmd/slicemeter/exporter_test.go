@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The exporter's flag combinations: bad ones exit 2 with a message naming the flag.
+func TestExporterFlags(t *testing.T) {
+	dir := t.TempDir()
+	multi := "../../schemas/scenario/testdata/mig-basic.yaml"
+	capture := "../../exporter/capture/testdata/node.capture"
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"unknown source", []string{"--source", "dcgm"}, exitUsage, []string{`--source "dcgm"`, "nvml, sim or replay"}},
+		{"replay without a file", []string{"--source", "replay"}, exitUsage, []string{"--replay FILE is required"}},
+		{"replay of a missing file", []string{"--source", "replay", "--replay", filepath.Join(dir, "none")}, exitUsage, []string{"none"}},
+		{"recording a replay", []string{"--source", "replay", "--replay", capture, "--record", filepath.Join(dir, "x")}, exitUsage, []string{"--record"}},
+		{"recording an outage scenario", []string{"--scenario", "../../schemas/scenario/testdata/outage-coldstart.yaml", "--record", filepath.Join(dir, "y")}, exitUsage, []string{"one node without outages"}},
+		{"nvml with a zero interval", []string{"--source", "nvml", "--interval", "0s"}, exitUsage, []string{"--interval"}},
+		{"spool too small", []string{"--scenario", multi, "--kafka.brokers", "127.0.0.1:1", "--spool.dir", dir, "--spool.max-bytes", "10"}, exitUsage, []string{"--spool.dir", "size limit 10 bytes"}},
+		{"replay runs", []string{"--source", "replay", "--replay", capture, "--replay.fast", "--summary", filepath.Join(dir, "s.json")}, exitOK, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"exporter", "--web.listen-address="}, tc.args...)
+			if code := run(args, &stdout, &stderr); code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s", code, tc.code, stderr.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr does not name %q:\n%s", w, stderr.String())
+				}
+			}
+		})
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "s.json")); err != nil || !strings.Contains(string(b), `"samples": 180`) {
+		t.Errorf("replay summary: %v\n%s", err, b)
+	}
+}

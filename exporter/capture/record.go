@@ -1,0 +1,414 @@
+package capture
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/slicemeter/slicemeter/exporter/nvmlsource"
+)
+
+// Recorder wraps an nvml.Interface and records every call the nvml source makes through it.
+// Only the functions the nvml source calls are recorded; the rest pass through unrecorded.
+type Recorder struct {
+	w        *Writer
+	interval time.Duration
+	mu       sync.Mutex
+	frame    *Frame
+	ticks    int
+	err      error
+	devs     map[nvml.Device]*recDevice // underlying handle → its wrapper (events name devices)
+}
+
+// NewRecorder records into w. Calls before the first tick (Open) form the first frame; the
+// nvml source must be opened one interval before its first tick (its first GPM window).
+func NewRecorder(w *Writer, interval time.Duration) *Recorder {
+	return &Recorder{w: w, interval: interval, frame: &Frame{}, devs: map[nvml.Device]*recDevice{}}
+}
+
+// Library wraps lib: give the result to nvmlsource.Open.
+func (r *Recorder) Library(lib nvml.Interface) nvml.Interface { return &recLib{Interface: lib, r: r} }
+
+func (r *Recorder) add(obj, fn string, ret nvml.Return, values ...any) {
+	var raw json.RawMessage
+	if len(values) > 0 {
+		b, err := json.Marshal(values)
+		if err != nil {
+			r.mu.Lock()
+			r.err = fmt.Errorf("recording %s.%s: %w", obj, fn, err)
+			r.mu.Unlock()
+			return
+		}
+		raw = b
+	}
+	r.mu.Lock()
+	r.frame.Calls = append(r.frame.Calls, Call{Obj: obj, Fn: fn, Ret: int32(ret), Values: raw})
+	r.mu.Unlock()
+}
+
+// flush writes the current frame and starts the next.
+func (r *Recorder) flush(next Frame) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return r.err
+	}
+	if err := r.w.WriteFrame(r.frame); err != nil {
+		return err
+	}
+	r.frame = &next
+	return nil
+}
+
+// BeginTick ends the current frame (Open's calls, or the previous tick's) and starts the frame
+// of tick t. Give it to the nvml source as Config.BeforeRead.
+func (r *Recorder) BeginTick(t time.Time) error {
+	r.mu.Lock()
+	if r.ticks == 0 {
+		r.frame.TNs = t.Add(-r.interval).UnixNano() // when Open was told it was
+	}
+	r.ticks++
+	r.mu.Unlock()
+	return r.flush(Frame{Tick: true, TNs: t.UnixNano()})
+}
+
+// Close writes the last frame.
+func (r *Recorder) Close() error {
+	if err := r.flush(Frame{}); err != nil {
+		return err
+	}
+	return r.w.Close()
+}
+
+type recLib struct {
+	nvml.Interface
+	r *Recorder
+}
+
+func (l *recLib) Init() nvml.Return {
+	ret := l.Interface.Init()
+	l.r.add("lib", "Init", ret)
+	return ret
+}
+func (l *recLib) Shutdown() nvml.Return {
+	ret := l.Interface.Shutdown()
+	l.r.add("lib", "Shutdown", ret)
+	return ret
+}
+func (l *recLib) DeviceGetCount() (int, nvml.Return) {
+	n, ret := l.Interface.DeviceGetCount()
+	l.r.add("lib", "DeviceGetCount", ret, n)
+	return n, ret
+}
+func (l *recLib) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	d, ret := l.Interface.DeviceGetHandleByIndex(i)
+	obj := fmt.Sprintf("gpu%d", i)
+	l.r.add("lib", fmt.Sprintf("DeviceGetHandleByIndex:%d", i), ret, obj)
+	if ret != nvml.SUCCESS {
+		return d, ret
+	}
+	return l.r.device(d, obj), ret
+}
+func (l *recLib) Extensions() nvml.ExtendedInterface {
+	return recExt{ExtendedInterface: l.Interface.Extensions(), r: l.r}
+}
+func (l *recLib) EventSetCreate() (nvml.EventSet, nvml.Return) {
+	set, ret := l.Interface.EventSetCreate()
+	l.r.add("lib", "EventSetCreate", ret)
+	if ret != nvml.SUCCESS {
+		return set, ret
+	}
+	return &recEvents{EventSet: set, r: l.r}, ret
+}
+func (l *recLib) GpmSampleAlloc() (nvml.GpmSample, nvml.Return) {
+	s, ret := l.Interface.GpmSampleAlloc()
+	l.r.add("lib", "GpmSampleAlloc", ret)
+	return s, ret
+}
+func (l *recLib) GpmMetricsGet(req *nvml.GpmMetricsGetType) nvml.Return {
+	ret := l.Interface.GpmMetricsGet(req)
+	l.r.add("lib", "GpmMetricsGet", ret, gpmMetrics(req))
+	return ret
+}
+
+// gpmMetric is a GPM result without the C strings of its description.
+type gpmMetric struct {
+	ID    uint32  `json:"id"`
+	Ret   uint32  `json:"r"`
+	Value float64 `json:"v"`
+}
+
+func gpmMetrics(req *nvml.GpmMetricsGetType) []gpmMetric {
+	n := min(int(req.NumMetrics), len(req.Metrics))
+	out := make([]gpmMetric, n)
+	for i := range n {
+		m := req.Metrics[i]
+		out[i] = gpmMetric{ID: m.MetricId, Ret: m.NvmlReturn, Value: m.Value}
+	}
+	return out
+}
+
+type recExt struct {
+	nvml.ExtendedInterface
+	r *Recorder
+}
+
+func (e recExt) LookupSymbol(name string) error {
+	err := e.ExtendedInterface.LookupSymbol(name)
+	ret := nvml.SUCCESS
+	if err != nil {
+		ret = nvml.ERROR_FUNCTION_NOT_FOUND
+	}
+	e.r.add("lib", "LookupSymbol:"+name, ret)
+	return err
+}
+
+type recEvents struct {
+	nvml.EventSet
+	r *Recorder
+}
+
+// eventData is an event with its device named by object.
+type eventData struct {
+	Device    string `json:"device"`
+	EventType uint64 `json:"type"`
+	EventData uint64 `json:"data"`
+	GI        uint32 `json:"gi"`
+	CI        uint32 `json:"ci"`
+}
+
+func (e *recEvents) Wait(timeout uint32) (nvml.EventData, nvml.Return) {
+	d, ret := e.EventSet.Wait(timeout)
+	ed := eventData{EventType: d.EventType, EventData: d.EventData, GI: d.GpuInstanceId, CI: d.ComputeInstanceId}
+	e.r.mu.Lock()
+	if w, ok := e.r.devs[d.Device]; ok && d.Device != nil {
+		ed.Device = w.obj
+		d.Device = w
+	}
+	e.r.mu.Unlock()
+	e.r.add("events", "Wait", ret, ed)
+	return d, ret
+}
+
+func (e *recEvents) Free() nvml.Return { return e.EventSet.Free() }
+
+func (r *Recorder) device(d nvml.Device, obj string) *recDevice {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w, ok := r.devs[d]; ok {
+		return w
+	}
+	w := &recDevice{Device: d, r: r, obj: obj}
+	r.devs[d] = w
+	return w
+}
+
+type recDevice struct {
+	nvml.Device
+	r   *Recorder
+	obj string
+}
+
+func (d *recDevice) GetUUID() (string, nvml.Return) {
+	v, ret := d.Device.GetUUID()
+	d.r.add(d.obj, "GetUUID", ret, v)
+	return v, ret
+}
+func (d *recDevice) GetName() (string, nvml.Return) {
+	v, ret := d.Device.GetName()
+	d.r.add(d.obj, "GetName", ret, v)
+	return v, ret
+}
+func (d *recDevice) GetMemoryInfo() (nvml.Memory, nvml.Return) {
+	v, ret := d.Device.GetMemoryInfo()
+	d.r.add(d.obj, "GetMemoryInfo", ret, v)
+	return v, ret
+}
+func (d *recDevice) GpmQueryDeviceSupport() (nvml.GpmSupport, nvml.Return) {
+	v, ret := d.Device.GpmQueryDeviceSupport()
+	d.r.add(d.obj, "GpmQueryDeviceSupport", ret, v)
+	return v, ret
+}
+func (d *recDevice) RegisterEvents(types uint64, set nvml.EventSet) nvml.Return {
+	if w, ok := set.(*recEvents); ok {
+		set = w.EventSet
+	}
+	ret := d.Device.RegisterEvents(types, set)
+	d.r.add(d.obj, "RegisterEvents", ret)
+	return ret
+}
+func (d *recDevice) GetPowerUsage() (uint32, nvml.Return) {
+	v, ret := d.Device.GetPowerUsage()
+	d.r.add(d.obj, "GetPowerUsage", ret, v)
+	return v, ret
+}
+func (d *recDevice) GetTotalEnergyConsumption() (uint64, nvml.Return) {
+	v, ret := d.Device.GetTotalEnergyConsumption()
+	d.r.add(d.obj, "GetTotalEnergyConsumption", ret, v)
+	return v, ret
+}
+func (d *recDevice) GetClockInfo(c nvml.ClockType) (uint32, nvml.Return) {
+	v, ret := d.Device.GetClockInfo(c)
+	d.r.add(d.obj, fmt.Sprintf("GetClockInfo:%d", c), ret, v)
+	return v, ret
+}
+func (d *recDevice) GetTemperature(s nvml.TemperatureSensors) (uint32, nvml.Return) {
+	v, ret := d.Device.GetTemperature(s)
+	d.r.add(d.obj, fmt.Sprintf("GetTemperature:%d", s), ret, v)
+	return v, ret
+}
+func (d *recDevice) GetCurrentClocksEventReasons() (uint64, nvml.Return) {
+	v, ret := d.Device.GetCurrentClocksEventReasons()
+	d.r.add(d.obj, "GetCurrentClocksEventReasons", ret, v)
+	return v, ret
+}
+func (d *recDevice) GetTotalEccErrors(e nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
+	v, ret := d.Device.GetTotalEccErrors(e, c)
+	d.r.add(d.obj, fmt.Sprintf("GetTotalEccErrors:%d:%d", e, c), ret, v)
+	return v, ret
+}
+func (d *recDevice) GetSamples(t nvml.SamplingType, last uint64) (nvml.ValueType, []nvml.Sample, nvml.Return) {
+	vt, v, ret := d.Device.GetSamples(t, last)
+	d.r.add(d.obj, fmt.Sprintf("GetSamples:%d", t), ret, vt, v)
+	return vt, v, ret
+}
+func (d *recDevice) GetComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
+	v, ret := d.Device.GetComputeRunningProcesses()
+	d.r.add(d.obj, "GetComputeRunningProcesses", ret, v)
+	return v, ret
+}
+func (d *recDevice) GetMigMode() (int, int, nvml.Return) {
+	c, p, ret := d.Device.GetMigMode()
+	d.r.add(d.obj, "GetMigMode", ret, c, p)
+	return c, p, ret
+}
+func (d *recDevice) GetMaxMigDeviceCount() (int, nvml.Return) {
+	v, ret := d.Device.GetMaxMigDeviceCount()
+	d.r.add(d.obj, "GetMaxMigDeviceCount", ret, v)
+	return v, ret
+}
+func (d *recDevice) GetMigDeviceHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	m, ret := d.Device.GetMigDeviceHandleByIndex(i)
+	obj := fmt.Sprintf("%s/mig%d", d.obj, i)
+	d.r.add(d.obj, fmt.Sprintf("GetMigDeviceHandleByIndex:%d", i), ret, obj)
+	if ret != nvml.SUCCESS {
+		return m, ret
+	}
+	return d.r.device(m, obj), ret
+}
+func (d *recDevice) GpmSampleGet(s nvml.GpmSample) nvml.Return {
+	ret := d.Device.GpmSampleGet(s)
+	d.r.add(d.obj, "GpmSampleGet", ret)
+	return ret
+}
+func (d *recDevice) GpmMigSampleGet(gi int, s nvml.GpmSample) nvml.Return {
+	ret := d.Device.GpmMigSampleGet(gi, s)
+	d.r.add(d.obj, fmt.Sprintf("GpmMigSampleGet:%d", gi), ret)
+	return ret
+}
+func (d *recDevice) GetActiveVgpus() ([]nvml.VgpuInstance, nvml.Return) {
+	v, ret := d.Device.GetActiveVgpus()
+	objs := make([]vgpuRef, len(v))
+	out := make([]nvml.VgpuInstance, len(v))
+	for i, inst := range v {
+		h, _ := nvmlsource.VgpuHandle(inst)
+		objs[i] = vgpuRef{Obj: fmt.Sprintf("%s/vgpu%d", d.obj, i), Handle: h}
+		out[i] = &recVgpu{VgpuInstance: inst, r: d.r, obj: objs[i].Obj, handle: h}
+	}
+	d.r.add(d.obj, "GetActiveVgpus", ret, objs)
+	return out, ret
+}
+
+// schedLog is a scheduler log without its unused slots.
+type schedLog struct {
+	EngineID  uint32                          `json:"engine"`
+	Policy    uint32                          `json:"policy"`
+	AvgFactor uint32                          `json:"avg"`
+	Timeslice uint32                          `json:"timeslice"`
+	Entries   []nvml.VgpuSchedulerLogEntry_v2 `json:"entries"`
+}
+
+func (d *recDevice) GetVgpuSchedulerLog_v2(in nvml.VgpuSchedulerLogInfo_v2) (nvml.VgpuSchedulerLogInfo_v2, nvml.Return) {
+	v, ret := d.Device.GetVgpuSchedulerLog_v2(in)
+	n := min(int(v.EntriesCount), len(v.LogEntries))
+	d.r.add(d.obj, "GetVgpuSchedulerLog_v2", ret, schedLog{EngineID: v.EngineId, Policy: v.SchedulerPolicy,
+		AvgFactor: v.AvgFactor, Timeslice: v.Timeslice, Entries: v.LogEntries[:n]})
+	return v, ret
+}
+func (d *recDevice) GetVgpuUtilization(last uint64) (nvml.ValueType, []nvml.VgpuInstanceUtilizationSample, nvml.Return) {
+	vt, v, ret := d.Device.GetVgpuUtilization(last)
+	d.r.add(d.obj, "GetVgpuUtilization", ret, vt, v)
+	return vt, v, ret
+}
+func (d *recDevice) GetAttributes() (nvml.DeviceAttributes, nvml.Return) {
+	v, ret := d.Device.GetAttributes()
+	d.r.add(d.obj, "GetAttributes", ret, v)
+	return v, ret
+}
+func (d *recDevice) GetGpuInstanceId() (int, nvml.Return) {
+	v, ret := d.Device.GetGpuInstanceId()
+	d.r.add(d.obj, "GetGpuInstanceId", ret, v)
+	return v, ret
+}
+
+// vgpuRef names a vGPU instance in a capture, with its numeric NVML handle.
+type vgpuRef struct {
+	Obj    string `json:"obj"`
+	Handle uint32 `json:"handle"`
+}
+
+type recVgpu struct {
+	nvml.VgpuInstance
+	r      *Recorder
+	obj    string
+	handle uint32
+}
+
+func (v *recVgpu) GetUUID() (string, nvml.Return) {
+	s, ret := v.VgpuInstance.GetUUID()
+	v.r.add(v.obj, "GetUUID", ret, s)
+	return s, ret
+}
+func (v *recVgpu) GetType() (nvml.VgpuTypeId, nvml.Return) {
+	t, ret := v.VgpuInstance.GetType()
+	v.r.add(v.obj, "GetType", ret)
+	return &recType{VgpuTypeId: t, r: v.r, obj: v.obj + "/type"}, ret
+}
+func (v *recVgpu) GetFbUsage() (uint64, nvml.Return) {
+	n, ret := v.VgpuInstance.GetFbUsage()
+	v.r.add(v.obj, "GetFbUsage", ret, n)
+	return n, ret
+}
+func (v *recVgpu) GetVmDriverVersion() (string, nvml.Return) {
+	s, ret := v.VgpuInstance.GetVmDriverVersion()
+	v.r.add(v.obj, "GetVmDriverVersion", ret, s)
+	return s, ret
+}
+func (v *recVgpu) GetVmID() (string, nvml.VgpuVmIdType, nvml.Return) {
+	s, t, ret := v.VgpuInstance.GetVmID()
+	v.r.add(v.obj, "GetVmID", ret, s, t)
+	return s, t, ret
+}
+
+// Handle keeps the numeric handle visible (utilization samples name vGPUs by it).
+func (v *recVgpu) Handle() uint32 { return v.handle }
+
+type recType struct {
+	nvml.VgpuTypeId
+	r   *Recorder
+	obj string
+}
+
+func (t *recType) GetName() (string, nvml.Return) {
+	s, ret := t.VgpuTypeId.GetName()
+	t.r.add(t.obj, "GetName", ret, s)
+	return s, ret
+}
+func (t *recType) GetFramebufferSize() (uint64, nvml.Return) {
+	n, ret := t.VgpuTypeId.GetFramebufferSize()
+	t.r.add(t.obj, "GetFramebufferSize", ret, n)
+	return n, ret
+}

@@ -1,0 +1,106 @@
+package nvmlsource
+
+import (
+	"sort"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// schedLog turns one physical GPU's vGPU scheduler log into per-tick run time, waits and switch
+// time (DESIGN.md: a sample's vGPU scheduling data). The driver keeps the latest 200 entries; an
+// entry is written when a software runlist (one vGPU) is preempted: its timestamp is the end of
+// the run, TimeRun its length, and the growth of CumulativePreemptionTime the switch that
+// followed it.
+type schedLog struct {
+	lastSeen  uint64           // newest entry timestamp ingested
+	processed int64            // end of the latest window turned into a tick (ns)
+	held      []runSlice       // slices whose run or switch may still reach into a later window
+	prevEnd   map[uint32]int64 // runlist → end of its latest run (ns)
+	prevCum   map[uint32]uint64
+	late      uint64 // slices that started inside an already reported window (their run there is lost)
+}
+
+type runSlice struct {
+	runlist   uint32
+	start     int64
+	runEnd    int64
+	switchEnd int64
+	wait      int64 // ns since the runlist's previous run; valid when hasWait
+	hasWait   bool
+	// carry: the run started in a window already reported (its entry came after that read);
+	// its wait goes into the next window instead of being lost.
+	carry bool
+}
+
+// schedTick is one window's scheduling data: per runlist, and GPU-wide switch time.
+type schedTick struct {
+	run       map[uint32]int64
+	waits     map[uint32][]uint64
+	switching int64
+}
+
+func newSchedLog() *schedLog {
+	return &schedLog{prevEnd: map[uint32]int64{}, prevCum: map[uint32]uint64{}}
+}
+
+// ingest adds the entries not seen before. gap is the sampling interval: a pause of a whole
+// interval or more between two runs of a vGPU means it had no work, so it is not a wait.
+func (l *schedLog) ingest(entries []nvml.VgpuSchedulerLogEntry_v2, gap int64) {
+	fresh := make([]nvml.VgpuSchedulerLogEntry_v2, 0, len(entries))
+	for _, e := range entries {
+		if e.Timestamp > l.lastSeen {
+			fresh = append(fresh, e)
+		}
+	}
+	// The driver's ring is not necessarily in time order once it has wrapped.
+	sort.Slice(fresh, func(i, j int) bool { return fresh[i].Timestamp < fresh[j].Timestamp })
+	for _, e := range fresh {
+		l.lastSeen = e.Timestamp
+		end := int64(e.Timestamp)
+		s := runSlice{runlist: e.SwRunlistId, start: end - int64(e.TimeRun), runEnd: end, switchEnd: end}
+		if prev, ok := l.prevCum[e.SwRunlistId]; ok && e.CumulativePreemptionTime >= prev {
+			s.switchEnd = end + int64(e.CumulativePreemptionTime-prev)
+		} else if !ok && e.TimeRunTotal == e.TimeRun {
+			// The runlist's first run ever: all of its preemption time is this switch.
+			s.switchEnd = end + int64(e.CumulativePreemptionTime)
+		}
+		l.prevCum[e.SwRunlistId] = e.CumulativePreemptionTime
+		if pe, ok := l.prevEnd[e.SwRunlistId]; ok && s.start >= pe && s.start-pe < gap {
+			s.wait, s.hasWait = s.start-pe, true
+		}
+		l.prevEnd[e.SwRunlistId] = end
+		if s.start < l.processed {
+			l.late++
+			s.carry = true
+		}
+		l.held = append(l.held, s)
+	}
+}
+
+// window reports [from, to) (ns) and forgets what cannot reach a later window.
+func (l *schedLog) window(from, to int64) schedTick {
+	out := schedTick{run: map[uint32]int64{}, waits: map[uint32][]uint64{}}
+	kept := l.held[:0]
+	for _, s := range l.held {
+		out.run[s.runlist] += overlap(s.start, s.runEnd, from, to)
+		out.switching += overlap(s.runEnd, s.switchEnd, from, to)
+		if s.hasWait && (s.carry || s.start >= from && s.start < to) {
+			out.waits[s.runlist] = append(out.waits[s.runlist], uint64(s.wait))
+		}
+		s.carry = false
+		if s.switchEnd > to || s.runEnd > to {
+			kept = append(kept, s)
+		}
+	}
+	l.held = kept
+	l.processed = max(l.processed, to)
+	return out
+}
+
+func overlap(a0, a1, b0, b1 int64) int64 {
+	lo, hi := max(a0, b0), min(a1, b1)
+	if hi > lo {
+		return hi - lo
+	}
+	return 0
+}

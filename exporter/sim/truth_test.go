@@ -1,0 +1,109 @@
+package sim
+
+import (
+	"context"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/slicemeter/slicemeter/schemas/scenario"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+// TestSamplesMatchGroundTruth checks that what comes out of the nvml source's translation of
+// the simulated NVML (GPM, memory, processes, the vGPU scheduler log) is exactly the scenario's
+// ground truth: the reference scheduler model and the workloads.
+func TestSamplesMatchGroundTruth(t *testing.T) {
+	for _, path := range []string{
+		"../../schemas/scenario/testdata/vgpu-timeslice.yaml",
+		"../../schemas/scenario/testdata/outage-coldstart.yaml",
+		"../../deploy/demo/fleet.yaml", // vGPUs joining and leaving, steps, an outage on a node
+	} {
+		t.Run(path, func(t *testing.T) {
+			sc, err := scenario.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, err := New(sc, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := map[*gpu]*refScheduler{}
+			for _, n := range src.nodes {
+				for _, g := range n.gpus {
+					if g.sched != nil {
+						ref[g] = newRefScheduler(len(g.instances), g.sched.timeslice, g.sched.switching)
+					}
+				}
+			}
+			checked := 0
+			for k := 0; ; k++ {
+				d := time.Duration(k) * sc.Interval
+				if d >= sc.Duration {
+					break
+				}
+				out, err := src.Read(context.Background(), sc.Start.Add(d), sc.Interval)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := map[string][]*pb.Sample{}
+				for _, ns := range out {
+					got[ns.Node] = ns.Samples
+				}
+				for _, n := range src.nodes {
+					samples, up := got[n.name]
+					if up == n.down(d) {
+						t.Fatalf("%v node %s: sampled %v during outage %v", d, n.name, up, n.down(d))
+					}
+					i := 0
+					for _, g := range n.gpus {
+						var ticks []vgpuTick
+						if r := ref[g]; r != nil {
+							ticks = r.tick(d, sc.Interval, g.busy(d))
+						}
+						for m, inst := range g.instances {
+							if !up {
+								continue
+							}
+							s := samples[i]
+							i++
+							checked++
+							a, attached := inst.attachedAt(d)
+							if s.InstanceId != inst.id || s.TsNs != uint64(sc.Start.Add(d).UnixNano()) || s.Attached != attached ||
+								s.Kind != inst.kind || s.Profile != inst.profile || s.MemTotalBytes != inst.memTotal ||
+								s.SmCount != inst.sms || s.ComputeSlices != inst.slices || s.GpuSmCount != g.model.SMs ||
+								s.GpuMemTotalBytes != g.model.MemoryBytes || s.Model != g.model.Name || s.GpuUuid != g.uuid {
+								t.Fatalf("%v %s/%s: facts %+v", d, n.name, inst.id, s)
+							}
+							wantMem := uint64(0)
+							if attached {
+								wantMem = uint64(a.Workload.Mem * float64(inst.memTotal))
+							}
+							if s.MemUsedBytes != wantMem {
+								t.Fatalf("%v %s/%s: memory %d, want %d", d, n.name, inst.id, s.MemUsedBytes, wantMem)
+							}
+							if ticks != nil {
+								tk := ticks[m]
+								v := s.GetVgpu()
+								if v.GetRunNs() != uint64(tk.run) || v.GetSwitchNs() != uint64(tk.switching) || !slices.Equal(v.GetWaitsNs(), tk.waits) ||
+									s.SmActive != float64(tk.run)/float64(sc.Interval) {
+									t.Fatalf("%v %s/%s: schedule run %d switch %d waits %v, want %d %d %v", d, n.name, inst.id,
+										v.GetRunNs(), v.GetSwitchNs(), v.GetWaitsNs(), tk.run, tk.switching, tk.waits)
+								}
+							} else if math.Abs(s.SmActive-inst.sm(d)) > 1e-12 {
+								t.Fatalf("%v %s/%s: sm_active %v, want %v", d, n.name, inst.id, s.SmActive, inst.sm(d))
+							}
+						}
+					}
+					if up && i != len(samples) {
+						t.Fatalf("%v node %s: %d samples, want %d", d, n.name, len(samples), i)
+					}
+				}
+			}
+			if checked == 0 {
+				t.Fatal("no samples checked")
+			}
+		})
+	}
+}

@@ -1,0 +1,351 @@
+// Package spool is the exporter's bounded disk queue for Kafka outages (VictoriaMetrics'
+// lib/persistentqueue is the model): records are appended to segment files and read back in
+// order; when the size limit is reached the oldest segment is dropped and its records counted.
+package spool
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+const (
+	headerSize = 12 // length, CRC-32C, weight
+	segSuffix  = ".seg"
+	readerFile = "reader"
+	// segmentsPerLimit: a segment holds at most 1/8 of the limit, so a drop loses at most that.
+	segmentsPerLimit = 8
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrTooLarge is returned for a record bigger than a segment.
+var ErrTooLarge = errors.New("record larger than a spool segment")
+
+// Drop is called for every record dropped to stay within the size limit (weight: what the
+// record stood for, e.g. samples), and for every corrupt record skipped.
+type Drop func(weight uint32, reason string)
+
+// Spool is a FIFO of byte records on disk. It is safe for concurrent use.
+type Spool struct {
+	dir      string
+	maxBytes int64
+	segMax   int64
+	onDrop   Drop
+
+	mu       sync.Mutex
+	segs     []*segment // oldest first; the last is written to
+	readSeg  uint64
+	readOff  int64
+	bytes    int64 // on disk, unread and read-but-not-removed
+	records  int   // unread
+	w        *os.File
+	reader   *os.File // the persisted read position
+	peekNext int64    // offset after the record returned by Peek
+}
+
+type segment struct {
+	id      uint64
+	size    int64
+	records int // unread records in it
+}
+
+// Open opens (or creates) the spool in dir, limited to maxBytes on disk.
+func Open(dir string, maxBytes int64, onDrop Drop) (*Spool, error) {
+	if maxBytes < segmentsPerLimit*1024 {
+		return nil, fmt.Errorf("spool %s: size limit %d bytes is below the minimum %d", dir, maxBytes, segmentsPerLimit*1024)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the spool directory: %w", err)
+	}
+	if onDrop == nil {
+		onDrop = func(uint32, string) {}
+	}
+	s := &Spool{dir: dir, maxBytes: maxBytes, segMax: maxBytes / segmentsPerLimit, onDrop: onDrop}
+	if err := s.load(); err != nil {
+		return nil, fmt.Errorf("opening the spool %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+func (s *Spool) segPath(id uint64) string {
+	return filepath.Join(s.dir, fmt.Sprintf("%016d%s", id, segSuffix))
+}
+
+// load finds the segments and the read position, and counts the unread records.
+func (s *Spool) load() error {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return err
+	}
+	var ids []uint64
+	for _, e := range entries {
+		if name, ok := strings.CutSuffix(e.Name(), segSuffix); ok {
+			id, err := strconv.ParseUint(name, 10, 64)
+			if err == nil {
+				ids = append(ids, id)
+			}
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	s.reader, err = os.OpenFile(filepath.Join(s.dir, readerFile), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	var pos [16]byte
+	if n, _ := s.reader.ReadAt(pos[:], 0); n == 16 {
+		s.readSeg, s.readOff = binary.LittleEndian.Uint64(pos[:8]), int64(binary.LittleEndian.Uint64(pos[8:]))
+	}
+	for _, id := range ids {
+		if id < s.readSeg {
+			_ = os.Remove(s.segPath(id)) // fully read before a crash
+			continue
+		}
+		seg := &segment{id: id}
+		from := int64(0)
+		if id == s.readSeg {
+			from = s.readOff
+		}
+		if err := s.scan(seg, from); err != nil {
+			return err
+		}
+		s.segs = append(s.segs, seg)
+		s.bytes += seg.size
+		s.records += seg.records
+	}
+	if len(s.segs) == 0 {
+		s.readSeg, s.readOff = s.readSeg+1, 0
+		return s.newSegment(s.readSeg)
+	}
+	if s.segs[0].id != s.readSeg {
+		s.readSeg, s.readOff = s.segs[0].id, 0
+	}
+	last := s.segs[len(s.segs)-1]
+	s.w, err = os.OpenFile(s.segPath(last.id), os.O_WRONLY|os.O_APPEND, 0o644)
+	return err
+}
+
+// scan counts a segment's records from offset from and truncates a torn tail (a crash while
+// appending): what is after it was never acknowledged.
+func (s *Spool) scan(seg *segment, from int64) error {
+	f, err := os.Open(s.segPath(seg.id))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	off := from
+	var h [headerSize]byte
+	for {
+		if _, err := f.ReadAt(h[:], off); err != nil {
+			break
+		}
+		n := int64(binary.LittleEndian.Uint32(h[:4]))
+		if off+headerSize+n > st.Size() {
+			break
+		}
+		off += headerSize + n
+		seg.records++
+	}
+	seg.size = off
+	if off < st.Size() {
+		return os.Truncate(s.segPath(seg.id), off)
+	}
+	return nil
+}
+
+func (s *Spool) newSegment(id uint64) error {
+	if s.w != nil {
+		if err := s.w.Close(); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(s.segPath(id), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	s.w = f
+	s.segs = append(s.segs, &segment{id: id})
+	return nil
+}
+
+// Append adds a record at the end. When the spool would exceed its limit, the oldest
+// segments are dropped (and reported through Drop) first.
+func (s *Spool) Append(rec []byte, weight uint32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	size := int64(headerSize + len(rec))
+	if size > s.segMax {
+		return fmt.Errorf("spool %s: %w (%d > %d bytes)", s.dir, ErrTooLarge, size, s.segMax)
+	}
+	last := s.segs[len(s.segs)-1]
+	if last.size+size > s.segMax {
+		if err := s.newSegment(last.id + 1); err != nil {
+			return fmt.Errorf("spool %s: starting a segment: %w", s.dir, err)
+		}
+		last = s.segs[len(s.segs)-1]
+	}
+	for s.bytes+size > s.maxBytes && len(s.segs) > 1 {
+		if err := s.dropOldest(); err != nil {
+			return err
+		}
+	}
+	buf := make([]byte, size)
+	binary.LittleEndian.PutUint32(buf[0:], uint32(len(rec)))
+	binary.LittleEndian.PutUint32(buf[4:], crc32.Checksum(rec, crcTable))
+	binary.LittleEndian.PutUint32(buf[8:], weight)
+	copy(buf[headerSize:], rec)
+	if _, err := s.w.Write(buf); err != nil {
+		return fmt.Errorf("spool %s: appending: %w", s.dir, err)
+	}
+	last.size += size
+	last.records++
+	s.bytes += size
+	s.records++
+	return nil
+}
+
+// dropOldest removes the oldest segment, reporting each unread record in it.
+func (s *Spool) dropOldest() error {
+	seg := s.segs[0]
+	from := int64(0)
+	if seg.id == s.readSeg {
+		from = s.readOff
+	}
+	f, err := os.Open(s.segPath(seg.id))
+	if err == nil {
+		var h [headerSize]byte
+		for off := from; off < seg.size; {
+			if _, err := f.ReadAt(h[:], off); err != nil {
+				break
+			}
+			s.onDrop(binary.LittleEndian.Uint32(h[8:]), "spool_full")
+			off += headerSize + int64(binary.LittleEndian.Uint32(h[:4]))
+		}
+		f.Close()
+	}
+	if err := os.Remove(s.segPath(seg.id)); err != nil {
+		return fmt.Errorf("spool %s: dropping the oldest segment: %w", s.dir, err)
+	}
+	s.records -= seg.records
+	s.bytes -= seg.size
+	s.segs = s.segs[1:]
+	s.readSeg, s.readOff, s.peekNext = s.segs[0].id, 0, 0
+	return s.saveReader()
+}
+
+// Peek returns the oldest unread record and its weight without removing it; ok is false when
+// the spool is empty. A corrupt record is skipped and reported through Drop.
+func (s *Spool) Peek() (rec []byte, weight uint32, ok bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.records > 0 {
+		seg := s.segs[0]
+		if s.readOff >= seg.size {
+			if err := s.advanceSegment(); err != nil {
+				return nil, 0, false, err
+			}
+			continue
+		}
+		f, err := os.Open(s.segPath(seg.id))
+		if err != nil {
+			return nil, 0, false, fmt.Errorf("spool %s: reading: %w", s.dir, err)
+		}
+		var h [headerSize]byte
+		_, err = f.ReadAt(h[:], s.readOff)
+		n := int64(binary.LittleEndian.Uint32(h[:4]))
+		var body []byte
+		if err == nil {
+			body = make([]byte, n)
+			_, err = f.ReadAt(body, s.readOff+headerSize)
+		}
+		f.Close()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, 0, false, fmt.Errorf("spool %s: reading segment %d at offset %d: %w", s.dir, seg.id, s.readOff, err)
+		}
+		w := binary.LittleEndian.Uint32(h[8:])
+		if err != nil || crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(h[4:]) {
+			// Corrupt: nothing after it in this segment can be trusted.
+			s.onDrop(w, "spool_corrupt")
+			s.records -= seg.records
+			seg.records = 0
+			s.readOff = seg.size
+			continue
+		}
+		s.peekNext = s.readOff + headerSize + n
+		return body, w, true, nil
+	}
+	return nil, 0, false, nil
+}
+
+// Pop removes the record returned by the latest Peek.
+func (s *Spool) Pop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.peekNext <= s.readOff || s.records == 0 {
+		return errors.New("spool: Pop without a record from Peek")
+	}
+	s.readOff = s.peekNext
+	s.segs[0].records--
+	s.records--
+	if s.readOff >= s.segs[0].size && len(s.segs) > 1 {
+		return s.advanceSegment()
+	}
+	return s.saveReader()
+}
+
+func (s *Spool) advanceSegment() error {
+	if len(s.segs) == 1 {
+		return nil // the segment being written: nothing more to read yet
+	}
+	seg := s.segs[0]
+	if err := os.Remove(s.segPath(seg.id)); err != nil {
+		return fmt.Errorf("spool %s: removing a read segment: %w", s.dir, err)
+	}
+	s.bytes -= seg.size
+	s.segs = s.segs[1:]
+	s.readSeg, s.readOff = s.segs[0].id, 0
+	return s.saveReader()
+}
+
+func (s *Spool) saveReader() error {
+	var pos [16]byte
+	binary.LittleEndian.PutUint64(pos[:8], s.readSeg)
+	binary.LittleEndian.PutUint64(pos[8:], uint64(s.readOff))
+	if _, err := s.reader.WriteAt(pos[:], 0); err != nil {
+		return fmt.Errorf("spool %s: saving the read position: %w", s.dir, err)
+	}
+	return nil
+}
+
+// Len is the number of unread records.
+func (s *Spool) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.records
+}
+
+// Bytes is the spool's size on disk.
+func (s *Spool) Bytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
+}
+
+// Close closes the spool's files; its records stay on disk for the next Open.
+func (s *Spool) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return errors.Join(s.w.Close(), s.reader.Close())
+}
