@@ -1,8 +1,15 @@
 // Package collector consumes slicemeter's Kafka topics and writes them into ClickHouse.
 //
 // Delivery is at least once: offsets are committed only after the rows of every message up to
-// them are inserted (and refused messages are on the dead-letter topic). A message delivered
-// twice yields the same rows, which the ReplacingMergeTree tables collapse (DESIGN.md).
+// them are inserted, the rollups of the seconds they touched recomputed (rollup.go) and refused
+// messages are on the dead-letter topic. A message delivered twice yields the same rows, which
+// the ReplacingMergeTree tables collapse and queries deduplicate (DESIGN.md), and the same
+// rollup rows: results are exactly once.
+//
+// The hot path: kafka-go fetches the partitions of the group concurrently; messages are decoded
+// straight into column buffers (decode.go, no allocation per sample); a full batch is handed to
+// a flusher goroutine that inserts it as one native-protocol batch per table while the next
+// batch fills. At most two batches exist, so memory stays bounded while ClickHouse is down.
 package collector
 
 import (
@@ -31,6 +38,8 @@ const (
 	DefaultRetryMin        = 100 * time.Millisecond
 	DefaultRetryMax        = 5 * time.Second
 	DefaultShutdownTimeout = 10 * time.Second
+
+	DefaultRetentionInterval = time.Hour
 )
 
 // Headers of a dead-letter message (besides the original message's own headers).
@@ -76,6 +85,11 @@ type Config struct {
 
 	// ShutdownTimeout bounds the final flush once Run's context is done.
 	ShutdownTimeout time.Duration // default DefaultShutdownTimeout
+
+	// Retention of raw samples and rollups; Run drops expired day partitions every
+	// RetentionInterval. The zero value keeps everything.
+	Retention         Retention
+	RetentionInterval time.Duration // default DefaultRetentionInterval
 }
 
 func (c *Config) setDefaults() {
@@ -97,6 +111,9 @@ func (c *Config) setDefaults() {
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if c.RetentionInterval <= 0 {
+		c.RetentionInterval = DefaultRetentionInterval
+	}
 }
 
 // Collector moves samples and allocation events from Kafka into ClickHouse.
@@ -108,16 +125,28 @@ type Collector struct {
 
 	storedSamples atomic.Uint64
 	storedAllocs  atomic.Uint64
+	committed     atomic.Uint64 // messages whose offsets were committed (or given up on)
 	started       atomic.Bool
 
-	// What has been fetched but not yet flushed; touched only by Run's goroutine.
+	// The batch being filled, by Run's goroutine only; the one being flushed belongs to the
+	// flusher goroutine until it hands it back.
+	*batch
+	decoder sampleDecoder
+}
+
+// batch is what has been fetched but not yet flushed.
+type batch struct {
 	samples      sampleColumns
+	touched      touched // rollup rows the pending (or inserted, not yet rolled up) samples change
 	allocs       allocationColumns
 	deadLetters  []kafka.Message
 	lastMessage  map[topicPartition]kafka.Message // highest fetched message per partition
 	pending      int                              // messages fetched since the last flush
 	firstPending time.Time
+	interrupted  bool // stage one of the flusher gave up (shutdown): stage two must not commit it
 }
+
+func newBatch() *batch { return &batch{lastMessage: map[topicPartition]kafka.Message{}} }
 
 type topicPartition struct {
 	topic     string
@@ -142,11 +171,11 @@ func New(cfg Config, conn driver.Conn, reg prometheus.Registerer, logger *slog.L
 		return nil, fmt.Errorf("collector: register metrics: %w", err)
 	}
 	return &Collector{
-		cfg:         cfg,
-		conn:        conn,
-		log:         logger.With("component", "collector"),
-		metrics:     m,
-		lastMessage: map[topicPartition]kafka.Message{},
+		cfg:     cfg,
+		conn:    conn,
+		log:     logger.With("component", "collector"),
+		metrics: m,
+		batch:   newBatch(),
 	}, nil
 }
 
@@ -155,6 +184,10 @@ func New(cfg Config, conn driver.Conn, reg prometheus.Registerer, logger *slog.L
 func (c *Collector) Stored() (samples, allocations uint64) {
 	return c.storedSamples.Load(), c.storedAllocs.Load()
 }
+
+// Committed returns how many fetched messages this collector has finished with: stored (or
+// dead-lettered) and their offsets committed, or the commit given up on after retries.
+func (c *Collector) Committed() uint64 { return c.committed.Load() }
 
 // Run consumes until ctx is done, then flushes and commits what it has (bounded by
 // Config.ShutdownTimeout) and returns. It returns an error only when it cannot start or when
@@ -180,16 +213,47 @@ func (c *Collector) Run(ctx context.Context) error {
 			c.log.Warn("close dead-letter writer", "err", err)
 		}
 	}()
+	if c.cfg.Retention.enabled() {
+		retentionCtx, stopRetention := context.WithCancel(ctx)
+		retentionDone := make(chan struct{})
+		go func() { defer close(retentionDone); c.runRetention(retentionCtx) }()
+		defer func() { stopRetention(); <-retentionDone }()
+	}
 	c.log.Info("collector started", "brokers", c.cfg.Brokers, "group", c.cfg.GroupID,
 		"flush_rows", c.cfg.FlushRows, "flush_interval", c.cfg.FlushInterval)
 
+	// Flushing runs beside the fetching, in two stages: while the next batch fills, one batch
+	// has its raw rows inserted and the one before has its rollups recomputed and its offsets
+	// committed. A stage blocks while ClickHouse is down, and so does handing it a batch, so
+	// memory stays bounded (at most three batches).
+	f := newFlusher(c, reader, deadLetterWriter)
+	go f.run(ctx)
+	var free []*batch
+	inFlight := 0
 	retry := c.cfg.RetryMin
 	for ctx.Err() == nil {
 		if c.flushDue(time.Now()) {
-			// Blocks (retrying) until stored and committed: no fetching meanwhile, so memory
-			// stays bounded while ClickHouse is down.
-			if err := c.flush(ctx, reader, deadLetterWriter); err != nil {
-				break // only when ctx is done
+			if inFlight == 2 {
+				select {
+				case b := <-f.done:
+					free, inFlight = append(free, b), inFlight-1
+				case <-ctx.Done():
+				}
+			}
+			if ctx.Err() == nil {
+				select {
+				case f.todo <- c.batch:
+					inFlight++
+					if n := len(free); n > 0 {
+						c.batch, free = free[n-1], free[:n-1]
+					} else {
+						c.batch = newBatch()
+					}
+				case <-ctx.Done():
+				}
+			}
+			if ctx.Err() != nil {
+				break
 			}
 		}
 		fetchCtx, cancel := ctx, context.CancelFunc(func() {})
@@ -215,17 +279,79 @@ func (c *Collector) Run(ctx context.Context) error {
 		c.process(msg, time.Now())
 	}
 
-	if c.pending == 0 {
+	// The stages stop retrying once ctx is done; what they did not finish is flushed again
+	// here, oldest first and before the current batch, so offsets are still committed in order.
+	close(f.todo)
+	var unflushed []*batch
+	for range inFlight {
+		if b := <-f.done; b.pending > 0 {
+			unflushed = append(unflushed, b)
+		}
+	}
+	if c.pending > 0 {
+		unflushed = append(unflushed, c.batch)
+	}
+	if len(unflushed) == 0 {
 		c.log.Info("collector stopped")
 		return nil
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
 	defer cancel()
-	if err := c.flush(shutdownCtx, reader, deadLetterWriter); err != nil {
-		return fmt.Errorf("collector: final flush of %d messages (not committed, will be delivered again): %w", c.pending, err)
+	for _, b := range unflushed {
+		if err := c.flush(shutdownCtx, reader, deadLetterWriter, b); err != nil {
+			return fmt.Errorf("collector: final flush of %d messages (not committed, will be delivered again): %w", b.pending, err)
+		}
 	}
 	c.log.Info("collector stopped")
 	return nil
+}
+
+// flusher stores and commits the batches it is given, in order: stage one writes dead letters
+// and inserts raw rows, stage two recomputes rollups and commits. Each batch comes back on done,
+// emptied, or still pending once ctx ended first; after a batch that was not committed no later
+// one is, since a commit covers every earlier offset of its partitions.
+type flusher struct {
+	c                *Collector
+	reader           *kafka.Reader
+	deadLetterWriter *kafka.Writer
+	todo             chan *batch
+	rollup           chan *batch
+	done             chan *batch
+}
+
+func newFlusher(c *Collector, reader *kafka.Reader, deadLetterWriter *kafka.Writer) *flusher {
+	return &flusher{c: c, reader: reader, deadLetterWriter: deadLetterWriter,
+		todo: make(chan *batch), rollup: make(chan *batch), done: make(chan *batch, 2)}
+}
+
+func (f *flusher) run(ctx context.Context) {
+	stageTwo := make(chan struct{})
+	go func() {
+		defer close(stageTwo)
+		interrupted := false
+		for b := range f.rollup {
+			if !interrupted && !b.interrupted {
+				if err := f.c.storeRetrying(ctx, f.deadLetterWriter, b, true); err == nil {
+					f.c.commit(ctx, f.reader, b)
+				} else {
+					interrupted = true
+				}
+			} else {
+				interrupted = true
+			}
+			b.interrupted = false
+			if b.pending > 0 {
+				f.c.log.Info("flush interrupted by shutdown", "pending_messages", b.pending)
+			}
+			f.done <- b
+		}
+	}()
+	for b := range f.todo {
+		b.interrupted = f.c.storeRetrying(ctx, f.deadLetterWriter, b, false) != nil
+		f.rollup <- b
+	}
+	close(f.rollup)
+	<-stageTwo
 }
 
 func (c *Collector) flushDue(now time.Time) bool {
@@ -244,7 +370,7 @@ func (c *Collector) process(msg kafka.Message, now time.Time) {
 		c.firstPending = now
 	}
 	c.pending++
-	c.metrics.pendingMessages.Set(float64(c.pending))
+	c.metrics.pendingMessages.Inc()
 	tp := topicPartition{msg.Topic, msg.Partition}
 	if last, ok := c.lastMessage[tp]; !ok || msg.Offset > last.Offset {
 		c.lastMessage[tp] = msg
@@ -260,14 +386,14 @@ func (c *Collector) process(msg kafka.Message, now time.Time) {
 }
 
 func (c *Collector) processSamples(msg kafka.Message) {
-	var batch pb.SampleBatch
-	if err := proto.Unmarshal(msg.Value, &batch); err != nil {
+	d := &c.decoder
+	if err := d.decode(msg.Value); err != nil {
 		c.refuse(msg, &refusal{reasonDecode, "not a SampleBatch: " + err.Error()})
 		return
 	}
-	if batch.GetNode() == "" {
-		c.metrics.samplesDropped.WithLabelValues(reasonMissingNode).Add(float64(len(batch.GetSamples())))
-		c.refuse(msg, &refusal{reasonMissingNode, fmt.Sprintf("batch node is empty (%d samples dropped)", len(batch.GetSamples()))})
+	if d.node == "" {
+		c.metrics.samplesDropped.WithLabelValues(reasonMissingNode).Add(float64(len(d.samples)))
+		c.refuse(msg, &refusal{reasonMissingNode, fmt.Sprintf("batch node is empty (%d samples dropped)", len(d.samples))})
 		return
 	}
 	var (
@@ -275,8 +401,10 @@ func (c *Collector) processSamples(msg kafka.Message) {
 		firstIndex int
 		dropped    int
 	)
-	for i, s := range batch.GetSamples() {
-		if r := checkSample(s); r != nil {
+	c.touched.addNode(d.node)
+	for i := range d.samples {
+		s := &d.samples[i]
+		if r := checkWireSample(s); r != nil {
 			c.metrics.samplesDropped.WithLabelValues(r.reason).Inc()
 			if first == nil {
 				first, firstIndex = r, i
@@ -284,13 +412,14 @@ func (c *Collector) processSamples(msg kafka.Message) {
 			dropped++
 			continue
 		}
-		c.samples.add(batch.GetNode(), s)
+		c.samples.addWire(d.node, s, d)
+		c.touched.addSecond(uint32(s.tsNs / 1e9))
 	}
 	if first != nil {
 		// The valid samples are stored; the message is dead-lettered once, with the reason of
 		// its first invalid sample.
 		c.refuse(msg, &refusal{first.reason, fmt.Sprintf("node %s: %d of %d samples dropped; first: sample %d: %s",
-			batch.GetNode(), dropped, len(batch.GetSamples()), firstIndex, first.detail)})
+			d.node, dropped, len(d.samples), firstIndex, first.detail)})
 	}
 }
 
@@ -330,53 +459,73 @@ func (c *Collector) refuse(msg kafka.Message, r *refusal) {
 
 // flush stores everything pending and then commits the offsets, retrying with backoff until
 // it succeeds or ctx is done. Steps that succeeded are not repeated on retry.
-func (c *Collector) flush(ctx context.Context, reader *kafka.Reader, deadLetterWriter *kafka.Writer) error {
+func (c *Collector) flush(ctx context.Context, reader *kafka.Reader, deadLetterWriter *kafka.Writer, b *batch) error {
+	if err := c.storeRetrying(ctx, deadLetterWriter, b, true); err != nil {
+		return err
+	}
+	c.commit(ctx, reader, b)
+	return nil
+}
+
+// storeRetrying runs store until it succeeds or ctx is done.
+func (c *Collector) storeRetrying(ctx context.Context, deadLetterWriter *kafka.Writer, b *batch, rollups bool) error {
 	retry := c.cfg.RetryMin
 	for {
-		err := c.store(ctx, deadLetterWriter)
+		err := c.store(ctx, deadLetterWriter, b, rollups)
 		if err == nil {
-			break
+			return nil
 		}
 		if ctx.Err() != nil {
 			return err
 		}
 		c.log.Warn("flush failed; offsets not committed, retrying", "err", err, "retry_in", retry,
-			"pending_messages", c.pending, "pending_rows", c.samples.len()+c.allocs.len())
+			"pending_messages", b.pending, "pending_rows", b.samples.len()+b.allocs.len())
 		sleep(ctx, retry)
 		retry = min(2*retry, c.cfg.RetryMax)
 	}
-	c.commit(ctx, reader)
-	return nil
 }
 
-// store writes the pending dead letters and inserts the pending rows, each step once.
-func (c *Collector) store(ctx context.Context, deadLetterWriter *kafka.Writer) error {
-	if len(c.deadLetters) > 0 {
-		if err := deadLetterWriter.WriteMessages(ctx, c.deadLetters...); err != nil {
+// store writes the pending dead letters and inserts the pending rows, each step once, and with
+// rollups also recomputes the rollup rows the batch touched.
+func (c *Collector) store(ctx context.Context, deadLetterWriter *kafka.Writer, b *batch, rollups bool) error {
+	if len(b.deadLetters) > 0 {
+		if err := deadLetterWriter.WriteMessages(ctx, b.deadLetters...); err != nil {
 			c.metrics.deadLetterErrs.Inc()
-			return fmt.Errorf("write %d messages to %s: %w", len(c.deadLetters), pb.TopicDeadLetter, err)
+			return fmt.Errorf("write %d messages to %s: %w", len(b.deadLetters), pb.TopicDeadLetter, err)
 		}
-		for _, dl := range c.deadLetters {
+		for _, dl := range b.deadLetters {
 			c.metrics.deadLettered.WithLabelValues(header(dl, HeaderSourceTopic), header(dl, HeaderReason)).Inc()
 		}
-		clear(c.deadLetters)
-		c.deadLetters = c.deadLetters[:0]
+		clear(b.deadLetters)
+		b.deadLetters = b.deadLetters[:0]
 	}
-	if n := c.samples.len(); n > 0 {
-		if err := c.insert(ctx, "samples", sampleColumnNames, c.samples.columns(), n); err != nil {
+	if n := b.samples.len(); n > 0 {
+		if err := c.insert(ctx, "samples", sampleColumnNames, b.samples.columns(), n); err != nil {
 			return err
 		}
 		c.storedSamples.Add(uint64(n))
 		c.metrics.samplesStored.Add(float64(n))
-		c.samples.reset()
+		c.observeFreshness(b, time.Now())
+		b.samples.reset()
 	}
-	if n := c.allocs.len(); n > 0 {
-		if err := c.insert(ctx, "allocations", allocationColumnNames, c.allocs.columns(), n); err != nil {
+	// After the raw rows, before the commit: a crash in between replays the batch, which
+	// recomputes the same rollup rows.
+	if rollups && !b.touched.empty() {
+		start := time.Now()
+		if err := recomputeRollups(ctx, c.conn, &b.touched); err != nil {
+			c.metrics.insertErrors.WithLabelValues("samples_1s").Inc()
+			return err
+		}
+		c.metrics.insertDuration.WithLabelValues("samples_1s").Observe(time.Since(start).Seconds())
+		b.touched.reset()
+	}
+	if n := b.allocs.len(); n > 0 {
+		if err := c.insert(ctx, "allocations", allocationColumnNames, b.allocs.columns(), n); err != nil {
 			return err
 		}
 		c.storedAllocs.Add(uint64(n))
 		c.metrics.allocsStored.Add(float64(n))
-		c.allocs.reset()
+		b.allocs.reset()
 	}
 	return nil
 }
@@ -397,10 +546,12 @@ func (c *Collector) insert(ctx context.Context, table string, names []string, co
 // commit commits the highest fetched offset of every partition and forgets the flushed
 // messages. A commit that keeps failing is logged and counted, not retried forever: the rows
 // are stored, so the worst case is that those messages are delivered (and stored) again.
-func (c *Collector) commit(ctx context.Context, reader *kafka.Reader) {
-	msgs := make([]kafka.Message, 0, len(c.lastMessage))
-	for _, m := range c.lastMessage {
+func (c *Collector) commit(ctx context.Context, reader *kafka.Reader, b *batch) {
+	msgs := make([]kafka.Message, 0, len(b.lastMessage))
+	for _, m := range b.lastMessage {
 		msgs = append(msgs, kafka.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset})
+		// HighWaterMark is the partition's next offset when the message was fetched.
+		c.metrics.consumerLag.WithLabelValues(m.Topic, strconv.Itoa(m.Partition)).Set(float64(max(0, m.HighWaterMark-m.Offset-1)))
 	}
 	// Once the rows are stored the commit is worth finishing even if ctx was just cancelled,
 	// so each attempt gets its own bounded context.
@@ -416,16 +567,26 @@ func (c *Collector) commit(ctx context.Context, reader *kafka.Reader) {
 		c.metrics.commitErrors.Inc()
 		if attempt == commitAttempts || ctx.Err() != nil {
 			c.log.Error("commit Kafka offsets failed; those messages may be delivered again",
-				"err", err, "partitions", len(msgs), "messages", c.pending)
+				"err", err, "partitions", len(msgs), "messages", b.pending)
 			break
 		}
 		c.log.Warn("commit Kafka offsets", "err", err, "attempt", attempt, "retry_in", retry)
 		sleep(ctx, retry)
 		retry = min(2*retry, c.cfg.RetryMax)
 	}
-	clear(c.lastMessage)
-	c.pending = 0
-	c.metrics.pendingMessages.Set(0)
+	clear(b.lastMessage)
+	c.committed.Add(uint64(b.pending))
+	c.metrics.pendingMessages.Sub(float64(b.pending))
+	b.pending = 0
+}
+
+// observeFreshness records, for every pending sample, how long after its timestamp it was
+// stored. Clock skew between node and collector can make it negative; that counts as 0.
+func (c *Collector) observeFreshness(b *batch, now time.Time) {
+	nowNs := now.UnixNano()
+	for _, ts := range b.samples.tsNs {
+		c.metrics.freshness.Observe(max(0, float64(nowNs-int64(ts))) / 1e9)
+	}
 }
 
 // header returns the last value of key: ours come after any the original message carried.

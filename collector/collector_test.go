@@ -456,11 +456,20 @@ func TestCommitsOnlyAfterInsert(t *testing.T) {
 	if got := metricValue(t, reg, "slicemeter_collector_messages_consumed_total", consumedLabel); got != 2 {
 		t.Fatalf("consumed %v messages before the first flush, want 2", got)
 	}
-	// More messages while the flush is pending: they must not be fetched yet.
+	// More messages while the flush is pending: they fill the next batch, which then waits
+	// for the first; beyond those two batches nothing is fetched.
 	produce(t, brokers, batch(3), batch(4), batch(5))
+	waitFor(t, 10*time.Second, "the second batch fetched", func() bool {
+		return metricValue(t, reg, "slicemeter_collector_messages_consumed_total", consumedLabel) == 5
+	})
+	time.Sleep(300 * time.Millisecond) // the second batch is due: it now waits for the first
+	produce(t, brokers, batch(6), batch(7))
 	time.Sleep(500 * time.Millisecond)
-	if got := metricValue(t, reg, "slicemeter_collector_messages_consumed_total", consumedLabel); got != 2 {
-		t.Errorf("consumed %v messages while ClickHouse was down, want 2 (fetching must pause)", got)
+	if got := metricValue(t, reg, "slicemeter_collector_messages_consumed_total", consumedLabel); got != 5 {
+		t.Errorf("consumed %v messages while ClickHouse was down, want 5 (two batches; fetching must pause)", got)
+	}
+	if got := metricValue(t, reg, "slicemeter_collector_pending_messages", nil); got != 5 {
+		t.Errorf("pending_messages = %v while ClickHouse was down, want 5", got)
 	}
 	if off := committedOffset(t, brokers, group, pb.TopicSamples); off != -1 {
 		t.Errorf("committed offset %d while ClickHouse was down, want none", off)
@@ -472,16 +481,16 @@ func TestCommitsOnlyAfterInsert(t *testing.T) {
 	if err := ch.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "5 samples stored", func() bool { s, _ := c.Stored(); return s == 5 })
-	waitFor(t, 10*time.Second, "offset 5 committed", func() bool {
-		return committedOffset(t, brokers, group, pb.TopicSamples) == 5
+	waitFor(t, 20*time.Second, "7 samples stored", func() bool { s, _ := c.Stored(); return s == 7 })
+	waitFor(t, 10*time.Second, "offset 7 committed", func() bool {
+		return committedOffset(t, brokers, group, pb.TopicSamples) == 7
 	})
 	var count uint64
 	if err := conn.QueryRow(ctx, "SELECT count() FROM samples").Scan(&count); err != nil {
 		t.Fatal(err)
 	}
-	if count != 5 {
-		t.Errorf("samples has %d rows, want 5", count)
+	if count != 7 {
+		t.Errorf("samples has %d rows, want 7", count)
 	}
 }
 

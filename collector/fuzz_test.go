@@ -29,7 +29,7 @@ func FuzzProcess(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, value []byte, samples bool) {
-		c := &Collector{log: slog.New(slog.DiscardHandler), metrics: m, lastMessage: map[topicPartition]kafka.Message{}}
+		c := &Collector{log: slog.New(slog.DiscardHandler), metrics: m, batch: newBatch()}
 		topic := pb.TopicAllocations
 		if samples {
 			topic = pb.TopicSamples

@@ -5,17 +5,21 @@ import "github.com/prometheus/client_golang/prometheus"
 // metrics are the collector's own Prometheus metrics. They are registered on the registry
 // given to New, never on the global one.
 type metrics struct {
-	consumed        *prometheus.CounterVec   // topic
-	samplesStored   prometheus.Counter       //
-	allocsStored    prometheus.Counter       //
-	samplesDropped  *prometheus.CounterVec   // reason
-	deadLettered    *prometheus.CounterVec   // topic, reason
-	insertErrors    *prometheus.CounterVec   // table
-	insertDuration  *prometheus.HistogramVec // table
-	batchRows       *prometheus.HistogramVec // table
-	deadLetterErrs  prometheus.Counter       //
-	commitErrors    prometheus.Counter       //
-	pendingMessages prometheus.Gauge         //
+	consumed          *prometheus.CounterVec   // topic
+	samplesStored     prometheus.Counter       //
+	allocsStored      prometheus.Counter       //
+	samplesDropped    *prometheus.CounterVec   // reason
+	deadLettered      *prometheus.CounterVec   // topic, reason
+	insertErrors      *prometheus.CounterVec   // table
+	insertDuration    *prometheus.HistogramVec // table
+	batchRows         *prometheus.HistogramVec // table
+	deadLetterErrs    prometheus.Counter       //
+	commitErrors      prometheus.Counter       //
+	pendingMessages   prometheus.Gauge         //
+	freshness         prometheus.Histogram     //
+	consumerLag       *prometheus.GaugeVec     // topic, partition
+	partitionsDropped prometheus.Counter
+	retentionErrors   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -67,6 +71,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: ns, Subsystem: sub, Name: "pending_messages",
 			Help: "Messages fetched whose rows are not yet inserted and committed.",
 		}),
+		freshness: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: sub, Name: "sample_freshness_seconds",
+			Help:    "End-to-end lag of stored samples: from the sample's timestamp to its insert into ClickHouse.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30, 60, 300, 1800},
+		}),
+		consumerLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: sub, Name: "consumer_lag_messages",
+			Help: "Messages in a partition after the last one this collector committed, at fetch time, by topic and partition.",
+		}, []string{"topic", "partition"}),
+		partitionsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "retention_partitions_dropped_total",
+			Help: "Expired day partitions dropped from the samples and rollup tables.",
+		}),
+		retentionErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "retention_errors_total",
+			Help: "Failed retention rounds (retried at the next interval).",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -74,7 +95,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []prometheus.Collector{
 		m.consumed, m.samplesStored, m.allocsStored, m.samplesDropped, m.deadLettered,
 		m.insertErrors, m.insertDuration, m.batchRows, m.deadLetterErrs, m.commitErrors,
-		m.pendingMessages,
+		m.pendingMessages, m.freshness, m.consumerLag, m.partitionsDropped, m.retentionErrors,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

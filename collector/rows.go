@@ -36,6 +36,7 @@ type sampleColumns struct {
 	vgpuRunNs        []uint64
 	vgpuSwitchNs     []uint64
 	vgpuWaitsNs      [][]uint64
+	waitsArena       []uint64 // backing array of the vgpuWaitsNs that addWire appends
 }
 
 // sampleColumnNames is the explicit column list ClickHouse 18.16 needs, in the order
@@ -94,6 +95,40 @@ func (c *sampleColumns) add(node string, s *pb.Sample) {
 	c.vgpuWaitsNs = append(c.vgpuWaitsNs, waits)
 }
 
+// addWire appends one validated sample decoded by d, copying its waits (d reuses its buffers).
+func (c *sampleColumns) addWire(node string, s *wireSample, d *sampleDecoder) {
+	c.time = append(c.time, time.Unix(int64(s.tsNs/1e9), 0).UTC()) // ts_ns truncated to seconds
+	c.tsNs = append(c.tsNs, s.tsNs)
+	c.intervalNs = append(c.intervalNs, s.intervalNs)
+	c.node = append(c.node, node)
+	c.gpuUUID = append(c.gpuUUID, s.gpuUUID)
+	c.gpuIndex = append(c.gpuIndex, s.gpuIndex)
+	c.model = append(c.model, s.model)
+	c.kind = append(c.kind, s.kind.Label())
+	c.instanceID = append(c.instanceID, s.instanceID)
+	c.profile = append(c.profile, s.profile)
+	var attached uint8
+	if s.attached {
+		attached = 1
+	}
+	c.attached = append(c.attached, attached)
+	c.smActive = append(c.smActive, s.smActive)
+	c.memUsedBytes = append(c.memUsedBytes, s.memUsed)
+	c.memTotalBytes = append(c.memTotalBytes, s.memTotal)
+	c.powerWatts = append(c.powerWatts, s.powerWatts)
+	c.computeSlices = append(c.computeSlices, s.computeSlices)
+	c.smCount = append(c.smCount, s.smCount)
+	c.gpuSMCount = append(c.gpuSMCount, s.gpuSMCount)
+	c.gpuMemTotalBytes = append(c.gpuMemTotalBytes, s.gpuMemTotal)
+	c.vgpuRunNs = append(c.vgpuRunNs, s.runNs)
+	c.vgpuSwitchNs = append(c.vgpuSwitchNs, s.switchNs)
+	// Earlier sub-slices keep pointing at the old array when append reallocates, so they stay
+	// valid; the full slice expression keeps a later append from writing into them.
+	from := len(c.waitsArena)
+	c.waitsArena = append(c.waitsArena, d.waitsOf(s)...)
+	c.vgpuWaitsNs = append(c.vgpuWaitsNs, c.waitsArena[from:len(c.waitsArena):len(c.waitsArena)])
+}
+
 // reset empties the buffers, keeping their capacity for the next flush.
 func (c *sampleColumns) reset() {
 	c.time, c.tsNs, c.intervalNs = c.time[:0], c.tsNs[:0], c.intervalNs[:0]
@@ -105,6 +140,7 @@ func (c *sampleColumns) reset() {
 	c.vgpuRunNs, c.vgpuSwitchNs = c.vgpuRunNs[:0], c.vgpuSwitchNs[:0]
 	clear(c.vgpuWaitsNs) // drop references to the decoded messages' slices
 	c.vgpuWaitsNs = c.vgpuWaitsNs[:0]
+	c.waitsArena = c.waitsArena[:0]
 }
 
 // allocationColumns buffers allocation rows.

@@ -40,16 +40,25 @@ func (r *refusal) Error() string { return r.reason + ": " + r.detail }
 
 // checkSample validates one sample of a batch; nil means it can be stored.
 func checkSample(s *pb.Sample) *refusal {
+	return checkSampleFields(s.GetInstanceId(), s.GetKind(), s.GetTsNs(), s.GetIntervalNs())
+}
+
+// checkWireSample is checkSample for a sample decoded by sampleDecoder.
+func checkWireSample(s *wireSample) *refusal {
+	return checkSampleFields(s.instanceID, s.kind, s.tsNs, s.intervalNs)
+}
+
+func checkSampleFields(instanceID string, kind pb.Kind, tsNs, intervalNs uint64) *refusal {
 	switch {
-	case s.GetInstanceId() == "":
+	case instanceID == "":
 		return &refusal{reasonMissingInstanceID, "instance_id is empty"}
-	case !knownKind(s.GetKind()):
-		return &refusal{reasonUnknownKind, fmt.Sprintf("kind %d is not gpu, mig or vgpu", int32(s.GetKind()))}
-	case s.GetTsNs() == 0:
+	case !knownKind(kind):
+		return &refusal{reasonUnknownKind, fmt.Sprintf("kind %d is not gpu, mig or vgpu", int32(kind))}
+	case tsNs == 0:
 		return &refusal{reasonMissingTimestamp, "ts_ns is 0"}
-	case s.GetTsNs() > maxTimestampNs:
-		return &refusal{reasonTimestampOutOfRange, fmt.Sprintf("ts_ns %d is past what a DateTime holds (2106)", s.GetTsNs())}
-	case s.GetIntervalNs() == 0:
+	case tsNs > maxTimestampNs:
+		return &refusal{reasonTimestampOutOfRange, fmt.Sprintf("ts_ns %d is past what a DateTime holds (2106)", tsNs)}
+	case intervalNs == 0:
 		return &refusal{reasonMissingInterval, "interval_ns is 0"}
 	}
 	return nil

@@ -22,12 +22,13 @@ type collectorCmd struct {
 	dsn           *string
 	flushRows     *int
 	flushInterval *time.Duration
+	retention     collector.Retention
 	web           *web.FlagConfig
 }
 
 func newCollectorCmd(app *kingpin.Application) *collectorCmd {
 	c := app.Command("collector", "Consume samples and allocations from Kafka and store them in ClickHouse.")
-	return &collectorCmd{
+	cmd := &collectorCmd{
 		brokers:       c.Flag("kafka.brokers", "Kafka brokers (host:port,...).").Required().String(),
 		group:         c.Flag("kafka.group", "Consumer group; collectors in one group split the partitions.").Default("slicemeter-collector").String(),
 		partitions:    c.Flag("kafka.partitions", "Partitions of the topics when they have to be created.").Default("4").Int(),
@@ -36,12 +37,23 @@ func newCollectorCmd(app *kingpin.Application) *collectorCmd {
 		flushInterval: c.Flag("collector.flush-interval", "Insert at least this often.").Default("1s").Duration(),
 		web:           kingpinflag.AddFlags(c, ":9836"),
 	}
+	// Whole days are what expires (day partitions); 0 keeps everything.
+	c.Flag("retention.raw", "Keep raw samples this long (e.g. 168h; 0: forever).").Default("0").DurationVar(&cmd.retention.Raw)
+	c.Flag("retention.rollup-1s", "Keep the per-second rollup this long (0: forever).").Default("0").DurationVar(&cmd.retention.Rollup1s)
+	c.Flag("retention.rollup-1m", "Keep the per-minute rollup this long (0: forever).").Default("0").DurationVar(&cmd.retention.Rollup1m)
+	return cmd
 }
 
 func (c *collectorCmd) run(ctx context.Context, logger *slog.Logger) error {
 	brokers := kafkaconn.ParseBrokers(*c.brokers)
 	if len(brokers) == 0 {
 		return usage("--kafka.brokers: %q names no broker; expected host:port[,host:port...]", *c.brokers)
+	}
+	for flag, d := range map[string]time.Duration{"--retention.raw": c.retention.Raw,
+		"--retention.rollup-1s": c.retention.Rollup1s, "--retention.rollup-1m": c.retention.Rollup1m} {
+		if d < 0 {
+			return usage("%s: %s is negative; expected a duration such as 168h, or 0 to keep everything", flag, d)
+		}
 	}
 	reg := newRegistry()
 	var ready atomic.Bool
@@ -56,6 +68,7 @@ func (c *collectorCmd) run(ctx context.Context, logger *slog.Logger) error {
 	defer conn.Close()
 	col, err := collector.New(collector.Config{
 		Brokers: brokers, GroupID: *c.group, FlushRows: *c.flushRows, FlushInterval: *c.flushInterval,
+		Retention: c.retention,
 	}, conn, reg, logger)
 	if err != nil {
 		return err

@@ -1,0 +1,172 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Rollups are recomputed, not fed by materialized views: a view fires per inserted block, so a
+// batch delivered again after a crash would be counted twice. A flush inserts its raw samples,
+// then rewrites the complete rollup rows of every second (and minute) it touched, for the nodes
+// it touched, from the deduplicated raw rows, and only then commits the Kafka offsets. A crash
+// anywhere before the commit replays the batch, which recomputes the same rows again.
+// Recomputations only ever see more raw rows, so the row with the most samples is the complete
+// one (ReplacingMergeTree(samples); readers take it the same way; schemas/README.md).
+
+// rollupColumns is the column list of samples_1s and samples_1m.
+const rollupColumns = `time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
+    compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
+    samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
+    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count`
+
+// rollupSecondsQuery recomputes samples_1s for the nodes (a GroupSet) and the seconds
+// [from, to] (UInt32 Unix seconds). LIMIT 1 BY drops duplicate deliveries of a sample.
+const rollupSecondsQuery = `INSERT INTO samples_1s (` + rollupColumns + `)
+SELECT time, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(kind), any(profile),
+    any(compute_slices), any(sm_count), any(gpu_sm_count), any(mem_total_bytes),
+    any(gpu_mem_total_bytes), any(interval_ns),
+    count(), sum(interval_ns), sum(sm_active), sum(toUInt64(attached)), sum(vgpu_switch_ns),
+    sum(vgpu_run_ns), minIf(ts_ns, attached = 1), sum(toFloat64(mem_used_bytes)), sum(power_watts),
+    tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 1),
+    tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 2)
+FROM (
+    SELECT time, ts_ns, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
+        compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes,
+        interval_ns, sm_active, attached, vgpu_switch_ns, vgpu_run_ns, mem_used_bytes,
+        power_watts, vgpu_waits_ns
+    FROM samples
+    WHERE node IN ? AND time >= toDateTime(?) AND time <= toDateTime(?)
+    LIMIT 1 BY node, instance_id, ts_ns
+)
+GROUP BY node, instance_id, time`
+
+// rollupMinutesQuery recomputes samples_1m for the nodes and the minutes starting in
+// [from, to] from the complete (most samples) samples_1s row of each second.
+const rollupMinutesQuery = `INSERT INTO samples_1m (` + rollupColumns + `)
+SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gpu_index), any(model),
+    any(kind), any(profile), any(compute_slices), any(sm_count), any(gpu_sm_count),
+    any(mem_total_bytes), any(gpu_mem_total_bytes), any(interval_ns),
+    sum(samples), sum(covered_ns), sum(sm_active_sum), sum(attached_sum), sum(vgpu_switch_ns_sum),
+    sum(vgpu_run_ns_sum), minIf(first_attached_ns, first_attached_ns > 0), sum(mem_used_bytes_sum),
+    sum(power_watts_sum),
+    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2)
+FROM (
+    SELECT time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile, compute_slices,
+        sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns, samples,
+        covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
+        first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count
+    FROM samples_1s
+    WHERE node IN ? AND time >= toDateTime(?) AND time <= toDateTime(?)
+    ORDER BY samples DESC
+    LIMIT 1 BY node, instance_id, time
+)
+GROUP BY node, instance_id, minute`
+
+// touched records which nodes and seconds the pending samples cover, so that a flush
+// recomputes only those rollup rows. Consecutive samples mostly share both, so add is a
+// comparison, not a map write, on the hot path.
+type touched struct {
+	nodes    map[string]struct{}
+	seconds  map[uint32]struct{}
+	lastNode string
+	lastSec  uint32
+	any      bool // lastSec is valid
+}
+
+func (t *touched) addNode(node string) {
+	if len(t.nodes) > 0 && node == t.lastNode {
+		return
+	}
+	if t.nodes == nil {
+		t.nodes = map[string]struct{}{}
+	}
+	t.nodes[node] = struct{}{}
+	t.lastNode = node
+}
+
+func (t *touched) addSecond(sec uint32) {
+	if t.any && sec == t.lastSec {
+		return
+	}
+	if t.seconds == nil {
+		t.seconds = map[uint32]struct{}{}
+	}
+	t.seconds[sec] = struct{}{}
+	t.lastSec, t.any = sec, true
+}
+
+func (t *touched) empty() bool { return len(t.seconds) == 0 }
+
+func (t *touched) reset() {
+	clear(t.nodes)
+	clear(t.seconds)
+	t.any = false
+}
+
+// secondRange is an inclusive range of Unix seconds.
+type secondRange struct{ from, to uint32 }
+
+// ranges merges the touched seconds into inclusive ranges; seconds less than gap apart join
+// one range, so that a flush sends a few queries, not one per second.
+func (t *touched) ranges(gap uint32) []secondRange {
+	secs := make([]uint32, 0, len(t.seconds))
+	for s := range t.seconds {
+		secs = append(secs, s)
+	}
+	slices.Sort(secs)
+	var out []secondRange
+	for _, s := range secs {
+		if n := len(out); n > 0 && s-out[n-1].to <= gap {
+			out[n-1].to = s
+			continue
+		}
+		out = append(out, secondRange{s, s})
+	}
+	return out
+}
+
+func (t *touched) nodeSet() clickhouse.GroupSet {
+	nodes := make([]string, 0, len(t.nodes))
+	for n := range t.nodes {
+		nodes = append(nodes, n)
+	}
+	slices.Sort(nodes)
+	set := clickhouse.GroupSet{Value: make([]any, len(nodes))}
+	for i, n := range nodes {
+		set.Value[i] = n
+	}
+	return set
+}
+
+// rollupGap joins touched seconds closer than this into one recomputation.
+const rollupGap = 60
+
+// recomputeRollups rewrites the samples_1s rows of the touched seconds, then the samples_1m
+// rows of their minutes, for the touched nodes.
+func recomputeRollups(ctx context.Context, conn driver.Conn, t *touched) error {
+	nodes := t.nodeSet()
+	for _, r := range t.ranges(rollupGap) {
+		if err := conn.Exec(ctx, rollupSecondsQuery, nodes, r.from, r.to); err != nil {
+			return fmt.Errorf("recompute samples_1s for %d nodes, seconds %s: %w", len(nodes.Value), r, err)
+		}
+		minutes := secondRange{r.from - r.from%60, r.to - r.to%60 + 59}
+		if err := conn.Exec(ctx, rollupMinutesQuery, nodes, minutes.from, minutes.to); err != nil {
+			return fmt.Errorf("recompute samples_1m for %d nodes, seconds %s: %w", len(nodes.Value), minutes, err)
+		}
+	}
+	return nil
+}
+
+func (r secondRange) String() string {
+	var b strings.Builder
+	b.WriteString(strconv.FormatUint(uint64(r.from), 10))
+	b.WriteString("..")
+	b.WriteString(strconv.FormatUint(uint64(r.to), 10))
+	return b.String()
+}

@@ -1,0 +1,282 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/schemas/migrations"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+func TestTouchedRanges(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		seconds []uint32
+		gap     uint32
+		want    []secondRange
+	}{
+		{"none", nil, 60, nil},
+		{"one", []uint32{100}, 60, []secondRange{{100, 100}}},
+		{"repeated", []uint32{100, 100, 101, 100}, 60, []secondRange{{100, 101}}},
+		{"within gap", []uint32{100, 160}, 60, []secondRange{{100, 160}}},
+		{"beyond gap", []uint32{100, 161}, 60, []secondRange{{100, 100}, {161, 161}}},
+		{"unordered", []uint32{5000, 10, 11, 4990}, 60, []secondRange{{10, 11}, {4990, 5000}}},
+		{"gap 0", []uint32{1, 2, 4}, 1, []secondRange{{1, 2}, {4, 4}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tr touched
+			tr.addNode("n")
+			for _, s := range tc.seconds {
+				tr.addSecond(s)
+			}
+			if got := tr.ranges(tc.gap); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("ranges = %v, want %v", got, tc.want)
+			}
+			tr.reset()
+			if !tr.empty() || len(tr.nodes) != 0 {
+				t.Errorf("after reset: %+v", tr)
+			}
+		})
+	}
+}
+
+// rollupRow is what a test reads back from samples_1s or samples_1m.
+type rollupRow struct {
+	Time                             time.Time
+	Node, InstanceID, Kind           string
+	Samples, CoveredNs, AttachedSum  uint64
+	SwitchSum, RunSum, FirstAttached uint64
+	SMSum                            float64
+	WaitNs, WaitCount                []uint64
+}
+
+// readRollup returns the complete (most samples) row of every key of table, in key order.
+func readRollup(t testing.TB, ctx context.Context, conn interface {
+	Select(ctx context.Context, dest any, query string, args ...any) error
+}, table string) []rollupRow {
+	t.Helper()
+	var rows []struct {
+		Time          time.Time `ch:"time"`
+		Node          string    `ch:"node"`
+		InstanceID    string    `ch:"instance_id"`
+		Kind          string    `ch:"kind"`
+		Samples       uint64    `ch:"samples"`
+		CoveredNs     uint64    `ch:"covered_ns"`
+		AttachedSum   uint64    `ch:"attached_sum"`
+		SwitchSum     uint64    `ch:"vgpu_switch_ns_sum"`
+		RunSum        uint64    `ch:"vgpu_run_ns_sum"`
+		FirstAttached uint64    `ch:"first_attached_ns"`
+		SMSum         float64   `ch:"sm_active_sum"`
+		WaitNs        []uint64  `ch:"wait_ns"`
+		WaitCount     []uint64  `ch:"wait_count"`
+	}
+	q := `SELECT time, node, instance_id, kind, samples, covered_ns, attached_sum, vgpu_switch_ns_sum,
+        vgpu_run_ns_sum, first_attached_ns, sm_active_sum, wait_ns, wait_count
+        FROM (SELECT * FROM ` + table + ` ORDER BY samples DESC LIMIT 1 BY node, instance_id, time)
+        ORDER BY node, instance_id, time`
+	if err := conn.Select(ctx, &rows, q); err != nil {
+		t.Fatalf("read %s: %v", table, err)
+	}
+	out := make([]rollupRow, len(rows))
+	for i, r := range rows {
+		out[i] = rollupRow{r.Time.UTC(), r.Node, r.InstanceID, r.Kind, r.Samples, r.CoveredNs, r.AttachedSum,
+			r.SwitchSum, r.RunSum, r.FirstAttached, r.SMSum, r.WaitNs, r.WaitCount}
+	}
+	return out
+}
+
+// TestRollupsExactlyOnce stores samples, stores some of them again (a replay after a crash),
+// recomputes after each, and checks the rollups against sums computed here.
+func TestRollupsExactlyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts ClickHouse")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn := migratedDatabase(t, clickHouse(t), "collector_rollups")
+
+	// Two nodes, 10 Hz, 2.5 minutes starting 0.7 s into a second, so seconds and minutes
+	// are partly covered at both ends; gpu0 attaches 3 s in; vGPU waits vary.
+	const n = 1500
+	type key struct {
+		node, id string
+		time     uint64
+	}
+	wantS := map[key]*rollupRow{}
+	var all []struct {
+		node string
+		s    *pb.Sample
+	}
+	for _, node := range []string{"node-a", "node-b"} {
+		for i := range n {
+			ts := base + uint64(i)*100_000_000
+			for _, s := range []*pb.Sample{sample(pb.Kind_KIND_GPU, "gpu0", ts), sample(pb.Kind_KIND_VGPU, "gpu1/vgpu0", ts)} {
+				s.Attached = s.GetKind() == pb.Kind_KIND_VGPU || i >= 30
+				s.SmActive = float64(i%4) / 4
+				if s.Vgpu != nil {
+					s.Vgpu.WaitsNs = []uint64{6_000_000, 6_000_000 + uint64(i%3)*1000}
+				}
+				all = append(all, struct {
+					node string
+					s    *pb.Sample
+				}{node, s})
+				k := key{node, s.GetInstanceId(), ts / 1e9}
+				r := wantS[k]
+				if r == nil {
+					r = &rollupRow{Time: time.Unix(int64(k.time), 0).UTC(), Node: node, InstanceID: k.id, Kind: s.GetKind().Label()}
+					wantS[k] = r
+				}
+				r.Samples++
+				r.CoveredNs += s.GetIntervalNs()
+				r.SMSum += s.GetSmActive()
+				if s.GetAttached() {
+					r.AttachedSum++
+					if r.FirstAttached == 0 {
+						r.FirstAttached = ts
+					}
+				}
+				r.SwitchSum += s.GetVgpu().GetSwitchNs()
+				r.RunSum += s.GetVgpu().GetRunNs()
+				for _, w := range s.GetVgpu().GetWaitsNs() {
+					addWait(r, w, 1)
+				}
+			}
+		}
+	}
+	// Minutes from the seconds, the same way.
+	wantM := map[key]*rollupRow{}
+	for k, r := range wantS {
+		mk := key{k.node, k.id, k.time - k.time%60}
+		m := wantM[mk]
+		if m == nil {
+			m = &rollupRow{Time: time.Unix(int64(mk.time), 0).UTC(), Node: k.node, InstanceID: k.id, Kind: r.Kind}
+			wantM[mk] = m
+		}
+		m.Samples += r.Samples
+		m.CoveredNs += r.CoveredNs
+		m.SMSum += r.SMSum
+		m.AttachedSum += r.AttachedSum
+		m.SwitchSum += r.SwitchSum
+		m.RunSum += r.RunSum
+		if r.FirstAttached != 0 && (m.FirstAttached == 0 || r.FirstAttached < m.FirstAttached) {
+			m.FirstAttached = r.FirstAttached
+		}
+		for i, w := range r.WaitNs {
+			addWait(m, w, r.WaitCount[i])
+		}
+	}
+
+	// store inserts samples [from, to) of all as one flush does: raw rows, then rollups.
+	store := func(from, to int) {
+		var cols sampleColumns
+		var tr touched
+		for _, x := range all[from:to] {
+			cols.add(x.node, x.s)
+			tr.addNode(x.node)
+			tr.addSecond(uint32(x.s.GetTsNs() / 1e9))
+		}
+		if err := insertColumns(ctx, conn, "samples", sampleColumnNames, cols.columns()); err != nil {
+			t.Fatal(err)
+		}
+		if err := recomputeRollups(ctx, conn, &tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Flushes that split seconds and minutes, with two replays overlapping them.
+	cuts := []int{0, 777, 1500, 1501, 3100, 4000, 4200, 6000}
+	for i := 1; i < len(cuts); i++ {
+		store(cuts[i-1], cuts[i])
+	}
+	store(700, 2000)
+	store(3000, 6000)
+
+	for _, tc := range []struct {
+		table string
+		want  map[key]*rollupRow
+	}{{"samples_1s", wantS}, {"samples_1m", wantM}} {
+		got := readRollup(t, ctx, conn, tc.table)
+		if len(got) != len(tc.want) {
+			t.Fatalf("%s: %d rows, want %d", tc.table, len(got), len(tc.want))
+		}
+		for _, g := range got {
+			w := tc.want[key{g.Node, g.InstanceID, uint64(g.Time.Unix())}]
+			if w == nil {
+				t.Fatalf("%s: unexpected row %+v", tc.table, g)
+			}
+			if diff := compareRollup(g, *w); diff != "" {
+				t.Errorf("%s %s/%s %s: %s", tc.table, g.Node, g.InstanceID, g.Time.Format(time.TimeOnly), diff)
+			}
+		}
+	}
+}
+
+// addWait adds count occurrences of wait w to r's histogram, keeping wait_ns sorted as sumMap does.
+func addWait(r *rollupRow, w, count uint64) {
+	for i, x := range r.WaitNs {
+		if x == w {
+			r.WaitCount[i] += count
+			return
+		}
+		if x > w {
+			r.WaitNs = append(r.WaitNs[:i], append([]uint64{w}, r.WaitNs[i:]...)...)
+			r.WaitCount = append(r.WaitCount[:i], append([]uint64{count}, r.WaitCount[i:]...)...)
+			return
+		}
+	}
+	r.WaitNs = append(r.WaitNs, w)
+	r.WaitCount = append(r.WaitCount, count)
+}
+
+func compareRollup(got, want rollupRow) string {
+	if len(want.WaitNs) == 0 {
+		want.WaitNs, want.WaitCount = []uint64{}, []uint64{}
+	}
+	if d := got.SMSum - want.SMSum; d > 1e-9 || d < -1e-9 {
+		return fmt.Sprintf("sm_active_sum %v, want %v", got.SMSum, want.SMSum)
+	}
+	got.SMSum = want.SMSum
+	if !reflect.DeepEqual(got, want) {
+		return fmt.Sprintf("got %+v\nwant %+v", got, want)
+	}
+	return ""
+}
+
+// TestRollupQueriesOnCurrentClickHouse runs the rollup recomputations through chDB (current
+// ClickHouse) after the migrations, with one sample in place; 18.16 runs them in
+// TestRollupsExactlyOnce.
+func TestRollupQueriesOnCurrentClickHouse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs chDB")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	bind := func(q string) string {
+		for _, arg := range []string{"('node-a', 'node-b')", "1767571200", "1767571319"} {
+			q = strings.Replace(q, "?", arg, 1)
+		}
+		return q + ";\n"
+	}
+	sql := "INSERT INTO samples (" + strings.Join(sampleColumnNames, ", ") + `)
+SELECT toDateTime(1767571200), 1767571200000000000, 100000000, 'node-a', 'GPU-1', 0, 'H100', 'vgpu',
+    'gpu0/vgpu0', 'H100-20C', 1, 0.5, 1, 2, 300, 0, 0, 0, 3, 4, 5, [6, 6, 7];
+` + bind(rollupSecondsQuery) + bind(rollupMinutesQuery) +
+		"SELECT throwIf(wait_count != [2, 1] OR samples != 1 OR first_attached_ns != 1767571200000000000) FROM samples_1m;\n"
+	file := filepath.Join(t.TempDir(), "rollup.sql")
+	if err := os.WriteFile(file, []byte(sql), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{}
+	for _, f := range migrations.Files() {
+		files = append(files, filepath.Join("..", "schemas", "migrations", f))
+	}
+	if err := local.CheckWithChDB(ctx, append(files, file)...); err != nil {
+		t.Fatal(err)
+	}
+}
