@@ -13,6 +13,8 @@ type interval struct{ start, end int64 }
 
 func (iv interval) duration() time.Duration { return time.Duration(iv.end - iv.start) }
 
+func (interval) time(ns int64) time.Time { return time.Unix(0, ns).UTC() }
+
 // target is an instance on a node: what an allocation holds and what samples describe.
 type target struct{ node, instance string }
 
@@ -76,6 +78,23 @@ func termsOf(a allocation, in pricebook.Instance, book *pricebook.PriceBook) (te
 		t.timeSliced = true
 	}
 	return t, nil
+}
+
+// averageOver sets the list price and multiplier to their averages over the billed interval,
+// for a price book whose prices change in time or that gives the tenant a contract price: the
+// list cost and cost of the interval are then exactly those of CostsBetween, split to the ns.
+func (t *terms) averageOver(a allocation, model string, billed interval, book *pricebook.PriceBook) error {
+	list, cost, err := book.CostsBetween(a.tenant, a.tier, model, t.fraction, billed.time(billed.start), billed.time(billed.end))
+	if err != nil {
+		return fmt.Errorf("price allocation %s of tenant %q on %s: %w", a.id, a.tenant, a.target, err)
+	}
+	if hours := billed.duration().Hours(); hours > 0 && t.fraction > 0 {
+		t.listPrice = list / (t.fraction * hours)
+	}
+	if list > 0 {
+		t.multiplier = cost / list
+	}
+	return nil
 }
 
 // usage is what the (deduplicated) samples of an allocation's target add up to within its

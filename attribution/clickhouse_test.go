@@ -36,14 +36,14 @@ func TestMain(m *testing.M) {
 }
 
 // newDatabase returns a connection to a fresh database with slicemeter's schema.
-func newDatabase(t *testing.T) driver.Conn {
+func newDatabase(t testing.TB) driver.Conn {
 	t.Helper()
 	return newDatabaseLogged(t, nil)
 }
 
 // newDatabaseLogged is newDatabase with the driver logging to logger (nil: nowhere); the
 // schema is applied through another connection.
-func newDatabaseLogged(t *testing.T, logger *slog.Logger) driver.Conn {
+func newDatabaseLogged(t testing.TB, logger *slog.Logger) driver.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/continuous"
+	"github.com/slicemeter/slicemeter/attribution/intake"
 	"github.com/slicemeter/slicemeter/deploy/local"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
@@ -37,6 +39,42 @@ func TestCurrentClickHouseDialect(t *testing.T) {
 		{id: "w", tenant: "c", tier: "pro", node: "node-a", instance: wholeA100.id, requested: t0, started: t0, version: 1},
 	})
 	if _, err := attribution.Compute(context.Background(), conn, t0, t0.Add(time.Minute), book); err != nil {
+		t.Fatal(err)
+	}
+	// The same from the per-second rollup, the intake's and the continuous attribution's queries.
+	ctx := context.Background()
+	rollUp(t, conn)
+	for _, source := range []attribution.Samples{attribution.SecondRollup, attribution.MinuteRollup} {
+		if _, err := attribution.ComputeFrom(ctx, conn, t0, t0.Add(time.Minute), book, source); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := intake.NewStore(conn)
+	if _, err := store.Put(ctx, []intake.Allocation{{ID: "x", Tenant: "d", Tier: "pro", Node: "node-a", Instance: "gpu9", RequestedAt: t0, StartedAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.List(ctx, "d", t0, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	runner := continuous.NewRunner(conn, book, continuous.Config{Backfill: 2 * time.Minute, MaxMinutes: 2}, nil, slog.New(slog.DiscardHandler))
+	runner.SetClock(func() time.Time { return t0.Add(2 * time.Minute) })
+	for range 2 { // the second pass resumes from what the first stored
+		if _, err := runner.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+		runner = continuous.NewRunner(conn, book, continuous.Config{Lookback: time.Minute, MaxMinutes: 2}, nil, slog.New(slog.DiscardHandler))
+		runner.SetClock(func() time.Time { return t0.Add(2 * time.Minute) })
+	}
+	if _, err := continuous.Totals(ctx, conn, t0, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := attribution.FromMinutes(ctx, conn, t0, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := attribution.NoisyNeighbours(ctx, conn, t0, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := attribution.FleetModels(ctx, conn, t0); err != nil {
 		t.Fatal(err)
 	}
 

@@ -114,9 +114,9 @@ func newFleet() *fleet {
 }
 
 // readInstancesInWindow reads every instance (and so every GPU) with a sample in the window.
-func readInstancesInWindow(ctx context.Context, conn driver.Conn, window interval) (*fleet, error) {
+func readInstancesInWindow(ctx context.Context, conn driver.Conn, q sampleQueries, window interval) (*fleet, error) {
 	f := newFleet()
-	err := f.read(ctx, conn, instancesInWindowQuery, seconds(window.start), seconds(window.end), window.start, window.end)
+	err := f.read(ctx, conn, q.instancesInWindow, seconds(window.start), seconds(window.end), window.start, window.end)
 	if err != nil {
 		return nil, fmt.Errorf("read the instances sampled in the window: %w", err)
 	}
@@ -125,11 +125,11 @@ func readInstancesInWindow(ctx context.Context, conn driver.Conn, window interva
 
 // readInstancesEver reads the latest facts of targets with no sample in the window (an
 // allocation billed through an exporter outage still has to be priced), chunkSize at a time.
-func readInstancesEver(ctx context.Context, conn driver.Conn, targets []target) (*fleet, error) {
+func readInstancesEver(ctx context.Context, conn driver.Conn, q sampleQueries, targets []target) (*fleet, error) {
 	f := newFleet()
 	for start := 0; start < len(targets); start += chunkSize {
 		nodes, instances := targetArrays(targets[start:min(start+chunkSize, len(targets))])
-		if err := f.read(ctx, conn, instancesEverQuery, nodes, instances); err != nil {
+		if err := f.read(ctx, conn, q.instancesEver, nodes, instances); err != nil {
 			return nil, fmt.Errorf("read the latest samples of %d targets not sampled in the window: %w", len(targets), err)
 		}
 	}
@@ -247,18 +247,18 @@ type measured struct {
 }
 
 // measure runs the per-chunk queries over the billed allocations.
-func measure(ctx context.Context, conn driver.Conn, billed []billedAllocation) (measured, error) {
+func measure(ctx context.Context, conn driver.Conn, q sampleQueries, billed []billedAllocation) (measured, error) {
 	m := measured{usage: map[string]usage{}, waits: map[string]histogram{}, firstAttached: map[string]int64{}}
 	for start := 0; start < len(billed); start += chunkSize {
 		chunk := billed[start:min(start+chunkSize, len(billed))]
-		if err := m.measureChunk(ctx, conn, chunk); err != nil {
+		if err := m.measureChunk(ctx, conn, q, chunk); err != nil {
 			return measured{}, err
 		}
 	}
 	return m, nil
 }
 
-func (m measured) measureChunk(ctx context.Context, conn driver.Conn, chunk []billedAllocation) error {
+func (m measured) measureChunk(ctx context.Context, conn driver.Conn, q sampleQueries, chunk []billedAllocation) error {
 	var (
 		targets []target
 		seen    = map[target]bool{}
@@ -283,7 +283,7 @@ func (m measured) measureChunk(ctx context.Context, conn driver.Conn, chunk []bi
 	table := allocationArgs(chunk)
 	sampleArgs := append([]any{seconds(samples.start), seconds(samples.end), samples.start, samples.end, nodes, instances}, table...)
 
-	err := queryEach(ctx, conn, usageQuery, sampleArgs, func(scan func(...any) error) error {
+	err := queryEach(ctx, conn, q.usage, sampleArgs, func(scan func(...any) error) error {
 		var (
 			id string
 			u  usage
@@ -298,7 +298,7 @@ func (m measured) measureChunk(ctx context.Context, conn driver.Conn, chunk []bi
 		return fmt.Errorf("read the usage of %d allocations: %w", len(chunk), err)
 	}
 
-	err = queryEach(ctx, conn, waitsQuery, sampleArgs, func(scan func(...any) error) error {
+	err = queryEach(ctx, conn, q.waits, sampleArgs, func(scan func(...any) error) error {
 		var (
 			id      string
 			wait, n uint64
@@ -318,7 +318,7 @@ func (m measured) measureChunk(ctx context.Context, conn driver.Conn, chunk []bi
 		return nil // no allocation of the chunk has a requested_at
 	}
 	searchArgs := append([]any{seconds(search.start), seconds(search.end), search.start, search.end, nodes, instances}, table...)
-	err = queryEach(ctx, conn, firstAttachedQuery, searchArgs, func(scan func(...any) error) error {
+	err = queryEach(ctx, conn, q.firstAttached, searchArgs, func(scan func(...any) error) error {
 		var (
 			id    string
 			first int64

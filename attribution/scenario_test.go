@@ -41,6 +41,9 @@ func TestScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if errs := attribution.CheckInvariants(r); len(errs) > 0 {
+				t.Errorf("invariants: %v", errs)
+			}
 			var got bytes.Buffer
 			if err := r.WriteCSV(&got); err != nil {
 				t.Fatal(err)

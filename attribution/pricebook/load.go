@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,7 +44,12 @@ func (e *Error) Error() string {
 //	currency: USD
 //	prices: {A100-SXM4-40GB: 1.60}
 //	tiers: {pro: 1.0, budget: 0.7}
-//	sla: {cold_start: {pro: 30s}}
+//	sla: {cold_start: {pro: 30s}, jitter_p99: {pro: 5ms}}   # jitter_p99 optional, no default
+//	contracts: {acme: {A100-SXM4-40GB: 1.20}}          # optional: tenant's own price per model
+//	changes:                                            # optional: effective-dated changes
+//	  - effective: "2026-01-15T12:00:00Z"
+//	    prices: {A100-SXM4-40GB: 1.80}
+//	    contracts: {acme: {A100-SXM4-40GB: 1.30}}
 func Load(path string) (*PriceBook, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -74,7 +81,7 @@ func Parse(file string, data []byte) (*PriceBook, error) {
 	return book, nil
 }
 
-const expectedBook = "a mapping with version: 1, currency, prices, tiers and optionally sla"
+const expectedBook = "a mapping with version: 1, currency, prices, tiers and optionally sla, contracts, changes"
 
 var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
 
@@ -93,7 +100,7 @@ func (p *parser) fail(n *yaml.Node, field, got, expected string) {
 
 func (p *parser) book(root *yaml.Node) *PriceBook {
 	book := &PriceBook{ColdStart: map[string]time.Duration{}}
-	var coldStart []namedNode // checked against the tiers once both are read
+	var coldStart, jitter []namedNode // checked against the tiers once both are read
 	seen := map[string]bool{}
 	for key, val := range p.mapping(root, "", expectedBook) {
 		seen[key.Value] = true
@@ -112,9 +119,13 @@ func (p *parser) book(root *yaml.Node) *PriceBook {
 		case "tiers":
 			book.Tiers = p.positives(val, "tiers", "tier", "a multiplier > 0")
 		case "sla":
-			coldStart = p.sla(val)
+			coldStart, jitter = p.sla(val)
+		case "contracts":
+			book.Contracts = p.contracts(val, "contracts")
+		case "changes":
+			book.Changes = p.changes(val)
 		default:
-			p.fail(key, key.Value, "unknown field", "one of version, currency, prices, tiers, sla")
+			p.fail(key, key.Value, "unknown field", "one of version, currency, prices, tiers, sla, contracts, changes")
 		}
 	}
 	for _, field := range []string{"version", "currency", "prices", "tiers"} {
@@ -122,21 +133,30 @@ func (p *parser) book(root *yaml.Node) *PriceBook {
 			p.fail(nil, field, "missing", expectedBook)
 		}
 	}
-	for _, c := range coldStart {
+	p.checkPriced(book)
+	book.ColdStart = p.limits(book, coldStart, "sla.cold_start.", "a duration > 0 such as 30s or 2m")
+	book.JitterP99 = p.limits(book, jitter, "sla.jitter_p99.", "a duration > 0 such as 5ms")
+	return book
+}
+
+// limits reads per-tier durations, each for a tier that tiers names.
+func (p *parser) limits(book *PriceBook, nodes []namedNode, prefix, expected string) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, c := range nodes {
 		tier, val := c.name, c.node
-		field := "sla.cold_start." + tier
+		field := prefix + tier
 		if _, ok := book.Tiers[tier]; !ok && book.Tiers != nil {
 			p.fail(val, field, "tier "+strconv.Quote(tier)+" is not in tiers", "a tier named in tiers ("+list(book.Tiers)+")")
 			continue
 		}
 		d, err := time.ParseDuration(val.Value)
 		if val.Kind != yaml.ScalarNode || val.Tag != "!!str" || err != nil || d <= 0 {
-			p.fail(val, field, quote(val), "a duration > 0 such as 30s or 2m")
+			p.fail(val, field, quote(val), expected)
 			continue
 		}
-		book.ColdStart[tier] = d
+		out[tier] = d
 	}
-	return book
+	return out
 }
 
 type namedNode struct {
@@ -144,18 +164,22 @@ type namedNode struct {
 	node *yaml.Node
 }
 
-func (p *parser) sla(n *yaml.Node) []namedNode {
-	var coldStart []namedNode
-	for key, val := range p.mapping(n, "sla", "a mapping with cold_start") {
-		if key.Value != "cold_start" {
-			p.fail(key, "sla."+key.Value, "unknown field", "cold_start")
-			continue
-		}
-		for tier, d := range p.mapping(val, "sla.cold_start", "a mapping of tier to duration, e.g. {pro: 30s}") {
-			coldStart = append(coldStart, namedNode{tier.Value, d})
+func (p *parser) sla(n *yaml.Node) (coldStart, jitter []namedNode) {
+	for key, val := range p.mapping(n, "sla", "a mapping with cold_start and/or jitter_p99") {
+		switch key.Value {
+		case "cold_start":
+			for tier, d := range p.mapping(val, "sla.cold_start", "a mapping of tier to duration, e.g. {pro: 30s}") {
+				coldStart = append(coldStart, namedNode{tier.Value, d})
+			}
+		case "jitter_p99":
+			for tier, d := range p.mapping(val, "sla.jitter_p99", "a mapping of tier to duration, e.g. {pro: 5ms}") {
+				jitter = append(jitter, namedNode{tier.Value, d})
+			}
+		default:
+			p.fail(key, "sla."+key.Value, "unknown field", "cold_start or jitter_p99")
 		}
 	}
-	return coldStart
+	return coldStart, jitter
 }
 
 // positives reads a mapping of names to numbers > 0 (prices, tiers).
@@ -229,5 +253,83 @@ func quote(n *yaml.Node) string {
 		return "a list"
 	default:
 		return "an empty value"
+	}
+}
+
+// contracts reads tenant → model → price.
+func (p *parser) contracts(n *yaml.Node, field string) map[string]map[string]float64 {
+	out := map[string]map[string]float64{}
+	for tenant, prices := range p.mapping(n, field, "a mapping of tenant to {GPU model: price}") {
+		out[tenant.Value] = p.positives(prices, field+"."+tenant.Value, "GPU model", "a contract price > 0 for one whole GPU and one hour")
+	}
+	return out
+}
+
+const expectedChange = "a mapping with effective (RFC 3339 time) and prices and/or contracts"
+
+// changes reads the effective-dated changes; two at the same time are refused.
+func (p *parser) changes(n *yaml.Node) []Change {
+	n = resolve(n)
+	if n.Kind != yaml.SequenceNode {
+		p.fail(n, "changes", quote(n), "a list of changes, each "+expectedChange)
+		return nil
+	}
+	var out []Change
+	seen := map[time.Time]int{}
+	for i, item := range n.Content {
+		field := fmt.Sprintf("changes[%d]", i)
+		var c Change
+		hasEffective := false
+		for key, val := range p.mapping(item, field, expectedChange) {
+			switch key.Value {
+			case "effective":
+				t, err := time.Parse(time.RFC3339Nano, val.Value)
+				if val.Kind != yaml.ScalarNode || (val.Tag != "!!str" && val.Tag != "!!timestamp") || err != nil {
+					p.fail(val, field+".effective", quote(val), "an RFC 3339 time such as 2026-01-15T00:00:00Z")
+					continue
+				}
+				hasEffective = true
+				c.Effective = t.UTC()
+				if j, dup := seen[c.Effective]; dup {
+					p.fail(val, field+".effective", quote(val), fmt.Sprintf("a time no other change has (changes[%d] has it)", j))
+				}
+				seen[c.Effective] = i
+			case "prices":
+				c.Prices = p.positives(val, field+".prices", "GPU model", "a list price > 0 for one whole GPU and one hour")
+			case "contracts":
+				c.Contracts = p.contracts(val, field+".contracts")
+			default:
+				p.fail(key, field+"."+key.Value, "unknown field", "one of effective, prices, contracts")
+			}
+		}
+		if !hasEffective && resolve(item).Kind == yaml.MappingNode {
+			p.fail(item, field+".effective", "missing", "an RFC 3339 time such as 2026-01-15T00:00:00Z")
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// checkPriced refuses contracts and changes for models that prices does not name: a model
+// must have a list price from the beginning, so that capacity and list cost are defined.
+func (p *parser) checkPriced(book *PriceBook) {
+	if book.Prices == nil {
+		return
+	}
+	check := func(field string, prices map[string]float64) {
+		for _, model := range slices.Sorted(maps.Keys(prices)) {
+			if _, ok := book.Prices[model]; !ok {
+				p.fail(nil, field+"."+model, "model not in prices", "a GPU model that prices names ("+list(book.Prices)+")")
+			}
+		}
+	}
+	for _, tenant := range slices.Sorted(maps.Keys(book.Contracts)) {
+		check("contracts."+tenant, book.Contracts[tenant])
+	}
+	for i, c := range book.Changes {
+		check(fmt.Sprintf("changes[%d].prices", i), c.Prices)
+		for _, tenant := range slices.Sorted(maps.Keys(c.Contracts)) {
+			check(fmt.Sprintf("changes[%d].contracts.%s", i, tenant), c.Contracts[tenant])
+		}
 	}
 }

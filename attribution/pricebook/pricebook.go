@@ -32,6 +32,13 @@ type PriceBook struct {
 	Tiers map[string]float64
 	// ColdStart is the cold-start limit per tier; tiers not named get DefaultColdStartSLA.
 	ColdStart map[string]time.Duration
+	// JitterP99 is the p99 scheduling jitter limit per tier; tiers not named have none.
+	JitterP99 map[string]time.Duration
+	// Contracts: tenant → GPU model → the tenant's price for one whole GPU and one hour, in
+	// place of list price × tier multiplier (list cost stays at list price).
+	Contracts map[string]map[string]float64
+	// Changes are effective-dated changes of prices and contracts (see CostsBetween).
+	Changes []Change
 }
 
 // FromScenario takes the price book a scenario carries (its currency, prices, tiers and sla keys).
@@ -42,6 +49,7 @@ func FromScenario(s *scenario.Scenario) *PriceBook {
 		Prices:    maps.Clone(s.Prices),
 		Tiers:     maps.Clone(s.Tiers),
 		ColdStart: maps.Clone(s.ColdStartSLA),
+		JitterP99: maps.Clone(s.JitterP99SLA),
 	}
 }
 

@@ -45,7 +45,7 @@ func TestParseErrors(t *testing.T) {
 		{"empty file", "", []string{"p.yaml", "the file is empty"}},
 		{"not yaml", "prices: [1, 2", []string{"p.yaml", "not YAML"}},
 		{"not a mapping", "- 1\n", []string{"p.yaml:1", "a list; expected a mapping"}},
-		{"unknown key", good + "colour: red\n", []string{"p.yaml:5", "colour: unknown field", "expected one of version, currency, prices, tiers, sla"}},
+		{"unknown key", good + "colour: red\n", []string{"p.yaml:5", "colour: unknown field", "expected one of version, currency, prices, tiers, sla, contracts, changes"}},
 		{"missing version", "currency: USD\nprices: {A: 1}\ntiers: {pro: 1}\n", []string{"version: missing"}},
 		{"missing everything", "version: 1\n", []string{"currency: missing", "prices: missing", "tiers: missing"}},
 		{"wrong version", strings.Replace(good, "version: 1", "version: 2", 1), []string{"p.yaml:1", `version: "2"; expected 1`}},

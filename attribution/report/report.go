@@ -41,6 +41,9 @@ type Row struct {
 	ColdStartBreaches int
 	Unmetered         time.Duration // unmetered_seconds
 	Currency          string
+	// NoisyNeighbour is the co-tenant whose vGPU activity coincided most with this tenant's
+	// scheduling waits; empty when none or not computed. JSON only (noisy_neighbour).
+	NoisyNeighbour string
 }
 
 // Report is the tenant report of one window.
@@ -51,6 +54,16 @@ type Report struct {
 	Tenants     []Row // in any order; rendered in tenant-name order
 	// UnallocatedListCost is the fleet's capacity list cost minus the tenants' list costs.
 	UnallocatedListCost float64
+	// CapacityListCost is the list cost of every GPU of the fleet over the window (not
+	// rendered: it is Σ tenants' list_cost + unallocated).
+	CapacityListCost float64
+	// Unsampled counts the allocations left out because their target was never sampled
+	// (described in Notes).
+	Unsampled int
+	// Overlaps describes allocations that hold one instance at the same time (also in Notes).
+	Overlaps []string
+	// OmitUnallocated leaves the __unallocated__ row out (a tenant's view, see Only).
+	OmitUnallocated bool
 	// Notes are things the reader should know that have no column (e.g. a tenant seen at
 	// several tiers). They are not rendered.
 	Notes []string
@@ -60,6 +73,9 @@ type Report struct {
 func (r Report) Rows() []Row {
 	rows := slices.Clone(r.Tenants)
 	slices.SortStableFunc(rows, func(a, b Row) int { return strings.Compare(a.Tenant, b.Tenant) })
+	if r.OmitUnallocated {
+		return rows
+	}
 	return append(rows, Row{
 		Tenant:      Unallocated,
 		WindowStart: r.WindowStart,
@@ -127,4 +143,18 @@ func fixed(v float64, decimals int) string {
 // timestamp is RFC 3339 in UTC ("2026-01-05T00:00:00Z"), with a fraction only if there is one.
 func timestamp(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// Only is the report cut down to one tenant's rows, without the __unallocated__ row (which
+// describes the whole fleet): what a tenant may see.
+func (r Report) Only(tenant string) Report {
+	out := r
+	out.Tenants = nil
+	for _, row := range r.Tenants {
+		if row.Tenant == tenant {
+			out.Tenants = append(out.Tenants, row)
+		}
+	}
+	out.OmitUnallocated = true
+	return out
 }

@@ -28,20 +28,34 @@ func ParseFormat(s string) (Format, error) {
 }
 
 // Write writes the report in the format.
-func (r Report) Write(w io.Writer, f Format) error {
+func (r Report) Write(w io.Writer, f Format) error { return Series{r}.Write(w, f) }
+
+// WriteCSV writes the header, then one line per row (see Rows).
+func (r Report) WriteCSV(w io.Writer) error { return Series{r}.WriteCSV(w) }
+
+// WriteJSON writes an array with one object per row, keys as the CSV header names in column
+// order, numbers as numbers (with the CSV's decimals) and empty values as null.
+func (r Report) WriteJSON(w io.Writer) error { return Series{r}.WriteJSON(w) }
+
+// Series is the reports of consecutive windows (`slicemeter report --step`), written as one
+// table: the header once, then each window's rows in window order.
+type Series []Report
+
+// Write writes the series in the format.
+func (s Series) Write(w io.Writer, f Format) error {
 	switch f {
 	case CSV:
-		return r.WriteCSV(w)
+		return s.WriteCSV(w)
 	case JSON:
-		return r.WriteJSON(w)
+		return s.WriteJSON(w)
 	default:
 		return fmt.Errorf("report format %q: expected csv or json", f)
 	}
 }
 
-// WriteCSV writes the header, then one line per row (see Rows).
-func (r Report) WriteCSV(w io.Writer) error {
-	table, err := r.cells()
+// WriteCSV writes the header, then one line per row of every window.
+func (s Series) WriteCSV(w io.Writer) error {
+	table, err := s.cells()
 	if err != nil {
 		return err
 	}
@@ -65,14 +79,23 @@ func (r Report) WriteCSV(w io.Writer) error {
 	return nil
 }
 
-// WriteJSON writes an array with one object per row, keys as the CSV header names in column
-// order, numbers as numbers (with the CSV's decimals) and empty values as null.
-func (r Report) WriteJSON(w io.Writer) error {
-	table, err := r.cells()
+// WriteJSON writes one array of the rows of every window (see Report.WriteJSON), each with
+// the CSV's columns and then noisy_neighbour.
+func (s Series) WriteJSON(w io.Writer) error {
+	table, err := s.cells()
+	if err == nil {
+		i := 0
+		for _, r := range s {
+			for _, row := range r.Rows() {
+				table[i] = append(table[i], cell{text: row.NoisyNeighbour})
+				i++
+			}
+		}
+	}
 	if err != nil {
 		return err
 	}
-	header := Header()
+	header := append(Header(), "noisy_neighbour")
 	var buf bytes.Buffer
 	buf.WriteByte('[')
 	for i, cells := range table {
@@ -109,6 +132,18 @@ func (r Report) WriteJSON(w io.Writer) error {
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
+}
+
+func (s Series) cells() ([][]cell, error) {
+	var table [][]cell
+	for _, r := range s {
+		t, err := r.cells()
+		if err != nil {
+			return nil, err
+		}
+		table = append(table, t...)
+	}
+	return table, nil
 }
 
 func (r Report) cells() ([][]cell, error) {

@@ -10,14 +10,35 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/continuous"
+	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 )
 
 func TestSLAMetricsExposition(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := newSLAMetrics(reg)
+	book := &pricebook.PriceBook{Currency: "USD", Tiers: map[string]float64{"pro": 1, "budget": 0.7},
+		ColdStart: map[string]time.Duration{"pro": 30 * time.Second}, JitterP99: map[string]time.Duration{"pro": 5 * time.Millisecond}}
+	m := newSLAMetrics(reg, book)
 	eff, jitter, cold := 0.5, 4060*time.Microsecond, 45*time.Second
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	// Two minutes of continuous attribution: acme's allocation breaches its 30 s cold start
+	// (observed once, not per minute); the second minute is recomputed with a higher cost.
+	line := attribution.Line{AllocationID: "a1", Tenant: "acme", Tier: "pro", Cost: 0.25, WasteCost: 0.1, OverheadCost: 0.05, ColdStart: &cold, ColdStartSLA: 30 * time.Second, JitterP99: &jitter}
+	over := 6 * time.Millisecond
+	minute := func(at time.Time, cost float64) continuous.Minute {
+		l := line
+		l.Cost = cost
+		return continuous.Minute{Start: at, Report: report.Report{Currency: "USD"}, Lines: []attribution.Line{l}}
+	}
+	m.Minute(minute(start, 0.25), true, nil)
+	m.Minute(minute(start.Add(time.Minute), 0.25), true, nil)
+	jittery := minute(start.Add(2*time.Minute), 0)
+	jittery.Lines[0].JitterP99 = &over // over pro's 5 ms
+	m.Minute(jittery, true, nil)
+	m.Minute(minute(start.Add(time.Minute), 0.5), false, []error{&attribution.InvariantError{Invariant: attribution.InvariantCostSplit, Detail: "x"}})
+	m.Minute(minute(start.Add(-time.Hour), 9), false, nil) // recomputed, never counted here: not counted now
 	m.set(report.Report{WindowStart: start, WindowEnd: start.Add(time.Hour), Currency: "USD", UnallocatedListCost: 1.5,
 		Tenants: []report.Row{
 			{Tenant: "acme", Tier: "pro", Currency: "USD", Cost: 1, ListCost: 1, WasteCost: 0.4, OverheadCost: 0.1, Efficiency: &eff, JitterP99: &jitter, ColdStartMax: &cold, ColdStartBreaches: 1},
@@ -40,6 +61,17 @@ func TestSLAMetricsExposition(t *testing.T) {
 		`slicemeter_tenant_cold_start_breaches{currency="USD",tenant="acme",tier="pro"} 1`,
 		`slicemeter_unallocated_list_cost{currency="USD"} 1.5`,
 		`slicemeter_attribution_last_success_timestamp_seconds 1.7675748e+09`,
+		`slicemeter_tenant_cost_total{currency="USD",tenant="acme",tier="pro"} 0.75`,
+		`slicemeter_tenant_waste_cost_total{currency="USD",tenant="acme",tier="pro"} 0.3`,
+		`slicemeter_cold_start_seconds_count{tier="pro"} 1`,
+		`slicemeter_cold_start_seconds_bucket{tier="pro",le="45"} 1`,
+		`slicemeter_cold_start_seconds_bucket{tier="pro",le="30"} 0`,
+		`slicemeter_cold_start_breaches_total{tenant="acme",tier="pro"} 1`,
+		`slicemeter_attribution_invariant_violations_total{invariant="cost_split"} 1`,
+		`slicemeter_attribution_windows_stored_total{kind="recomputed"} 2`,
+		`slicemeter_sla_jitter_p99_limit_seconds{tier="pro"} 0.005`,
+		`slicemeter_jitter_breaches_total{tenant="acme",tier="pro"} 1`,
+		`slicemeter_sla_cold_start_limit_seconds{tier="budget"} 30`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("exposition lacks %s\n%s", want, text)
@@ -75,6 +107,10 @@ func TestRunExitCodes(t *testing.T) {
 		{[]string{"report", "--from", "2026-01-05T00:00:00Z", "--to", "2026-01-05T01:00:00Z"}, exitUsage, "price book is required"},
 		{[]string{"report", "--from", "2026-01-05T01:00:00Z", "--to", "2026-01-05T00:00:00Z", "--scenario", "x.yaml"}, exitUsage, "must be after"},
 		{[]string{"attribution", "--attribution.interval", "0s", "--scenario", "x.yaml"}, exitUsage, "must be > 0"},
+		{[]string{"report", "--from", "2026-01-05T00:00:00Z", "--to", "2026-01-05T01:00:00Z", "--step", "1w", "--scenario", "x.yaml"}, exitUsage, `step "1w"`},
+		{[]string{"pricebook", "check", "../../attribution/pricebook/testdata/prices.yaml"}, exitOK, "ok: USD, 2 GPU models, 2 tiers"},
+		{[]string{"pricebook", "check", "testdata/missing-pricebook.yaml"}, exitUsage, "missing-pricebook.yaml"},
+		{[]string{"allocations", "import", "testdata/missing-allocations.csv"}, exitUsage, "missing-allocations.csv"},
 		{[]string{"collector", "--kafka.brokers", ","}, exitUsage, "names no broker"},
 		{[]string{"demo", "--scenario", "../../schemas/scenario/testdata/missing.yaml"}, exitUsage, "missing.yaml"},
 	}

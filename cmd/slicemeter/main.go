@@ -66,6 +66,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"migrate":     newMigrateCmd(app),
 		"report":      newReportCmd(app, stdout),
 		"demo":        newDemoCmd(app, stdout),
+		"allocations": newAllocationsCmd(app, stdout),
+		"pricebook":   newPricebookCmd(app, stdout),
 	}
 	selected, err := app.Parse(args)
 	if exited >= 0 { // --help or --version

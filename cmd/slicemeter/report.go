@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution"
@@ -21,19 +23,49 @@ type reportCmd struct {
 	dsn      *string
 	book     *pricebookFlags
 	from, to *string
+	step     *string
+	samples  *string
+	minutes  *bool
 	format   *string
 }
 
 func newReportCmd(app *kingpin.Application, stdout io.Writer) *reportCmd {
 	c := app.Command("report", "Print the tenant report of a window, computed from what is in ClickHouse.")
 	return &reportCmd{
-		stdout: stdout,
-		dsn:    dsnFlag(c),
-		book:   addPricebookFlags(c),
-		from:   c.Flag("from", "Window start, RFC 3339 (e.g. 2026-01-05T00:00:00Z).").Required().String(),
-		to:     c.Flag("to", "Window end (exclusive), RFC 3339.").Required().String(),
-		format: c.Flag("format", "Output format.").Default("csv").Enum("csv", "json"),
+		stdout:  stdout,
+		dsn:     dsnFlag(c),
+		book:    addPricebookFlags(c),
+		from:    c.Flag("from", "Window start, RFC 3339 (e.g. 2026-01-05T00:00:00Z).").Required().String(),
+		to:      c.Flag("to", "Window end (exclusive), RFC 3339.").Required().String(),
+		step:    c.Flag("step", "Cut the window into steps, one set of rows each: 1h, 1d, month or a duration such as 15m or 7d.").String(),
+		samples: samplesFlag(c),
+		minutes: c.Flag("from-minutes", "Sum the minutes the attribution service stored (whole-minute windows) instead of computing from the samples.").Bool(),
+		format:  c.Flag("format", "Output format.").Default("csv").Enum("csv", "json"),
 	}
+}
+
+// samplesFlag chooses where sample aggregates are read from.
+func samplesFlag(c *kingpin.CmdClause) *string {
+	return c.Flag("attribution.samples", "Read the samples (raw: exact to the sample) or the collector's rollups (rollup-1s: ~10x fewer rows; rollup-1m: ~600x, allocations inside a minute counted by their share of it).").Default("raw").Enum("raw", "rollup-1s", "rollup-1m")
+}
+
+// computeWindow is the report of one window: from the minutes the attribution service stored
+// when fromMinutes, else computed from the samples.
+func computeWindow(ctx context.Context, conn driver.Conn, from, to time.Time, book *pricebook.PriceBook, samples string, fromMinutes bool) (report.Report, error) {
+	if fromMinutes {
+		return attribution.FromMinutes(ctx, conn, from, to)
+	}
+	return attribution.ComputeFrom(ctx, conn, from, to, book, sampleSource(samples))
+}
+
+func sampleSource(flag string) attribution.Samples {
+	switch flag {
+	case "rollup-1s":
+		return attribution.SecondRollup
+	case "rollup-1m":
+		return attribution.MinuteRollup
+	}
+	return attribution.RawSamples
 }
 
 func (c *reportCmd) run(ctx context.Context, _ *slog.Logger) error {
@@ -48,6 +80,10 @@ func (c *reportCmd) run(ctx context.Context, _ *slog.Logger) error {
 	if !to.After(from) {
 		return usage("--to (%s) must be after --from (%s)", *c.to, *c.from)
 	}
+	windows, err := report.Windows(from, to, *c.step)
+	if err != nil {
+		return usageError{fmt.Errorf("--step: %w", err)}
+	}
 	book, err := c.book.load()
 	if err != nil {
 		return err
@@ -57,11 +93,32 @@ func (c *reportCmd) run(ctx context.Context, _ *slog.Logger) error {
 		return err
 	}
 	defer conn.Close()
-	rep, err := attribution.Compute(ctx, conn, from, to, book)
-	if err != nil {
-		return fmt.Errorf("attributing %s to %s: %w", *c.from, *c.to, err)
+	var series report.Series
+	for _, w := range windows {
+		rep, err := computeWindow(ctx, conn, w.Start, w.End, book, *c.samples, *c.minutes)
+		if err != nil {
+			return fmt.Errorf("attributing %s to %s: %w", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), err)
+		}
+		if *c.format == "json" {
+			top, err := attribution.NoisyNeighbours(ctx, conn, w.Start, w.End)
+			if err != nil {
+				return fmt.Errorf("attributing %s to %s: %w", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), err)
+			}
+			rep = attribution.WithNeighbours(rep, top)
+		}
+		if errs := attribution.CheckInvariants(rep); len(errs) > 0 {
+			return fmt.Errorf("attributing %s to %s: the report breaks its invariants: %w", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), errors.Join(errs...))
+		}
+		series = append(series, rep)
 	}
-	return writeReport(c.stdout, rep, *c.format)
+	f, err := report.ParseFormat(*c.format)
+	if err != nil {
+		return usageError{err}
+	}
+	if err := series.Write(c.stdout, f); err != nil {
+		return fmt.Errorf("writing the report: %w", err)
+	}
+	return nil
 }
 
 func parseTime(flag, s string) (time.Time, error) {

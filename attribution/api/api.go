@@ -1,0 +1,324 @@
+// Package api serves attribution's HTTP API: allocations in and out
+// (POST/GET /api/v1/allocations) and the tenant report (GET /api/v1/report).
+//
+// Who may see what is decided by an Authorizer, the seam for authentication: until one is
+// configured every caller is an operator (AllowAll); a tenant principal only ever sees and
+// posts its own tenant's allocations and rows.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/slicemeter/slicemeter/attribution/intake"
+	"github.com/slicemeter/slicemeter/attribution/report"
+)
+
+// Principal is who is calling: an operator (Tenant empty) sees everything, a tenant only its own.
+type Principal struct{ Tenant string }
+
+// may says whether the principal may see or change the tenant's data.
+func (p Principal) may(tenant string) bool { return p.Tenant == "" || p.Tenant == tenant }
+
+// Authorizer says who a request comes from; an error refuses it (401).
+type Authorizer interface {
+	Principal(r *http.Request) (Principal, error)
+}
+
+// AllowAll treats every caller as an operator: the behaviour until authentication exists.
+type AllowAll struct{}
+
+// Principal implements Authorizer.
+func (AllowAll) Principal(*http.Request) (Principal, error) { return Principal{}, nil }
+
+// AllocationStore is what the API needs of the allocation store.
+type AllocationStore interface {
+	Put(ctx context.Context, allocs []intake.Allocation) (intake.Result, error)
+	List(ctx context.Context, tenant string, from, to time.Time) ([]intake.Allocation, error)
+}
+
+// ReportQuery is one window of a report request.
+type ReportQuery struct {
+	From, To time.Time
+	// Neighbours asks for each tenant's noisy neighbour too (the JSON report carries it).
+	Neighbours bool
+	// FromMinutes sums the minutes the service stored instead of computing from the samples.
+	FromMinutes bool
+}
+
+// Reporter computes the report of one window.
+type Reporter func(ctx context.Context, q ReportQuery) (report.Report, error)
+
+// Server is the API's handlers.
+type Server struct {
+	Store   AllocationStore
+	Report  Reporter
+	Auth    Authorizer
+	Metrics *intake.Metrics // may be nil
+	// Tiers, when set, are the tiers an allocation may name (the price book's): an allocation
+	// at another tier could not be priced, so it is refused at the door.
+	Tiers  map[string]float64
+	Logger *slog.Logger
+	// MaxBody bounds a POST body (default 16 MiB).
+	MaxBody int64
+}
+
+// Register adds the API's routes to mux.
+func (s *Server) Register(mux *http.ServeMux) {
+	mux.HandleFunc("POST /api/v1/allocations", s.postAllocations)
+	mux.HandleFunc("GET /api/v1/allocations", s.getAllocations)
+	mux.HandleFunc("GET /api/v1/report", s.getReport)
+}
+
+// problem is an error response.
+type problem struct {
+	Error string `json:"error"`
+}
+
+func (s *Server) fail(w http.ResponseWriter, status int, err error) {
+	writeJSON(w, status, problem{err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) principal(w http.ResponseWriter, r *http.Request) (Principal, bool) {
+	auth := s.Auth
+	if auth == nil {
+		auth = AllowAll{}
+	}
+	p, err := auth.Principal(r)
+	if err != nil {
+		s.fail(w, http.StatusUnauthorized, err)
+		return Principal{}, false
+	}
+	return p, true
+}
+
+// postResponse is what POST /api/v1/allocations answers.
+type postResponse struct {
+	Stored    []string `json:"stored"`
+	Unchanged []string `json:"unchanged"`
+	// Unseen: targets no sample has mentioned yet (accepted; flagged and counted).
+	Unseen []string `json:"unseen"`
+}
+
+func (s *Server) postAllocations(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.principal(w, r)
+	if !ok {
+		return
+	}
+	limit := s.MaxBody
+	if limit <= 0 {
+		limit = 16 << 20
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		s.Metrics.Refused(intake.ReasonMalformed, 1)
+		s.fail(w, http.StatusRequestEntityTooLarge, fmt.Errorf("read the request body: %w", err))
+		return
+	}
+	allocs, err := intake.DecodeJSON("request", body)
+	if err != nil {
+		s.Metrics.Refused(intake.ReasonMalformed, 1)
+		s.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	for i, a := range allocs {
+		if _, ok := s.Tiers[a.Tier]; s.Tiers != nil && !ok {
+			s.Metrics.Refused(intake.ReasonMalformed, len(allocs))
+			s.fail(w, http.StatusBadRequest, fmt.Errorf("request: allocation %d (%q): tier: %q; expected a tier of the price book (%s)", i+1, a.ID, a.Tier, tierList(s.Tiers)))
+			return
+		}
+		if !p.may(a.Tenant) {
+			s.Metrics.Refused(intake.ReasonForbidden, len(allocs))
+			s.fail(w, http.StatusForbidden, fmt.Errorf("allocation %q belongs to tenant %q, not to %q", a.ID, a.Tenant, p.Tenant))
+			return
+		}
+	}
+	res, err := s.Store.Put(r.Context(), allocs)
+	switch {
+	case errors.Is(err, intake.ErrRefused):
+		s.Metrics.Refused(intake.ReasonConflict, len(allocs))
+		s.fail(w, http.StatusConflict, err)
+		return
+	case err != nil:
+		s.logger().ErrorContext(r.Context(), "storing allocations failed", "count", len(allocs), "err", err)
+		s.fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	s.Metrics.Done(res)
+	for _, t := range res.Unseen {
+		s.logger().WarnContext(r.Context(), "allocation for an instance not seen in any sample yet", "target", t)
+	}
+	writeJSON(w, http.StatusOK, postResponse{Stored: nonNil(res.Stored), Unchanged: nonNil(res.Unchanged), Unseen: nonNil(res.Unseen)})
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Logger
+}
+
+// scope reads tenant, from and to; a tenant principal is held to its own tenant.
+func (s *Server) scope(w http.ResponseWriter, r *http.Request, timesRequired bool) (tenant string, from, to time.Time, ok bool) {
+	p, ok := s.principal(w, r)
+	if !ok {
+		return "", time.Time{}, time.Time{}, false
+	}
+	q := r.URL.Query()
+	tenant = q.Get("tenant")
+	if tenant == "" {
+		tenant = p.Tenant
+	}
+	if !p.may(tenant) {
+		s.fail(w, http.StatusForbidden, fmt.Errorf("tenant %q may not read tenant %q", p.Tenant, tenant))
+		return "", time.Time{}, time.Time{}, false
+	}
+	for _, f := range []struct {
+		name string
+		dst  *time.Time
+	}{{"from", &from}, {"to", &to}} {
+		v := q.Get(f.name)
+		if v == "" {
+			if timesRequired {
+				s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter %s: missing; expected an RFC 3339 time", f.name))
+				return "", time.Time{}, time.Time{}, false
+			}
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter %s: %q; expected an RFC 3339 time such as 2026-01-05T00:00:00Z", f.name, v))
+			return "", time.Time{}, time.Time{}, false
+		}
+		*f.dst = t.UTC()
+	}
+	if !from.IsZero() && !to.IsZero() && !to.After(from) {
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameters: to %s must be after from %s", to.Format(time.RFC3339), from.Format(time.RFC3339)))
+		return "", time.Time{}, time.Time{}, false
+	}
+	return tenant, from, to, true
+}
+
+func (s *Server) getAllocations(w http.ResponseWriter, r *http.Request) {
+	tenant, from, to, ok := s.scope(w, r, false)
+	if !ok {
+		return
+	}
+	allocs, err := s.Store.List(r.Context(), tenant, from, to)
+	if err != nil {
+		s.fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	out := make([]jsonAllocation, 0, len(allocs))
+	for _, a := range allocs {
+		out = append(out, toJSON(a))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// jsonAllocation is an allocation as the API writes it: ended_at null while running.
+type jsonAllocation struct {
+	ID          string     `json:"allocation_id"`
+	Tenant      string     `json:"tenant"`
+	Tier        string     `json:"tier"`
+	Node        string     `json:"node"`
+	Instance    string     `json:"instance_id"`
+	RequestedAt time.Time  `json:"requested_at"`
+	StartedAt   time.Time  `json:"started_at"`
+	EndedAt     *time.Time `json:"ended_at"`
+}
+
+func toJSON(a intake.Allocation) jsonAllocation {
+	j := jsonAllocation{ID: a.ID, Tenant: a.Tenant, Tier: a.Tier, Node: a.Node, Instance: a.Instance, RequestedAt: a.RequestedAt, StartedAt: a.StartedAt}
+	if !a.EndedAt.IsZero() {
+		j.EndedAt = &a.EndedAt
+	}
+	return j
+}
+
+// getReport answers the report of [from, to), optionally in steps, as CSV (default) or JSON,
+// computed from the samples or (source=minutes) summed from the stored minutes.
+// A tenant principal (or ?tenant=) gets only that tenant's rows; the __unallocated__ row is for
+// operators only.
+func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
+	tenant, from, to, ok := s.scope(w, r, true)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	format := q.Get("format")
+	if format == "" {
+		format = string(report.CSV)
+	}
+	f, err := report.ParseFormat(format)
+	if err != nil {
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter format: %w", err))
+		return
+	}
+	var fromMinutes bool
+	switch src := q.Get("source"); src {
+	case "", "samples":
+	case "minutes":
+		fromMinutes = true
+	default:
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter source: %q; expected samples or minutes", src))
+		return
+	}
+	windows, err := report.Windows(from, to, q.Get("step"))
+	if err != nil {
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter step: %w", err))
+		return
+	}
+	const maxWindows = 10000
+	if len(windows) > maxWindows {
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter step: %d windows; expected at most %d", len(windows), maxWindows))
+		return
+	}
+	var series report.Series
+	for _, win := range windows {
+		rep, err := s.Report(r.Context(), ReportQuery{From: win.Start, To: win.End, Neighbours: f == report.JSON, FromMinutes: fromMinutes})
+		if err != nil {
+			s.fail(w, http.StatusInternalServerError, err)
+			return
+		}
+		if tenant != "" {
+			rep = rep.Only(tenant)
+		}
+		series = append(series, rep)
+	}
+	if f == report.CSV {
+		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	if err := series.Write(w, f); err != nil {
+		s.logger().ErrorContext(r.Context(), "writing a report failed", "err", err)
+	}
+}
+
+func tierList(tiers map[string]float64) string {
+	names := slices.Sorted(maps.Keys(tiers))
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,161 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slicemeter/slicemeter/attribution/intake"
+	"github.com/slicemeter/slicemeter/attribution/report"
+)
+
+// memStore is an in-memory AllocationStore: the HTTP layer is under test, not ClickHouse.
+type memStore struct {
+	allocs []intake.Allocation
+	put    func([]intake.Allocation) (intake.Result, error)
+}
+
+func (m *memStore) Put(_ context.Context, allocs []intake.Allocation) (intake.Result, error) {
+	if m.put != nil {
+		return m.put(allocs)
+	}
+	m.allocs = append(m.allocs, allocs...)
+	var r intake.Result
+	for _, a := range allocs {
+		r.Stored = append(r.Stored, a.ID)
+	}
+	return r, nil
+}
+
+func (m *memStore) List(_ context.Context, tenant string, _, _ time.Time) ([]intake.Allocation, error) {
+	var out []intake.Allocation
+	for _, a := range m.allocs {
+		if tenant == "" || a.Tenant == tenant {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// headerAuth takes the tenant from a header: a stand-in for real authentication.
+type headerAuth struct{}
+
+func (headerAuth) Principal(r *http.Request) (Principal, error) {
+	if r.Header.Get("X-Tenant") == "nobody" {
+		return Principal{}, errors.New("unknown caller")
+	}
+	return Principal{Tenant: r.Header.Get("X-Tenant")}, nil
+}
+
+const body = `[{"allocation_id": "a1", "tenant": "acme", "tier": "pro", "node": "n", "instance_id": "gpu0",
+  "requested_at": "2026-01-05T00:00:00Z", "started_at": "2026-01-05T00:00:10Z", "ended_at": null}]`
+
+func newServer(store *memStore) *httptest.Server {
+	s := &Server{
+		Store: store,
+		Auth:  headerAuth{},
+		Report: func(_ context.Context, q ReportQuery) (report.Report, error) {
+			from, to := q.From, q.To
+			neighbour := ""
+			if q.Neighbours {
+				neighbour = "acme"
+			}
+			if q.FromMinutes {
+				neighbour = "minutes"
+			}
+			return report.Report{WindowStart: from, WindowEnd: to, Currency: "USD", UnallocatedListCost: 1,
+				Tenants: []report.Row{
+					{Tenant: "acme", Tier: "pro", WindowStart: from, WindowEnd: to, Cost: to.Sub(from).Hours(), Currency: "USD"},
+					{Tenant: "beta", Tier: "pro", WindowStart: from, WindowEnd: to, Cost: 2, Currency: "USD", NoisyNeighbour: neighbour},
+				}}, nil
+		},
+		Metrics: intake.NewMetrics(prometheus.NewRegistry()),
+		Tiers:   map[string]float64{"pro": 1, "budget": 0.7},
+	}
+	mux := http.NewServeMux()
+	s.Register(mux)
+	return httptest.NewServer(mux)
+}
+
+func TestAPI(t *testing.T) {
+	store := &memStore{}
+	srv := newServer(store)
+	defer srv.Close()
+	tests := []struct {
+		name, method, path, tenant, body string
+		status                           int
+		want                             []string
+		not                              []string
+	}{
+		{"post", "POST", "/api/v1/allocations", "", body, 200, []string{`"stored":["a1"]`}, nil},
+		{"post malformed", "POST", "/api/v1/allocations", "", "[\n{\"tenant\": 1}]", 400, []string{"request:2", "tenant"}, nil},
+		{"post unknown tier", "POST", "/api/v1/allocations", "", strings.Replace(body, `"pro"`, `"gold"`, 1), 400, []string{`tier: \"gold\"`, "budget, pro"}, nil},
+		{"post other tenant", "POST", "/api/v1/allocations", "beta", body, 403, []string{`tenant \"acme\", not to \"beta\"`}, nil},
+		{"unauthenticated", "GET", "/api/v1/allocations", "nobody", "", 401, []string{"unknown caller"}, nil},
+		{"list", "GET", "/api/v1/allocations?tenant=acme", "", "", 200, []string{`"allocation_id":"a1"`, `"ended_at":null`}, nil},
+		{"list own", "GET", "/api/v1/allocations", "acme", "", 200, []string{`"a1"`}, nil},
+		{"list other tenant", "GET", "/api/v1/allocations?tenant=acme", "beta", "", 403, []string{`tenant \"beta\" may not read tenant \"acme\"`}, nil},
+		{"list bad time", "GET", "/api/v1/allocations?from=yesterday", "", "", 400, []string{"from", "yesterday"}, nil},
+		{"report csv", "GET", "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T02:00:00Z&step=1h", "", "", 200,
+			[]string{"tenant,tier,window_start", "acme,pro,2026-01-05T01:00:00Z,2026-01-05T02:00:00Z", "__unallocated__,,2026-01-05T01:00:00Z"}, nil},
+		{"report json of a tenant", "GET", "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T02:00:00Z&format=json", "beta", "", 200,
+			[]string{`"tenant": "beta"`, `"cost": 2.000000`, `"noisy_neighbour": "acme"`}, []string{`"tenant": "acme"`, "__unallocated__"}},
+		{"report from minutes", "GET", "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T02:00:00Z&format=json&source=minutes", "", "", 200,
+			[]string{`"noisy_neighbour": "minutes"`}, nil},
+		{"report bad source", "GET", "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T02:00:00Z&source=cache", "", "", 400, []string{`\"cache\"`}, nil},
+		{"report other tenant", "GET", "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T02:00:00Z&tenant=acme", "beta", "", 403, nil, nil},
+		{"report no window", "GET", "/api/v1/report", "", "", 400, []string{"from: missing"}, nil},
+		{"report bad step", "GET", "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T02:00:00Z&step=fortnight", "", "", 400, []string{`\"fortnight\"`}, nil},
+		{"report bad format", "GET", "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T02:00:00Z&format=xml", "", "", 400, []string{`\"xml\"`}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, strings.NewReader(tt.body))
+			req.Header.Set("X-Tenant", tt.tenant)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, b)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(string(b), w) {
+					t.Errorf("response lacks %s:\n%s", w, b)
+				}
+			}
+			for _, n := range tt.not {
+				if strings.Contains(string(b), n) {
+					t.Errorf("response has %s:\n%s", n, b)
+				}
+			}
+		})
+	}
+}
+
+func TestPostConflict(t *testing.T) {
+	store := &memStore{put: func([]intake.Allocation) (intake.Result, error) {
+		return intake.Result{}, fmt.Errorf("%w: allocation \"a1\" overlaps allocation \"a0\"", intake.ErrRefused)
+	}}
+	srv := newServer(store)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/api/v1/allocations", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(b), `\"a0\"`) {
+		t.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+}

@@ -1,0 +1,178 @@
+package attribution_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/pricebook"
+)
+
+// The fleet of the benchmarks: SLICEMETER_BENCH_INSTANCES MIG instances (7 per A100, 8 A100s
+// per node; default 56) over SLICEMETER_BENCH_SECONDS (default 3600), one allocation each for
+// the whole time, ten tenants. samples_1s holds one row per instance and second, samples ten
+// (10 Hz) unless SLICEMETER_BENCH_RAW=0. The issue's target scale is 1000 instances × 86400 s
+// (86.4M rollup rows): the daily report in ≤ 5 s, one minute in ≤ 2 s. samples_1m holds one
+// row per instance and minute, attribution_minutes one per allocation and minute (what the
+// service stores). SLICEMETER_BENCH_1S=0 skips the report from samples_1s.
+//
+//	SLICEMETER_BENCH_INSTANCES=1000 SLICEMETER_BENCH_SECONDS=86400 SLICEMETER_BENCH_RAW=0 \
+//	  go test -run '^$' -bench . -benchtime 3x ./attribution/
+type benchFleet struct {
+	conn      driver.Conn
+	start     time.Time
+	instances int
+	seconds   int
+	raw       bool
+}
+
+var benchStart = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// newBenchFleet generates the fleet inside ClickHouse (INSERT … SELECT from system.numbers).
+func newBenchFleet(b *testing.B) *benchFleet {
+	b.Helper()
+	f := &benchFleet{conn: newDatabase(b), start: benchStart, instances: envInt("SLICEMETER_BENCH_INSTANCES", 56),
+		seconds: envInt("SLICEMETER_BENCH_SECONDS", 3600), raw: os.Getenv("SLICEMETER_BENCH_RAW") != "0"}
+	ctx := context.Background()
+	began := time.Now()
+	start := f.start.UnixNano()
+	// Facts of instance i: node-(i/56), GPU-(i/7), gpu((i/7)%8)/mig(i%7), a 1g.5gb of an A100.
+	const facts = `concat('node-', toString(intDiv(inst, 56))), concat('GPU-', toString(intDiv(inst, 7))),
+        toUInt32(intDiv(inst, 7) % 8), 'A100-SXM4-40GB', 'mig',
+        concat('gpu', toString(intDiv(inst, 7) % 8), '/mig', toString(inst % 7)), '1g.5gb'`
+	rollup := fmt.Sprintf(`INSERT INTO samples_1s (node, gpu_uuid, gpu_index, model, kind, instance_id, profile, time,
+    compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
+    samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
+    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count)
+SELECT %s, toDateTime(intDiv(ts, 1000000000)),
+    toUInt32(1), toUInt32(14), toUInt32(108), toUInt64(5368709120), toUInt64(42949672960), toUInt64(100000000),
+    toUInt64(10), toUInt64(1000000000), (sec %% 10) / 2., toUInt64(10), toUInt64(0), toUInt64(0),
+    ts, 1e10, 2000., emptyArrayUInt64(), emptyArrayUInt64()
+FROM (SELECT number %% %d AS sec, intDiv(number, %d) AS inst, toUInt64(%d + sec * 1000000000) AS ts FROM system.numbers LIMIT %d)`,
+		facts, f.seconds, f.seconds, start, f.instances*f.seconds)
+	if err := f.conn.Exec(ctx, rollup); err != nil {
+		b.Fatalf("generate samples_1s: %v", err)
+	}
+	minutes := fmt.Sprintf(`INSERT INTO samples_1m (node, gpu_uuid, gpu_index, model, kind, instance_id, profile, time,
+    compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
+    samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
+    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count)
+SELECT %s, toDateTime(intDiv(ts, 1000000000)),
+    toUInt32(1), toUInt32(14), toUInt32(108), toUInt64(5368709120), toUInt64(42949672960), toUInt64(100000000),
+    toUInt64(600), toUInt64(60000000000), 135., toUInt64(600), toUInt64(0), toUInt64(0),
+    ts, 6e11, 120000., emptyArrayUInt64(), emptyArrayUInt64()
+FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst, toUInt64(%d + m * 60000000000) AS ts FROM system.numbers LIMIT %d)`,
+		facts, f.seconds/60, f.seconds/60, start, f.instances*(f.seconds/60))
+	if err := f.conn.Exec(ctx, minutes); err != nil {
+		b.Fatalf("generate samples_1m: %v", err)
+	}
+	if f.raw {
+		ticks := f.seconds * 10
+		raw := fmt.Sprintf(`INSERT INTO samples (node, gpu_uuid, gpu_index, model, kind, instance_id, profile, time, ts_ns,
+    interval_ns, attached, sm_active, mem_used_bytes, mem_total_bytes, power_watts, compute_slices, sm_count,
+    gpu_sm_count, gpu_mem_total_bytes, vgpu_run_ns, vgpu_switch_ns, vgpu_waits_ns)
+SELECT %s, toDateTime(intDiv(ts, 1000000000)), ts,
+    toUInt64(100000000), toUInt8(1), (intDiv(tick, 10) %% 10) / 20., toUInt64(1000000000), toUInt64(5368709120), 200.,
+    toUInt32(1), toUInt32(14), toUInt32(108), toUInt64(42949672960), toUInt64(0), toUInt64(0), emptyArrayUInt64()
+FROM (SELECT number %% %d AS tick, intDiv(number, %d) AS inst, toUInt64(%d + tick * 100000000) AS ts FROM system.numbers LIMIT %d)`,
+			facts, ticks, ticks, start, f.instances*ticks)
+		if err := f.conn.Exec(ctx, raw); err != nil {
+			b.Fatalf("generate samples: %v", err)
+		}
+	}
+	// The attribution service's stored minutes: one row per allocation and minute, and the
+	// unallocated row of each minute.
+	stored := fmt.Sprintf(`INSERT INTO attribution_minutes (minute, tenant, allocation_id, tier, node, instance_id,
+    requested_ns, started_ns, sliced, billed_ns, metered_ns, list_cost, cost, waste_cost, overhead_cost, efficiency_ns,
+    cold_start_ns, cold_start_sla_ns, wait_ns, wait_count, currency, computed_ns)
+SELECT toDateTime(intDiv(%d, 1000000000) + m * 60), if(inst < %d, concat('tenant-', toString(inst %% 10)), '__unallocated__'),
+    if(inst < %d, concat('a', toString(inst)), ''), 'pro', '', '', toInt64(%d), toInt64(%d), toUInt8(0),
+    toInt64(60000000000), toInt64(60000000000), 1.6 / 7 / 60, 1.6 / 7 / 60, 0.01, 0.002, 27e9, toInt64(0), toInt64(30000000000),
+    emptyArrayUInt64(), emptyArrayUInt64(), 'USD', toUInt64(1)
+FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers LIMIT %d)`,
+		start, f.instances, f.instances, start, start, f.seconds/60, f.seconds/60, (f.instances+1)*(f.seconds/60))
+	if err := f.conn.Exec(ctx, stored); err != nil {
+		b.Fatalf("generate attribution_minutes: %v", err)
+	}
+	end := f.start.Add(time.Duration(f.seconds) * time.Second).UnixNano()
+	allocs := fmt.Sprintf(`INSERT INTO allocations (allocation_id, tenant, tier, node, instance_id, requested_ns, started_ns, ended_ns, version, deleted, received)
+SELECT concat('a', toString(inst)), concat('tenant-', toString(inst %% 10)), 'pro', concat('node-', toString(intDiv(inst, 56))),
+    concat('gpu', toString(intDiv(inst, 7) %% 8), '/mig', toString(inst %% 7)), toInt64(%d), toInt64(%d), toInt64(%d), toUInt64(1), toUInt8(0), now()
+FROM (SELECT number AS inst FROM system.numbers LIMIT %d)`, start, start, end, f.instances)
+	if err := f.conn.Exec(ctx, allocs); err != nil {
+		b.Fatalf("generate allocations: %v", err)
+	}
+	b.Logf("fleet: %d instances × %d s: %d rollup rows, raw %v (%d rows), generated in %s",
+		f.instances, f.seconds, f.instances*f.seconds, f.raw, f.instances*f.seconds*10, time.Since(began).Round(time.Millisecond))
+	return f
+}
+
+var benchBook = &pricebook.PriceBook{Currency: "USD", Prices: map[string]float64{"A100-SXM4-40GB": 1.6}, Tiers: map[string]float64{"pro": 1}}
+
+// BenchmarkReport: the per-tenant report of the whole generated period (the daily report at
+// the target scale), from the raw samples and from the per-second rollup.
+func BenchmarkReport(b *testing.B) {
+	if testing.Short() {
+		b.Skip("needs ClickHouse")
+	}
+	f := newBenchFleet(b)
+	to := f.start.Add(time.Duration(f.seconds) * time.Second)
+	b.Run("attribution_minutes", func(b *testing.B) {
+		for b.Loop() {
+			rep, err := attribution.FromMinutes(context.Background(), f.conn, f.start, to)
+			if err != nil || len(rep.Tenants) != min(10, f.instances) {
+				b.Fatalf("report from stored minutes: %d tenants, %v", len(rep.Tenants), err)
+			}
+		}
+	})
+	for _, source := range []attribution.Samples{attribution.MinuteRollup, attribution.SecondRollup, attribution.RawSamples} {
+		if source == attribution.RawSamples && !f.raw || source == attribution.SecondRollup && os.Getenv("SLICEMETER_BENCH_1S") == "0" {
+			continue
+		}
+		b.Run(source.String(), func(b *testing.B) {
+			for b.Loop() {
+				rep, err := attribution.ComputeFrom(context.Background(), f.conn, f.start, to, benchBook, source)
+				if err != nil || len(rep.Tenants) != min(10, f.instances) {
+					b.Fatalf("report: %d tenants, %v", len(rep.Tenants), err)
+				}
+			}
+			b.ReportMetric(float64(f.instances*f.seconds), "rollup-rows")
+		})
+	}
+}
+
+// BenchmarkMinute: one minute of the fleet attributed per allocation (what the service does
+// every minute).
+func BenchmarkMinute(b *testing.B) {
+	if testing.Short() {
+		b.Skip("needs ClickHouse")
+	}
+	f := newBenchFleet(b)
+	from := f.start.Add(time.Duration(f.seconds/2) * time.Second).Truncate(time.Minute)
+	for _, source := range []attribution.Samples{attribution.MinuteRollup, attribution.SecondRollup, attribution.RawSamples} {
+		if source == attribution.RawSamples && !f.raw {
+			continue
+		}
+		b.Run(source.String(), func(b *testing.B) {
+			for b.Loop() {
+				_, lines, err := attribution.ComputeLines(context.Background(), f.conn, from, from.Add(time.Minute), benchBook, source)
+				if err != nil || len(lines) != f.instances {
+					b.Fatalf("minute: %d lines, %v", len(lines), err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,243 @@
+package continuous
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/pricebook"
+)
+
+// Config says which minutes a pass attributes.
+type Config struct {
+	// Delay: a minute is closed, and attributed, this long after its end (samples arrive
+	// through Kafka a little late).
+	Delay time.Duration
+	// Lookback: every pass attributes again the closed minutes this far back, so that late
+	// samples land in the stored minutes.
+	Lookback time.Duration
+	// Backfill: with nothing stored yet, the first pass starts this far back.
+	Backfill time.Duration
+	// MaxRecompute bounds how far back an allocation that arrives late makes a pass go.
+	MaxRecompute time.Duration
+	// MaxMinutes bounds the minutes of one pass (the rest wait for the next; the lag shows it).
+	MaxMinutes int
+	// Samples is where sample aggregates are read from (raw samples or the per-second rollup).
+	Samples attribution.Samples
+}
+
+// DefaultConfig is the service's default.
+var DefaultConfig = Config{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: time.Hour, MaxRecompute: 31 * 24 * time.Hour, MaxMinutes: 120}
+
+// Observer is told about each minute a pass attributed; fresh is false for a minute that was
+// attributed before (a recomputation).
+type Observer interface {
+	Minute(m Minute, fresh bool, violations []error)
+}
+
+// Runner attributes closed minutes, pass after pass. It is not safe for concurrent passes.
+type Runner struct {
+	conn     driver.Conn
+	book     *pricebook.PriceBook
+	cfg      Config
+	observer Observer
+	logger   *slog.Logger
+	now      func() time.Time
+
+	done time.Time // end of the latest minute attributed (zero: read from ClickHouse)
+	// watermark: allocations received at or after it are news, except those in seen (the
+	// versions already handled that were received in the watermark's second).
+	watermark time.Time
+	seen      map[string]uint64
+	redo      time.Time // a recomputation for late allocations resumes here (zero: none)
+}
+
+// NewRunner attributes with the price book into conn; observer may be nil.
+func NewRunner(conn driver.Conn, book *pricebook.PriceBook, cfg Config, observer Observer, logger *slog.Logger) *Runner {
+	if cfg.MaxMinutes <= 0 {
+		cfg.MaxMinutes = DefaultConfig.MaxMinutes
+	}
+	return &Runner{conn: conn, book: book, cfg: cfg, observer: observer, logger: logger, now: time.Now}
+}
+
+// Pass is what one pass did.
+type Pass struct {
+	From, To   time.Time // the minutes attributed: [From, To)
+	Fresh      int       // minutes attributed for the first time
+	Recomputed int
+	Violations int // invariant violations found: logged, and told to the observer; not an error
+	Done       time.Time
+}
+
+// Run attributes once now, then at every interval until ctx ends. A failed pass is logged and
+// retried at the next tick; pass (may be nil) is told about every pass.
+func (r *Runner) Run(ctx context.Context, interval time.Duration, pass func(Pass, error)) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		p, err := r.Once(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.logger.ErrorContext(ctx, "attribution pass failed", "err", err)
+		}
+		if pass != nil {
+			pass(p, err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Once runs one pass: the closed minutes from the lookback (or from where a late allocation
+// starts) to the latest closed minute, at most MaxMinutes of them, oldest first.
+func (r *Runner) Once(ctx context.Context) (Pass, error) {
+	now := r.now().UTC()
+	closed := now.Add(-r.cfg.Delay).Truncate(time.Minute)
+	if r.done.IsZero() {
+		if err := r.resume(ctx, closed); err != nil {
+			return Pass{}, err
+		}
+	}
+	from := minTime(r.done, closed.Add(-r.cfg.Lookback).Truncate(time.Minute))
+	late, err := r.late(ctx)
+	if err != nil {
+		return Pass{}, err
+	}
+	if !late.IsZero() {
+		late = maxTime(late.Truncate(time.Minute), closed.Add(-r.cfg.MaxRecompute).Truncate(time.Minute))
+		if r.redo.IsZero() || late.Before(r.redo) {
+			r.redo = late
+		}
+	}
+	if !r.redo.IsZero() {
+		from = minTime(from, r.redo)
+	}
+	to := closed
+	if n := int(to.Sub(from) / time.Minute); n > r.cfg.MaxMinutes {
+		// Oldest first; what is cut off waits for the next pass (r.redo, r.done).
+		to = from.Add(time.Duration(r.cfg.MaxMinutes) * time.Minute)
+	}
+	p := Pass{From: from, To: to, Done: r.done}
+	if !from.Before(to) {
+		return p, nil
+	}
+	var minutes []Minute
+	var violations [][]error
+	for m := from; m.Before(to); m = m.Add(time.Minute) {
+		rep, lines, err := attribution.ComputeLines(ctx, r.conn, m, m.Add(time.Minute), r.book, r.cfg.Samples)
+		if err != nil {
+			return p, fmt.Errorf("attribute the minute %s: %w", m.Format(time.RFC3339), err)
+		}
+		v := attribution.CheckInvariants(rep)
+		for _, e := range v {
+			r.logger.ErrorContext(ctx, "attribution invariant violated", "minute", m, "err", e)
+		}
+		p.Violations += len(v)
+		minutes = append(minutes, Minute{Start: m, Report: rep, Lines: lines})
+		violations = append(violations, v)
+	}
+	if err := writeMinutes(ctx, r.conn, minutes, now); err != nil {
+		return p, err
+	}
+	for i, m := range minutes {
+		fresh := !m.Start.Before(r.done)
+		if fresh {
+			p.Fresh++
+		} else {
+			p.Recomputed++
+		}
+		if r.observer != nil {
+			r.observer.Minute(m, fresh, violations[i])
+		}
+	}
+	if to.After(r.done) {
+		r.done = to
+	}
+	// A recomputation cut short resumes where this pass stopped.
+	if !r.redo.IsZero() {
+		r.redo = to
+		if !to.Before(minTime(r.done, closed.Add(-r.cfg.Lookback).Truncate(time.Minute))) {
+			r.redo = time.Time{}
+		}
+	}
+	p.Done = r.done
+	return p, nil
+}
+
+// resume picks up where the stored minutes end: after a restart, allocations received since
+// the last stored pass are late; on a first start, the backfill covers what is there.
+func (r *Runner) resume(ctx context.Context, closed time.Time) error {
+	last, err := lastMinute(ctx, r.conn)
+	if err != nil {
+		return err
+	}
+	if last.IsZero() {
+		r.done = closed.Add(-r.cfg.Backfill).Truncate(time.Minute)
+		// What is there now is covered by the backfill: take it in without recomputing.
+		if r.watermark, err = lastReceived(ctx, r.conn); err != nil {
+			return err
+		}
+		_, err = r.late(ctx)
+	} else {
+		r.done = last.Add(time.Minute)
+		r.watermark, err = lastComputed(ctx, r.conn)
+		r.watermark = r.watermark.Truncate(time.Second)
+	}
+	return err
+}
+
+// late returns the earliest started_at of the allocations received since the last pass (zero:
+// none), and moves the watermark past them.
+func (r *Runner) late(ctx context.Context) (time.Time, error) {
+	rows, err := receivedSince(ctx, r.conn, r.watermark)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var earliest time.Time
+	next := r.watermark
+	for _, x := range rows {
+		if v, ok := r.seen[x.id]; ok && v == x.version && x.at.Equal(r.watermark) {
+			continue
+		}
+		if earliest.IsZero() || x.started.Before(earliest) {
+			earliest = x.started
+		}
+		if x.at.After(next) {
+			next = x.at
+		}
+	}
+	seen := map[string]uint64{}
+	for _, x := range rows {
+		if x.at.Equal(next) {
+			seen[x.id] = x.version
+		}
+	}
+	r.watermark, r.seen = next, seen
+	return earliest, nil
+}
+
+// Done is the end of the latest minute attributed.
+func (r *Runner) Done() time.Time { return r.done }
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// SetClock replaces the wall clock (tests replay simulated time).
+func (r *Runner) SetClock(now func() time.Time) { r.now = now }

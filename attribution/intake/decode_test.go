@@ -1,0 +1,177 @@
+package intake
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDecodeJSON(t *testing.T) {
+	const one = `{"allocation_id": "a1", "tenant": "acme", "tier": "pro", "node": "node-a", "instance_id": "gpu0/mig0",
+  "requested_at": "2026-01-05T00:00:00Z", "started_at": "2026-01-05T00:00:12Z", "ended_at": "2026-01-05T01:00:00Z"}`
+	const running = `{"allocation_id": "a2", "tenant": "beta", "tier": "budget", "node": "node-a", "instance_id": "gpu1",
+  "requested_at": "2026-01-05T00:00:00Z", "started_at": "2026-01-05T00:00:01.5Z", "ended_at": null}`
+	tests := []struct {
+		name, input string
+		ids         []string
+	}{
+		{"array", "[\n" + one + ",\n" + running + "\n]", []string{"a1", "a2"}},
+		{"object", one, []string{"a1"}},
+		{"lines", one + "\n" + running + "\n", []string{"a1", "a2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DecodeJSON("in.json", []byte(tt.input))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, a := range got {
+				ids = append(ids, a.ID)
+			}
+			if strings.Join(ids, ",") != strings.Join(tt.ids, ",") {
+				t.Errorf("ids %v, want %v", ids, tt.ids)
+			}
+			if got[0].StartedAt != time.Date(2026, 1, 5, 0, 0, 12, 0, time.UTC) || got[0].EndedAt != time.Date(2026, 1, 5, 1, 0, 0, 0, time.UTC) {
+				t.Errorf("times: %+v", got[0])
+			}
+			if len(got) > 1 && (!got[1].EndedAt.IsZero() || got[1].StartedAt.Nanosecond() != 5e8) {
+				t.Errorf("running allocation: %+v", got[1])
+			}
+		})
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	const header = "allocation_id,tenant,tier,node,instance_id,requested_at,started_at,ended_at\n"
+	const row = "a1,acme,pro,node-a,gpu0,2026-01-05T00:00:00Z,2026-01-05T00:00:10Z,2026-01-05T01:00:00Z\n"
+	obj := func(field, value string) string {
+		m := map[string]string{"allocation_id": `"a1"`, "tenant": `"acme"`, "tier": `"pro"`, "node": `"n"`, "instance_id": `"gpu0"`,
+			"requested_at": `"2026-01-05T00:00:00Z"`, "started_at": `"2026-01-05T00:00:10Z"`, "ended_at": "null"}
+		m[field] = value
+		var parts []string
+		for _, k := range append(Columns, "colour") {
+			if m[k] != "" {
+				parts = append(parts, `"`+k+`": `+m[k])
+			}
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+	tests := []struct {
+		name, source, input string
+		want                []string
+	}{
+		{"json syntax", "a.json", "[\n" + obj("", "") + ",\n{\"tenant\": }\n]", []string{"a.json:3", "malformed JSON"}},
+		{"json empty", "a.json", "  ", []string{"a.json:1", "no allocations"}},
+		{"json unknown field", "a.json", "[\n\n" + obj("colour", `"red"`) + "]", []string{"a.json:3", "colour: unknown field"}},
+		{"json wrong type", "a.json", obj("tenant", "42"), []string{"a.json:1", "tenant: a JSON number; expected a string"}},
+		{"json bad time", "a.json", "[" + obj("started_at", `"yesterday"`) + "]", []string{"started_at", `"yesterday"`, "RFC 3339"}},
+		{"json missing tenant", "a.json", obj("tenant", `""`), []string{"tenant: empty"}},
+		{"json missing started", "a.json", obj("started_at", `""`), []string{"started_at: missing"}},
+		{"json started before requested", "a.json", obj("requested_at", `"2026-01-05T00:01:00Z"`), []string{"started_at: 2026-01-05T00:00:10Z", "at or after requested_at"}},
+		{"json ended before started", "a.json", obj("ended_at", `"2026-01-05T00:00:05Z"`), []string{"ended_at: 2026-01-05T00:00:05Z", "after started_at"}},
+		{"csv empty", "a.csv", "", []string{"a.csv:1", "empty file"}},
+		{"csv unknown column", "a.csv", "allocation_id,colour\n", []string{"a.csv:1", "colour: unknown column"}},
+		{"csv missing column", "a.csv", "allocation_id,tenant,tier,node,instance_id,requested_at\n", []string{"started_at: missing column"}},
+		{"csv short row", "a.csv", header + row + "a2,acme\n", []string{"a.csv:3", "2 fields; expected 8"}},
+		{"csv bad time", "a.csv", header + row + strings.Replace(row, "2026-01-05T01:00:00Z", "soon", 1), []string{"a.csv:3", `ended_at: "soon"`}},
+		{"csv quote", "a.csv", header + "\"a1,acme\n", []string{"a.csv:", "malformed CSV"}},
+		{"csv header only", "a.csv", header, []string{"a.csv:2", "no allocations"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Decode(tt.source, []byte(tt.input))
+			for _, w := range tt.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v should contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestDecodeCSV(t *testing.T) {
+	// Any column order; ended_at may be left out or empty (running).
+	in := "tenant,allocation_id,tier,node,instance_id,requested_at,started_at\nacme,a1,pro,node-a,gpu0,2026-01-05T00:00:00Z,2026-01-05T00:00:10Z\n"
+	got, err := Decode("x.CSV", []byte(in))
+	if err != nil || len(got) != 1 || got[0].ID != "a1" || got[0].Tenant != "acme" || !got[0].EndedAt.IsZero() {
+		t.Errorf("got %+v, %v", got, err)
+	}
+}
+
+func TestOverlaps(t *testing.T) {
+	at := func(m int) time.Time { return time.Date(2026, 1, 5, 0, m, 0, 0, time.UTC) }
+	alloc := func(id, tenant, inst string, from, to int) Allocation {
+		a := Allocation{ID: id, Tenant: tenant, Tier: "pro", Node: "n", Instance: inst, RequestedAt: at(from), StartedAt: at(from)}
+		if to >= 0 {
+			a.EndedAt = at(to)
+		}
+		return a
+	}
+	tests := []struct {
+		name              string
+		incoming, current []Allocation
+		want              []string // each a reason that must name both
+	}{
+		{"back to back", []Allocation{alloc("b", "beta", "gpu0", 10, 20)}, []Allocation{alloc("a", "acme", "gpu0", 0, 10)}, nil},
+		{"other instance", []Allocation{alloc("b", "beta", "gpu1", 0, 20)}, []Allocation{alloc("a", "acme", "gpu0", 0, 20)}, nil},
+		{"overlap", []Allocation{alloc("b", "beta", "gpu0", 5, 20)}, []Allocation{alloc("a", "acme", "gpu0", 0, 10)}, []string{`"b" of tenant "beta"`, `"a" of tenant "acme"`, "n/gpu0"}},
+		{"running one", []Allocation{alloc("b", "beta", "gpu0", 30, 40)}, []Allocation{alloc("a", "acme", "gpu0", 0, -1)}, []string{`"a"`, "running"}},
+		{"within the batch", []Allocation{alloc("a", "acme", "gpu0", 0, 10), alloc("b", "beta", "gpu0", 9, 12)}, nil, []string{`"b"`, `"a"`}},
+		{"a new version replaces", []Allocation{alloc("a", "acme", "gpu0", 20, 30)}, []Allocation{alloc("a", "acme", "gpu0", 0, 25)}, nil},
+		{"moved away", []Allocation{alloc("a", "acme", "gpu1", 0, 10), alloc("b", "beta", "gpu0", 0, 10)}, []Allocation{alloc("a", "acme", "gpu0", 0, 10)}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := overlaps(tt.incoming, tt.current)
+			if len(tt.want) == 0 {
+				if len(errs) > 0 {
+					t.Errorf("unexpected: %v", errs)
+				}
+				return
+			}
+			if len(errs) != 1 {
+				t.Fatalf("got %v, want one overlap", errs)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(errs[0].Error(), w) {
+					t.Errorf("%v should contain %q", errs[0], w)
+				}
+			}
+		})
+	}
+}
+
+func FuzzDecodeJSON(f *testing.F) {
+	f.Add([]byte(`[{"allocation_id":"a","tenant":"t","tier":"pro","node":"n","instance_id":"i","requested_at":"2026-01-05T00:00:00Z","started_at":"2026-01-05T00:00:00Z"}]`))
+	f.Add([]byte(`{"tenant": 1}`))
+	f.Add([]byte("[\n{},\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		allocs, err := DecodeJSON("f.json", data)
+		checkDecoded(t, allocs, err)
+	})
+}
+
+func FuzzDecodeCSV(f *testing.F) {
+	f.Add([]byte("allocation_id,tenant,tier,node,instance_id,requested_at,started_at,ended_at\na,t,pro,n,i,2026-01-05T00:00:00Z,2026-01-05T00:00:01Z,\n"))
+	f.Add([]byte("allocation_id\n\"x"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		allocs, err := DecodeCSV("f.csv", data)
+		checkDecoded(t, allocs, err)
+	})
+}
+
+// checkDecoded: a decoder either fails naming the source, or returns only valid allocations.
+func checkDecoded(t *testing.T, allocs []Allocation, err error) {
+	if err != nil {
+		if allocs != nil || !strings.HasPrefix(err.Error(), "f.") {
+			t.Fatalf("error %v with %d allocations, or not naming the source", err, len(allocs))
+		}
+		return
+	}
+	for _, a := range allocs {
+		if err := a.validate("f", 0); err != nil {
+			t.Fatalf("decoded an invalid allocation %+v: %v", a, err)
+		}
+	}
+}

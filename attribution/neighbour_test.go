@@ -1,0 +1,56 @@
+package attribution_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/schemas/scenario"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+// TestNoisyNeighbours: on one time-sliced H100, "steady" and "heavy" run all along, "brief"
+// only for two minutes, "idle" never: each busy tenant's top neighbour is the co-tenant that
+// ran most while it waited; a tenant that never waited has none.
+func TestNoisyNeighbours(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates a fleet into ClickHouse")
+	}
+	sc, err := scenario.Parse("neighbours.yaml", []byte(`version: 1
+name: neighbours
+start: "2026-01-05T00:00:00Z"
+duration: 10m
+interval: 100ms
+currency: USD
+prices: {H100-SXM5-80GB: 2.40}
+tiers: {pro: 1.0}
+nodes:
+  - name: node-v
+    gpus:
+      - {model: H100-SXM5-80GB, vgpu: {profile: H100-20C, count: 4, scheduler: equal_share, timeslice: 2ms, switch: 20us}}
+tenants:
+  - {name: steady, tier: pro, allocations: [{target: node-v/gpu0/vgpu0, requested: 0s, ready: 0s, end: 10m, workload: {sm: 1}}]}
+  - {name: heavy, tier: pro, allocations: [{target: node-v/gpu0/vgpu1, requested: 0s, ready: 0s, end: 10m, workload: {sm: 1}}]}
+  - {name: brief, tier: pro, allocations: [{target: node-v/gpu0/vgpu2, requested: 0s, ready: 0s, end: 10m, workload: {steps: [[0s, 0], [4m, 1], [6m, 0]]}}]}
+  - {name: idle, tier: pro, allocations: [{target: node-v/gpu0/vgpu3, requested: 0s, ready: 0s, end: 10m, workload: {sm: 0}}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := newDatabase(t)
+	simulate(t, sc, func(node string, samples []*pb.Sample) { insertSamples(t, conn, node, samples) })
+	insertAllocations(t, conn, scenarioAllocations(sc))
+	top, err := attribution.NoisyNeighbours(context.Background(), conn, sc.Start, sc.End())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"steady": "heavy", "heavy": "steady", "brief": "heavy"} // brief: tie broken by name
+	for tenant, n := range want {
+		if top[tenant] != n {
+			t.Errorf("top neighbour of %s = %q, want %q (all: %v)", tenant, top[tenant], n, top)
+		}
+	}
+	if n, ok := top["idle"]; ok {
+		t.Errorf("idle never waited, yet has neighbour %q", n)
+	}
+}

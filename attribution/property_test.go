@@ -1,0 +1,386 @@
+package attribution_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/schemas/hardware"
+	"github.com/slicemeter/slicemeter/schemas/scenario"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+// TestPropertyRandomScenarios generates random fleets (MIG layouts, whole GPUs, time-sliced
+// vGPUs), allocations, outages and loads, runs them through the simulator into ClickHouse, and
+// checks that Compute agrees with the ground truth, computed here tick by tick from the
+// scenario and DESIGN.md's definitions, within DESIGN.md's tolerances (those of the acceptance
+// check). More seeds: SLICEMETER_PROPERTY_SEEDS=n.
+func TestPropertyRandomScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates random fleets into ClickHouse")
+	}
+	seeds := 8
+	if n, err := strconv.Atoi(os.Getenv("SLICEMETER_PROPERTY_SEEDS")); err == nil && n > 0 {
+		seeds = n
+	}
+	for i := range 2 * seeds {
+		// Times on multiples of 5 s, checked from the samples and the per-second rollup; and on
+		// whole minutes, checked from the per-minute rollup too.
+		seed, grain, sources := i/2, 5*time.Second, []attribution.Samples{attribution.RawSamples, attribution.SecondRollup}
+		if i%2 == 1 {
+			grain, sources = time.Minute, append(sources, attribution.MinuteRollup)
+		}
+		t.Run(fmt.Sprintf("seed-%d-%s", seed, grain), func(t *testing.T) {
+			text := randomScenario(rand.New(rand.NewPCG(uint64(seed), 5)), grain)
+			sc, err := scenario.Parse(fmt.Sprintf("seed-%d.yaml", seed), []byte(text))
+			if err != nil {
+				t.Fatalf("generated scenario: %v\n%s", err, text)
+			}
+			conn := newDatabase(t)
+			simulate(t, sc, func(node string, samples []*pb.Sample) { insertSamples(t, conn, node, samples) })
+			insertAllocations(t, conn, scenarioAllocations(sc))
+			rollUp(t, conn)
+			want := groundTruth(sc)
+			for _, source := range sources {
+				rep, err := attribution.ComputeFrom(context.Background(), conn, sc.Start, sc.End(), pricebook.FromScenario(sc), source)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if errs := attribution.CheckInvariants(rep); len(errs) > 0 {
+					t.Errorf("%s: invariants: %v", source, errs)
+				}
+				got := map[string]report.Row{}
+				for _, r := range rep.Tenants {
+					got[r.Tenant] = r
+				}
+				if len(got) != len(want) {
+					t.Errorf("%s: tenants %d, want %d", source, len(got), len(want))
+				}
+				for name, w := range want {
+					if d := compareRow(got[name], w, sc.Interval); len(d) > 0 {
+						t.Errorf("%s: tenant %s: %s", source, name, strings.Join(d, "; "))
+					}
+				}
+			}
+			if t.Failed() {
+				t.Logf("scenario:\n%s", text)
+			}
+		})
+	}
+}
+
+// randomScenario writes a scenario of one or two nodes over ten minutes; every time is a
+// multiple of grain (itself a multiple of the sampling interval).
+func randomScenario(r *rand.Rand, grain time.Duration) string {
+	const duration = 10 * time.Minute
+	at := func(lo, hi time.Duration) time.Duration { // a multiple of grain in [lo, hi]
+		n := int64((hi - lo) / grain)
+		return lo + time.Duration(r.Int64N(n+1))*grain
+	}
+	layouts := [][]string{{"1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"}, {"3g.20gb", "3g.20gb"}, {"7g.40gb"}, {"2g.10gb", "2g.10gb", "3g.20gb"}, {"4g.20gb", "3g.20gb"}}
+	var b strings.Builder
+	b.WriteString("version: 1\nname: random\nstart: \"2026-02-01T00:00:00Z\"\nduration: 10m\ninterval: 500ms\ncurrency: EUR\n")
+	b.WriteString("prices: {A100-SXM4-40GB: 1.70, H100-SXM5-80GB: 2.90}\ntiers: {pro: 1.0, budget: 0.6}\nsla: {cold_start: {pro: 20s, budget: 45s}}\nnodes:\n")
+	type slot struct{ target, kind string }
+	var slots []slot
+	for n := range 1 + r.IntN(2) {
+		node := fmt.Sprintf("node-%d", n)
+		fmt.Fprintf(&b, "  - name: %s\n", node)
+		if r.IntN(2) == 0 {
+			from := at(0, duration-time.Minute)
+			fmt.Fprintf(&b, "    outages: [{from: %s, to: %s}]\n", from, from+at(grain, time.Minute))
+		}
+		b.WriteString("    gpus:\n")
+		for g := range 1 + r.IntN(3) {
+			switch r.IntN(3) {
+			case 0:
+				layout := layouts[r.IntN(len(layouts))]
+				fmt.Fprintf(&b, "      - {model: A100-SXM4-40GB, mig: [%s]}\n", strings.Join(layout, ", "))
+				for i := range layout {
+					slots = append(slots, slot{fmt.Sprintf("%s/gpu%d/mig%d", node, g, i), "mig"})
+				}
+			case 1:
+				b.WriteString("      - {model: H100-SXM5-80GB}\n")
+				slots = append(slots, slot{fmt.Sprintf("%s/gpu%d", node, g), "gpu"})
+			default:
+				b.WriteString("      - {model: H100-SXM5-80GB, vgpu: {profile: H100-20C, count: 4, scheduler: equal_share, timeslice: 2ms, switch: 20us}}\n")
+				for i := range 4 {
+					slots = append(slots, slot{fmt.Sprintf("%s/gpu%d/vgpu%d", node, g, i), "vgpu"})
+				}
+			}
+		}
+	}
+	tenants := map[string][]string{}
+	tiers := map[string]string{"acme": "pro", "beta": "budget", "gamma": "pro"}
+	for _, s := range slots {
+		if r.IntN(10) < 3 {
+			continue // unallocated
+		}
+		name := []string{"acme", "beta", "gamma"}[r.IntN(3)]
+		requested := at(0, duration-2*time.Minute)
+		ready := at(requested, requested+time.Minute)
+		end := at(ready+grain, duration)
+		var workload string
+		switch {
+		case s.kind == "vgpu":
+			workload = fmt.Sprintf("{sm: %d, mem: 0.5}", r.IntN(2))
+		case r.IntN(2) == 0:
+			workload = fmt.Sprintf("{sm: %.2f, mem: 0.4}", 0.05+0.9*r.Float64())
+		default:
+			workload = fmt.Sprintf("{steps: [[0s, %.2f], [%s, %.2f]], mem: 0.4}", r.Float64(), at(grain, duration), r.Float64())
+		}
+		tenants[name] = append(tenants[name], fmt.Sprintf("      - {target: %s, requested: %s, ready: %s, end: %s, workload: %s}\n", s.target, requested, ready, end, workload))
+	}
+	if len(tenants) > 0 {
+		b.WriteString("tenants:\n")
+	}
+	for _, name := range []string{"acme", "beta", "gamma"} {
+		if len(tenants[name]) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "  - name: %s\n    tier: %s\n    allocations:\n%s", name, tiers[name], strings.Join(tenants[name], ""))
+	}
+	return b.String()
+}
+
+// truth is the expected row of a tenant, summed from its allocations tick by tick.
+type truth struct {
+	billed, metered                   time.Duration
+	list, cost, waste, overhead, effW float64 // effW: Σ efficiency × metered seconds
+	waits                             map[time.Duration]float64
+	sliced, whole                     bool
+	coldMax                           *time.Duration
+	breaches                          int
+}
+
+// groundTruth applies DESIGN.md's definitions to the scenario itself, tick by tick: samples at
+// start + n·interval, none during an outage; a vGPU scheduler round-robin over the busy vGPUs
+// (each waits (k−1)·timeslice + k·switch, the switch share of the GPU is switch/(timeslice +
+// switch) while any is busy).
+func groundTruth(sc *scenario.Scenario) map[string]*truth {
+	out := map[string]*truth{}
+	type gpuKey struct {
+		node string
+		gpu  int
+	}
+	busy := func(key gpuKey, tick time.Duration) int { // busy vGPUs of a GPU at a tick
+		k := 0
+		for _, tn := range sc.Tenants {
+			for _, a := range tn.Allocations {
+				if a.Target.Kind == "vgpu" && a.Target.Node == key.node && a.Target.GPU == key.gpu &&
+					tick >= a.Ready && tick < a.End && a.Workload.SMAt(tick) >= 1 {
+					k++
+				}
+			}
+		}
+		return k
+	}
+	nodes := map[string]scenario.Node{}
+	for _, n := range sc.Nodes {
+		nodes[n.Name] = n
+	}
+	down := func(node string, tick time.Duration) bool {
+		for _, o := range nodes[node].Outages {
+			if tick >= o.From && tick < o.To {
+				return true
+			}
+		}
+		return false
+	}
+	for _, tn := range sc.Tenants {
+		tr := out[tn.Name]
+		if tr == nil {
+			tr = &truth{waits: map[time.Duration]float64{}}
+			out[tn.Name] = tr
+		}
+		for _, a := range tn.Allocations {
+			g := nodes[a.Target.Node].GPUs[a.Target.GPU]
+			model, _ := hardware.Lookup(g.Model)
+			fraction, o := 1.0, 0.0
+			var ts, sw time.Duration
+			switch a.Target.Kind {
+			case "mig":
+				p := model.MIG[g.MIG[a.Target.Index]]
+				fraction = float64(p.ComputeSlices) / 7
+				o = 1 - (float64(p.SMs)/float64(model.SMs))/fraction
+				tr.whole = true
+			case "vgpu":
+				fb, _ := hardware.VGPUFramebuffer(g.VGPU.Profile)
+				fraction = float64(fb) / float64(model.MemoryBytes)
+				ts, sw = g.VGPU.Timeslice, g.VGPU.Switch
+				tr.sliced = true
+			default:
+				tr.whole = true
+			}
+			billed := a.End - a.Ready
+			list := sc.Prices[g.Model] * fraction * billed.Seconds() / 3600
+			cost := list * sc.Tiers[tn.Tier]
+			var metered time.Duration
+			var effSum, oSum float64 // Σ per tick
+			for tick := a.Ready; tick < a.End; tick += sc.Interval {
+				if down(a.Target.Node, tick) {
+					continue
+				}
+				metered += sc.Interval
+				sm := a.Workload.SMAt(tick)
+				if a.Target.Kind != "vgpu" {
+					effSum += sm
+					continue
+				}
+				k := busy(gpuKey{a.Target.Node, a.Target.GPU}, tick)
+				oTick := 0.0
+				if k > 0 {
+					oTick = float64(sw) / float64(ts+sw)
+				}
+				oSum += oTick
+				if sm >= 1 {
+					share := float64(ts) / float64(time.Duration(k)*(ts+sw))
+					effSum += min(1, share/(fraction*(1-oTick)))
+					// One wait per round while it has work.
+					tr.waits[time.Duration(k-1)*ts+time.Duration(k)*sw] += float64(sc.Interval) / float64(time.Duration(k)*(ts+sw))
+				}
+			}
+			eff := 0.0
+			if metered > 0 {
+				eff = effSum / float64(metered/sc.Interval)
+				if a.Target.Kind == "vgpu" {
+					o = oSum / float64(metered/sc.Interval)
+				}
+			}
+			tr.billed += billed
+			tr.metered += metered
+			tr.list += list
+			tr.cost += cost
+			tr.overhead += cost * o
+			if billed > 0 && metered > 0 {
+				tr.waste += cost * (1 - o) * (metered.Seconds() / billed.Seconds()) * (1 - eff)
+			}
+			tr.effW += eff * metered.Seconds()
+			// Cold start: the first sample at or after ready (attached), outside outages.
+			for tick := a.Ready; tick < a.End; tick += sc.Interval {
+				if !down(a.Target.Node, tick) {
+					d := tick - a.Requested
+					if tr.coldMax == nil || d > *tr.coldMax {
+						tr.coldMax = &d
+					}
+					if d > sc.ColdStartSLA[tn.Tier] {
+						tr.breaches++
+					}
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// p99 is the nearest-rank p99 of the weighted waits; ok is false when the 99 % rank falls so
+// near a boundary between two wait lengths that tick rounding could move it.
+func (tr *truth) p99() (p time.Duration, ok bool) {
+	var total float64
+	var waits []time.Duration
+	for w, n := range tr.waits {
+		total += n
+		waits = append(waits, w)
+	}
+	sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
+	seen := 0.0
+	for _, w := range waits {
+		seen += tr.waits[w]
+		if seen >= 0.99*total {
+			return w, math.Abs(seen-0.99*total) > 0.005*total && math.Abs(seen-tr.waits[w]-0.99*total) > 0.005*total
+		}
+	}
+	return 0, false
+}
+
+// compareRow lists the differences beyond the acceptance check's tolerances.
+func compareRow(got report.Row, want *truth, interval time.Duration) []string {
+	var d []string
+	near := func(what string, g, w, abs, rel float64) {
+		if math.Abs(g-w) > abs && math.Abs(g-w) > rel*math.Abs(w) {
+			d = append(d, fmt.Sprintf("%s %.6f, want %.6f", what, g, w))
+		}
+	}
+	near("allocated_seconds", got.Allocated.Seconds(), want.billed.Seconds(), 1e-3, 0)
+	near("list_cost", got.ListCost, want.list, 1e-6, 1e-6)
+	near("cost", got.Cost, want.cost, 1e-6, 1e-6)
+	near("waste_cost", got.WasteCost, want.waste, 1e-6, 0.005)
+	near("overhead_cost", got.OverheadCost, want.overhead, 1e-6, 0.005)
+	near("unmetered_seconds", got.Unmetered.Seconds(), (want.billed - want.metered).Seconds(), 2*interval.Seconds(), 0)
+	if want.metered > 0 {
+		if got.Efficiency == nil {
+			d = append(d, "efficiency missing")
+		} else {
+			near("efficiency", *got.Efficiency, want.effW/want.metered.Seconds(), 1e-4, 0.005)
+		}
+	}
+	if p, ok := want.p99(); ok {
+		if got.JitterP99 == nil {
+			d = append(d, "jitter missing")
+		} else {
+			near("jitter_p99", got.JitterP99.Seconds(), p.Seconds(), 1e-6, 0.02)
+		}
+	} else if len(want.waits) == 0 && want.whole && (got.JitterP99 == nil || *got.JitterP99 != 0) {
+		d = append(d, fmt.Sprintf("jitter %v, want 0 (not time-sliced, no waits)", got.JitterP99))
+	}
+	switch {
+	case want.coldMax == nil && got.ColdStartMax != nil:
+		d = append(d, fmt.Sprintf("cold start %s, want none", got.ColdStartMax))
+	case want.coldMax != nil && got.ColdStartMax == nil:
+		d = append(d, "cold start missing")
+	case want.coldMax != nil:
+		near("cold_start", got.ColdStartMax.Seconds(), want.coldMax.Seconds(), interval.Seconds(), 0)
+	}
+	if got.ColdStartBreaches != want.breaches {
+		d = append(d, fmt.Sprintf("breaches %d, want %d", got.ColdStartBreaches, want.breaches))
+	}
+	return d
+}
+
+// rollUp fills samples_1s from the samples and samples_1m from samples_1s as the collector
+// does (one complete row per node, instance and second or minute, duplicates dropped).
+func rollUp(t *testing.T, conn driver.Conn) {
+	t.Helper()
+	err := conn.Exec(context.Background(), `INSERT INTO samples_1s (time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
+    compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
+    samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
+    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count)
+SELECT time, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(kind), any(profile),
+    any(compute_slices), any(sm_count), any(gpu_sm_count), any(mem_total_bytes), any(gpu_mem_total_bytes), any(interval_ns),
+    count(), sum(interval_ns), sum(sm_active), sum(toUInt64(attached)), sum(vgpu_switch_ns), sum(vgpu_run_ns),
+    minIf(ts_ns, attached = 1), sum(toFloat64(mem_used_bytes)), sum(power_watts),
+    tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 1),
+    tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 2)
+FROM (SELECT * FROM samples LIMIT 1 BY node, instance_id, ts_ns)
+GROUP BY node, instance_id, time`)
+	if err != nil {
+		t.Fatalf("roll the samples up into samples_1s: %v", err)
+	}
+	err = conn.Exec(context.Background(), `INSERT INTO samples_1m (time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
+    compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
+    samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
+    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count)
+SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(kind), any(profile),
+    any(compute_slices), any(sm_count), any(gpu_sm_count), any(mem_total_bytes), any(gpu_mem_total_bytes), any(interval_ns),
+    sum(samples), sum(covered_ns), sum(sm_active_sum), sum(attached_sum), sum(vgpu_switch_ns_sum), sum(vgpu_run_ns_sum),
+    minIf(first_attached_ns, first_attached_ns > 0), sum(mem_used_bytes_sum), sum(power_watts_sum),
+    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2)
+FROM (SELECT * FROM samples_1s ORDER BY samples DESC LIMIT 1 BY node, instance_id, time)
+GROUP BY node, instance_id, minute`)
+	if err != nil {
+		t.Fatalf("roll samples_1s up into samples_1m: %v", err)
+	}
+}

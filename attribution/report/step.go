@@ -1,0 +1,58 @@
+package report
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Window is one [Start, End) of a stepped report.
+type Window struct{ Start, End time.Time }
+
+// Windows cuts [from, to) into consecutive windows of one step, starting at from; the last
+// window ends at to. step is empty (one window), a Go duration ("1h", "15m"), a number of
+// days ("1d", "7d") or "month" (calendar months in UTC: from's day and time of day, one
+// month later each).
+func Windows(from, to time.Time, step string) ([]Window, error) {
+	if !from.Before(to) {
+		return nil, fmt.Errorf("window [%s, %s): the start must be before the end", from, to)
+	}
+	next, err := stepper(step)
+	if err != nil {
+		return nil, err
+	}
+	var out []Window
+	for start, i := from.UTC(), 1; start.Before(to); i++ {
+		end := next(from.UTC(), i)
+		if end.After(to) || step == "" {
+			end = to
+		}
+		out = append(out, Window{start, end})
+		start = end
+	}
+	return out, nil
+}
+
+// stepper returns the end of the i-th window (1-based) counted from from.
+func stepper(step string) (func(from time.Time, i int) time.Time, error) {
+	bad := fmt.Errorf("step %q: expected 1h, 1d, month or another duration such as 15m or 7d", step)
+	switch {
+	case step == "":
+		return func(from time.Time, _ int) time.Time { return from }, nil
+	case step == "month":
+		return func(from time.Time, i int) time.Time { return from.AddDate(0, i, 0) }, nil
+	case strings.HasSuffix(step, "d"):
+		days, err := strconv.Atoi(strings.TrimSuffix(step, "d"))
+		if err != nil || days <= 0 {
+			return nil, bad
+		}
+		return func(from time.Time, i int) time.Time { return from.AddDate(0, 0, i*days) }, nil
+	default:
+		d, err := time.ParseDuration(step)
+		if err != nil || d < time.Second {
+			return nil, bad
+		}
+		return func(from time.Time, i int) time.Time { return from.Add(time.Duration(i) * d) }, nil
+	}
+}

@@ -1,0 +1,146 @@
+package attribution
+
+// Reading the per-second or per-minute rollup (samples_1s, samples_1m, written by the collector) instead of the raw
+// samples: the same five questions (instances in the window, instances ever, usage, waits,
+// first attached) asked of one row per (node, instance_id, second) instead of ~10. The
+// complete row of a second is the one with the most samples (schemas/README.md).
+//
+// What changes at second granularity, all within DESIGN.md's tolerances:
+//   - a second's samples count for the billed time by the share of the second that lies in it
+//     (exact for allocations on whole seconds, as schedulers report them);
+//   - a vGPU's efficiency min(1, sm / (fraction × (1 − o))) is applied to the second's mean
+//     sm_active and switch share, not sample by sample;
+//   - the cold start is the first attached sample of the first second with one at or after
+//     requested_at (off by less than a second only if requested_at falls inside a second in
+//     which the instance was already attached before it).
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Samples says which table the sample aggregates are read from.
+type Samples int
+
+const (
+	// RawSamples reads the samples table (exact to the sample; the default).
+	RawSamples Samples = iota
+	// SecondRollup reads samples_1s: ~10× fewer rows at 10 Hz, and what remains after the
+	// raw samples' retention.
+	SecondRollup
+	// MinuteRollup reads samples_1m: 600× fewer rows than 10 Hz samples, for long windows.
+	// Allocations that start or end inside a minute are counted by the share of the minute
+	// they hold (exact when the minute is fully metered; their waits and mean load over that
+	// minute are the instance's, which may include the previous holder's tail).
+	MinuteRollup
+)
+
+func (s Samples) String() string {
+	switch s {
+	case SecondRollup:
+		return "samples_1s"
+	case MinuteRollup:
+		return "samples_1m"
+	}
+	return "samples"
+}
+
+// sampleQueries are the queries that read sample aggregates, for one source.
+type sampleQueries struct {
+	instancesInWindow, instancesEver, usage, waits, firstAttached string
+}
+
+var queriesOf = map[Samples]sampleQueries{
+	RawSamples:   {instancesInWindowQuery, instancesEverQuery, usageQuery, waitsQuery, firstAttachedQuery},
+	SecondRollup: rollupQueries("samples_1s", time.Second),
+	MinuteRollup: rollupQueries("samples_1m", time.Minute),
+}
+
+// rollupQueries are the rollup queries for a rollup table of rows step long.
+func rollupQueries(table string, step time.Duration) sampleQueries {
+	r := strings.NewReplacer("{{table}}", table, "{{step}}", strconv.FormatInt(int64(step), 10),
+		"{{seconds}}", strconv.FormatInt(int64(step/time.Second), 10))
+	return sampleQueries{r.Replace(rollupInstancesInWindowQuery), r.Replace(rollupInstancesEverQuery), r.Replace(rollupUsageQuery),
+		r.Replace(rollupWaitsQuery), r.Replace(rollupFirstAttachedQuery)}
+}
+
+// rollupInstanceColumns are instanceColumns over a rollup: the latest row's facts.
+//
+// PREWHERE on time: the tables are sorted by (node, instance_id, time), so a time range alone
+// prunes nothing; reading only the time column first skips the rest of every other row.
+//
+// In the queries below {{table}} is the rollup, {{step}} its row length in ns and {{seconds}}
+// in seconds; a row [t, t + step) counts where it overlaps [start, end), by the share of it
+// that overlaps (a float: covered ns × overlap ns would overflow Int64 for minutes).
+const rollupInstanceColumns = `node, instance_id, gpu_uuid, model,
+    argMax(kind, time), argMax(profile, time), argMax(compute_slices, time), argMax(sm_count, time),
+    argMax(gpu_sm_count, time), argMax(mem_total_bytes, time), argMax(gpu_mem_total_bytes, time),
+    toUInt64(max(time)) * 1000000000`
+
+// A second [t, t + 1 s) overlaps [start, end) in ns.
+const rollupInstancesInWindowQuery = `
+SELECT ` + rollupInstanceColumns + `
+FROM {{table}}
+PREWHERE time >= toDateTime(?) - {{seconds}} AND time <= toDateTime(?)
+WHERE toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ?
+GROUP BY node, instance_id, gpu_uuid, model`
+
+const rollupInstancesEverQuery = `
+SELECT ` + rollupInstanceColumns + `
+FROM {{table}}
+WHERE (node, instance_id) IN (` + targetsTable + `)
+GROUP BY node, instance_id, gpu_uuid, model`
+
+// dedupSeconds ends a subquery that selects the complete row of each second of the chunk's
+// targets; it follows "SELECT node, instance_id, toInt64(time) * 1000000000 AS t," and columns.
+const dedupSeconds = `
+    FROM {{table}}
+    PREWHERE time >= toDateTime(?) - {{seconds}} AND time <= toDateTime(?)
+    WHERE toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ?
+        AND (node, instance_id) IN (` + targetsTable + `)
+    ORDER BY samples DESC
+    LIMIT 1 BY node, instance_id, time`
+
+const rollupUsageQuery = `
+SELECT allocation_id, toInt64(sum(metered)), sum(efficiency * metered), sum(o_sec * metered)
+FROM (
+    SELECT allocation_id,
+        covered * ((least(t + {{step}}, billed_end) - greatest(t, billed_start)) / {{step}}) AS metered,
+        if(covered > 0, sw / covered, 0.) AS o_sec,
+        if(n > 0, sm_sum / n, 0.) AS sm,
+        if(sliced = 1, if(frac * (1. - o_sec) > 0., least(1., sm / (frac * (1. - o_sec))), 0.), sm) AS efficiency
+    FROM (
+        SELECT node, instance_id, toInt64(time) * 1000000000 AS t, toInt64(covered_ns) AS covered,
+            toInt64(samples) AS n, sm_active_sum AS sm_sum, toInt64(vgpu_switch_ns_sum) AS sw` + dedupSeconds + `
+    ) AS s ALL INNER JOIN (` + allocationsTable + `
+    ) AS a USING (node, instance_id)
+    WHERE t < billed_end AND t + {{step}} > billed_start
+)
+GROUP BY allocation_id`
+
+const rollupWaitsQuery = `
+SELECT allocation_id, w, sum(c)
+FROM (
+    SELECT allocation_id, ws, cs
+    FROM (
+        SELECT node, instance_id, toInt64(time) * 1000000000 AS t, wait_ns AS ws, wait_count AS cs` + dedupSeconds + `
+    ) AS s ALL INNER JOIN (` + allocationsTable + `
+    ) AS a USING (node, instance_id)
+    WHERE sliced = 1 AND t >= billed_start AND t < billed_end
+)
+ARRAY JOIN ws AS w, cs AS c
+GROUP BY allocation_id, w`
+
+const rollupFirstAttachedQuery = `
+SELECT allocation_id, min(first)
+FROM (
+    SELECT node, instance_id, toInt64(first_attached_ns) AS first
+    FROM {{table}}
+    PREWHERE time >= toDateTime(?) - {{seconds}} AND time <= toDateTime(?)
+    WHERE first_attached_ns > 0 AND toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ?
+        AND (node, instance_id) IN (` + targetsTable + `)
+) AS s ALL INNER JOIN (` + allocationsTable + `
+) AS a USING (node, instance_id)
+WHERE first >= search_start AND first < search_end
+GROUP BY allocation_id`

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/slicemeter/slicemeter/attribution/intake"
+	"github.com/slicemeter/slicemeter/internal/chconn"
+)
+
+// allocationsCmd is `slicemeter allocations import FILE`: allocations from a CSV or JSON file
+// into ClickHouse, all or none.
+type allocationsCmd struct {
+	stdout io.Writer
+	dsn    *string
+	file   *string
+}
+
+func newAllocationsCmd(app *kingpin.Application, stdout io.Writer) *allocationsCmd {
+	c := app.Command("allocations", "Manage tenants' allocations.")
+	imp := c.Command("import", "Import allocations from a CSV (header: "+strings.Join(intake.Columns, ",")+") or JSON file; all or none.")
+	return &allocationsCmd{
+		stdout: stdout,
+		dsn:    dsnFlag(imp),
+		file:   imp.Arg("file", "CSV (.csv) or JSON file of allocations.").Required().String(),
+	}
+}
+
+func (c *allocationsCmd) run(ctx context.Context, logger *slog.Logger) error {
+	data, err := os.ReadFile(*c.file)
+	if err != nil {
+		return usage("allocations file: %v", err)
+	}
+	allocs, err := intake.Decode(*c.file, data)
+	if err != nil {
+		return usageError{err}
+	}
+	conn, err := chconn.Open(ctx, *c.dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	res, err := intake.NewStore(conn).Put(ctx, allocs)
+	if errors.Is(err, intake.ErrRefused) {
+		return usageError{fmt.Errorf("%s: %w", *c.file, err)}
+	}
+	if err != nil {
+		return fmt.Errorf("import %s: %w", *c.file, err)
+	}
+	for _, t := range res.Unseen {
+		logger.Warn("allocation for an instance not seen in any sample yet", "target", t)
+	}
+	_, err = fmt.Fprintf(c.stdout, "%s: %d allocations stored, %d unchanged, %d on instances not seen yet\n",
+		*c.file, len(res.Stored), len(res.Unchanged), len(res.Unseen))
+	return err
+}

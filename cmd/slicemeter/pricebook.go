@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/internal/chconn"
+)
+
+// pricebookCmd is `slicemeter pricebook check FILE`: validate a price book and, with a
+// ClickHouse DSN, that it prices every GPU model of the fleet.
+type pricebookCmd struct {
+	stdout io.Writer
+	file   *string
+	dsn    *string
+	since  *time.Duration
+}
+
+func newPricebookCmd(app *kingpin.Application, stdout io.Writer) *pricebookCmd {
+	c := app.Command("pricebook", "Work with price books.")
+	check := c.Command("check", "Validate a price book; with --clickhouse.dsn also check that it prices every GPU model sampled recently.")
+	return &pricebookCmd{
+		stdout: stdout,
+		file:   check.Arg("file", "Price book (YAML).").Required().String(),
+		dsn:    check.Flag("clickhouse.dsn", "Also check the fleet's GPU models in this ClickHouse (native protocol DSN).").String(),
+		since:  check.Flag("fleet.since", "How far back samples count as the fleet.").Default("24h").Duration(),
+	}
+}
+
+func (c *pricebookCmd) run(ctx context.Context, _ *slog.Logger) error {
+	book, err := pricebook.Load(*c.file)
+	if err != nil {
+		return usageError{err}
+	}
+	if *c.dsn != "" {
+		conn, err := chconn.Open(ctx, *c.dsn)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if err := checkFleetPriced(ctx, conn, book, *c.since); err != nil {
+			return err
+		}
+	}
+	contracts := 0
+	for _, prices := range book.Contracts {
+		contracts += len(prices)
+	}
+	_, err = fmt.Fprintf(c.stdout, "%s: ok: %s, %d GPU models, %d tiers, %d contract prices, %d effective-dated changes\n",
+		*c.file, book.Currency, len(book.Prices), len(book.Tiers), contracts, len(book.Changes))
+	return err
+}
+
+// checkFleetPriced fails (exit status 2) naming every GPU model sampled in the last since that
+// the price book does not price.
+func checkFleetPriced(ctx context.Context, conn attribution.Querier, book *pricebook.PriceBook, since time.Duration) error {
+	models, err := attribution.FleetModels(ctx, conn, time.Now().Add(-since))
+	if err != nil {
+		return err
+	}
+	if err := book.CheckModels(models); err != nil {
+		return usageError{err}
+	}
+	return nil
+}
