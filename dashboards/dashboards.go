@@ -1,5 +1,7 @@
 package dashboards
 
+//lint:file-ignore SA1019 the v1 dashboard schema imports into Grafana 11 and 12; dashboardv2 only into 12.
+
 import (
 	"encoding/json"
 	"fmt"
@@ -36,40 +38,59 @@ func All() ([]Generated, error) {
 	return out, nil
 }
 
-// Raw samples, deduplicated per instance and tick where a count would otherwise be inflated
-// by a re-delivered batch (DESIGN.md: queries never rely on merges).
-const dedupedSamples = `(SELECT node, instance_id, ts_ns, any(time) AS second, any(gpu_uuid) AS gpu_uuid, any(model) AS model,
-    any(kind) AS kind, any(attached) AS attached, any(sm_active) AS sm_active
-  FROM samples WHERE $__timeFilter(time) GROUP BY node, instance_id, ts_ns)`
+// rollup1m reads the collector's per-minute rollup, taking per (node, instance, minute) the row
+// with the most samples (a minute recomputed after late samples has several; the fullest wins).
+const rollup1m = `(SELECT time, node, instance_id, any(gpu_uuid) AS gpu_uuid, any(model) AS model, any(kind) AS kind,
+    max(samples) AS n, argMax(attached_sum, samples) AS attached, argMax(sm_active_sum, samples) AS sm_active
+  FROM samples_1m WHERE $__timeFilter(time) GROUP BY time, node, instance_id)`
+
+// minutes reads the attribution service's stored minutes: per minute only the rows of its
+// latest computation (schemas/migrations/sql/0020_attribution_minutes.sql).
+const minutes = `(SELECT * FROM attribution_minutes
+  WHERE $__timeFilter(minute) AND (minute, computed_ns) IN
+    (SELECT minute, max(computed_ns) FROM attribution_minutes WHERE $__timeFilter(minute) GROUP BY minute))`
 
 func fleet() *dashboard.DashboardBuilder {
 	return newDashboard("slicemeter-fleet", "slicemeter / Fleet",
 		"Capacity, allocation, utilization and what it cost: the operator's and finance's view.", "fleet").
 		WithRow(dashboard.NewRowBuilder("Capacity")).
 		WithPanel(chStat("GPUs reporting", "short",
-			`SELECT uniqExact(node, gpu_uuid) AS gpus FROM samples WHERE $__timeFilter(time)`)).
+			`SELECT uniqExact(node, gpu_uuid) AS gpus FROM samples_1m WHERE $__timeFilter(time)`)).
 		WithPanel(chStat("Instances (GPU, MIG, vGPU)", "short",
-			`SELECT uniqExact(node, instance_id) AS instances FROM samples WHERE $__timeFilter(time)`)).
+			`SELECT uniqExact(node, instance_id) AS instances FROM samples_1m WHERE $__timeFilter(time)`)).
 		WithPanel(promStat("Unallocated list cost (trailing window)", "currencyUSD",
 			promQuery{`sum(slicemeter_unallocated_list_cost)`, "unallocated"})).
 		WithPanel(promStat("Tenants billed (trailing window)", "short",
 			promQuery{`count(slicemeter_tenant_cost)`, "tenants"})).
 		WithPanel(chSeries("Allocated share of instances", "percentunit",
-			`SELECT toStartOfMinute(second) AS time, kind, avg(attached) AS allocated
-FROM `+dedupedSamples+`
+			`SELECT time, kind, sum(attached) / sum(n) AS allocated
+FROM `+rollup1m+`
 GROUP BY time, kind ORDER BY time`)).
 		WithPanel(chSeries("SM activity by GPU model", "percentunit",
-			`SELECT toStartOfMinute(second) AS time, model, avg(sm_active) AS sm_active
-FROM `+dedupedSamples+`
+			`SELECT time, model, sum(sm_active) / sum(n) AS sm_active
+FROM `+rollup1m+`
 GROUP BY time, model ORDER BY time`)).
 		WithRow(dashboard.NewRowBuilder("Cost")).
+		WithPanel(chSeries("Cost, waste, overhead and unallocated per hour", "currencyUSD",
+			`SELECT toStartOfHour(minute) AS time,
+  sumIf(cost, tenant != '__unallocated__') AS cost,
+  sumIf(waste_cost, tenant != '__unallocated__') AS waste,
+  sumIf(overhead_cost, tenant != '__unallocated__') AS overhead,
+  sumIf(list_cost, tenant = '__unallocated__') AS unallocated
+FROM `+minutes+`
+GROUP BY time ORDER BY time`)).
+		WithPanel(chTable("Top wasting tenants", `SELECT tenant, any(tier) AS tier, sum(waste_cost) AS waste, sum(cost) AS cost,
+  sum(efficiency_ns) / greatest(sum(metered_ns), 1) AS efficiency
+FROM `+minutes+`
+WHERE tenant != '__unallocated__'
+GROUP BY tenant ORDER BY waste DESC LIMIT 10`)).
 		WithPanel(promSeries("Cost, waste, overhead and unallocated (trailing window)", "currencyUSD",
 			promQuery{`sum(slicemeter_tenant_cost)`, "cost"},
 			promQuery{`sum(slicemeter_tenant_waste_cost)`, "waste"},
 			promQuery{`sum(slicemeter_tenant_overhead_cost)`, "overhead"},
 			promQuery{`sum(slicemeter_unallocated_list_cost)`, "unallocated"})).
-		WithPanel(promTable("Top wasting tenants",
-			promQuery{`topk(10, sum by (tenant, tier) (slicemeter_tenant_waste_cost))`, "{{tenant}}"}))
+		WithPanel(promSeries("Cost per hour by tenant (rate of the cost counters)", "currencyUSD",
+			promQuery{`sum by (tenant) (rate(slicemeter_tenant_cost_total[15m])) * 3600`, "{{tenant}}"}))
 }
 
 func tenant() *dashboard.DashboardBuilder {
@@ -92,10 +113,14 @@ func tenant() *dashboard.DashboardBuilder {
   if(argMax(ended_ns, version) = 0, 'running', toString(toDateTime(intDiv(argMax(ended_ns, version), 1000000000)))) AS ended
 FROM allocations WHERE tenant IN ($tenant)
 GROUP BY allocation_id HAVING argMax(deleted, version) = 0 ORDER BY requested`)).
-		WithPanel(chSeries("SM activity of its instances", "percentunit", `SELECT toStartOfMinute(second) AS time, concat(node, '/', instance_id) AS instance, avg(sm_active) AS sm_active
-FROM `+dedupedSamples+`
-WHERE attached = 1 AND (node, instance_id) IN (SELECT node, instance_id FROM allocations WHERE tenant IN ($tenant))
-GROUP BY time, instance ORDER BY time`))
+		WithPanel(chSeries("SM activity of its instances", "percentunit", `SELECT time, concat(node, '/', instance_id) AS instance, sm_active / n AS sm_active
+FROM `+rollup1m+`
+WHERE attached > 0 AND (node, instance_id) IN (SELECT node, instance_id FROM allocations WHERE tenant IN ($tenant))
+ORDER BY time`)).
+		WithPanel(chSeries("Cost, waste and overhead per hour", "currencyUSD", `SELECT toStartOfHour(minute) AS time, sum(cost) AS cost, sum(waste_cost) AS waste, sum(overhead_cost) AS overhead
+FROM `+minutes+`
+WHERE tenant IN ($tenant)
+GROUP BY time ORDER BY time`))
 }
 
 func sla() *dashboard.DashboardBuilder {
@@ -103,10 +128,17 @@ func sla() *dashboard.DashboardBuilder {
 		"Scheduling jitter and cold start by tier against their limits, breaches, noisy neighbours.", "sla").
 		WithRow(dashboard.NewRowBuilder("Jitter")).
 		WithPanel(promSeries("Jitter p99 by tenant", "s", promQuery{`max by (tenant, tier) (slicemeter_tenant_jitter_p99_seconds)`, "{{tenant}} ({{tier}})"})).
-		WithPanel(promSeries("Worst jitter p99 by tier", "s", promQuery{`max by (tier) (slicemeter_tenant_jitter_p99_seconds)`, "{{tier}}"})).
+		WithPanel(promSeries("Worst jitter p99 by tier against its limit", "s",
+			promQuery{`max by (tier) (slicemeter_tenant_jitter_p99_seconds)`, "{{tier}}"},
+			promQuery{`max by (tier) (slicemeter_sla_jitter_p99_limit_seconds)`, "{{tier}} limit"})).
 		WithRow(dashboard.NewRowBuilder("Cold start")).
-		WithPanel(promSeries("Longest cold start by tier", "s", promQuery{`max by (tier) (slicemeter_tenant_cold_start_max_seconds)`, "{{tier}}"})).
-		WithPanel(promTable("Cold-start breaches by tenant", promQuery{`sum by (tenant, tier) (slicemeter_tenant_cold_start_breaches)`, "{{tenant}}"})).
+		WithPanel(promSeries("Cold start p95 by tier against its limit", "s",
+			promQuery{`histogram_quantile(0.95, sum by (tier, le) (rate(slicemeter_cold_start_seconds_bucket[1h])))`, "{{tier}} p95"},
+			promQuery{`max by (tier) (slicemeter_sla_cold_start_limit_seconds)`, "{{tier}} limit"})).
+		WithPanel(promSeries("Longest cold start by tier (trailing window)", "s", promQuery{`max by (tier) (slicemeter_tenant_cold_start_max_seconds)`, "{{tier}}"})).
+		WithPanel(promTable("SLA breaches by tenant",
+			promQuery{`sum by (tenant, tier) (slicemeter_cold_start_breaches_total)`, "cold start {{tenant}}"},
+			promQuery{`sum by (tenant, tier) (slicemeter_jitter_breaches_total) or vector(0)`, "jitter {{tenant}}"})).
 		WithRow(dashboard.NewRowBuilder("Noisy neighbours")).
 		WithPanel(chTable("vGPU share of each time-sliced GPU", `SELECT node, gpu_uuid, instance_id, avg(sm_active) AS gpu_time_share,
   sum(length(vgpu_waits_ns)) AS waits, max(arrayReduce('max', vgpu_waits_ns)) / 1e6 AS longest_wait_ms
@@ -143,13 +175,18 @@ func pipeline() *dashboard.DashboardBuilder {
 		WithPanel(promSeries("Source errors and publish errors", "short",
 			promQuery{`sum by (instance) (rate(slicemeter_exporter_source_errors_total[5m]))`, "source {{instance}}"},
 			promQuery{`sum by (instance) (rate(slicemeter_exporter_publish_errors_total[5m]))`, "publish {{instance}}"})).
+		WithPanel(promSeries("NVML errors by call", "short", promQuery{`sum by (instance, call) (rate(slicemeter_exporter_nvml_errors_total[5m])) or vector(0)`, "{{instance}} {{call}}"})).
+		WithPanel(promSeries("Disk spool (Kafka unreachable)", "bytes", promQuery{`sum by (instance) (slicemeter_exporter_spool_bytes) or vector(0)`, "{{instance}}"})).
 		WithPanel(promSeries("Samples dropped", "short", promQuery{`sum by (instance, reason) (rate(slicemeter_exporter_samples_dropped_total[5m])) or vector(0)`, "{{instance}} {{reason}}"})).
 		WithRow(dashboard.NewRowBuilder("Collector")).
 		WithPanel(promSeries("Samples stored per second", "short", promQuery{`sum by (instance) (rate(slicemeter_collector_samples_stored_total[5m]))`, "{{instance}}"})).
+		WithPanel(promSeries("Freshness p99 (sample taken → stored)", "s",
+			promQuery{`histogram_quantile(0.99, sum by (le) (rate(slicemeter_collector_sample_freshness_seconds_bucket[5m])))`, "p99"})).
+		WithPanel(promSeries("Consumer lag by topic", "short", promQuery{`sum by (topic) (slicemeter_collector_consumer_lag_messages)`, "{{topic}}"})).
 		WithPanel(promSeries("Dead-lettered messages", "short", promQuery{`sum by (topic, reason) (rate(slicemeter_collector_deadlettered_total[5m])) or vector(0)`, "{{topic}} {{reason}}"})).
 		WithRow(dashboard.NewRowBuilder("Attribution")).
 		WithPanel(promSeries("Attribution lag (now minus the end of the latest window attributed)", "s",
-			promQuery{`time() - max(slicemeter_attribution_last_success_timestamp_seconds)`, "lag"})).
+			promQuery{`max(slicemeter_attribution_lag_seconds)`, "lag"})).
 		WithPanel(promSeries("Attribution run time p99", "s",
 			promQuery{`histogram_quantile(0.99, sum by (le) (rate(slicemeter_attribution_duration_seconds_bucket[15m])))`, "p99"}))
 }

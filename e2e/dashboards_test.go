@@ -61,18 +61,43 @@ func TestDashboardClickHouseQueries(t *testing.T) {
 	}
 	defer ch.Close()
 	dsn := ch.DSN("e2e_dashboards")
-	if r := slicemeter(t, ctx, "demo", "--scenario", demoFleet, "--fast", "--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0"); r.code != 0 {
+	// The demo fleet's hour, ending a minute ago, so that the attribution service (whose window
+	// is relative to now) stores its minutes for the Cost panels.
+	start := time.Now().UTC().Truncate(time.Minute).Add(-61 * time.Minute)
+	if r := slicemeter(t, ctx, "demo", "--scenario", demoFleet, "--fast", "--sim.start", start.Format(time.RFC3339),
+		"--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0", "--report", os.DevNull); r.code != 0 {
 		t.Fatalf("demo exited %d\n%s", r.code, r.stderr)
 	}
 	sc, err := scenario.Load(demoFleet)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sc.Start = start
 	conn, err := chconn.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	attr := exec.CommandContext(ctx, binary, "attribution", "--clickhouse.dsn", dsn, "--scenario", demoFleet,
+		"--attribution.interval", "1s", "--attribution.delay", "0s", "--attribution.backfill", "2h", "--web.listen-address", "127.0.0.1:0")
+	attrLog := filepath.Join(t.TempDir(), "attribution.log")
+	startLogged(t, attr, attrLog)
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var minutes uint64
+		if err := conn.QueryRow(ctx, "SELECT uniqExact(minute) FROM attribution_minutes").Scan(&minutes); err != nil {
+			t.Fatal(err)
+		}
+		if minutes >= 60 {
+			break
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(attrLog)
+			t.Fatalf("attribution stored %d of 60 minutes\n%s", minutes, tail(string(log), 20))
+		}
+		time.Sleep(time.Second)
+	}
+	stopProcess(attr)
 	var gpu string
 	if err := conn.QueryRow(ctx, "SELECT any(gpu_uuid) FROM samples WHERE node = 'node-a' AND instance_id = 'gpu1/vgpu0'").Scan(&gpu); err != nil {
 		t.Fatal(err)
@@ -144,7 +169,10 @@ func TestDashboardPromQLQueries(t *testing.T) {
 	dsn := ch.DSN("e2e_live")
 	demoAddr, attrAddr := freeAddr(t), freeAddr(t)
 
-	demo := exec.CommandContext(ctx, binary, "demo", "--scenario", demoFleet, "--sim.start", "now",
+	// Two minutes in the past: the attribution service (windows relative to now) finds closed
+	// minutes to store within seconds, while the demo still samples in real time.
+	start := time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Minute)
+	demo := exec.CommandContext(ctx, binary, "demo", "--scenario", demoFleet, "--sim.start", start.Format(time.RFC3339),
 		"--clickhouse.dsn", dsn, "--web.listen-address", demoAddr)
 	demoLog := filepath.Join(t.TempDir(), "demo.log")
 	startLogged(t, demo, demoLog)
@@ -152,7 +180,7 @@ func TestDashboardPromQLQueries(t *testing.T) {
 	// The attribution service needs the tables the demo creates.
 	waitHTTP(t, ctx, "http://"+demoAddr+"/readyz")
 	attr := exec.CommandContext(ctx, binary, "attribution", "--clickhouse.dsn", dsn, "--scenario", demoFleet,
-		"--attribution.interval", "2s", "--web.listen-address", attrAddr)
+		"--attribution.interval", "2s", "--attribution.delay", "0s", "--web.listen-address", attrAddr)
 	attrLog := filepath.Join(t.TempDir(), "attribution.log")
 	startLogged(t, attr, attrLog)
 	defer stopProcess(attr)
