@@ -32,7 +32,7 @@ type world struct {
 	start    time.Time
 	interval time.Duration
 	d        time.Duration // offset of the current tick
-	lib      *mock.Interface
+	lib      library
 }
 
 func newWorld(n *node, start time.Time, interval time.Duration) *world {
@@ -41,7 +41,7 @@ func newWorld(n *node, start time.Time, interval time.Duration) *world {
 	for i, g := range n.gpus {
 		devices[i] = w.device(g)
 	}
-	w.lib = &mock.Interface{
+	w.lib = library{&mock.Interface{
 		InitFunc:           func() nvml.Return { return nvml.SUCCESS },
 		ShutdownFunc:       func() nvml.Return { return nvml.SUCCESS },
 		DeviceGetCountFunc: func() (int, nvml.Return) { return len(devices), nvml.SUCCESS },
@@ -55,14 +55,14 @@ func newWorld(n *node, start time.Time, interval time.Duration) *world {
 			return &mock.ExtendedInterface{LookupSymbolFunc: func(string) error { return nil }}
 		},
 		EventSetCreateFunc: func() (nvml.EventSet, nvml.Return) {
-			return &mock.EventSet{
+			return eventSet{&mock.EventSet{
 				WaitFunc: func(uint32) (nvml.EventData, nvml.Return) { return nvml.EventData{}, nvml.ERROR_TIMEOUT },
 				FreeFunc: func() nvml.Return { return nvml.SUCCESS },
-			}, nvml.SUCCESS
+			}}, nvml.SUCCESS
 		},
 		GpmSampleAllocFunc: func() (nvml.GpmSample, nvml.Return) { return &gpmSample{}, nvml.SUCCESS },
 		GpmMetricsGetFunc:  w.gpmMetrics,
-	}
+	}}
 	return w
 }
 
@@ -278,11 +278,11 @@ func (w *world) device(g *gpu) nvml.Device {
 		}
 		return nvml.VALUE_TYPE_UNSIGNED_INT, out, nvml.SUCCESS
 	}
-	return dev
+	return device{dev}
 }
 
 func (w *world) migDevice(g *gpu, m int, inst *instance) nvml.Device {
-	return &mock.Device{
+	return device{&mock.Device{
 		GetUUIDFunc: func() (string, nvml.Return) { return ok(derivedUUID("MIG", g.uuid, inst.id)) },
 		GetNameFunc: func() (string, nvml.Return) { return ok("NVIDIA " + g.model.Name + " MIG " + inst.profile) },
 		GetAttributesFunc: func() (nvml.DeviceAttributes, nvml.Return) {
@@ -298,7 +298,7 @@ func (w *world) migDevice(g *gpu, m int, inst *instance) nvml.Device {
 			_, attached := inst.attachedAt(w.d)
 			return ok(procs(attached))
 		},
-	}
+	}}
 }
 
 // simVgpu is a simulated vGPU instance with the numeric handle utilization samples name.
@@ -311,10 +311,10 @@ type simVgpu struct {
 func (v simVgpu) Handle() uint32 { return v.handle }
 
 func (w *world) vgpu(g *gpu, m int, inst *instance) nvml.VgpuInstance {
-	typ := &mock.VgpuTypeId{
+	typ := vgpuType{&mock.VgpuTypeId{
 		GetNameFunc:            func() (string, nvml.Return) { return ok(inst.profile) },
 		GetFramebufferSizeFunc: func() (uint64, nvml.Return) { return ok(inst.memTotal) },
-	}
+	}}
 	return simVgpu{handle: uint32(m + 1), VgpuInstance: &mock.VgpuInstance{
 		GetUUIDFunc:    func() (string, nvml.Return) { return ok(derivedUUID("", g.uuid, inst.id)) },
 		GetTypeFunc:    func() (nvml.VgpuTypeId, nvml.Return) { return ok[nvml.VgpuTypeId](typ) },
