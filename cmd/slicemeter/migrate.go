@@ -12,12 +12,18 @@ import (
 )
 
 type migrateCmd struct {
-	dsn *string
+	dsn     *string
+	cluster *string
 }
 
 func newMigrateCmd(app *kingpin.Application) *migrateCmd {
 	c := app.Command("migrate", "Create or upgrade slicemeter's ClickHouse tables (idempotent, recorded in schema_migrations).")
-	return &migrateCmd{dsn: dsnFlag(c)}
+	return &migrateCmd{
+		dsn: dsnFlag(c),
+		cluster: c.Flag("cluster", "Create the tables ON CLUSTER this cluster (a <remote_servers> entry; needs ZooKeeper and "+
+			"the macros {shard} and {replica}): Replicated<name>_local tables on every node behind Distributed tables under "+
+			"the usual names. Empty: a single server.").Default("").String(),
+	}
 }
 
 func dsnFlag(c *kingpin.CmdClause) *string {
@@ -25,15 +31,28 @@ func dsnFlag(c *kingpin.CmdClause) *string {
 }
 
 func (c *migrateCmd) run(ctx context.Context, logger *slog.Logger) error {
-	conn, err := openMigrated(ctx, *c.dsn, logger)
+	if *c.cluster != "" {
+		if err := migrations.ValidClusterName(*c.cluster); err != nil {
+			return usage("--cluster: %w", err)
+		}
+	}
+	conn, err := openMigratedCluster(ctx, *c.dsn, *c.cluster, logger)
 	if err != nil {
 		return err
 	}
 	return conn.Close()
 }
 
-// openMigrated creates the DSN's database if needed, connects and applies pending migrations.
+// openMigrated creates the DSN's database if needed, connects and applies pending migrations
+// for a single server.
 func openMigrated(ctx context.Context, dsn string, logger *slog.Logger) (driver.Conn, error) {
+	return openMigratedCluster(ctx, dsn, "", logger)
+}
+
+// openMigratedCluster is openMigrated for cluster ("" for a single server): the database and
+// tables are created ON CLUSTER (migrations.ApplyCluster). The DSN's server is one node of the
+// cluster; the database is created there first because the connection needs it.
+func openMigratedCluster(ctx context.Context, dsn, cluster string, logger *slog.Logger) (driver.Conn, error) {
 	if err := chconn.EnsureDatabase(ctx, dsn); err != nil {
 		return nil, err
 	}
@@ -41,11 +60,25 @@ func openMigrated(ctx context.Context, dsn string, logger *slog.Logger) (driver.
 	if err != nil {
 		return nil, err
 	}
-	applied, err := migrations.Apply(ctx, conn)
+	var applied []string
+	if cluster == "" {
+		applied, err = migrations.Apply(ctx, conn)
+	} else {
+		applied, err = migrations.ApplyCluster(ctx, conn, cluster)
+	}
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
-	logger.Info("clickhouse schema up to date", "applied_now", applied)
+	if cluster == "" {
+		logger.Info("clickhouse schema up to date", "applied_now", applied)
+		return conn, nil
+	}
+	logger.Info("clickhouse schema up to date on cluster", "cluster", cluster, "applied_now", applied)
+	// The schema is in place either way; without these settings writers and readers would be
+	// wrong (rollups computed before the rows arrive) or refused (IN subqueries), so say so now.
+	if err := migrations.CheckClusterSettings(ctx, conn); err != nil {
+		logger.Warn("clients of this cluster lack settings they need", "err", err)
+	}
 	return conn, nil
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what slicemeter's demo and tests start or call, on Debian 12 as root: ClickHouse 18.16,
 # protoc, Prometheus, Alertmanager, kcat, Java 17 and Maven (for the Kafka broker), chDB, and the
-# Kafka jars in the cache. Only what is missing is installed, so a second run takes about a second.
+# Kafka and ZooKeeper jars in the cache. Only what is missing is installed, so a second run takes
+# about a second.
 #
 # The services installed here are never used: the harness (deploy/local) starts its own
 # ClickHouse, Kafka and Prometheus on free loopback ports. Package installs are kept from starting
@@ -10,6 +11,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 kafka_version=4.4.0
+zookeeper_version=3.9.5 # deploy/local ZooKeeperVersion; ClickHouse 18.16 clusters need ZooKeeper
 packages=(clickhouse-server clickhouse-client protobuf-compiler prometheus prometheus-alertmanager
 	kcat openjdk-17-jre-headless maven python3-pip)
 
@@ -75,6 +77,26 @@ if [[ $(cat "$home/libs.complete" 2>/dev/null) != "$want" ]]; then
 			printf '%s\n' "$want" >"$home/libs.complete"
 		fi
 	) 9>"$home/.lock"
+fi
+
+# The ZooKeeper server's jars (clustered ClickHouse: Replicated tables, ON CLUSTER DDL), the same
+# way, matching deploy/local's ZooKeeperLibs.
+zk_home="$cache/zookeeper-$zookeeper_version"
+zk_want=$(sha256sum "$here/zookeeper/pom.xml" | cut -d' ' -f1)
+if [[ $(cat "$zk_home/libs.complete" 2>/dev/null) != "$zk_want" ]]; then
+	mkdir -p "$zk_home"
+	(
+		flock 9
+		if [[ $(cat "$zk_home/libs.complete" 2>/dev/null) != "$zk_want" ]]; then
+			log "fetching the ZooKeeper $zookeeper_version jars from Maven Central into $zk_home/libs"
+			cp "$here/zookeeper/pom.xml" "$zk_home/pom.xml"
+			rm -rf "$zk_home/libs.tmp"
+			(cd "$zk_home" && mvn -q -B -Dstyle.color=never -f pom.xml dependency:copy-dependencies -DoutputDirectory="$zk_home/libs.tmp")
+			rm -rf "$zk_home/libs"
+			mv "$zk_home/libs.tmp" "$zk_home/libs"
+			printf '%s\n' "$zk_want" >"$zk_home/libs.complete"
+		fi
+	) 9>"$zk_home/.lock"
 fi
 
 log "all dependencies present"

@@ -86,6 +86,12 @@ func Apply(ctx context.Context, conn driver.Conn) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return apply(ctx, conn, all, nil)
+}
+
+// apply is Apply's loop over the given migrations (single-node or cluster form); before, if not
+// nil, runs before each pending migration and can refuse it.
+func apply(ctx context.Context, conn driver.Conn, all []Migration, before func(context.Context, Migration) error) ([]string, error) {
 	if err := conn.Exec(ctx, createTable); err != nil {
 		return nil, fmt.Errorf("create table %s: %w", Table, err)
 	}
@@ -97,6 +103,11 @@ func Apply(ctx context.Context, conn driver.Conn) ([]string, error) {
 	for _, m := range all {
 		if _, ok := done[m.Version]; ok {
 			continue
+		}
+		if before != nil {
+			if err := before(ctx, m); err != nil {
+				return appliedNow, err
+			}
 		}
 		for i, stmt := range m.Statements {
 			if err := conn.Exec(ctx, stmt); err != nil {

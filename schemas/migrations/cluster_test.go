@@ -1,0 +1,395 @@
+package migrations_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/internal/chconn"
+	"github.com/slicemeter/slicemeter/schemas/migrations"
+)
+
+func TestClusterStatements(t *testing.T) {
+	stmt := `CREATE TABLE IF NOT EXISTS t (
+    s String, -- a comment with ) and '
+    a Array(UInt64)
+) ENGINE = ReplacingMergeTree(v)
+PARTITION BY toYYYYMMDD(time)
+ORDER BY (s, v)`
+	got, err := migrations.ClusterStatements(stmt, "db", "two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := "(\n    s String, -- a comment with ) and '\n    a Array(UInt64)\n)"
+	want := []string{
+		"CREATE TABLE IF NOT EXISTS db.t_local ON CLUSTER two " + cols +
+			" ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/db.t_local', '{replica}', v)\nPARTITION BY toYYYYMMDD(time)\nORDER BY (s, v)",
+		"CREATE TABLE IF NOT EXISTS db.t ON CLUSTER two " + cols +
+			" ENGINE = Distributed('two', 'db', 't_local', cityHash64(s))",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n--\n"), strings.Join(want, "\n--\n"))
+	}
+	for _, bad := range []struct{ stmt, db, cluster string }{
+		{stmt, "db", "1bad"},
+		{stmt, "db", "a-b"},
+		{stmt, "db", ""},
+		{stmt, "d b", "two"},
+		{"ALTER TABLE t ADD COLUMN x UInt8", "db", "two"},
+		{"CREATE TABLE t (x UInt8) ENGINE = Memory", "db", "two"},
+		{"CREATE TABLE t (x UInt8) ENGINE = ReplicatedMergeTree('/p', 'r') ORDER BY x", "db", "two"},
+		{"CREATE TABLE t (x UInt8 ENGINE = MergeTree() ORDER BY x", "db", "two"},
+		{"CREATE TABLE t (x UInt8) ENGINE = MergeTree()", "db", "two"},
+	} {
+		if _, err := migrations.ClusterStatements(bad.stmt, bad.db, bad.cluster); err == nil {
+			t.Errorf("ClusterStatements(%q, %q, %q) accepted", bad.stmt, bad.db, bad.cluster)
+		}
+	}
+	// Every shipped migration has a cluster form.
+	if _, err := migrations.ClusterMigrations("slicemeter", "two"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClusterSQLParsesOnCurrentClickHouse has chDB (current ClickHouse) parse every cluster
+// statement with formatQuery. chDB has no cluster and no ZooKeeper, so it cannot run them;
+// the single-node SQL they derive from runs there in TestCurrentClickHouseDialect.
+func TestClusterSQLParsesOnCurrentClickHouse(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	all, err := migrations.ClusterMigrations("slicemeter", "slicemeter_cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, m := range all {
+		for _, stmt := range m.Statements {
+			q := strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(stmt)
+			// One line per statement: chdb_check.py ends a statement at a line ending in ';'.
+			fmt.Fprintf(&b, "-- %s\nSELECT formatQuery('%s');\n", m.Name, strings.ReplaceAll(q, "\n", `\n`))
+		}
+	}
+	file := filepath.Join(t.TempDir(), "cluster.sql")
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := local.CheckWithChDB(ctx, file); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestApplyCluster runs the cluster migrations on two ClickHouse 18.16 servers, one shard each,
+// sharing one ZooKeeper: the tables appear on both nodes, rows inserted through a Distributed
+// table on one node are spread over both shards and read back in full from either node, and
+// attribution's IN-subquery form works on the Distributed table with ClusterSettings.
+func TestApplyCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts ZooKeeper and two ClickHouse servers")
+	}
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const cluster = "slicemeter_test"
+	_, nodes := startCluster(ctx, t, cluster)
+	t.Logf("cluster up in %s", time.Since(began).Round(time.Millisecond))
+
+	const db = "slicemeter_cluster"
+	dsn := func(ch *local.ClickHouse) string { return ch.DSN(db) }
+	if err := chconn.EnsureDatabase(ctx, dsn(nodes[0])); err != nil { // on node 0 only: ApplyCluster creates it on the others
+		t.Fatal(err)
+	}
+	conn0 := open(ctx, t, dsn(nodes[0]))
+	if err := migrations.CheckClusterSettings(ctx, conn0); err != nil {
+		t.Fatal(err)
+	}
+
+	all, err := migrations.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range all {
+		names = append(names, m.Name)
+	}
+	step := time.Now()
+	applied, err := migrations.ApplyCluster(ctx, conn0, cluster)
+	if err != nil {
+		t.Fatalf("ApplyCluster: %v", err)
+	}
+	t.Logf("cluster migrations applied in %s", time.Since(step).Round(time.Millisecond))
+	if !reflect.DeepEqual(applied, names) {
+		t.Errorf("first ApplyCluster applied %v, want %v", applied, names)
+	}
+	if applied, err = migrations.ApplyCluster(ctx, conn0, cluster); err != nil || len(applied) != 0 {
+		t.Errorf("second ApplyCluster applied %v (err %v), want nothing", applied, err)
+	}
+	if _, err := migrations.ApplyCluster(ctx, conn0, "no_such_cluster"); err == nil || !strings.Contains(err.Error(), "not defined") {
+		t.Errorf("ApplyCluster on an unknown cluster: err %v", err)
+	}
+
+	// Both nodes have every table: Distributed under the schema's names, Replicated behind it,
+	// with a writable replica in ZooKeeper.
+	conn1 := open(ctx, t, dsn(nodes[1]))
+	for i, conn := range []driver.Conn{conn0, conn1} {
+		for _, table := range []string{"samples", "allocations", "samples_1s", "samples_1m", "attribution_minutes"} {
+			for name, want := range map[string]string{table: "Distributed", table + migrations.LocalSuffix: "ReplicatedReplacingMergeTree"} {
+				var engine string
+				if err := conn.QueryRow(ctx, "SELECT any(engine) FROM system.tables WHERE database = ? AND name = ?", db, name).Scan(&engine); err != nil {
+					t.Fatal(err)
+				}
+				if engine != want {
+					t.Errorf("node %d: table %s has engine %q, want %s", i, name, engine, want)
+				}
+			}
+		}
+		var writable uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM system.replicas WHERE database = ? AND is_readonly = 0", db).Scan(&writable); err != nil {
+			t.Fatal(err)
+		}
+		if writable != 5 {
+			t.Errorf("node %d: %d writable replicas in %s, want 5", i, writable, db)
+		}
+	}
+
+	// Insert through the Distributed table on node 0: 10 nodes × 3 samples.
+	step = time.Now()
+	batch, err := conn0.PrepareBatch(ctx, "INSERT INTO samples (time, ts_ns, interval_ns, node, instance_id, sm_active)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	var wantSum float64
+	for n := range 10 {
+		for s := range 3 {
+			ts := base.Add(time.Duration(s) * 100 * time.Millisecond)
+			sm := float64(n*3+s) / 100
+			wantSum += sm
+			if err := batch.Append(ts.Truncate(time.Second), uint64(ts.UnixNano()), uint64(100*time.Millisecond), fmt.Sprintf("node-%d", n), "gpu0", sm); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatalf("insert into the Distributed samples: %v", err)
+	}
+	var perShard []uint64
+	for i, conn := range []driver.Conn{conn0, conn1} {
+		var (
+			rows uint64
+			sum  float64
+		)
+		if err := conn.QueryRow(ctx, "SELECT count(), sum(sm_active) FROM samples").Scan(&rows, &sum); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 30 || fmt.Sprintf("%.6f", sum) != fmt.Sprintf("%.6f", wantSum) {
+			t.Errorf("node %d reads %d samples, Σ sm_active %.6f; want 30, %.6f", i, rows, sum, wantSum)
+		}
+		var local uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM samples"+migrations.LocalSuffix).Scan(&local); err != nil {
+			t.Fatal(err)
+		}
+		perShard = append(perShard, local)
+	}
+	if perShard[0] == 0 || perShard[1] == 0 || perShard[0]+perShard[1] != 30 || perShard[0]%3 != 0 {
+		t.Errorf("rows per shard %v: want both shards used, 30 in all, whole nodes per shard", perShard)
+	}
+
+	// The collector's rollup shape: INSERT ... SELECT from one Distributed table into another,
+	// deduplicating with LIMIT 1 BY, right after the insert (so insert_distributed_sync matters).
+	err = conn1.Exec(ctx, `INSERT INTO samples_1s (time, node, instance_id, samples, sm_active_sum)
+SELECT time, node, instance_id, count(), sum(sm_active)
+FROM (SELECT time, ts_ns, node, instance_id, sm_active FROM samples LIMIT 1 BY node, instance_id, ts_ns)
+GROUP BY node, instance_id, time`)
+	if err != nil {
+		t.Fatalf("rollup through the Distributed tables: %v", err)
+	}
+	for i, conn := range []driver.Conn{conn0, conn1} {
+		var rows, samples uint64
+		if err := conn.QueryRow(ctx, "SELECT count(), sum(samples) FROM samples_1s").Scan(&rows, &samples); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 10 || samples != 30 {
+			t.Errorf("node %d: samples_1s has %d rows of %d samples, want 10 of 30", i, rows, samples)
+		}
+	}
+
+	// attribution's latest-pass filter: an IN subquery over the Distributed table itself.
+	am, err := conn1.PrepareBatch(ctx, "INSERT INTO attribution_minutes (minute, tenant, allocation_id, cost, computed_ns)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range 4 {
+		minute := base.Add(time.Duration(m) * time.Minute)
+		for pass := uint64(1); pass <= 2; pass++ {
+			if err := am.Append(minute, "acme", "a1", float64(pass), pass); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := am.Send(); err != nil {
+		t.Fatal(err)
+	}
+	var cost float64
+	err = conn0.QueryRow(ctx, `SELECT sum(cost) FROM attribution_minutes
+WHERE (minute, computed_ns) IN (SELECT minute, max(computed_ns) FROM attribution_minutes GROUP BY minute)`).Scan(&cost)
+	if err != nil {
+		t.Fatalf("IN subquery over the Distributed table: %v", err)
+	}
+	if cost != 8 {
+		t.Errorf("Σ cost of the latest passes = %v, want 8 (4 minutes × pass 2)", cost)
+	}
+	// Why ClusterSettings has distributed_product_mode: ClickHouse's default refuses the query.
+	_, err = nodes[0].Query(ctx, `SELECT sum(cost) FROM `+db+`.attribution_minutes
+WHERE (minute, computed_ns) IN (SELECT minute, max(computed_ns) FROM `+db+`.attribution_minutes GROUP BY minute)
+SETTINGS distributed_product_mode = 'deny'`)
+	if err == nil || !strings.Contains(err.Error(), "Double-distributed") {
+		t.Errorf("with distributed_product_mode = 'deny': err %v, want the refusal the setting avoids", err)
+	}
+	t.Logf("inserts and reads in %s", time.Since(step).Round(time.Millisecond))
+
+	// A database migrated single-node is refused, not half-converted.
+	if err := chconn.EnsureDatabase(ctx, nodes[0].DSN("single")); err != nil {
+		t.Fatal(err)
+	}
+	single := open(ctx, t, nodes[0].DSN("single"))
+	if _, err := migrations.Apply(ctx, single); err != nil {
+		t.Fatal(err)
+	}
+	if err := single.Exec(ctx, "TRUNCATE TABLE "+migrations.Table); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.ApplyCluster(ctx, single, cluster); err == nil || !strings.Contains(err.Error(), "cannot convert") {
+		t.Errorf("ApplyCluster over a single-node schema: err %v, want a refusal", err)
+	}
+	t.Logf("total %s", time.Since(began).Round(time.Millisecond))
+}
+
+func open(ctx context.Context, t *testing.T, dsn string) driver.Conn {
+	t.Helper()
+	conn, err := chconn.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// startCluster starts one ZooKeeper and two ClickHouse servers (all at once: each takes seconds)
+// and makes the servers the two shards of cluster, one replica each, with macros {shard} and
+// {replica}, distributed DDL, an interserver port (Replicated tables refuse to start without
+// one), and migrations.ClusterSettings in the default user's profile.
+func startCluster(ctx context.Context, t *testing.T, cluster string) (*local.ZooKeeper, []*local.ClickHouse) {
+	t.Helper()
+	var (
+		wg    sync.WaitGroup
+		zk    *local.ZooKeeper
+		nodes = make([]*local.ClickHouse, 2)
+		errs  = make([]error, 3)
+	)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		zk, errs[2] = local.StartZooKeeper(ctx, local.ZooKeeperOptions{Logger: testLogger(t)})
+	}()
+	for i := range nodes {
+		go func() {
+			defer wg.Done()
+			nodes[i], errs[i] = local.StartClickHouse(ctx, local.ClickHouseOptions{Logger: testLogger(t)})
+		}()
+	}
+	wg.Wait()
+	if zk != nil {
+		t.Cleanup(func() { zk.Close() })
+	}
+	for _, ch := range nodes {
+		if ch != nil {
+			t.Cleanup(func() { ch.Close() })
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var shards strings.Builder
+	for _, ch := range nodes {
+		host, port, err := net.SplitHostPort(ch.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&shards, "<shard><internal_replication>true</internal_replication><replica><host>%s</host><port>%s</port></replica></shard>\n", host, port)
+	}
+	for i, ch := range nodes {
+		interserver, err := local.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := fmt.Sprintf(`<?xml version="1.0"?>
+<yandex>
+    <remote_servers><%[1]s>
+%[2]s    </%[1]s></remote_servers>
+    <macros><shard>%02[3]d</shard><replica>replica_%[3]d</replica></macros>
+    <distributed_ddl><path>/clickhouse/task_queue/ddl</path></distributed_ddl>
+    <interserver_http_host>127.0.0.1</interserver_http_host>
+    <interserver_http_port>%[4]d</interserver_http_port>
+</yandex>
+`, cluster, shards.String(), i+1, interserver)
+		if err := ch.AddConfig("zookeeper", zk.ClickHouseConfig()); err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.AddConfig("cluster", cfg); err != nil {
+			t.Fatal(err)
+		}
+		// users.d/ is merged into users.xml as config.d/ is into config.xml (AddConfig); the
+		// settings must be in the profile since the driver cannot send a string setting to 18.16.
+		var profile strings.Builder
+		for name, value := range migrations.ClusterSettings {
+			fmt.Fprintf(&profile, "<%[1]s>%[2]s</%[1]s>", name, value)
+		}
+		users := filepath.Join(ch.Dir(), "users.d")
+		if err := os.MkdirAll(users, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		xml := `<?xml version="1.0"?><yandex><profiles><default>` + profile.String() + `</default></profiles></yandex>`
+		if err := os.WriteFile(filepath.Join(users, "cluster.xml"), []byte(xml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, ch := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = ch.Restart(ctx)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs[:2] {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return zk, nodes
+}
+
+// testLogger sends the harness's messages (ports, directories, start times) to the test log.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, nil))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
