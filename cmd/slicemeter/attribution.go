@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
@@ -92,7 +90,7 @@ func (c *attributionCmd) run(ctx context.Context, logger *slog.Logger) error {
 		Logger:  logger,
 	}
 	var ready atomic.Bool
-	webErr := serveAttributionWeb(ctx, c.web, reg, srv, &ready, logger)
+	webErr := serveWeb(ctx, c.web, reg, &ready, logger, srv.Register)
 	tick := time.NewTicker(*c.interval)
 	defer tick.Stop()
 	for {
@@ -138,42 +136,6 @@ func (c *attributionCmd) pass(ctx context.Context, conn driver.Conn, book *price
 	}
 	sla.set(rep)
 	ready.Store(true)
-}
-
-// serveAttributionWeb serves /metrics, /healthz, /readyz and the API with exporter-toolkit's
-// web config (TLS, basic auth) until ctx ends.
-func serveAttributionWeb(ctx context.Context, flags *web.FlagConfig, reg *prometheus.Registry, srv *api.Server, ready *atomic.Bool, logger *slog.Logger) <-chan error {
-	errc := make(chan error, 1)
-	if flags == nil || flags.WebListenAddresses == nil || len(*flags.WebListenAddresses) == 0 || (*flags.WebListenAddresses)[0] == "" {
-		close(errc)
-		return errc
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
-	srv.Register(mux)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		err := web.ListenAndServe(hs, flags, logger)
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errc <- err
-		}
-		close(errc)
-	}()
-	go func() {
-		<-ctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(shutdownCtx)
-	}()
-	return errc
 }
 
 // slaMetrics serve the latest report of the trailing window as per-tenant gauges, and count

@@ -22,9 +22,10 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-// serveWeb serves /metrics, /healthz and /readyz with exporter-toolkit's web config (TLS, basic
-// auth) until ctx ends. ready reports readiness. An empty address list serves nothing.
-func serveWeb(ctx context.Context, flags *web.FlagConfig, reg *prometheus.Registry, ready *atomic.Bool, logger *slog.Logger) <-chan error {
+// serveWeb serves /metrics, /healthz, /readyz and whatever routes adds, with exporter-toolkit's
+// web config (TLS, basic auth), until ctx ends. ready reports readiness. An empty address list
+// serves nothing.
+func serveWeb(ctx context.Context, flags *web.FlagConfig, reg *prometheus.Registry, ready *atomic.Bool, logger *slog.Logger, routes ...func(*http.ServeMux)) <-chan error {
 	errc := make(chan error, 1)
 	if flags == nil || flags.WebListenAddresses == nil || len(*flags.WebListenAddresses) == 0 || (*flags.WebListenAddresses)[0] == "" {
 		close(errc)
@@ -40,6 +41,9 @@ func serveWeb(ctx context.Context, flags *web.FlagConfig, reg *prometheus.Regist
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
+	for _, add := range routes {
+		add(mux)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		err := web.ListenAndServe(srv, flags, logger)

@@ -37,35 +37,41 @@ func CacheDir() (string, error) {
 	return filepath.Join(base, "slicemeter"), nil
 }
 
-// kafkaLibsMarker is written into the Kafka cache directory after a complete download; it holds
-// the pom's SHA-256, so a changed pom triggers a new download. install-deps.sh writes the same.
-const kafkaLibsMarker = "libs.complete"
+// libsMarker is written into a cache directory after a complete download; it holds the pom's
+// SHA-256, so a changed pom triggers a new download. install-deps.sh writes the same.
+const libsMarker = "libs.complete"
 
 // KafkaLibs returns the directory of the broker's jars, downloading them from Maven Central
 // with mvn the first time. Concurrent callers (several test binaries) wait for one download.
 func KafkaLibs(ctx context.Context, log *slog.Logger) (string, error) {
+	return mavenLibs(ctx, log, "Kafka", "kafka-"+KafkaVersion, kafkaPOM)
+}
+
+// mavenLibs returns CacheDir()/dirName/libs holding the jars that pom names, fetched with mvn
+// from Maven Central once, under a lock, and marked complete only after the whole download.
+func mavenLibs(ctx context.Context, log *slog.Logger, what, dirName string, pom []byte) (string, error) {
 	log = orDefault(log)
 	cache, err := CacheDir()
 	if err != nil {
 		return "", err
 	}
-	home := filepath.Join(cache, "kafka-"+KafkaVersion)
+	home := filepath.Join(cache, dirName)
 	libs := filepath.Join(home, "libs")
-	sum := sha256.Sum256(kafkaPOM)
+	sum := sha256.Sum256(pom)
 	want := hex.EncodeToString(sum[:])
 	complete := func() bool {
-		b, err := os.ReadFile(filepath.Join(home, kafkaLibsMarker))
+		b, err := os.ReadFile(filepath.Join(home, libsMarker))
 		return err == nil && strings.TrimSpace(string(b)) == want
 	}
 	if complete() {
 		return libs, nil
 	}
 	if err := os.MkdirAll(home, 0o755); err != nil {
-		return "", fmt.Errorf("creating Kafka's cache directory: %w", err)
+		return "", fmt.Errorf("creating %s's cache directory: %w", what, err)
 	}
 	unlock, err := lockFile(ctx, filepath.Join(home, ".lock"))
 	if err != nil {
-		return "", fmt.Errorf("locking Kafka's cache directory %s: %w", home, err)
+		return "", fmt.Errorf("locking %s's cache directory %s: %w", what, home, err)
 	}
 	defer unlock()
 	if complete() { // another process finished while this one waited
@@ -73,36 +79,36 @@ func KafkaLibs(ctx context.Context, log *slog.Logger) (string, error) {
 	}
 	mvn, err := exec.LookPath("mvn")
 	if err != nil {
-		return "", fmt.Errorf("the Kafka jars are not in %s and mvn, which fetches them, is missing: "+installHint, libs, "maven openjdk-17-jre-headless")
+		return "", fmt.Errorf("the %s jars are not in %s and mvn, which fetches them, is missing: "+installHint, what, libs, "maven openjdk-17-jre-headless")
 	}
-	pom := filepath.Join(home, "pom.xml")
-	if err := os.WriteFile(pom, kafkaPOM, 0o644); err != nil {
-		return "", fmt.Errorf("writing Kafka's pom.xml: %w", err)
+	pomFile := filepath.Join(home, "pom.xml")
+	if err := os.WriteFile(pomFile, pom, 0o644); err != nil {
+		return "", fmt.Errorf("writing %s's pom.xml: %w", what, err)
 	}
 	// Download beside libs and rename: an interrupted download never looks complete.
 	tmp := libs + ".tmp"
 	if err := os.RemoveAll(tmp); err != nil {
 		return "", fmt.Errorf("removing a partial download: %w", err)
 	}
-	log.Info("fetching Kafka's jars from Maven Central (once)", "version", KafkaVersion, "into", libs)
+	log.Info("fetching jars from Maven Central (once)", "for", what, "into", libs)
 	began := time.Now()
-	cmd := exec.CommandContext(ctx, mvn, "-q", "-B", "-Dstyle.color=never", "-f", pom, "dependency:copy-dependencies", "-DoutputDirectory="+tmp)
+	cmd := exec.CommandContext(ctx, mvn, "-q", "-B", "-Dstyle.color=never", "-f", pomFile, "dependency:copy-dependencies", "-DoutputDirectory="+tmp)
 	cmd.Dir = home
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("fetching Kafka's jars with %s: %w\n%s", strings.Join(cmd.Args, " "), err, lastLines(out.String(), 40))
+		return "", fmt.Errorf("fetching %s's jars with %s: %w\n%s", what, strings.Join(cmd.Args, " "), err, lastLines(out.String(), 40))
 	}
 	if err := os.RemoveAll(libs); err != nil {
 		return "", fmt.Errorf("removing an incomplete %s: %w", libs, err)
 	}
 	if err := os.Rename(tmp, libs); err != nil {
-		return "", fmt.Errorf("moving Kafka's jars into place: %w", err)
+		return "", fmt.Errorf("moving %s's jars into place: %w", what, err)
 	}
-	if err := os.WriteFile(filepath.Join(home, kafkaLibsMarker), []byte(want+"\n"), 0o644); err != nil {
-		return "", fmt.Errorf("marking Kafka's jars complete: %w", err)
+	if err := os.WriteFile(filepath.Join(home, libsMarker), []byte(want+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("marking %s's jars complete: %w", what, err)
 	}
-	log.Info("Kafka's jars fetched", "took", time.Since(began).Round(time.Millisecond))
+	log.Info("jars fetched", "for", what, "took", time.Since(began).Round(time.Millisecond))
 	return libs, nil
 }
 

@@ -3,9 +3,7 @@ package local
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -320,64 +318,5 @@ func (z *ZooKeeper) Close() error {
 // marker holds the pom's SHA-256 (install-deps.sh writes the same), and concurrent callers wait
 // for one download.
 func ZooKeeperLibs(ctx context.Context, log *slog.Logger) (string, error) {
-	log = orDefault(log)
-	cache, err := CacheDir()
-	if err != nil {
-		return "", err
-	}
-	home := filepath.Join(cache, "zookeeper-"+ZooKeeperVersion)
-	libs := filepath.Join(home, "libs")
-	sum := sha256.Sum256(zooKeeperPOM)
-	want := hex.EncodeToString(sum[:])
-	complete := func() bool {
-		b, err := os.ReadFile(filepath.Join(home, "libs.complete"))
-		return err == nil && strings.TrimSpace(string(b)) == want
-	}
-	if complete() {
-		return libs, nil
-	}
-	if err := os.MkdirAll(home, 0o755); err != nil {
-		return "", fmt.Errorf("creating ZooKeeper's cache directory: %w", err)
-	}
-	unlock, err := lockFile(ctx, filepath.Join(home, ".lock"))
-	if err != nil {
-		return "", fmt.Errorf("locking ZooKeeper's cache directory %s: %w", home, err)
-	}
-	defer unlock()
-	if complete() { // another process finished while this one waited
-		return libs, nil
-	}
-	mvn, err := exec.LookPath("mvn")
-	if err != nil {
-		return "", fmt.Errorf("the ZooKeeper jars are not in %s and mvn, which fetches them, is missing: "+installHint, libs, "maven openjdk-17-jre-headless")
-	}
-	pom := filepath.Join(home, "pom.xml")
-	if err := os.WriteFile(pom, zooKeeperPOM, 0o644); err != nil {
-		return "", fmt.Errorf("writing ZooKeeper's pom.xml: %w", err)
-	}
-	// Download beside libs and rename: an interrupted download never looks complete.
-	tmp := libs + ".tmp"
-	if err := os.RemoveAll(tmp); err != nil {
-		return "", fmt.Errorf("removing a partial download: %w", err)
-	}
-	log.Info("fetching ZooKeeper's jars from Maven Central (once)", "version", ZooKeeperVersion, "into", libs)
-	began := time.Now()
-	cmd := exec.CommandContext(ctx, mvn, "-q", "-B", "-Dstyle.color=never", "-f", pom, "dependency:copy-dependencies", "-DoutputDirectory="+tmp)
-	cmd.Dir = home
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("fetching ZooKeeper's jars with %s: %w\n%s", strings.Join(cmd.Args, " "), err, lastLines(out.String(), 40))
-	}
-	if err := os.RemoveAll(libs); err != nil {
-		return "", fmt.Errorf("removing an incomplete %s: %w", libs, err)
-	}
-	if err := os.Rename(tmp, libs); err != nil {
-		return "", fmt.Errorf("moving ZooKeeper's jars into place: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(home, "libs.complete"), []byte(want+"\n"), 0o644); err != nil {
-		return "", fmt.Errorf("marking ZooKeeper's jars complete: %w", err)
-	}
-	log.Info("ZooKeeper's jars fetched", "took", time.Since(began).Round(time.Millisecond))
-	return libs, nil
+	return mavenLibs(ctx, log, "ZooKeeper", "zookeeper-"+ZooKeeperVersion, zooKeeperPOM)
 }
