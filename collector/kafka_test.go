@@ -20,12 +20,7 @@ func TestAgainstKafka(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	k, err := local.StartKafka(ctx, local.KafkaOptions{})
-	if err != nil {
-		t.Fatalf("start kafka: %v", err)
-	}
-	t.Cleanup(func() { k.Close() })
-	brokers := kafkaconn.ParseBrokers(k.Brokers())
+	brokers := kafkaBroker(ctx, t)
 	conn := migratedDatabase(t, clickHouse(t), "collector_kafka")
 
 	const group = "real-kafka"
@@ -102,4 +97,15 @@ func readDeadLettersAllPartitions(t testing.TB, brokers []string, partitions, n 
 		msgs = append(msgs, m)
 	}
 	return msgs
+}
+
+// kafkaBroker starts a real Kafka broker for the test and returns its address.
+func kafkaBroker(ctx context.Context, t *testing.T) []string {
+	t.Helper()
+	k, err := local.StartKafka(ctx, local.KafkaOptions{})
+	if err != nil {
+		t.Fatalf("start kafka: %v", err)
+	}
+	t.Cleanup(func() { k.Close() })
+	return kafkaconn.ParseBrokers(k.Brokers())
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicemeter/slicemeter/deploy/local"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -20,12 +19,7 @@ func TestTwoCollectorsSplitPartitions(t *testing.T) {
 	// A real broker: the group protocol (join, sync, rebalance) is what is tested here.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	k, err := local.StartKafka(ctx, local.KafkaOptions{})
-	if err != nil {
-		t.Fatalf("start kafka: %v", err)
-	}
-	t.Cleanup(func() { k.Close() })
-	brokers := kafkaconn.ParseBrokers(k.Brokers())
+	brokers := kafkaBroker(ctx, t)
 	if err := kafkaconn.EnsureTopics(ctx, brokers, 4, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
 		t.Fatal(err)
 	}
