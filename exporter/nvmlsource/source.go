@@ -579,6 +579,10 @@ func (s *Source) readMIG(dst []*pb.Sample, g *gpuDev, st *exporter.GPUState, bas
 		if v, ok := s.readGPM(g, m.gpm, m.gi, t); ok {
 			smp.SmActive = v.sm
 			act.HasGPM, act.SMOccupancy, act.TensorRatio, act.DRAMRatio = true, v.occupancy, v.tensor, v.dram
+		} else {
+			// No GPM (before Hopper), or no GPM sample pair yet: the instance's own activity is
+			// unknown, which attribution must not read as idle.
+			smp.SmActiveUnavailable = true
 		}
 		st.Instances = append(st.Instances, act)
 		dst = append(dst, smp)

@@ -61,6 +61,7 @@ type gpu struct {
 	model     hardware.Model
 	instances []*instance
 	sched     *scheduler // vGPU GPUs only
+	noGPM     bool       // the driver answers that GPM is unsupported (pre-Hopper)
 
 	// What the simulated driver has recorded.
 	utilLog  []nvml.Sample                   // utilization samples, one per tick
@@ -110,7 +111,7 @@ func NewWithOptions(sc *scenario.Scenario, nodeName string, opts Options) (*Sour
 			if !ok {
 				return nil, fmt.Errorf("scenario %s: node %s gpu%d: unknown model %q", sc.Path, n.Name, gi, g.Model)
 			}
-			gp := &gpu{index: gi, uuid: uuid(sc.Name, n.Name, gi), model: model}
+			gp := &gpu{index: gi, uuid: uuid(sc.Name, n.Name, gi), model: model, noGPM: g.NoGPM}
 			switch g.Kind() {
 			case "mig":
 				for m, p := range g.MIG {

@@ -19,6 +19,7 @@ func TestSamplesMatchGroundTruth(t *testing.T) {
 		"../../schemas/scenario/testdata/vgpu-timeslice.yaml",
 		"../../schemas/scenario/testdata/outage-coldstart.yaml",
 		"../../deploy/demo/fleet.yaml", // vGPUs joining and leaving, steps, an outage on a node
+		"../testdata/mig-nogpm.yaml",   // MIG without GPM: activity unavailable, never served as 0
 	} {
 		t.Run(path, func(t *testing.T) {
 			sc, err := scenario.Load(path)
@@ -37,7 +38,7 @@ func TestSamplesMatchGroundTruth(t *testing.T) {
 					}
 				}
 			}
-			checked := 0
+			checked, unavailable := 0, 0
 			for k := 0; ; k++ {
 				d := time.Duration(k) * sc.Interval
 				if d >= sc.Duration {
@@ -91,6 +92,13 @@ func TestSamplesMatchGroundTruth(t *testing.T) {
 									t.Fatalf("%v %s/%s: schedule run %d switch %d waits %v, want %d %d %v", d, n.name, inst.id,
 										v.GetRunNs(), v.GetSwitchNs(), v.GetWaitsNs(), tk.run, tk.switching, tk.waits)
 								}
+							} else if unmeasured := g.noGPM && inst.kind == pb.Kind_KIND_MIG; s.SmActiveUnavailable != unmeasured {
+								t.Fatalf("%v %s/%s: sm_active_unavailable %v, want %v", d, n.name, inst.id, s.SmActiveUnavailable, unmeasured)
+							} else if unmeasured {
+								unavailable++
+								if s.SmActive != 0 {
+									t.Fatalf("%v %s/%s: sm_active %v with activity unavailable", d, n.name, inst.id, s.SmActive)
+								}
 							} else if math.Abs(s.SmActive-inst.sm(d)) > 1e-12 {
 								t.Fatalf("%v %s/%s: sm_active %v, want %v", d, n.name, inst.id, s.SmActive, inst.sm(d))
 							}
@@ -104,6 +112,7 @@ func TestSamplesMatchGroundTruth(t *testing.T) {
 			if checked == 0 {
 				t.Fatal("no samples checked")
 			}
+			t.Logf("%d samples checked, %d with activity unavailable", checked, unavailable)
 		})
 	}
 }

@@ -200,8 +200,13 @@ func (w *world) device(g *gpu) nvml.Device {
 			}
 			return nvml.VALUE_TYPE_UNSIGNED_INT, out, nvml.SUCCESS
 		},
-		RegisterEventsFunc:        func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS },
-		GpmQueryDeviceSupportFunc: func() (nvml.GpmSupport, nvml.Return) { return ok(nvml.GpmSupport{IsSupportedDevice: 1}) },
+		RegisterEventsFunc: func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS },
+		GpmQueryDeviceSupportFunc: func() (nvml.GpmSupport, nvml.Return) {
+			if g.noGPM {
+				return ok(nvml.GpmSupport{IsSupportedDevice: 0})
+			}
+			return ok(nvml.GpmSupport{IsSupportedDevice: 1})
+		},
 		GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
 			_, attached := g.instances[0].attachedAt(w.d)
 			return ok(procs(kind == pb.Kind_KIND_GPU && attached))

@@ -102,21 +102,41 @@ var engineHead = regexp.MustCompile(`(?is)^\s*ENGINE\s*=\s*([A-Za-z_][A-Za-z0-9_
 // orderByFirst finds the first column of ORDER BY, with or without parentheses.
 var orderByFirst = regexp.MustCompile(`(?is)\bORDER\s+BY\s*\(?\s*([A-Za-z_][A-Za-z0-9_]*)`)
 
-// ClusterStatements turns one single-node migration statement into the statements that create
-// it on cluster for database: the Replicated local table, then the Distributed table. Only
-// CREATE TABLE of a *MergeTree engine is supported; anything else is an error naming the
-// statement, so that a future migration (an ALTER, say) gets a cluster form written on purpose
-// instead of being run on one node only.
-func ClusterStatements(stmt, database, cluster string) ([]string, error) {
+// alterAddColumn matches "ALTER TABLE name ADD COLUMN ..." (one ADD COLUMN per statement).
+var alterAddColumn = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+([A-Za-z_][A-Za-z0-9_]*)\s+(ADD\s+COLUMN\s.*)$`)
+
+// ClusterStatements turns one single-node migration statement into its statements on cluster
+// for database. CREATE TABLE of a *MergeTree engine becomes the Replicated local table, then
+// the Distributed table, and records the table's sharding key in keys. ALTER TABLE T ADD
+// COLUMN (of a table in keys) becomes the same ALTER ON CLUSTER of T_local, then the
+// Distributed table T dropped and created again AS T_local: ClickHouse 18.16 refuses ALTER ON
+// CLUSTER of a Distributed table over replicated shards, and a Distributed table holds no data
+// (inserts are synchronous, ClusterSettings). Anything else is an error naming the statement,
+// so that a future migration gets a cluster form written on purpose instead of being run on
+// one node only.
+func ClusterStatements(stmt, database, cluster string, keys map[string]string) ([]string, error) {
 	if err := ValidClusterName(cluster); err != nil {
 		return nil, err
 	}
 	if !identifier.MatchString(database) {
 		return nil, fmt.Errorf("database name %q: only letters, digits and '_' are allowed", database)
 	}
+	if m := alterAddColumn.FindStringSubmatch(stmt); m != nil {
+		table, add := m[1], strings.TrimSpace(m[2])
+		key, ok := keys[table]
+		if !ok {
+			return nil, fmt.Errorf("ALTER TABLE %s: no earlier CREATE TABLE %s to take its sharding key from", table, table)
+		}
+		return []string{
+			"ALTER TABLE " + database + "." + table + LocalSuffix + " ON CLUSTER " + cluster + " " + add,
+			"DROP TABLE IF EXISTS " + database + "." + table + " ON CLUSTER " + cluster,
+			"CREATE TABLE IF NOT EXISTS " + database + "." + table + " ON CLUSTER " + cluster + " AS " + database + "." + table + LocalSuffix +
+				fmt.Sprintf(" ENGINE = Distributed(%s, %s, %s, cityHash64(%s))", quoteString(cluster), quoteString(database), quoteString(table+LocalSuffix), key),
+		}, nil
+	}
 	head := createTableHead.FindStringSubmatchIndex(stmt)
 	if head == nil {
-		return nil, fmt.Errorf("cluster mode supports only CREATE TABLE name (...) statements, not %q", firstLine(stmt))
+		return nil, fmt.Errorf("cluster mode supports only CREATE TABLE name (...) and ALTER TABLE name ADD COLUMN statements, not %q", firstLine(stmt))
 	}
 	ifNotExists := head[2] >= 0
 	table := stmt[head[4]:head[5]]
@@ -161,6 +181,9 @@ func ClusterStatements(stmt, database, cluster string) ([]string, error) {
 	replicated += ")"
 	localStmt := create + database + "." + local + " ON CLUSTER " + cluster + " " + columns +
 		" ENGINE = " + replicated + clauses
+	if keys != nil {
+		keys[table] = order[1]
+	}
 	distStmt := create + database + "." + table + " ON CLUSTER " + cluster + " " + columns +
 		fmt.Sprintf(" ENGINE = Distributed(%s, %s, %s, cityHash64(%s))",
 			quoteString(cluster), quoteString(database), quoteString(local), order[1])
@@ -214,10 +237,11 @@ func ClusterMigrations(database, cluster string) ([]Migration, error) {
 	if err != nil {
 		return nil, err
 	}
+	keys := map[string]string{}
 	for i, m := range all {
 		var stmts []string
 		for j, stmt := range m.Statements {
-			cs, err := ClusterStatements(stmt, database, cluster)
+			cs, err := ClusterStatements(stmt, database, cluster, keys)
 			if err != nil {
 				return nil, fmt.Errorf("migration %s (statement %d of %d) in cluster mode: %w", m.Name, j+1, len(m.Statements), err)
 			}

@@ -27,7 +27,8 @@ func TestClusterStatements(t *testing.T) {
 ) ENGINE = ReplacingMergeTree(v)
 PARTITION BY toYYYYMMDD(time)
 ORDER BY (s, v)`
-	got, err := migrations.ClusterStatements(stmt, "db", "two")
+	keys := map[string]string{}
+	got, err := migrations.ClusterStatements(stmt, "db", "two", keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,15 +47,29 @@ ORDER BY (s, v)`
 		{stmt, "db", "a-b"},
 		{stmt, "db", ""},
 		{stmt, "d b", "two"},
-		{"ALTER TABLE t ADD COLUMN x UInt8", "db", "two"},
+		{"ALTER TABLE t DROP COLUMN x", "db", "two"},
+		{"ALTER TABLE u ADD COLUMN x UInt8", "db", "two"}, // no CREATE TABLE u before
+		{"ALTER TABLE t MODIFY COLUMN x UInt16", "db", "two"},
 		{"CREATE TABLE t (x UInt8) ENGINE = Memory", "db", "two"},
 		{"CREATE TABLE t (x UInt8) ENGINE = ReplicatedMergeTree('/p', 'r') ORDER BY x", "db", "two"},
 		{"CREATE TABLE t (x UInt8 ENGINE = MergeTree() ORDER BY x", "db", "two"},
 		{"CREATE TABLE t (x UInt8) ENGINE = MergeTree()", "db", "two"},
 	} {
-		if _, err := migrations.ClusterStatements(bad.stmt, bad.db, bad.cluster); err == nil {
+		if _, err := migrations.ClusterStatements(bad.stmt, bad.db, bad.cluster, map[string]string{"t": "s"}); err == nil {
 			t.Errorf("ClusterStatements(%q, %q, %q) accepted", bad.stmt, bad.db, bad.cluster)
 		}
+	}
+	got, err = migrations.ClusterStatements("ALTER TABLE t ADD COLUMN x UInt64 DEFAULT y\n", "db", "two", keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []string{
+		"ALTER TABLE db.t_local ON CLUSTER two ADD COLUMN x UInt64 DEFAULT y",
+		"DROP TABLE IF EXISTS db.t ON CLUSTER two",
+		"CREATE TABLE IF NOT EXISTS db.t ON CLUSTER two AS db.t_local ENGINE = Distributed('two', 'db', 't_local', cityHash64(s))",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ALTER: got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	// Every shipped migration has a cluster form.
 	if _, err := migrations.ClusterMigrations("slicemeter", "two"); err != nil {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -110,6 +111,13 @@ func apply(ctx context.Context, conn driver.Conn, all []Migration, before func(c
 			}
 		}
 		for i, stmt := range m.Statements {
+			has, err := hasAddedColumn(ctx, conn, stmt)
+			if err != nil {
+				return appliedNow, fmt.Errorf("apply migration %s (statement %d of %d): %w", m.Name, i+1, len(m.Statements), err)
+			}
+			if has {
+				continue
+			}
 			if err := conn.Exec(ctx, stmt); err != nil {
 				return appliedNow, fmt.Errorf("apply migration %s (statement %d of %d): %w", m.Name, i+1, len(m.Statements), err)
 			}
@@ -120,6 +128,28 @@ func apply(ctx context.Context, conn driver.Conn, all []Migration, before func(c
 		appliedNow = append(appliedNow, m.Name)
 	}
 	return appliedNow, nil
+}
+
+// addColumn finds the table and column of "ALTER TABLE [db.]t [ON CLUSTER c] ADD COLUMN name ...".
+var addColumn = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+(?:([A-Za-z_][A-Za-z0-9_]*)\.)?([A-Za-z_][A-Za-z0-9_]*)\s+(?:ON\s+CLUSTER\s+[A-Za-z_][A-Za-z0-9_]*\s+)?ADD\s+COLUMN\s+([A-Za-z_][A-Za-z0-9_]*)\s`)
+
+// hasAddedColumn reports whether stmt is an ADD COLUMN whose column this server's table already
+// has. ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS, and a migration is recorded only after
+// all its statements ran, so a migration interrupted halfway must be able to run again.
+func hasAddedColumn(ctx context.Context, conn driver.Conn, stmt string) (bool, error) {
+	m := addColumn.FindStringSubmatch(stmt)
+	if m == nil {
+		return false, nil
+	}
+	db := "currentDatabase()"
+	if m[1] != "" {
+		db = "'" + m[1] + "'"
+	}
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = "+db+" AND table = ? AND name = ?", m[2], m[3]).Scan(&n); err != nil {
+		return false, fmt.Errorf("look for column %s of table %s: %w", m[3], m[2], err)
+	}
+	return n > 0, nil
 }
 
 // record inserts m into the migrations table. It uses a batch, not Exec with inline VALUES,

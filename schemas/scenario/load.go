@@ -58,6 +58,7 @@ type rawNode struct {
 	GPUs []struct {
 		Model string   `yaml:"model"`
 		MIG   []string `yaml:"mig"`
+		GPM   *bool    `yaml:"gpm"`
 		VGPU  *struct {
 			Profile   string `yaml:"profile"`
 			Count     string `yaml:"count"`
@@ -252,7 +253,7 @@ func (v *validator) nodes(raw []rawNode, s *Scenario) []Node {
 		}
 		for j, rg := range rn.GPUs {
 			gf := fmt.Sprintf("%s.gpus[%d]", f, j)
-			g := GPU{Model: rg.Model, MIG: rg.MIG}
+			g := GPU{Model: rg.Model, MIG: rg.MIG, NoGPM: rg.GPM != nil && !*rg.GPM}
 			model, ok := hardware.Lookup(rg.Model)
 			if !ok {
 				v.fail(gf+".model", "%q is not a known GPU model; expected one of %s", rg.Model, strings.Join(hardware.Names(), ", "))

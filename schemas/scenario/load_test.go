@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,20 @@ tenants:
       - {target: n/gpu1/vgpu3, requested: 0s, ready: 5s, end: 1h, workload: {steps: [[0s, 0], [10m, 1]]}}
 `
 
+func TestLoadGPMFlag(t *testing.T) {
+	s, err := Load("../../exporter/testdata/mig-nogpm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []bool
+	for _, g := range s.Nodes[0].GPUs {
+		got = append(got, g.NoGPM)
+	}
+	if want := []bool{true, false, true}; !slices.Equal(got, want) {
+		t.Errorf("NoGPM per GPU %v, want %v", got, want)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name, old, new, want string
@@ -89,6 +104,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad start", `start: "2026-01-05T00:00:00Z"`, `start: "yesterday"`, `start: "yesterday": expected an RFC 3339 time`},
 		{"unknown model", "model: H100-SXM5-80GB,", "model: B300,", `nodes[0].gpus[1].model: "B300" is not a known GPU model`},
 		{"unpriced model", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}", "prices: {A100-SXM4-40GB: 1.60}", `no price for GPU model "H100-SXM5-80GB"`},
+		{"gpm not a bool", `mig: ["1g.5gb", "3g.20gb"]`, `gpm: sometimes, mig: ["1g.5gb", "3g.20gb"]`, "sometimes"},
 		{"mig profile", `"3g.20gb"`, `"3g.40gb"`, `nodes[0].gpus[0].mig[1]: "3g.40gb" is not a MIG profile of A100-SXM4-40GB`},
 		{"too many slices", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["4g.20gb", "4g.20gb"]`, "use 8 compute slices"},
 		{"vgpu count", "count: 4", "count: 5", "5 × H100-20C needs 100 GiB"},

@@ -49,6 +49,10 @@ type GPU struct {
 	Model string
 	MIG   []string // MIG profiles, in instance index order
 	VGPU  *VGPU
+	// NoGPM (YAML `gpm: false`) simulates a GPU whose driver has no GPM, as before Hopper: its
+	// MIG instances' activity cannot be measured, so their samples say sm_active_unavailable.
+	// By default every simulated GPU has GPM, so that the scenario's workloads are observable.
+	NoGPM bool
 }
 
 // Kind says how the GPU is shared.

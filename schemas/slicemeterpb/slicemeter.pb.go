@@ -163,8 +163,13 @@ type Sample struct {
 	GpuSmCount       uint32                 `protobuf:"varint,16,opt,name=gpu_sm_count,json=gpuSmCount,proto3" json:"gpu_sm_count,omitempty"`                     // SMs of the physical GPU
 	GpuMemTotalBytes uint64                 `protobuf:"varint,17,opt,name=gpu_mem_total_bytes,json=gpuMemTotalBytes,proto3" json:"gpu_mem_total_bytes,omitempty"` // framebuffer of the physical GPU
 	Vgpu             *VgpuSchedule          `protobuf:"bytes,18,opt,name=vgpu,proto3" json:"vgpu,omitempty"`                                                      // only for KIND_VGPU
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// true: the instance's activity could not be measured (a MIG instance on a GPU without GPM,
+	// i.e. before Hopper); sm_active is then 0 and means nothing. Attribution counts such time
+	// as metered but leaves it out of efficiency and waste. false (the default, and what older
+	// exporters send): sm_active was measured.
+	SmActiveUnavailable bool `protobuf:"varint,19,opt,name=sm_active_unavailable,json=smActiveUnavailable,proto3" json:"sm_active_unavailable,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Sample) Reset() {
@@ -321,6 +326,13 @@ func (x *Sample) GetVgpu() *VgpuSchedule {
 		return x.Vgpu
 	}
 	return nil
+}
+
+func (x *Sample) GetSmActiveUnavailable() bool {
+	if x != nil {
+		return x.SmActiveUnavailable
+	}
+	return false
 }
 
 // SampleBatch is one Kafka message on slicemeter.samples.v1: one node, one flush.
@@ -518,7 +530,7 @@ const file_schemas_slicemeter_proto_rawDesc = "" +
 	"\fVgpuSchedule\x12\x15\n" +
 	"\x06run_ns\x18\x01 \x01(\x04R\x05runNs\x12\x1b\n" +
 	"\tswitch_ns\x18\x02 \x01(\x04R\bswitchNs\x12\x19\n" +
-	"\bwaits_ns\x18\x03 \x03(\x04R\awaitsNs\"\xdc\x04\n" +
+	"\bwaits_ns\x18\x03 \x03(\x04R\awaitsNs\"\x90\x05\n" +
 	"\x06Sample\x12\x13\n" +
 	"\x05ts_ns\x18\x01 \x01(\x04R\x04tsNs\x12\x1f\n" +
 	"\vinterval_ns\x18\x02 \x01(\x04R\n" +
@@ -542,7 +554,8 @@ const file_schemas_slicemeter_proto_rawDesc = "" +
 	"\fgpu_sm_count\x18\x10 \x01(\rR\n" +
 	"gpuSmCount\x12-\n" +
 	"\x13gpu_mem_total_bytes\x18\x11 \x01(\x04R\x10gpuMemTotalBytes\x12/\n" +
-	"\x04vgpu\x18\x12 \x01(\v2\x1b.slicemeter.v1.VgpuScheduleR\x04vgpu\"\x85\x01\n" +
+	"\x04vgpu\x18\x12 \x01(\v2\x1b.slicemeter.v1.VgpuScheduleR\x04vgpu\x122\n" +
+	"\x15sm_active_unavailable\x18\x13 \x01(\bR\x13smActiveUnavailable\"\x85\x01\n" +
 	"\vSampleBatch\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1f\n" +
