@@ -26,6 +26,7 @@ import (
 
 type attributionCmd struct {
 	dsn      *string
+	cluster  *string
 	book     *pricebookFlags
 	interval *time.Duration
 	window   *time.Duration
@@ -38,6 +39,7 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 	c := app.Command("attribution", "Attribute every closed minute continuously into ClickHouse, serve the SLA metrics on /metrics and the API on /api/v1.")
 	cmd := &attributionCmd{
 		dsn:      dsnFlag(c),
+		cluster:  clusterFlag(c),
 		book:     addPricebookFlags(c),
 		interval: c.Flag("attribution.interval", "How often closed minutes are attributed (and the trailing window's gauges refreshed).").Default("1m").Duration(),
 		window:   c.Flag("attribution.window", "Length of the trailing window that the slicemeter_tenant_* gauges describe (jitter p99 slides with it).").Default("1h").Duration(),
@@ -66,6 +68,9 @@ func (c *attributionCmd) run(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	defer conn.Close()
+	if err := requireClusterSettings(ctx, conn, *c.cluster); err != nil {
+		return err
+	}
 	// A model the fleet has and the price book lacks would fail every pass: refuse to start.
 	if err := checkFleetPriced(ctx, conn, book, max(*c.window, c.cfg.Backfill, 24*time.Hour)); err != nil {
 		return err

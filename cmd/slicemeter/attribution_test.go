@@ -112,6 +112,7 @@ func TestRunExitCodes(t *testing.T) {
 		{[]string{"pricebook", "check", "testdata/missing-pricebook.yaml"}, exitUsage, "missing-pricebook.yaml"},
 		{[]string{"allocations", "import", "testdata/missing-allocations.csv"}, exitUsage, "missing-allocations.csv"},
 		{[]string{"collector", "--kafka.brokers", ","}, exitUsage, "names no broker"},
+		{[]string{"collector", "--kafka.brokers", "127.0.0.1:1", "--clickhouse.cluster", "a-b"}, exitUsage, "--clickhouse.cluster"},
 		{[]string{"demo", "--scenario", "../../schemas/scenario/testdata/missing.yaml"}, exitUsage, "missing.yaml"},
 	}
 	for _, tt := range tests {

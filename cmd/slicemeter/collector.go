@@ -12,6 +12,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/collector"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
+	"github.com/slicemeter/slicemeter/schemas/migrations"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -20,6 +21,7 @@ type collectorCmd struct {
 	group         *string
 	partitions    *int
 	dsn           *string
+	cluster       *string
 	flushRows     *int
 	flushInterval *time.Duration
 	retention     collector.Retention
@@ -33,6 +35,7 @@ func newCollectorCmd(app *kingpin.Application) *collectorCmd {
 		group:         c.Flag("kafka.group", "Consumer group; collectors in one group split the partitions.").Default("slicemeter-collector").String(),
 		partitions:    c.Flag("kafka.partitions", "Partitions of the topics when they have to be created.").Default("4").Int(),
 		dsn:           dsnFlag(c),
+		cluster:       clusterFlag(c),
 		flushRows:     c.Flag("collector.flush-rows", "Insert when this many rows are buffered.").Default("100000").Int(),
 		flushInterval: c.Flag("collector.flush-interval", "Insert at least this often.").Default("1s").Duration(),
 		web:           kingpinflag.AddFlags(c, ":9836"),
@@ -55,17 +58,25 @@ func (c *collectorCmd) run(ctx context.Context, logger *slog.Logger) error {
 			return usage("%s: %s is negative; expected a duration such as 168h, or 0 to keep everything", flag, d)
 		}
 	}
+	if *c.cluster != "" {
+		if err := migrations.ValidClusterName(*c.cluster); err != nil {
+			return usage("--clickhouse.cluster: %w", err)
+		}
+	}
 	reg := newRegistry()
 	var ready atomic.Bool
 	webErr := serveWeb(ctx, c.web, reg, &ready, logger)
 	if err := kafkaconn.EnsureTopics(ctx, brokers, *c.partitions, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
 		return err
 	}
-	conn, err := openMigrated(ctx, *c.dsn, logger)
+	conn, err := openMigratedCluster(ctx, *c.dsn, *c.cluster, logger)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	if err := requireClusterSettings(ctx, conn, *c.cluster); err != nil {
+		return err
+	}
 	col, err := collector.New(collector.Config{
 		Brokers: brokers, GroupID: *c.group, FlushRows: *c.flushRows, FlushInterval: *c.flushInterval,
 		Retention: c.retention,

@@ -43,6 +43,30 @@ func (c *migrateCmd) run(ctx context.Context, logger *slog.Logger) error {
 	return conn.Close()
 }
 
+// clusterFlag is the ClickHouse cluster a collector or attribution service writes and reads
+// through (tables created by migrate --cluster).
+func clusterFlag(c *kingpin.CmdClause) *string {
+	return c.Flag("clickhouse.cluster", "The ClickHouse cluster whose Distributed tables this process uses (as created by "+
+		"migrate --cluster NAME); its servers' user profile must set insert_distributed_sync=1 and "+
+		"distributed_product_mode='global'. Empty: a single server.").Default("").String()
+}
+
+// requireClusterSettings refuses to run against a cluster without the settings its clients
+// need: without them the collector's rollups would be computed before the rows reach the shards
+// and attribution's IN subqueries would be refused.
+func requireClusterSettings(ctx context.Context, conn driver.Conn, cluster string) error {
+	if cluster == "" {
+		return nil
+	}
+	if err := migrations.ValidClusterName(cluster); err != nil {
+		return usage("--clickhouse.cluster: %w", err)
+	}
+	if err := migrations.CheckClusterSettings(ctx, conn); err != nil {
+		return usage("--clickhouse.cluster %s: %w (set them in the servers' user profile, schemas/README.md)", cluster, err)
+	}
+	return nil
+}
+
 // openMigrated creates the DSN's database if needed, connects and applies pending migrations
 // for a single server.
 func openMigrated(ctx context.Context, dsn string, logger *slog.Logger) (driver.Conn, error) {
