@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -306,95 +304,12 @@ func open(ctx context.Context, t *testing.T, dsn string) driver.Conn {
 // one), and migrations.ClusterSettings in the default user's profile.
 func startCluster(ctx context.Context, t *testing.T, cluster string) (*local.ZooKeeper, []*local.ClickHouse) {
 	t.Helper()
-	var (
-		wg    sync.WaitGroup
-		zk    *local.ZooKeeper
-		nodes = make([]*local.ClickHouse, 2)
-		errs  = make([]error, 3)
-	)
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		zk, errs[2] = local.StartZooKeeper(ctx, local.ZooKeeperOptions{Logger: testLogger(t)})
-	}()
-	for i := range nodes {
-		go func() {
-			defer wg.Done()
-			nodes[i], errs[i] = local.StartClickHouse(ctx, local.ClickHouseOptions{Logger: testLogger(t)})
-		}()
+	c, err := local.StartCluster(ctx, local.ClusterOptions{Name: cluster, Shards: 2, Profile: migrations.ClusterSettings, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
-	if zk != nil {
-		t.Cleanup(func() { zk.Close() })
-	}
-	for _, ch := range nodes {
-		if ch != nil {
-			t.Cleanup(func() { ch.Close() })
-		}
-	}
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	var shards strings.Builder
-	for _, ch := range nodes {
-		host, port, err := net.SplitHostPort(ch.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&shards, "<shard><internal_replication>true</internal_replication><replica><host>%s</host><port>%s</port></replica></shard>\n", host, port)
-	}
-	for i, ch := range nodes {
-		interserver, err := local.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := fmt.Sprintf(`<?xml version="1.0"?>
-<yandex>
-    <remote_servers><%[1]s>
-%[2]s    </%[1]s></remote_servers>
-    <macros><shard>%02[3]d</shard><replica>replica_%[3]d</replica></macros>
-    <distributed_ddl><path>/clickhouse/task_queue/ddl</path></distributed_ddl>
-    <interserver_http_host>127.0.0.1</interserver_http_host>
-    <interserver_http_port>%[4]d</interserver_http_port>
-</yandex>
-`, cluster, shards.String(), i+1, interserver)
-		if err := ch.AddConfig("zookeeper", zk.ClickHouseConfig()); err != nil {
-			t.Fatal(err)
-		}
-		if err := ch.AddConfig("cluster", cfg); err != nil {
-			t.Fatal(err)
-		}
-		// users.d/ is merged into users.xml as config.d/ is into config.xml (AddConfig); the
-		// settings must be in the profile since the driver cannot send a string setting to 18.16.
-		var profile strings.Builder
-		for name, value := range migrations.ClusterSettings {
-			fmt.Fprintf(&profile, "<%[1]s>%[2]s</%[1]s>", name, value)
-		}
-		users := filepath.Join(ch.Dir(), "users.d")
-		if err := os.MkdirAll(users, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		xml := `<?xml version="1.0"?><yandex><profiles><default>` + profile.String() + `</default></profiles></yandex>`
-		if err := os.WriteFile(filepath.Join(users, "cluster.xml"), []byte(xml), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i, ch := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = ch.Restart(ctx)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs[:2] {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return zk, nodes
+	t.Cleanup(func() { c.Close() })
+	return c.ZooKeeper, c.Nodes
 }
 
 // testLogger sends the harness's messages (ports, directories, start times) to the test log.
