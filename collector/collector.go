@@ -139,6 +139,7 @@ type batch struct {
 	samples      sampleColumns
 	touched      touched // rollup rows the pending (or inserted, not yet rolled up) samples change
 	allocs       allocationColumns
+	allocChecks  allocationChecks // the allocs' messages, checked for overlaps before they are inserted
 	deadLetters  []kafka.Message
 	lastMessage  map[topicPartition]kafka.Message // highest fetched message per partition
 	pending      int                              // messages fetched since the last flush
@@ -434,10 +435,14 @@ func (c *Collector) processAllocation(msg kafka.Message, now time.Time) {
 		return
 	}
 	c.allocs.add(&event, now)
+	c.allocChecks.add(msg, &event)
 }
 
 // refuse queues msg for the dead-letter topic; it is written by the next flush.
-func (c *Collector) refuse(msg kafka.Message, r *refusal) {
+func (c *Collector) refuse(msg kafka.Message, r *refusal) { c.refuseInto(c.batch, msg, r) }
+
+// refuseInto queues msg for the dead-letter topic with b's dead letters.
+func (c *Collector) refuseInto(b *batch, msg kafka.Message, r *refusal) {
 	c.log.Warn("message refused, sending it to the dead-letter topic",
 		"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset,
 		"reason", r.reason, "detail", r.detail)
@@ -454,7 +459,7 @@ func (c *Collector) refuse(msg kafka.Message, r *refusal) {
 		value = nil
 		headers = append(headers, kafka.Header{Key: HeaderValueOmitted, Value: []byte(strconv.Itoa(len(msg.Value)))})
 	}
-	c.deadLetters = append(c.deadLetters, kafka.Message{Key: msg.Key, Value: value, Headers: headers})
+	b.deadLetters = append(b.deadLetters, kafka.Message{Key: msg.Key, Value: value, Headers: headers})
 }
 
 // flush stores everything pending and then commits the offsets, retrying with backoff until
@@ -488,6 +493,10 @@ func (c *Collector) storeRetrying(ctx context.Context, deadLetterWriter *kafka.W
 // store writes the pending dead letters and inserts the pending rows, each step once, and with
 // rollups also recomputes the rollup rows the batch touched.
 func (c *Collector) store(ctx context.Context, deadLetterWriter *kafka.Writer, b *batch, rollups bool) error {
+	// Before the dead letters: the overlapping allocation events join them.
+	if err := c.refuseOverlaps(ctx, b); err != nil {
+		return err
+	}
 	if len(b.deadLetters) > 0 {
 		if err := deadLetterWriter.WriteMessages(ctx, b.deadLetters...); err != nil {
 			c.metrics.deadLetterErrs.Inc()
@@ -526,6 +535,7 @@ func (c *Collector) store(ctx context.Context, deadLetterWriter *kafka.Writer, b
 		c.storedAllocs.Add(uint64(n))
 		c.metrics.allocsStored.Add(float64(n))
 		b.allocs.reset()
+		b.allocChecks.reset()
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ type wireSample struct {
 	tsNs, intervalNs, memUsed, memTotal, gpuMemTotal uint64
 	gpuIndex, computeSlices, smCount, gpuSMCount     uint32
 	kind                                             pb.Kind
-	attached                                         bool
+	attached, smActiveUnavailable                    bool
 	smActive, powerWatts                             float64
 	gpuUUID, model, instanceID, profile              string
 	runNs, switchNs                                  uint64
@@ -160,6 +160,8 @@ func (d *sampleDecoder) decodeSample(b []byte, s *wireSample) error {
 			s.gpuSMCount = uint32(v)
 		case num == 17 && varint:
 			s.gpuMemTotal = v
+		case num == 19 && varint:
+			s.smActiveUnavailable = v != 0
 		}
 	}
 	return nil

@@ -3,6 +3,8 @@ package collector
 import (
 	"fmt"
 	"math"
+	"reflect"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -19,7 +21,8 @@ func fromWire(d *sampleDecoder) *pb.SampleBatch {
 		out := &pb.Sample{TsNs: s.tsNs, IntervalNs: s.intervalNs, GpuUuid: s.gpuUUID, GpuIndex: s.gpuIndex,
 			Model: s.model, Kind: s.kind, InstanceId: s.instanceID, Profile: s.profile, Attached: s.attached,
 			SmActive: s.smActive, MemUsedBytes: s.memUsed, MemTotalBytes: s.memTotal, PowerWatts: s.powerWatts,
-			ComputeSlices: s.computeSlices, SmCount: s.smCount, GpuSmCount: s.gpuSMCount, GpuMemTotalBytes: s.gpuMemTotal}
+			ComputeSlices: s.computeSlices, SmCount: s.smCount, GpuSmCount: s.gpuSMCount, GpuMemTotalBytes: s.gpuMemTotal,
+			SmActiveUnavailable: s.smActiveUnavailable}
 		if w := d.waitsOf(s); s.runNs != 0 || s.switchNs != 0 || len(w) > 0 {
 			out.Vgpu = &pb.VgpuSchedule{RunNs: s.runNs, SwitchNs: s.switchNs, WaitsNs: append([]uint64(nil), w...)}
 		}
@@ -54,6 +57,23 @@ func comparableBatch(b *pb.SampleBatch) *pb.SampleBatch {
 func TestDecodeCases(t *testing.T) {
 	full, _ := proto.Marshal(&pb.SampleBatch{Node: "node-a", Seq: 7, ExporterId: "x", Samples: []*pb.Sample{
 		sample(pb.Kind_KIND_VGPU, "gpu1/vgpu0", base), sample(pb.Kind_KIND_MIG, "gpu0/mig1", base+1)}})
+	unmeasured := sample(pb.Kind_KIND_MIG, "gpu0/mig1", base)
+	unmeasured.SmActive, unmeasured.SmActiveUnavailable = 0, true
+	unavailable, _ := proto.Marshal(&pb.SampleBatch{Node: "node-a", Samples: []*pb.Sample{
+		unmeasured, sample(pb.Kind_KIND_MIG, "gpu0/mig2", base)}})
+	// sm_active_unavailable as a varint other than 1 is still true; as fixed64 it is unknown.
+	field19 := func(typ protowire.Type, v uint64) []byte {
+		var s []byte
+		s = protowire.AppendTag(s, 1, protowire.VarintType)
+		s = protowire.AppendVarint(s, base)
+		s = protowire.AppendTag(s, 19, typ)
+		if typ == protowire.VarintType {
+			s = protowire.AppendVarint(s, v)
+		} else {
+			s = protowire.AppendFixed64(s, v)
+		}
+		return protowire.AppendBytes(protowire.AppendTag(nil, 4, protowire.BytesType), s)
+	}
 	// A newer exporter: unknown fields at every level (varint, fixed32, bytes, group-free).
 	var newer []byte
 	newer = protowire.AppendTag(newer, 99, protowire.BytesType)
@@ -87,6 +107,9 @@ func TestDecodeCases(t *testing.T) {
 		wantErr bool
 	}{
 		{"full", full, false},
+		{"sm_active unavailable", unavailable, false},
+		{"sm_active_unavailable varint 2", field19(protowire.VarintType, 2), false},
+		{"sm_active_unavailable fixed64", field19(protowire.Fixed64Type, 1), false},
 		{"empty", nil, false},
 		{"newer fields and unpacked waits", newer, false},
 		{"truncated", full[:len(full)-3], true},
@@ -102,11 +125,32 @@ func TestDecodeCases(t *testing.T) {
 			if (err != nil) != tc.wantErr || (perr != nil) != tc.wantErr {
 				t.Fatalf("decode error %v, proto.Unmarshal error %v, want error %v", err, perr, tc.wantErr)
 			}
-			if err == nil && !proto.Equal(fromWire(&d), comparableBatch(&want)) {
+			if err != nil {
+				return
+			}
+			if !proto.Equal(fromWire(&d), comparableBatch(&want)) {
 				t.Errorf("decoded %v\nproto     %v", fromWire(&d), comparableBatch(&want))
+			}
+			// The rows buffered from either path are the same, sm_active_unavailable included.
+			var wire, generated sampleColumns
+			for i := range d.samples {
+				wire.addWire(d.node, &d.samples[i], &d)
+			}
+			for _, s := range want.GetSamples() {
+				generated.add(want.GetNode(), s)
+			}
+			if w, g := wire.columns(), generated.columns(); !reflect.DeepEqual(withoutWaits(w), withoutWaits(g)) {
+				t.Errorf("columns from the decoder %v\nfrom proto.Unmarshal %v", w, g)
 			}
 		})
 	}
+}
+
+// withoutWaits drops the vgpu_waits_ns column, whose empty values are nil on one path and
+// empty slices on the other (the ClickHouse driver sends both as []).
+func withoutWaits(columns []any) []any {
+	i := slices.Index(sampleColumnNames, "vgpu_waits_ns")
+	return slices.Delete(slices.Clone(columns), i, i+1)
 }
 
 // FuzzDecodeMatchesProto: for any input the decoder fails exactly when proto.Unmarshal does,
@@ -114,7 +158,10 @@ func TestDecodeCases(t *testing.T) {
 func FuzzDecodeMatchesProto(f *testing.F) {
 	full, _ := proto.Marshal(&pb.SampleBatch{Node: "n", Samples: []*pb.Sample{
 		sample(pb.Kind_KIND_VGPU, "gpu1/vgpu0", base), sample(pb.Kind_KIND_GPU, "gpu0", base)}})
-	for _, v := range [][]byte{full, nil, {0xff}, []byte("not protobuf"), full[:10]} {
+	unmeasured := sample(pb.Kind_KIND_MIG, "gpu0/mig0", base)
+	unmeasured.SmActiveUnavailable = true
+	mig, _ := proto.Marshal(&pb.SampleBatch{Node: "n", Samples: []*pb.Sample{unmeasured}})
+	for _, v := range [][]byte{full, mig, nil, {0xff}, []byte("not protobuf"), full[:10]} {
 		f.Add(v)
 	}
 	var d sampleDecoder // reused on purpose: reuse must not leak state between messages

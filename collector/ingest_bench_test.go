@@ -173,6 +173,7 @@ func jsonRows(b *testing.B, sb *pb.SampleBatch) []byte {
 			"compute_slices": s.GetComputeSlices(), "sm_count": s.GetSmCount(), "gpu_sm_count": s.GetGpuSmCount(),
 			"gpu_mem_total_bytes": s.GetGpuMemTotalBytes(), "vgpu_run_ns": s.GetVgpu().GetRunNs(),
 			"vgpu_switch_ns": s.GetVgpu().GetSwitchNs(), "vgpu_waits_ns": append([]uint64{}, s.GetVgpu().GetWaitsNs()...),
+			"sm_active_unavailable": boolUint8(s.GetSmActiveUnavailable()),
 		}
 		line, err := json.Marshal(row)
 		if err != nil {
@@ -243,7 +244,7 @@ func kafkaEngineRate(b *testing.B, ctx context.Context, conn driver.Conn, broker
         gpu_index UInt32, model String, kind String, instance_id String, profile String, attached UInt8,
         sm_active Float64, mem_used_bytes UInt64, mem_total_bytes UInt64, power_watts Float64,
         compute_slices UInt32, sm_count UInt32, gpu_sm_count UInt32, gpu_mem_total_bytes UInt64,
-        vgpu_run_ns UInt64, vgpu_switch_ns UInt64, vgpu_waits_ns Array(UInt64)`
+        vgpu_run_ns UInt64, vgpu_switch_ns UInt64, vgpu_waits_ns Array(UInt64), sm_active_unavailable UInt8`
 	// Protobuf first: the same messages the collector read. The format is looked up only
 	// when the engine reads, so read once to learn whether the server knows it.
 	protoErr := conn.Exec(ctx, `CREATE TABLE kafka_proto (`+columns+`) ENGINE = Kafka('`+brokers+`', '`+pb.TopicSamples+`', 'ch-proto', 'Protobuf')`)

@@ -18,12 +18,17 @@ import (
 // anywhere before the commit replays the batch, which recomputes the same rows again.
 // Recomputations only ever see more raw rows, so the row with the most samples is the complete
 // one (ReplacingMergeTree(samples); readers take it the same way; schemas/README.md).
+//
+// Samples whose sm_active was not measured (sm_active_unavailable = 1: a MIG instance on a GPU
+// without GPM) count in samples and covered_ns, since the time was metered, but not in
+// sm_active_sum, active_samples or active_ns: their sm_active of 0 would read as idle time.
 
 // rollupColumns is the column list of samples_1s and samples_1m.
 const rollupColumns = `time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
     compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
     samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
-    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count`
+    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count, active_samples,
+    active_ns`
 
 // rollupSecondsQuery recomputes samples_1s for the nodes (a GroupSet) and the seconds
 // [from, to] (UInt32 Unix seconds). LIMIT 1 BY drops duplicate deliveries of a sample.
@@ -31,15 +36,17 @@ const rollupSecondsQuery = `INSERT INTO samples_1s (` + rollupColumns + `)
 SELECT time, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(kind), any(profile),
     any(compute_slices), any(sm_count), any(gpu_sm_count), any(mem_total_bytes),
     any(gpu_mem_total_bytes), any(interval_ns),
-    count(), sum(interval_ns), sum(sm_active), sum(toUInt64(attached)), sum(vgpu_switch_ns),
-    sum(vgpu_run_ns), minIf(ts_ns, attached = 1), sum(toFloat64(mem_used_bytes)), sum(power_watts),
+    count(), sum(interval_ns), sumIf(sm_active, sm_active_unavailable = 0), sum(toUInt64(attached)),
+    sum(vgpu_switch_ns), sum(vgpu_run_ns), minIf(ts_ns, attached = 1), sum(toFloat64(mem_used_bytes)),
+    sum(power_watts),
     tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 1),
-    tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 2)
+    tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 2),
+    countIf(sm_active_unavailable = 0), sumIf(interval_ns, sm_active_unavailable = 0)
 FROM (
     SELECT time, ts_ns, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
         compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes,
         interval_ns, sm_active, attached, vgpu_switch_ns, vgpu_run_ns, mem_used_bytes,
-        power_watts, vgpu_waits_ns
+        power_watts, vgpu_waits_ns, sm_active_unavailable
     FROM samples
     WHERE node IN ? AND time >= toDateTime(?) AND time <= toDateTime(?)
     LIMIT 1 BY node, instance_id, ts_ns
@@ -55,12 +62,14 @@ SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gp
     sum(samples), sum(covered_ns), sum(sm_active_sum), sum(attached_sum), sum(vgpu_switch_ns_sum),
     sum(vgpu_run_ns_sum), minIf(first_attached_ns, first_attached_ns > 0), sum(mem_used_bytes_sum),
     sum(power_watts_sum),
-    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2)
+    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2),
+    sum(active_samples), sum(active_ns)
 FROM (
     SELECT time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile, compute_slices,
         sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns, samples,
         covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
-        first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count
+        first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count,
+        active_samples, active_ns
     FROM samples_1s
     WHERE node IN ? AND time >= toDateTime(?) AND time <= toDateTime(?)
     ORDER BY samples DESC

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,7 @@ type rollupRow struct {
 	SwitchSum, RunSum, FirstAttached uint64
 	SMSum                            float64
 	WaitNs, WaitCount                []uint64
+	ActiveSamples, ActiveNs          uint64
 }
 
 // readRollup returns the complete (most samples) row of every key of table, in key order.
@@ -76,9 +78,11 @@ func readRollup(t testing.TB, ctx context.Context, conn interface {
 		SMSum         float64   `ch:"sm_active_sum"`
 		WaitNs        []uint64  `ch:"wait_ns"`
 		WaitCount     []uint64  `ch:"wait_count"`
+		ActiveSamples uint64    `ch:"active_samples"`
+		ActiveNs      uint64    `ch:"active_ns"`
 	}
 	q := `SELECT time, node, instance_id, kind, samples, covered_ns, attached_sum, vgpu_switch_ns_sum,
-        vgpu_run_ns_sum, first_attached_ns, sm_active_sum, wait_ns, wait_count
+        vgpu_run_ns_sum, first_attached_ns, sm_active_sum, wait_ns, wait_count, active_samples, active_ns
         FROM (SELECT * FROM ` + table + ` ORDER BY samples DESC LIMIT 1 BY node, instance_id, time)
         ORDER BY node, instance_id, time`
 	if err := conn.Select(ctx, &rows, q); err != nil {
@@ -87,7 +91,7 @@ func readRollup(t testing.TB, ctx context.Context, conn interface {
 	out := make([]rollupRow, len(rows))
 	for i, r := range rows {
 		out[i] = rollupRow{r.Time.UTC(), r.Node, r.InstanceID, r.Kind, r.Samples, r.CoveredNs, r.AttachedSum,
-			r.SwitchSum, r.RunSum, r.FirstAttached, r.SMSum, r.WaitNs, r.WaitCount}
+			r.SwitchSum, r.RunSum, r.FirstAttached, r.SMSum, r.WaitNs, r.WaitCount, r.ActiveSamples, r.ActiveNs}
 	}
 	return out
 }
@@ -103,7 +107,9 @@ func TestRollupsExactlyOnce(t *testing.T) {
 	conn := migratedDatabase(t, clickHouse(t), "collector_rollups")
 
 	// Two nodes, 10 Hz, 2.5 minutes starting 0.7 s into a second, so seconds and minutes
-	// are partly covered at both ends; gpu0 attaches 3 s in; vGPU waits vary.
+	// are partly covered at both ends; gpu0 attaches 3 s in; vGPU waits vary; gpu0's activity
+	// cannot be measured in one sample of seven, so some seconds and every minute mix measured
+	// and unmeasured samples.
 	const n = 1500
 	type key struct {
 		node, id string
@@ -120,6 +126,10 @@ func TestRollupsExactlyOnce(t *testing.T) {
 			for _, s := range []*pb.Sample{sample(pb.Kind_KIND_GPU, "gpu0", ts), sample(pb.Kind_KIND_VGPU, "gpu1/vgpu0", ts)} {
 				s.Attached = s.GetKind() == pb.Kind_KIND_VGPU || i >= 30
 				s.SmActive = float64(i%4) / 4
+				if s.GetKind() == pb.Kind_KIND_GPU && i%7 == 3 {
+					// Not measured: whatever sm_active says must stay out of the sums.
+					s.SmActive, s.SmActiveUnavailable = 0.9, true
+				}
 				if s.Vgpu != nil {
 					s.Vgpu.WaitsNs = []uint64{6_000_000, 6_000_000 + uint64(i%3)*1000}
 				}
@@ -135,7 +145,11 @@ func TestRollupsExactlyOnce(t *testing.T) {
 				}
 				r.Samples++
 				r.CoveredNs += s.GetIntervalNs()
-				r.SMSum += s.GetSmActive()
+				if !s.GetSmActiveUnavailable() {
+					r.SMSum += s.GetSmActive()
+					r.ActiveSamples++
+					r.ActiveNs += s.GetIntervalNs()
+				}
 				if s.GetAttached() {
 					r.AttachedSum++
 					if r.FirstAttached == 0 {
@@ -162,6 +176,8 @@ func TestRollupsExactlyOnce(t *testing.T) {
 		m.Samples += r.Samples
 		m.CoveredNs += r.CoveredNs
 		m.SMSum += r.SMSum
+		m.ActiveSamples += r.ActiveSamples
+		m.ActiveNs += r.ActiveNs
 		m.AttachedSum += r.AttachedSum
 		m.SwitchSum += r.SwitchSum
 		m.RunSum += r.RunSum
@@ -217,6 +233,109 @@ func TestRollupsExactlyOnce(t *testing.T) {
 	}
 }
 
+// TestRollupActiveSamples checks that samples whose activity was not measured count as metered
+// time (samples, covered_ns) but stay out of sm_active_sum, active_samples and active_ns, in
+// samples_1s and samples_1m alike, and that rows written before those columns existed read as
+// all measured.
+func TestRollupActiveSamples(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts ClickHouse")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn := migratedDatabase(t, clickHouse(t), "collector_rollup_active")
+
+	type want struct {
+		samples, coveredNs, activeSamples, activeNs uint64
+		smSum                                       float64
+	}
+	// sec and smActive per sample; unavailable samples carry a junk sm_active on purpose.
+	type in struct {
+		sec         uint64
+		smActive    float64
+		unavailable bool
+	}
+	for _, tc := range []struct {
+		name string
+		in   []in
+		// noColumn inserts the raw rows without sm_active_unavailable, as before the column existed.
+		noColumn bool
+		// oldSeconds writes the samples_1s rows directly without active_samples and active_ns, as
+		// before those columns existed, and recomputes only samples_1m from them.
+		oldSeconds bool
+		want       want
+	}{
+		{"all measured", []in{{0, 0.5, false}, {0, 0.25, false}, {1, 1, false}}, false, false,
+			want{3, 3e8, 3, 3e8, 1.75}},
+		{"none measured", []in{{0, 0.7, true}, {1, 0.7, true}}, false, false,
+			want{2, 2e8, 0, 0, 0}},
+		{"mixed within a second", []in{{0, 0.5, false}, {0, 0.9, true}, {0, 0.25, false}}, false, false,
+			want{3, 3e8, 2, 2e8, 0.75}},
+		{"mixed across seconds", []in{{0, 0.5, false}, {1, 0.9, true}, {2, 0.9, true}, {59, 1, false}}, false, false,
+			want{4, 4e8, 2, 2e8, 1.5}},
+		{"raw rows before the column", []in{{0, 0.5, false}, {1, 0.5, false}}, true, false,
+			want{2, 2e8, 2, 2e8, 1}},
+		{"second rows before the columns", []in{{0, 0.5, false}, {1, 0.25, false}}, false, true,
+			want{2, 2e8, 2, 2e8, 0.75}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			node := strings.ReplaceAll(tc.name, " ", "-")
+			minute := (base/1e9)/60*60 + 60 // a whole minute after base
+			var cols sampleColumns
+			var tr touched
+			tr.addNode(node)
+			for i, x := range tc.in {
+				ts := (minute+x.sec)*1e9 + uint64(i)*1e6
+				s := sample(pb.Kind_KIND_MIG, "gpu0/mig0", ts)
+				s.SmActive, s.SmActiveUnavailable = x.smActive, x.unavailable
+				cols.add(node, s)
+				tr.addSecond(uint32(ts / 1e9))
+			}
+			switch {
+			case tc.oldSeconds:
+				for _, x := range tc.in {
+					if err := conn.Exec(ctx, `INSERT INTO samples_1s (time, node, instance_id, kind, samples,
+                        covered_ns, sm_active_sum) SELECT toDateTime(?), ?, 'gpu0/mig0', 'mig', 1, 100000000, ?`,
+						uint32(minute+x.sec), node, x.smActive); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := conn.Exec(ctx, rollupMinutesQuery, tr.nodeSet(), uint32(minute), uint32(minute+59)); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				names, columns := sampleColumnNames, cols.columns()
+				if tc.noColumn {
+					n := slices.Index(names, "sm_active_unavailable")
+					names, columns = slices.Delete(slices.Clone(names), n, n+1), slices.Delete(columns, n, n+1)
+				}
+				if err := insertColumns(ctx, conn, "samples", names, columns); err != nil {
+					t.Fatal(err)
+				}
+				if err := recomputeRollups(ctx, conn, &tr); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, table := range []string{"samples_1s", "samples_1m"} {
+				var got want
+				if err := conn.QueryRow(ctx, `SELECT sum(samples), sum(covered_ns), sum(active_samples),
+                    sum(active_ns), sum(sm_active_sum)
+                    FROM (SELECT * FROM `+table+` WHERE node = ? ORDER BY samples DESC LIMIT 1 BY node, instance_id, time)`,
+					node).Scan(&got.samples, &got.coveredNs, &got.activeSamples, &got.activeNs, &got.smSum); err != nil {
+					t.Fatalf("read %s: %v", table, err)
+				}
+				if d := got.smSum - tc.want.smSum; d > 1e-9 || d < -1e-9 {
+					t.Errorf("%s: sm_active_sum %v, want %v", table, got.smSum, tc.want.smSum)
+				}
+				got.smSum = tc.want.smSum
+				if got != tc.want {
+					t.Errorf("%s: %+v, want %+v", table, got, tc.want)
+				}
+			}
+		})
+	}
+}
+
 // addWait adds count occurrences of wait w to r's histogram, keeping wait_ns sorted as sumMap does.
 func addWait(r *rollupRow, w, count uint64) {
 	for i, x := range r.WaitNs {
@@ -249,8 +368,8 @@ func compareRollup(got, want rollupRow) string {
 }
 
 // TestRollupQueriesOnCurrentClickHouse runs the rollup recomputations through chDB (current
-// ClickHouse) after the migrations, with one sample in place; 18.16 runs them in
-// TestRollupsExactlyOnce.
+// ClickHouse) after the migrations, with two samples in place, the second not measured; 18.16
+// runs them in TestRollupsExactlyOnce and TestRollupActiveSamples.
 func TestRollupQueriesOnCurrentClickHouse(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs chDB")
@@ -265,9 +384,14 @@ func TestRollupQueriesOnCurrentClickHouse(t *testing.T) {
 	}
 	sql := "INSERT INTO samples (" + strings.Join(sampleColumnNames, ", ") + `)
 SELECT toDateTime(1767571200), 1767571200000000000, 100000000, 'node-a', 'GPU-1', 0, 'H100', 'vgpu',
-    'gpu0/vgpu0', 'H100-20C', 1, 0.5, 1, 2, 300, 0, 0, 0, 3, 4, 5, [6, 6, 7];
-` + bind(rollupSecondsQuery) + bind(rollupMinutesQuery) +
-		"SELECT throwIf(wait_count != [2, 1] OR samples != 1 OR first_attached_ns != 1767571200000000000) FROM samples_1m;\n"
+    'gpu0/vgpu0', 'H100-20C', 1, 0.5, 1, 2, 300, 0, 0, 0, 3, 4, 5, [6, 6, 7], 0
+UNION ALL
+SELECT toDateTime(1767571200), 1767571200100000000, 100000000, 'node-a', 'GPU-1', 0, 'H100', 'vgpu',
+    'gpu0/vgpu0', 'H100-20C', 1, 0.9, 1, 2, 300, 0, 0, 0, 3, 4, 5, [], 1;
+` + bind(rollupSecondsQuery) + bind(rollupMinutesQuery) + `SELECT throwIf(wait_count != [2, 1] OR samples != 2
+    OR first_attached_ns != 1767571200000000000 OR active_samples != 1 OR active_ns != 100000000
+    OR covered_ns != 200000000 OR abs(sm_active_sum - 0.5) > 1e-9) FROM samples_1m;
+`
 	file := filepath.Join(t.TempDir(), "rollup.sql")
 	if err := os.WriteFile(file, []byte(sql), 0o644); err != nil {
 		t.Fatal(err)

@@ -36,7 +36,10 @@ type sampleColumns struct {
 	vgpuRunNs        []uint64
 	vgpuSwitchNs     []uint64
 	vgpuWaitsNs      [][]uint64
-	waitsArena       []uint64 // backing array of the vgpuWaitsNs that addWire appends
+	// smActiveUnavailable is 1 where sm_active was not measured (a MIG instance on a GPU
+	// without GPM): rollups leave such samples out of sm_active_sum, active_samples, active_ns.
+	smActiveUnavailable []uint8
+	waitsArena          []uint64 // backing array of the vgpuWaitsNs that addWire appends
 }
 
 // sampleColumnNames is the explicit column list ClickHouse 18.16 needs, in the order
@@ -45,7 +48,7 @@ var sampleColumnNames = []string{
 	"time", "ts_ns", "interval_ns", "node", "gpu_uuid", "gpu_index", "model", "kind",
 	"instance_id", "profile", "attached", "sm_active", "mem_used_bytes", "mem_total_bytes",
 	"power_watts", "compute_slices", "sm_count", "gpu_sm_count", "gpu_mem_total_bytes",
-	"vgpu_run_ns", "vgpu_switch_ns", "vgpu_waits_ns",
+	"vgpu_run_ns", "vgpu_switch_ns", "vgpu_waits_ns", "sm_active_unavailable",
 }
 
 func (c *sampleColumns) columns() []any {
@@ -53,7 +56,7 @@ func (c *sampleColumns) columns() []any {
 		c.time, c.tsNs, c.intervalNs, c.node, c.gpuUUID, c.gpuIndex, c.model, c.kind,
 		c.instanceID, c.profile, c.attached, c.smActive, c.memUsedBytes, c.memTotalBytes,
 		c.powerWatts, c.computeSlices, c.smCount, c.gpuSMCount, c.gpuMemTotalBytes,
-		c.vgpuRunNs, c.vgpuSwitchNs, c.vgpuWaitsNs,
+		c.vgpuRunNs, c.vgpuSwitchNs, c.vgpuWaitsNs, c.smActiveUnavailable,
 	}
 }
 
@@ -93,6 +96,14 @@ func (c *sampleColumns) add(node string, s *pb.Sample) {
 		waits = []uint64{}
 	}
 	c.vgpuWaitsNs = append(c.vgpuWaitsNs, waits)
+	c.smActiveUnavailable = append(c.smActiveUnavailable, boolUint8(s.GetSmActiveUnavailable()))
+}
+
+func boolUint8(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // addWire appends one validated sample decoded by d, copying its waits (d reuses its buffers).
@@ -127,6 +138,7 @@ func (c *sampleColumns) addWire(node string, s *wireSample, d *sampleDecoder) {
 	from := len(c.waitsArena)
 	c.waitsArena = append(c.waitsArena, d.waitsOf(s)...)
 	c.vgpuWaitsNs = append(c.vgpuWaitsNs, c.waitsArena[from:len(c.waitsArena):len(c.waitsArena)])
+	c.smActiveUnavailable = append(c.smActiveUnavailable, boolUint8(s.smActiveUnavailable))
 }
 
 // reset empties the buffers, keeping their capacity for the next flush.
@@ -140,6 +152,7 @@ func (c *sampleColumns) reset() {
 	c.vgpuRunNs, c.vgpuSwitchNs = c.vgpuRunNs[:0], c.vgpuSwitchNs[:0]
 	clear(c.vgpuWaitsNs) // drop references to the decoded messages' slices
 	c.vgpuWaitsNs = c.vgpuWaitsNs[:0]
+	c.smActiveUnavailable = c.smActiveUnavailable[:0]
 	c.waitsArena = c.waitsArena[:0]
 }
 

@@ -1,6 +1,7 @@
-// Package intake takes tenants' allocations in over HTTP and from files (the Kafka topic is
-// consumed by the collector): it decodes and validates them, refuses overlaps on an instance,
-// and stores them in ClickHouse's allocations table, idempotently by allocation id.
+// Package intake takes tenants' allocations in over HTTP and from files: it decodes and
+// validates them, refuses overlaps on an instance, and stores them in ClickHouse's allocations
+// table, idempotently by allocation id. The Kafka topic is consumed by the collector, which
+// stores the events itself; CheckEvents gives it the same overlap rule.
 package intake
 
 import (
@@ -103,14 +104,24 @@ func overlaps(incoming, current []Allocation) []error {
 	var errs []error
 	for _, a := range incoming {
 		for _, b := range byTarget[a.Target()] {
-			if a.ID != b.ID && a.StartedAt.Before(b.end()) && b.StartedAt.Before(a.end()) {
-				errs = append(errs, fmt.Errorf("allocation %q of tenant %q [%s, %s) overlaps allocation %q of tenant %q [%s, %s) on %s",
-					a.ID, a.Tenant, stamp(a.StartedAt), stamp(a.EndedAt), b.ID, b.Tenant, stamp(b.StartedAt), stamp(b.EndedAt), a.Target()))
+			if err := overlap(a, b); err != nil {
+				errs = append(errs, err)
 			}
 		}
 		byTarget[a.Target()] = append(byTarget[a.Target()], a)
 	}
 	return errs
+}
+
+// overlap is the reason a may not hold its instance while b does, naming both; nil when they
+// are one allocation (a version of it replaces the other), on different instances, or one
+// ends before the other starts.
+func overlap(a, b Allocation) error {
+	if a.ID == b.ID || a.Target() != b.Target() || !a.StartedAt.Before(b.end()) || !b.StartedAt.Before(a.end()) {
+		return nil
+	}
+	return fmt.Errorf("allocation %q of tenant %q [%s, %s) overlaps allocation %q of tenant %q [%s, %s) on %s",
+		a.ID, a.Tenant, stamp(a.StartedAt), stamp(a.EndedAt), b.ID, b.Tenant, stamp(b.StartedAt), stamp(b.EndedAt), a.Target())
 }
 
 func stamp(t time.Time) string {

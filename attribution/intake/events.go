@@ -1,0 +1,182 @@
+package intake
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+// Event is an allocation event as the slicemeter.allocations.v1 topic carries it: one version
+// of an allocation, or its deletion.
+type Event struct {
+	Allocation
+	Version uint64 // increases with every change of one allocation id
+	Deleted bool
+}
+
+// EventOf is the event a Kafka message carries.
+func EventOf(e *pb.AllocationEvent) Event {
+	return Event{
+		Allocation: Allocation{
+			ID: e.GetAllocationId(), Tenant: e.GetTenant(), Tier: e.GetTier(), Node: e.GetNode(), Instance: e.GetInstanceId(),
+			RequestedAt: fromNS(e.GetRequestedAtNs()), StartedAt: fromNS(e.GetStartedAtNs()), EndedAt: fromNS(e.GetEndedAtNs()),
+		},
+		Version: e.GetVersion(),
+		Deleted: e.GetDeleted(),
+	}
+}
+
+// Refusal is an event that must not be stored, and why.
+type Refusal struct {
+	Index int   // the event's index in the batch
+	Err   error // names both allocations
+}
+
+// eventChunk bounds the ids and targets bound into one query (the arrays travel in the query
+// text, which ClickHouse parses up to max_query_size, 256 KiB by default).
+const eventChunk = 1000
+
+// latestQuery: the latest version of the allocations with some ids or on some targets,
+// deleted ones included (a replayed old version of a deleted allocation is not news).
+const latestQuery = `
+SELECT allocation_id, argMax(tenant, version), argMax(tier, version), argMax(node, version), argMax(instance_id, version),
+    argMax(requested_ns, version), argMax(started_ns, version), argMax(ended_ns, version), max(version), argMax(deleted, version)
+FROM allocations
+WHERE allocation_id IN (SELECT id FROM (SELECT ? AS ids) ARRAY JOIN ids AS id)
+    OR (node, instance_id) IN (SELECT tn, ti FROM (SELECT ? AS tns, ? AS tis) ARRAY JOIN tns AS tn, tis AS ti)
+GROUP BY allocation_id`
+
+// CheckEvents applies the HTTP API's and the import's overlap rule to a batch of Kafka events,
+// in the order they arrived: it returns the events that would hold an instance while another
+// live allocation holds it, each with a reason naming both. Those are to be refused (not
+// stored); the others may be stored as they are.
+//
+// Each event is checked against the latest stored state of the allocations on its instance
+// and against the events before it in the batch that are not refused. A newer version of an
+// allocation replaces its older one (it never overlaps itself, wherever it moves); an older
+// version, or the stored one again, changes nothing and is accepted as it is (Kafka delivers at
+// least once); a deletion frees the instance and is never refused. (A version equal to the
+// stored one that says something else is checked like a new one: which of the two ClickHouse
+// keeps is not defined.)
+//
+// The check and the caller's insert are not one transaction: two collectors storing
+// overlapping events for different tenants (different partitions) in the same instant can both
+// pass. The attribution still finds such a pair and reports it (attribution.Report.Overlaps).
+func CheckEvents(ctx context.Context, conn driver.Conn, events []Event) ([]Refusal, error) {
+	state, err := latestOf(ctx, conn, events)
+	if err != nil {
+		return nil, err
+	}
+	// live: per target, the ids of the allocations on it that are not deleted.
+	live := map[string]map[string]bool{}
+	hold := func(s stored, deleted bool) {
+		if prev, ok := state[s.ID]; ok {
+			delete(live[prev.Target()], s.ID)
+		}
+		state[s.ID] = storedState{stored: s, deleted: deleted}
+		if !deleted {
+			if live[s.Target()] == nil {
+				live[s.Target()] = map[string]bool{}
+			}
+			live[s.Target()][s.ID] = true
+		}
+	}
+	for _, s := range state {
+		hold(s.stored, s.deleted)
+	}
+	var refused []Refusal
+	for i, e := range events {
+		if cur, ok := state[e.ID]; ok && (e.Version < cur.version || e.Version == cur.version && e.Deleted == cur.deleted && e.same(cur.Allocation)) {
+			continue // an older version or a replay: the stored state stays what it is
+		}
+		if !e.Deleted {
+			if err := firstOverlap(e.Allocation, live[e.Target()], state); err != nil {
+				refused = append(refused, Refusal{Index: i, Err: err})
+				continue
+			}
+		}
+		hold(stored{Allocation: e.Allocation, version: e.Version}, e.Deleted)
+	}
+	return refused, nil
+}
+
+// storedState is an allocation's latest version, deleted or not.
+type storedState struct {
+	stored
+	deleted bool
+}
+
+// firstOverlap is the reason a may not hold its instance while one of ids does, nil when none
+// does; with several, the one that starts first is named.
+func firstOverlap(a Allocation, ids map[string]bool, state map[string]storedState) error {
+	var first *Allocation
+	for id := range ids {
+		b := state[id].Allocation
+		if overlap(a, b) != nil && (first == nil || b.StartedAt.Before(first.StartedAt) || b.StartedAt.Equal(first.StartedAt) && b.ID < first.ID) {
+			first = &b
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return overlap(a, *first)
+}
+
+// latestOf reads the latest stored version of the events' allocations and of every allocation
+// on their targets.
+func latestOf(ctx context.Context, conn driver.Conn, events []Event) (map[string]storedState, error) {
+	var (
+		ids, nodes, instances []string
+		seenID, seenTarget    = map[string]bool{}, map[string]bool{}
+	)
+	for _, e := range events {
+		if !seenID[e.ID] {
+			seenID[e.ID] = true
+			ids = append(ids, e.ID)
+		}
+		if t := e.Target(); !seenTarget[t] {
+			seenTarget[t] = true
+			nodes, instances = append(nodes, e.Node), append(instances, e.Instance)
+		}
+	}
+	state := map[string]storedState{}
+	for start := 0; start < max(len(ids), len(nodes)); start += eventChunk {
+		if err := readLatest(ctx, conn, state, window(ids, start), window(nodes, start), window(instances, start)); err != nil {
+			return nil, fmt.Errorf("read the allocations of %d events and on their %d instances: %w", len(events), len(nodes), err)
+		}
+	}
+	return state, nil
+}
+
+// window is the chunk of list that starts at start (empty past its end).
+func window(list []string, start int) []string {
+	if start >= len(list) {
+		return []string{}
+	}
+	return list[start:min(start+eventChunk, len(list))]
+}
+
+func readLatest(ctx context.Context, conn driver.Conn, state map[string]storedState, ids, nodes, instances []string) error {
+	rows, err := conn.Query(ctx, latestQuery, ids, nodes, instances)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			s                        storedState
+			requested, started, ends int64
+			deleted                  uint8
+		)
+		if err := rows.Scan(&s.ID, &s.Tenant, &s.Tier, &s.Node, &s.Instance, &requested, &started, &ends, &s.version, &deleted); err != nil {
+			return err
+		}
+		s.RequestedAt, s.StartedAt, s.EndedAt = fromNS(requested), fromNS(started), fromNS(ends)
+		s.deleted = deleted == 1
+		state[s.ID] = s
+	}
+	return rows.Err()
+}

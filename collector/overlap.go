@@ -1,0 +1,76 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slicemeter/slicemeter/attribution/intake"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+// allocationChecks are the pending allocation rows' messages and events, in the same order,
+// for the overlap check: the HTTP API and the import refuse an allocation that would hold an
+// instance while another one does, and so must the topic.
+type allocationChecks struct {
+	msgs    []kafka.Message
+	events  []intake.Event
+	checked bool // refuseOverlaps ran: a retried store must not check (and dead-letter) again
+}
+
+func (a *allocationChecks) add(msg kafka.Message, e *pb.AllocationEvent) {
+	a.msgs = append(a.msgs, msg)
+	a.events = append(a.events, intake.EventOf(e))
+}
+
+func (a *allocationChecks) reset() {
+	clear(a.msgs) // drop references to the messages' values
+	a.msgs, a.events, a.checked = a.msgs[:0], a.events[:0], false
+}
+
+// refuseOverlaps checks b's allocation events against the stored allocations and each other,
+// in the order they were fetched, and moves those that overlap another live allocation from
+// b's rows to its dead letters (reason overlap, the detail naming both allocations). It runs
+// at flush time, so that the state it checks against includes every earlier batch.
+func (c *Collector) refuseOverlaps(ctx context.Context, b *batch) error {
+	if b.allocs.len() == 0 || b.allocChecks.checked {
+		return nil
+	}
+	refused, err := intake.CheckEvents(ctx, c.conn, b.allocChecks.events)
+	if err != nil {
+		return fmt.Errorf("check %d allocation events for overlaps: %w", len(b.allocChecks.events), err)
+	}
+	drop := make(map[int]bool, len(refused))
+	for _, r := range refused {
+		drop[r.Index] = true
+		c.refuseInto(b, b.allocChecks.msgs[r.Index], &refusal{reasonOverlap, r.Err.Error()})
+	}
+	if len(drop) > 0 {
+		b.allocs.drop(drop)
+	}
+	b.allocChecks.checked = true
+	if b.allocs.len() == 0 { // nothing to insert, and so no reset after the insert
+		b.allocChecks.reset()
+	}
+	return nil
+}
+
+// drop removes the rows at the given indexes.
+func (c *allocationColumns) drop(rows map[int]bool) {
+	keep := 0
+	for i := range c.allocationID {
+		if rows[i] {
+			continue
+		}
+		c.allocationID[keep], c.tenant[keep], c.tier[keep] = c.allocationID[i], c.tenant[i], c.tier[i]
+		c.node[keep], c.instanceID[keep] = c.node[i], c.instanceID[i]
+		c.requestedNs[keep], c.startedNs[keep], c.endedNs[keep] = c.requestedNs[i], c.startedNs[i], c.endedNs[i]
+		c.version[keep], c.deleted[keep], c.received[keep] = c.version[i], c.deleted[i], c.received[i]
+		keep++
+	}
+	c.allocationID, c.tenant, c.tier = c.allocationID[:keep], c.tenant[:keep], c.tier[:keep]
+	c.node, c.instanceID = c.node[:keep], c.instanceID[:keep]
+	c.requestedNs, c.startedNs, c.endedNs = c.requestedNs[:keep], c.startedNs[:keep], c.endedNs[:keep]
+	c.version, c.deleted, c.received = c.version[:keep], c.deleted[:keep], c.received[:keep]
+}
