@@ -50,13 +50,16 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 	c.Flag("attribution.lookback", "Every pass attributes again the closed minutes this far back, so late samples count.").Default("10m").DurationVar(&cmd.cfg.Lookback)
 	c.Flag("attribution.backfill", "With no minute stored yet, start this far back.").Default("1h").DurationVar(&cmd.cfg.Backfill)
 	c.Flag("attribution.max-recompute", "How far back an allocation that arrives late makes the service recompute.").Default("744h").DurationVar(&cmd.cfg.MaxRecompute)
+	c.Flag("attribution.presence", "A stored minute counts as capacity every GPU sampled within this long before its end, so exporter "+
+		"outages shorter than it do not shrink the fleet's capacity (and the unallocated row); whole minutes, 0: only GPUs sampled in the minute.").
+		Default("1h").DurationVar(&cmd.cfg.Presence)
 	c.Flag("attribution.max-minutes", "At most this many minutes per pass (the rest follow in the next passes).").Default("120").IntVar(&cmd.cfg.MaxMinutes)
 	return cmd
 }
 
 func (c *attributionCmd) run(ctx context.Context, logger *slog.Logger) error {
-	if *c.interval <= 0 || *c.window <= 0 || c.cfg.Lookback < 0 || c.cfg.Delay < 0 || c.cfg.Backfill < 0 || c.cfg.MaxMinutes <= 0 {
-		return usage("--attribution.interval, --attribution.window and --attribution.max-minutes must be > 0; delay, lookback and backfill ≥ 0")
+	if *c.interval <= 0 || *c.window <= 0 || c.cfg.Lookback < 0 || c.cfg.Delay < 0 || c.cfg.Backfill < 0 || c.cfg.MaxMinutes <= 0 || c.cfg.Presence < 0 || c.cfg.Presence%time.Minute != 0 {
+		return usage("--attribution.interval, --attribution.window and --attribution.max-minutes must be > 0; delay, lookback, backfill and presence ≥ 0, presence in whole minutes")
 	}
 	book, err := c.book.load()
 	if err != nil {
