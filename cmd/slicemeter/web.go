@@ -11,8 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/slicemeter/slicemeter/exporter/snapshot"
 )
 
 // newRegistry returns a registry with the process and Go runtime collectors.
@@ -31,8 +32,14 @@ func serveWeb(ctx context.Context, flags *web.FlagConfig, reg *prometheus.Regist
 		close(errc)
 		return errc
 	}
+	metrics, err := snapshot.Handler(reg)
+	if err != nil {
+		errc <- err
+		close(errc)
+		return errc
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}))
+	mux.Handle("/metrics", metrics)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if ready != nil && !ready.Load() {

@@ -4,6 +4,7 @@ package snapshot
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,13 +18,19 @@ import (
 )
 
 // Snapshot is a Sink and a prometheus.Collector.
+//
+// A scrape is the exporter's only work besides sampling, and it must stay cheap whatever the
+// machine is doing: everything that depends only on which instances and GPUs exist (their
+// label pairs, their order) is built when that set changes, in Write, so that Collect only
+// reads the latest values into metrics carved from one allocation per scrape.
 type Snapshot struct {
-	mu     sync.RWMutex
-	latest map[key]*pb.Sample
-	gpus   map[gpuKey]exporter.GPUState // from sources that read devices
-	labels *labelCache                  // label pairs of the series, built once rather than at every scrape
-	// waits accumulates vGPU waits per instance so that the counters keep increasing between scrapes.
-	waits map[key]*waitTotals
+	mu        sync.RWMutex
+	instances map[key]*instance
+	gpus      map[gpuKey]*gpu // from sources that read devices
+	view      view
+	// changed is set by Write when an instance or a GPU appeared or changed labels: the view is
+	// rebuilt before Write returns.
+	changed bool
 }
 
 type key struct{ node, instance string }
@@ -33,10 +40,63 @@ type gpuKey struct {
 	index uint32
 }
 
-type waitTotals struct {
-	count uint64
-	sum   float64
-	run   float64
+// instance is the latest state of one instance and its label pairs.
+type instance struct {
+	key key
+	smp *pb.Sample
+
+	// The sample fields its labels were built from, and the labels.
+	gpuIndex             uint32
+	uuid, model, profile string
+	kind                 pb.Kind
+	values               []string         // instanceLabels' values
+	labels               []*dto.LabelPair // instanceLabels
+	gpuLabels            []*dto.LabelPair // gpuLabels, from the sample
+	gpuInfo              []*dto.LabelPair // gpuLabels + sms, memory_bytes, from the sample
+	gpuInfoSMs           uint32
+	gpuInfoMemory        uint64
+	vgpuInfo             []*dto.LabelPair // instanceLabels + vm_id, vgpu_type
+	vmID, vgpuType       string
+
+	gpu      *gpu // the GPU state of its node and index, if any
+	activity activityRef
+
+	// vGPU counters, accumulated so that they keep increasing between scrapes.
+	hasWaits            bool
+	waitCount           uint64
+	waitSum, runSeconds float64
+}
+
+// activityRef points at the instance's entry in its GPU's latest state; it is void once that
+// state is replaced by one that does not list the instance.
+type activityRef struct {
+	gpu *gpu
+	gen uint64
+	i   int
+}
+
+// gpu is the latest state of one physical GPU and its label pairs.
+type gpu struct {
+	state     exporter.GPUState
+	gen       uint64 // counts the states written
+	uuid      string
+	model     string
+	labels    []*dto.LabelPair // gpuLabels
+	eccLabels [2][]*dto.LabelPair
+}
+
+// view is the snapshot's series in the order the registry sorts them (by label values), so that
+// sorting them at every scrape finds them already sorted.
+type view struct {
+	instances  []*instance // by instanceLabels' values
+	sampleGPUs []*instance // the first instance of each GPU, by gpuLabels' values
+	gpus       []*gpu      // by gpuLabels' values
+	nodes      []nodeCount
+}
+
+type nodeCount struct {
+	labels []*dto.LabelPair
+	n      float64
 }
 
 var (
@@ -82,36 +142,134 @@ var _ prometheus.Collector = (*Snapshot)(nil)
 
 // New returns an empty snapshot.
 func New() *Snapshot {
-	return &Snapshot{latest: map[key]*pb.Sample{}, waits: map[key]*waitTotals{}, gpus: map[gpuKey]exporter.GPUState{},
-		labels: &labelCache{m: map[string][]*dto.LabelPair{}}}
+	return &Snapshot{instances: map[key]*instance{}, gpus: map[gpuKey]*gpu{}}
 }
 
-// Write replaces each instance's latest sample.
+// Write replaces each instance's latest sample and each GPU's latest state.
 func (s *Snapshot) Write(_ context.Context, _ time.Time, samples []exporter.NodeSamples) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Samples before GPU states: a state refers to its instances.
 	for _, ns := range samples {
-		for _, g := range ns.GPUs {
-			s.gpus[gpuKey{ns.Node, g.Index}] = g
-		}
 		for _, smp := range ns.Samples {
-			k := key{ns.Node, smp.InstanceId}
-			s.latest[k] = smp
-			if v := smp.Vgpu; v != nil {
-				w := s.waits[k]
-				if w == nil {
-					w = &waitTotals{}
-					s.waits[k] = w
-				}
-				w.run += float64(v.RunNs) / 1e9
-				w.count += uint64(len(v.WaitsNs))
-				for _, x := range v.WaitsNs {
-					w.sum += float64(x) / 1e9
-				}
-			}
+			s.writeSample(ns.Node, smp)
 		}
 	}
+	for _, ns := range samples {
+		for i := range ns.GPUs {
+			s.writeGPU(ns.Node, &ns.GPUs[i])
+		}
+	}
+	if s.changed {
+		s.rebuild()
+		s.changed = false
+	}
 	return nil
+}
+
+func (s *Snapshot) writeSample(node string, smp *pb.Sample) {
+	k := key{node, smp.InstanceId}
+	in := s.instances[k]
+	if in == nil {
+		in = &instance{key: k}
+		s.instances[k] = in
+	}
+	if in.labels == nil || in.gpuIndex != smp.GpuIndex || in.uuid != smp.GpuUuid || in.model != smp.Model ||
+		in.kind != smp.Kind || in.profile != smp.Profile {
+		in.gpuIndex, in.uuid, in.model, in.kind, in.profile = smp.GpuIndex, smp.GpuUuid, smp.Model, smp.Kind, smp.Profile
+		gpuIndex := strconv.FormatUint(uint64(smp.GpuIndex), 10)
+		in.values = []string{node, gpuIndex, smp.GpuUuid, smp.Model, smp.InstanceId, smp.Kind.Label(), smp.Profile}
+		in.labels = prometheus.MakeLabelPairs(descInfo, in.values)
+		in.gpuLabels = prometheus.MakeLabelPairs(descGPUPower, in.values[:len(gpuLabels)])
+		in.gpuInfo, in.vgpuInfo = nil, nil
+		s.changed = true
+	}
+	if in.gpuInfo == nil || in.gpuInfoSMs != smp.GpuSmCount || in.gpuInfoMemory != smp.GpuMemTotalBytes {
+		in.gpuInfoSMs, in.gpuInfoMemory = smp.GpuSmCount, smp.GpuMemTotalBytes
+		in.gpuInfo = prometheus.MakeLabelPairs(descGPUInfo, append(slices.Clip(in.values[:len(gpuLabels)]),
+			strconv.FormatUint(uint64(smp.GpuSmCount), 10), strconv.FormatUint(smp.GpuMemTotalBytes, 10)))
+	}
+	in.smp = smp
+	if v := smp.Vgpu; v != nil {
+		in.hasWaits = true
+		in.runSeconds += float64(v.RunNs) / 1e9
+		in.waitCount += uint64(len(v.WaitsNs))
+		for _, x := range v.WaitsNs {
+			in.waitSum += float64(x) / 1e9
+		}
+	}
+}
+
+func (s *Snapshot) writeGPU(node string, st *exporter.GPUState) {
+	k := gpuKey{node, st.Index}
+	g := s.gpus[k]
+	if g == nil || g.labels == nil || g.uuid != st.UUID || g.model != st.Model {
+		if g == nil {
+			g = &gpu{}
+			s.gpus[k] = g
+		}
+		g.uuid, g.model = st.UUID, st.Model
+		values := []string{node, strconv.FormatUint(uint64(st.Index), 10), st.UUID, st.Model}
+		g.labels = prometheus.MakeLabelPairs(descGPUUp, values)
+		g.eccLabels[0] = prometheus.MakeLabelPairs(descGPUECC, append(slices.Clip(values), "corrected"))
+		g.eccLabels[1] = prometheus.MakeLabelPairs(descGPUECC, append(slices.Clip(values), "uncorrected"))
+		s.changed = true
+	}
+	g.state = *st
+	g.gen++
+	for i, a := range st.Instances {
+		in := s.instances[key{node, a.InstanceID}]
+		if in == nil {
+			continue // no sample of it yet
+		}
+		in.activity = activityRef{gpu: g, gen: g.gen, i: i}
+		if in.vgpuInfo == nil || in.vmID != a.VMID || in.vgpuType != a.VGPUType {
+			in.vmID, in.vgpuType = a.VMID, a.VGPUType
+			in.vgpuInfo = prometheus.MakeLabelPairs(descVGPUInfo, append(slices.Clip(in.values), a.VMID, a.VGPUType))
+		}
+	}
+}
+
+// rebuild orders the series as the registry will sort them and resolves the references
+// between instances and GPUs.
+func (s *Snapshot) rebuild() {
+	v := view{instances: make([]*instance, 0, len(s.instances)), gpus: make([]*gpu, 0, len(s.gpus))}
+	for _, in := range s.instances {
+		in.gpu = s.gpus[gpuKey{in.key.node, in.gpuIndex}]
+		v.instances = append(v.instances, in)
+	}
+	slices.SortFunc(v.instances, func(a, b *instance) int { return compareLabels(a.labels, b.labels) })
+	type sampleGPU struct{ node, uuid string }
+	seen := map[sampleGPU]bool{}
+	perNode := map[string]int{}
+	for _, in := range v.instances {
+		perNode[in.key.node]++
+		if k := (sampleGPU{in.key.node, in.uuid}); !seen[k] {
+			seen[k] = true
+			v.sampleGPUs = append(v.sampleGPUs, in)
+		}
+	}
+	slices.SortFunc(v.sampleGPUs, func(a, b *instance) int { return compareLabels(a.gpuLabels, b.gpuLabels) })
+	for _, g := range s.gpus {
+		v.gpus = append(v.gpus, g)
+	}
+	slices.SortFunc(v.gpus, func(a, b *gpu) int { return compareLabels(a.labels, b.labels) })
+	for node, n := range perNode {
+		v.nodes = append(v.nodes, nodeCount{labels: prometheus.MakeLabelPairs(descInstances, []string{node}), n: float64(n)})
+	}
+	slices.SortFunc(v.nodes, func(a, b nodeCount) int { return compareLabels(a.labels, b.labels) })
+	s.view = v
+}
+
+// compareLabels orders two series of one family as the registry does: by their label values,
+// in the order of the (sorted) label names.
+func compareLabels(a, b []*dto.LabelPair) int {
+	for i := range min(len(a), len(b)) {
+		if c := strings.Compare(a[i].GetValue(), b[i].GetValue()); c != 0 {
+			return c
+		}
+	}
+	return len(a) - len(b)
 }
 
 // Flush does nothing: the snapshot is always current.
@@ -127,48 +285,91 @@ func (s *Snapshot) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect emits const metrics from the latest samples.
+// Collect emits the latest values. It only reads the snapshot.
 func (s *Snapshot) Collect(ch chan<- prometheus.Metric) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	perNode := map[string]int{}
-	gpus := map[[2]string]bool{}
-	for k, smp := range s.latest {
-		perNode[k.node]++
-		gpu := strconv.FormatUint(uint64(smp.GpuIndex), 10)
-		il := []string{k.node, gpu, smp.GpuUuid, smp.Model, smp.InstanceId, smp.Kind.Label(), smp.Profile}
-		ip := s.labels.pairs(descInfo, il)
-		ch <- fast(descInfo, false, 1, ip)
-		ch <- fast(descAttached, false, b2f(smp.Attached), ip)
-		if g, ok := s.gpus[gpuKey{k.node, smp.GpuIndex}]; !ok || g.ActivityAvailable || smp.Kind != pb.Kind_KIND_MIG {
-			ch <- fast(descSM, false, smp.SmActive, ip)
+	v := &s.view
+	// At most 10 gauges and 3 counters per instance, 9 gauges and 4 counters per GPU: one
+	// allocation of each for the scrape.
+	m := newMetrics(10*len(v.instances)+9*len(v.gpus)+3*len(v.sampleGPUs)+len(v.nodes), 3*len(v.instances)+4*len(v.gpus))
+	for _, in := range v.instances {
+		smp, ip := in.smp, in.labels
+		ch <- m.gauge(descInfo, 1, ip)
+		ch <- m.gauge(descAttached, b2f(smp.Attached), ip)
+		// Where activity cannot be measured (MIG without GPM) sm_active is not served: 0 would
+		// read as an idle instance.
+		if (in.gpu == nil || in.gpu.state.ActivityAvailable || in.kind != pb.Kind_KIND_MIG) && !smp.SmActiveUnavailable {
+			ch <- m.gauge(descSM, smp.SmActive, ip)
 		}
-		ch <- fast(descMemUsed, false, float64(smp.MemUsedBytes), ip)
-		ch <- fast(descMemTotal, false, float64(smp.MemTotalBytes), ip)
-		ch <- fast(descLastTS, false, float64(smp.TsNs)/1e9, ip)
-		gl := []string{k.node, gpu, smp.GpuUuid, smp.Model}
-		if w := s.waits[k]; w != nil {
-			ch <- fast(descVRun, true, w.run, ip)
-			ch <- fast(descVWaits, true, float64(w.count), ip)
-			ch <- fast(descVWaitSum, true, w.sum, ip)
+		ch <- m.gauge(descMemUsed, float64(smp.MemUsedBytes), ip)
+		ch <- m.gauge(descMemTotal, float64(smp.MemTotalBytes), ip)
+		ch <- m.gauge(descLastTS, float64(smp.TsNs)/1e9, ip)
+		if in.hasWaits {
+			ch <- m.counter(descVRun, in.runSeconds, ip)
+			ch <- m.counter(descVWaits, float64(in.waitCount), ip)
+			ch <- m.counter(descVWaitSum, in.waitSum, ip)
 		}
-		gk := [2]string{k.node, smp.GpuUuid}
-		if gpus[gk] {
-			continue
-		}
-		gpus[gk] = true
-		gp := s.labels.pairs(descGPUPower, gl)
-		ch <- prometheus.MustNewConstMetric(descGPUInfo, prometheus.GaugeValue, 1,
-			append(gl, strconv.FormatUint(uint64(smp.GpuSmCount), 10), strconv.FormatUint(smp.GpuMemTotalBytes, 10))...)
-		ch <- fast(descGPUPower, false, smp.PowerWatts, gp)
+		s.collectActivity(ch, m, in)
+	}
+	for _, in := range v.sampleGPUs {
+		smp := in.smp
+		ch <- m.gauge(descGPUInfo, 1, in.gpuInfo)
+		ch <- m.gauge(descGPUPower, smp.PowerWatts, in.gpuLabels)
 		if smp.Vgpu != nil {
-			ch <- fast(descVSwitch, false, float64(smp.Vgpu.SwitchNs)/float64(max(1, smp.IntervalNs)), gp)
+			ch <- m.gauge(descVSwitch, float64(smp.Vgpu.SwitchNs)/float64(max(1, smp.IntervalNs)), in.gpuLabels)
 		}
 	}
-	s.collectGPUs(ch)
-	for node, n := range perNode {
-		ch <- prometheus.MustNewConstMetric(descInstances, prometheus.GaugeValue, float64(n), node)
+	for _, g := range v.gpus {
+		collectGPU(ch, m, g)
 	}
+	for _, n := range v.nodes {
+		ch <- m.gauge(descInstances, n.n, n.labels)
+	}
+}
+
+// collectActivity emits what the instance's GPU state says of it (GPM activity, processes,
+// vGPU details), if the GPU's latest state lists it and the GPU was read.
+func (s *Snapshot) collectActivity(ch chan<- prometheus.Metric, m *metrics, in *instance) {
+	ref := in.activity
+	if ref.gpu == nil || ref.gen != ref.gpu.gen || ref.gpu.state.Failed {
+		return
+	}
+	a := &ref.gpu.state.Instances[ref.i]
+	if in.kind == pb.Kind_KIND_VGPU {
+		ch <- m.gauge(descVGPUInfo, 1, in.vgpuInfo)
+		if a.HasDriverSMUtil {
+			ch <- m.gauge(descVGPUDriverUtil, a.DriverSMUtil, in.labels)
+		}
+		return
+	}
+	ch <- m.gauge(descProcesses, float64(a.Processes), in.labels)
+	if a.HasGPM {
+		ch <- m.gauge(descOccupancy, a.SMOccupancy, in.labels)
+		ch <- m.gauge(descTensor, a.TensorRatio, in.labels)
+		ch <- m.gauge(descDRAM, a.DRAMRatio, in.labels)
+	}
+}
+
+// collectGPU emits a physical GPU's own figures.
+func collectGPU(ch chan<- prometheus.Metric, m *metrics, g *gpu) {
+	st, gp := &g.state, g.labels
+	ch <- m.gauge(descGPUUp, b2f(!st.Failed), gp)
+	ch <- m.counter(descGPUXID, float64(st.XIDs), gp)
+	ch <- m.gauge(descGPULastXID, float64(st.LastXID), gp)
+	if st.Failed {
+		return // its figures are from no tick
+	}
+	ch <- m.gauge(descGPUUtil, st.Utilization, gp)
+	ch <- m.gauge(descGPUMemUsed, float64(st.MemUsed), gp)
+	ch <- m.counter(descGPUEnergy, st.EnergyJ, gp)
+	ch <- m.gauge(descGPUSMClock, st.SMClockHz, gp)
+	ch <- m.gauge(descGPUMemClock, st.MemClockHz, gp)
+	ch <- m.gauge(descGPUTemp, st.TempC, gp)
+	ch <- m.gauge(descGPUThrottle, float64(st.ThrottleReasons), gp)
+	ch <- m.counter(descGPUECC, float64(st.ECCCorrected), g.eccLabels[0])
+	ch <- m.counter(descGPUECC, float64(st.ECCUncorrected), g.eccLabels[1])
+	ch <- m.gauge(descGPUActivity, b2f(st.ActivityAvailable), gp)
 }
 
 func b2f(b bool) float64 {
@@ -178,95 +379,66 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// collectGPUs emits the physical GPUs' own figures and the instances' GPM activity.
-func (s *Snapshot) collectGPUs(ch chan<- prometheus.Metric) {
-	for k, g := range s.gpus {
-		gl := []string{k.node, strconv.FormatUint(uint64(g.Index), 10), g.UUID, g.Model}
-		gp := s.labels.pairs(descGPUUp, gl)
-		ch <- fast(descGPUUp, false, b2f(!g.Failed), gp)
-		ch <- fast(descGPUXID, true, float64(g.XIDs), gp)
-		ch <- fast(descGPULastXID, false, float64(g.LastXID), gp)
-		if g.Failed {
-			continue // its figures are from no tick
-		}
-		ch <- fast(descGPUUtil, false, g.Utilization, gp)
-		ch <- fast(descGPUMemUsed, false, float64(g.MemUsed), gp)
-		ch <- fast(descGPUEnergy, true, g.EnergyJ, gp)
-		ch <- fast(descGPUSMClock, false, g.SMClockHz, gp)
-		ch <- fast(descGPUMemClock, false, g.MemClockHz, gp)
-		ch <- fast(descGPUTemp, false, g.TempC, gp)
-		ch <- fast(descGPUThrottle, false, float64(g.ThrottleReasons), gp)
-		ch <- prometheus.MustNewConstMetric(descGPUECC, prometheus.CounterValue, float64(g.ECCCorrected), append(gl, "corrected")...)
-		ch <- prometheus.MustNewConstMetric(descGPUECC, prometheus.CounterValue, float64(g.ECCUncorrected), append(gl, "uncorrected")...)
-		ch <- fast(descGPUActivity, false, b2f(g.ActivityAvailable), gp)
-		for _, a := range g.Instances {
-			smp := s.latest[key{k.node, a.InstanceID}]
-			if smp == nil {
-				continue
-			}
-			il := []string{k.node, gl[1], smp.GpuUuid, smp.Model, smp.InstanceId, smp.Kind.Label(), smp.Profile}
-			ip := s.labels.pairs(descInfo, il)
-			if smp.Kind == pb.Kind_KIND_VGPU {
-				ch <- prometheus.MustNewConstMetric(descVGPUInfo, prometheus.GaugeValue, 1, append(il, a.VMID, a.VGPUType)...)
-				if a.HasDriverSMUtil {
-					ch <- fast(descVGPUDriverUtil, false, a.DriverSMUtil, ip)
-				}
-				continue
-			}
-			ch <- fast(descProcesses, false, float64(a.Processes), ip)
-			if a.HasGPM {
-				ch <- fast(descOccupancy, false, a.SMOccupancy, ip)
-				ch <- fast(descTensor, false, a.TensorRatio, ip)
-				ch <- fast(descDRAM, false, a.DRAMRatio, ip)
-			}
-		}
+// metrics carves a scrape's const metrics out of a few slices instead of allocating each
+// metric, its value and its dto.Gauge apart: that was most of a scrape's allocations. The
+// metrics are not reused: the registry keeps pointing into them until the scrape is written.
+type metrics struct {
+	gauges   []gaugeMetric
+	counters []counterMetric
+}
+
+func newMetrics(gauges, counters int) *metrics {
+	return &metrics{gauges: make([]gaugeMetric, 0, gauges), counters: make([]counterMetric, 0, counters)}
+}
+
+func (m *metrics) gauge(desc *prometheus.Desc, v float64, labels []*dto.LabelPair) prometheus.Metric {
+	if len(m.gauges) == cap(m.gauges) {
+		m.gauges = make([]gaugeMetric, 0, 64) // more than estimated: the earlier ones stay where they are
 	}
+	m.gauges = m.gauges[:len(m.gauges)+1]
+	g := &m.gauges[len(m.gauges)-1]
+	g.desc, g.v, g.labels = desc, v, labels
+	return g
 }
 
-// labelCache keeps the sorted label pairs of each label set: building them is most of what a
-// scrape allocates, and they change only when an instance or a GPU does.
-type labelCache struct {
-	mu sync.Mutex
-	m  map[string][]*dto.LabelPair
-}
-
-// pairs returns the label pairs of values for desc (every desc of one label set shares them).
-func (c *labelCache) pairs(desc *prometheus.Desc, values []string) []*dto.LabelPair {
-	k := strings.Join(values, "\xff")
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p, ok := c.m[k]; ok {
-		return p
+func (m *metrics) counter(desc *prometheus.Desc, v float64, labels []*dto.LabelPair) prometheus.Metric {
+	if len(m.counters) == cap(m.counters) {
+		m.counters = make([]counterMetric, 0, 64)
 	}
-	if len(c.m) > 4096 { // instances come and go: forget the old ones now and then
-		clear(c.m)
-	}
-	p := prometheus.MakeLabelPairs(desc, values)
-	c.m[k] = p
-	return p
+	m.counters = m.counters[:len(m.counters)+1]
+	c := &m.counters[len(m.counters)-1]
+	c.desc, c.v, c.labels = desc, v, labels
+	return c
 }
 
-// fastMetric is a const metric over cached label pairs.
-type fastMetric struct {
-	desc    *prometheus.Desc
-	counter bool
-	v       float64
-	labels  []*dto.LabelPair
+// gaugeMetric is a const gauge over label pairs built once per series.
+type gaugeMetric struct {
+	desc   *prometheus.Desc
+	labels []*dto.LabelPair
+	v      float64
+	out    dto.Gauge
 }
 
-func fast(desc *prometheus.Desc, counter bool, v float64, labels []*dto.LabelPair) prometheus.Metric {
-	return &fastMetric{desc: desc, counter: counter, v: v, labels: labels}
+func (g *gaugeMetric) Desc() *prometheus.Desc { return g.desc }
+
+func (g *gaugeMetric) Write(out *dto.Metric) error {
+	g.out.Value = &g.v
+	out.Label, out.Gauge = g.labels, &g.out
+	return nil
 }
 
-func (m *fastMetric) Desc() *prometheus.Desc { return m.desc }
+// counterMetric is a const counter over label pairs built once per series.
+type counterMetric struct {
+	desc   *prometheus.Desc
+	labels []*dto.LabelPair
+	v      float64
+	out    dto.Counter
+}
 
-func (m *fastMetric) Write(out *dto.Metric) error {
-	out.Label = m.labels
-	v := m.v
-	if m.counter {
-		out.Counter = &dto.Counter{Value: &v}
-	} else {
-		out.Gauge = &dto.Gauge{Value: &v}
-	}
+func (c *counterMetric) Desc() *prometheus.Desc { return c.desc }
+
+func (c *counterMetric) Write(out *dto.Metric) error {
+	c.out.Value = &c.v
+	out.Label, out.Counter = c.labels, &c.out
 	return nil
 }

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/slicemeter/slicemeter/exporter"
@@ -148,5 +150,234 @@ func TestMIGActivityUnavailableIsNotServed(t *testing.T) {
 		if strings.Contains(text, tc.series) != tc.want {
 			t.Errorf("series %s present: %v, want %v\n%s", tc.series, !tc.want, tc.want, text)
 		}
+	}
+}
+
+// The nvml source flags a MIG instance whose activity could not be measured (sm_active_unavailable)
+// even where no GPU state says so (a replayed capture, a GPU state not yet written): the flag
+// alone keeps its sm_active from being served as 0.
+func TestSmActiveUnavailableFlagIsNotServed(t *testing.T) {
+	snap := New()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(snap)
+	flagged := &pb.Sample{GpuUuid: "GPU-1", Model: "A100-SXM4-40GB", Kind: pb.Kind_KIND_MIG, InstanceId: "MIG-1", Profile: "1g.5gb", SmActiveUnavailable: true}
+	measured := &pb.Sample{GpuUuid: "GPU-1", Model: "A100-SXM4-40GB", Kind: pb.Kind_KIND_MIG, InstanceId: "MIG-2", Profile: "1g.5gb", SmActive: 0.5}
+	if err := snap.Write(context.Background(), time.Now(), []exporter.NodeSamples{{Node: "n", Samples: []*pb.Sample{flagged, measured}}}); err != nil {
+		t.Fatal(err)
+	}
+	text := exposition(t, reg)
+	if strings.Contains(text, `slicemeter_instance_sm_active_ratio{gpu="0",kind="mig",model="A100-SXM4-40GB",node="n",profile="1g.5gb",slice="MIG-1"`) {
+		t.Errorf("the flagged instance's sm_active is served:\n%s", text)
+	}
+	if !strings.Contains(text, `slicemeter_instance_sm_active_ratio{gpu="0",kind="mig",model="A100-SXM4-40GB",node="n",profile="1g.5gb",slice="MIG-2",uuid="GPU-1"} 0.5`) {
+		t.Errorf("the measured instance's sm_active is missing:\n%s", text)
+	}
+}
+
+// Label pairs are built when an instance or a GPU first appears; a later sample that changes its
+// labels (a MIG instance re-created with another profile, a vGPU moved to another VM, a GPU
+// replaced) must show the new labels, and the old series must go.
+func TestChangedLabelsReplaceTheSeries(t *testing.T) {
+	snap := New()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(snap)
+	write := func(profile, vm, uuid string) string {
+		t.Helper()
+		smp := &pb.Sample{GpuUuid: uuid, Model: "H100-SXM5-80GB", Kind: pb.Kind_KIND_VGPU, InstanceId: "vgpu0", Profile: profile,
+			Vgpu: &pb.VgpuSchedule{RunNs: 250e6, WaitsNs: []uint64{1e6, 2e6}}}
+		err := snap.Write(context.Background(), time.Now(), []exporter.NodeSamples{{Node: "n", Samples: []*pb.Sample{smp},
+			GPUs: []exporter.GPUState{{UUID: uuid, Model: "H100-SXM5-80GB", ActivityAvailable: true,
+				Instances: []exporter.InstanceActivity{{InstanceID: "vgpu0", VMID: vm, VGPUType: profile}}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return exposition(t, reg)
+	}
+	write("H100-10C", "vm-1", "GPU-A")
+	write("H100-20C", "vm-1", "GPU-B")
+	text := write("H100-20C", "vm-2", "GPU-B") // only the VM changes
+	for _, tc := range []struct {
+		series string
+		want   bool
+	}{
+		{`profile="H100-10C"`, false},
+		{`vm_id="vm-1"`, false},
+		{`uuid="GPU-A"`, false},
+		{`slicemeter_vgpu_info{gpu="0",kind="vgpu",model="H100-SXM5-80GB",node="n",profile="H100-20C",slice="vgpu0",uuid="GPU-B",vgpu_type="H100-20C",vm_id="vm-2"} 1`, true},
+		{`slicemeter_gpu_up{gpu="0",model="H100-SXM5-80GB",node="n",uuid="GPU-B"} 1`, true},
+		{`slicemeter_gpu_ecc_errors_total{gpu="0",model="H100-SXM5-80GB",node="n",type="corrected",uuid="GPU-B"} 0`, true},
+		// The vGPU's counters keep counting across the change: the instance is the same.
+		{`slicemeter_vgpu_scheduling_waits_total{gpu="0",kind="vgpu",model="H100-SXM5-80GB",node="n",profile="H100-20C",slice="vgpu0",uuid="GPU-B"} 6`, true},
+		{`slicemeter_vgpu_run_seconds_total{gpu="0",kind="vgpu",model="H100-SXM5-80GB",node="n",profile="H100-20C",slice="vgpu0",uuid="GPU-B"} 0.75`, true},
+		{`slicemeter_exporter_instances{node="n"} 1`, true},
+	} {
+		if strings.Contains(text, tc.series) != tc.want {
+			t.Errorf("%s present: %v, want %v\n%s", tc.series, !tc.want, tc.want, text)
+		}
+	}
+}
+
+// A GPU state that no longer lists an instance (or a GPU that failed) takes that instance's
+// activity series away; the instance's own series stay.
+func TestActivityFollowsTheLatestGPUState(t *testing.T) {
+	snap := New()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(snap)
+	smp := &pb.Sample{GpuUuid: "GPU-1", Model: "H100-SXM5-80GB", Kind: pb.Kind_KIND_MIG, InstanceId: "MIG-1", Profile: "1g.10gb", SmActive: 0.5}
+	processes := `slicemeter_instance_processes{gpu="0",kind="mig",model="H100-SXM5-80GB",node="n",profile="1g.10gb",slice="MIG-1",uuid="GPU-1"} 3`
+	occupancy := `slicemeter_instance_sm_occupancy_ratio{gpu="0",kind="mig",model="H100-SXM5-80GB",node="n",profile="1g.10gb",slice="MIG-1",uuid="GPU-1"} 0.25`
+	info := `slicemeter_instance_info{gpu="0",kind="mig",model="H100-SXM5-80GB",node="n",profile="1g.10gb",slice="MIG-1",uuid="GPU-1"} 1`
+	for _, tc := range []struct {
+		name  string
+		state exporter.GPUState
+		want  map[string]bool
+	}{
+		{"listed", exporter.GPUState{UUID: "GPU-1", Model: "H100-SXM5-80GB", ActivityAvailable: true,
+			Instances: []exporter.InstanceActivity{{InstanceID: "MIG-1", Processes: 3, HasGPM: true, SMOccupancy: 0.25}}},
+			map[string]bool{processes: true, occupancy: true, info: true}},
+		{"not listed", exporter.GPUState{UUID: "GPU-1", Model: "H100-SXM5-80GB", ActivityAvailable: true},
+			map[string]bool{processes: false, occupancy: false, info: true}},
+		{"listed again", exporter.GPUState{UUID: "GPU-1", Model: "H100-SXM5-80GB", ActivityAvailable: true,
+			Instances: []exporter.InstanceActivity{{InstanceID: "MIG-1", Processes: 3}}},
+			map[string]bool{processes: true, occupancy: false, info: true}},
+		{"failed", exporter.GPUState{UUID: "GPU-1", Model: "H100-SXM5-80GB", Failed: true,
+			Instances: []exporter.InstanceActivity{{InstanceID: "MIG-1", Processes: 3}}},
+			map[string]bool{processes: false, occupancy: false, info: true}},
+	} {
+		err := snap.Write(context.Background(), time.Now(), []exporter.NodeSamples{{Node: "n", Samples: []*pb.Sample{smp}, GPUs: []exporter.GPUState{tc.state}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := exposition(t, reg)
+		for series, want := range tc.want {
+			if strings.Contains(text, series) != want {
+				t.Errorf("%s: %s present: %v, want %v", tc.name, series, !want, want)
+			}
+		}
+	}
+}
+
+// Collect emits every family's series in the order the registry sorts them, so that a scrape's
+// sort finds them sorted; the exposition must be the same as from unsorted series.
+func TestCollectEmitsSortedSeries(t *testing.T) {
+	snap, _ := fleet(t, "mig-basic")
+	for _, name := range []string{"vgpu-timeslice", "outage-coldstart"} {
+		other, _ := fleet(t, name)
+		for _, in := range other.instances {
+			if err := snap.Write(context.Background(), time.Now(), []exporter.NodeSamples{{Node: in.key.node, Samples: []*pb.Sample{in.smp}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// GPU indexes sort as strings: "10" before "2".
+	for _, i := range []uint32{2, 10, 1} {
+		uuid := fmt.Sprintf("GPU-%d", i)
+		err := snap.Write(context.Background(), time.Now(), []exporter.NodeSamples{{Node: "n", Samples: []*pb.Sample{
+			{GpuIndex: i, GpuUuid: uuid, Model: "A100-SXM4-40GB", Kind: pb.Kind_KIND_GPU, InstanceId: uuid}},
+			GPUs: []exporter.GPUState{{Index: i, UUID: uuid, Model: "A100-SXM4-40GB"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch := make(chan prometheus.Metric)
+	go func() { snap.Collect(ch); close(ch) }()
+	last := map[string]*dto.Metric{}
+	n := 0
+	for m := range ch {
+		var out dto.Metric
+		if err := m.Write(&out); err != nil {
+			t.Fatal(err)
+		}
+		name := m.Desc().String()
+		if prev := last[name]; prev != nil && compareLabels(prev.Label, out.Label) >= 0 {
+			t.Errorf("%s: %v emitted after %v", name, out.Label, prev.Label)
+		}
+		last[name] = &out
+		n++
+	}
+	if n < 100 {
+		t.Fatalf("only %d series", n)
+	}
+}
+
+// Scrapes run while the loop writes: a scrape must see each series whole, and the race detector
+// (go test -race) must find nothing shared between a scrape's metrics and the next tick.
+func TestScrapeWhileWriting(t *testing.T) {
+	sc, err := scenario.Load("../../schemas/scenario/testdata/vgpu-timeslice.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	src, err := sim.NewWithMetrics(sc, "", nvmlsource.NewMetrics(reg), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := New()
+	reg.MustRegister(snap)
+	done := make(chan error)
+	go func() {
+		defer close(done)
+		for n := range 200 {
+			tick := sc.Start.Add(time.Duration(n) * sc.Interval)
+			out, err := src.Read(context.Background(), tick, sc.Interval)
+			if err == nil {
+				err = snap.Write(context.Background(), tick, out)
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	for scraping := true; scraping; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			scraping = false
+		default:
+		}
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.Metric {
+				if len(m.Label) == 0 && strings.HasPrefix(mf.GetName(), "slicemeter_instance_") {
+					t.Fatalf("%s without labels", mf.GetName())
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkWriteNode72 is the snapshot's share of a tick of the 72-instance node (the sink
+// write, not the source read): it runs 10 times a second, so it must stay a map lookup and a
+// few compares per instance.
+func BenchmarkWriteNode72(b *testing.B) {
+	sc, err := scenario.Load("../testdata/node72.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	src, err := sim.NewWithMetrics(sc, "", nvmlsource.NewMetrics(nil), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	ticks := make([][]exporter.NodeSamples, 10)
+	for n := range ticks {
+		if ticks[n], err = src.Read(ctx, sc.Start.Add(time.Duration(n)*sc.Interval), sc.Interval); err != nil {
+			b.Fatal(err)
+		}
+	}
+	snap := New()
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		if err := snap.Write(ctx, sc.Start, ticks[n%len(ticks)]); err != nil {
+			b.Fatal(err)
+		}
+		n++
 	}
 }
