@@ -101,8 +101,11 @@ func (t *terms) averageOver(a allocation, model string, billed interval, book *p
 // billed interval; the usage query computes it per allocation.
 type usage struct {
 	metered time.Duration // Σ overlap of each sample's [ts, ts+interval) with the billed interval
-	// efficiencyNS is Σ per-sample efficiency × overlap (ns): sm_active for a whole GPU or MIG,
-	// min(1, sm_active / (fraction × (1 − o_tick))) for a vGPU.
+	// active is the part of metered covered by samples whose activity was measured (not
+	// sm_active_unavailable: a MIG instance on a GPU without GPM is metered but unmeasured).
+	active time.Duration
+	// efficiencyNS is Σ per-sample efficiency × overlap (ns) over the measured samples:
+	// sm_active for a whole GPU or MIG, min(1, sm_active / (fraction × (1 − o_tick))) for a vGPU.
 	efficiencyNS float64
 	// switchNS is Σ vgpu_switch_ns/interval_ns × overlap (ns): the vGPU overhead, time-weighted.
 	switchNS float64
@@ -111,9 +114,10 @@ type usage struct {
 // line is one allocation's part of the report.
 type line struct {
 	billed, metered                         time.Duration
+	active                                  time.Duration // measured metered time, ≤ metered
 	listCost, cost, wasteCost, overheadCost float64
 	overhead                                float64 // o
-	efficiency                              float64 // valid when metered > 0
+	efficiency                              float64 // valid when active > 0
 }
 
 // attribute applies DESIGN.md's definitions to one allocation.
@@ -121,19 +125,30 @@ type line struct {
 // Efficiency and the vGPU overhead are means over the metered samples weighted by how much
 // of each sample lies in the billed time; with samples inside the billed time, as usual, that
 // is the plain mean over the samples.
+//
+// Samples whose activity was not measured (sm_active_unavailable) are metered but say nothing
+// about use: efficiency is the mean over the measured ones only, and waste counts only the
+// measured share of the billed time,
+//
+//	waste_cost = cost × (1 − o) × (measured metered / billed seconds) × (1 − efficiency),
+//
+// so an allocation with no measured sample has no efficiency (valid only when active > 0) and
+// no waste, like an unmetered one. With every sample measured this is DESIGN.md's formula.
 func attribute(billed time.Duration, t terms, u usage) line {
 	l := line{billed: billed, metered: min(u.metered, billed), overhead: t.overhead}
+	l.active = min(u.active, l.metered)
 	l.listCost = pricebook.ListCost(t.listPrice, t.fraction, billed)
 	l.cost = l.listCost * t.multiplier
-	if u.metered > 0 {
-		l.efficiency = clamp01(u.efficiencyNS / float64(u.metered))
-		if t.timeSliced {
-			l.overhead = clamp01(u.switchNS / float64(u.metered))
-		}
+	if u.metered > 0 && t.timeSliced {
+		l.overhead = clamp01(u.switchNS / float64(u.metered))
 	}
-	// Unmetered time (an exporter outage) is never waste: only the metered share can be.
-	if billed > 0 && l.metered > 0 {
-		l.wasteCost = l.cost * (1 - l.overhead) * (float64(l.metered) / float64(billed)) * (1 - l.efficiency)
+	if u.active > 0 {
+		l.efficiency = clamp01(u.efficiencyNS / float64(u.active))
+	}
+	// Unmetered time (an exporter outage) and unmeasured time are never waste: only the
+	// measured share can be.
+	if billed > 0 && l.active > 0 {
+		l.wasteCost = l.cost * (1 - l.overhead) * (float64(l.active) / float64(billed)) * (1 - l.efficiency)
 	}
 	l.overheadCost = l.cost * l.overhead
 	return l

@@ -100,32 +100,54 @@ func TestAttribute(t *testing.T) {
 		{
 			"mig-basic acme: 1g.5gb at 0.5",
 			3588 * time.Second, terms{listPrice: 1.60, fraction: 1.0 / 7, multiplier: 1, overhead: migO},
-			usage{metered: 3588 * time.Second, efficiencyNS: 0.5 * float64(3588*time.Second)},
+			usage{metered: 3588 * time.Second, active: 3588 * time.Second, efficiencyNS: 0.5 * float64(3588*time.Second)},
 			0.227810, 0.227810, 0.103358, 0.021093, 0.5,
 		},
 		{
 			"mig-basic gamma: whole H100, steps 0.2 then 0.6",
 			3595 * time.Second, terms{listPrice: 2.40, fraction: 1, multiplier: 1},
-			usage{metered: 3595 * time.Second, efficiencyNS: (ticks(1795*time.Second)*0.2 + ticks(1800*time.Second)*0.6) * float64(interval)},
+			usage{metered: 3595 * time.Second, active: 3595 * time.Second, efficiencyNS: (ticks(1795*time.Second)*0.2 + ticks(1800*time.Second)*0.6) * float64(interval)},
 			2.396667, 2.396667, 1.437333, 0, 0.4003,
 		},
 		{
 			"outage-coldstart slowco: 3g.20gb at 0.3, 120 s unmetered",
 			3555 * time.Second, terms{listPrice: 1.60, fraction: 3.0 / 7, multiplier: 1, overhead: 1 - (42.0/108)/(3.0/7)},
-			usage{metered: 3435 * time.Second, efficiencyNS: 0.3 * float64(3435*time.Second)},
+			usage{metered: 3435 * time.Second, active: 3435 * time.Second, efficiencyNS: 0.3 * float64(3435*time.Second)},
 			0.677143, 0.677143, 0.415593, 0.062698, 0.3,
 		},
 		{
 			"vgpu-timeslice t3: busy, budget",
 			3580 * time.Second, terms{listPrice: 2.40, fraction: 0.25, multiplier: 0.7, timeSliced: true},
-			usage{metered: 3580 * time.Second, efficiencyNS: float64(3580 * time.Second), switchNS: vgpuO * float64(3580*time.Second)},
+			usage{metered: 3580 * time.Second, active: 3580 * time.Second, efficiencyNS: float64(3580 * time.Second), switchNS: vgpuO * float64(3580*time.Second)},
 			0.596667, 0.417667, 0, 0.004135, 1,
 		},
 		{
 			"vgpu-timeslice t4: idle",
 			3565 * time.Second, terms{listPrice: 2.40, fraction: 0.25, multiplier: 0.7, timeSliced: true},
-			usage{metered: 3565 * time.Second, switchNS: vgpuO * float64(3565*time.Second)},
+			usage{metered: 3565 * time.Second, active: 3565 * time.Second, switchNS: vgpuO * float64(3565*time.Second)},
 			0.594167, 0.415917, 0.411799, 0.004118, 0,
+		},
+		{
+			// A MIG instance on an A100 without GPM: every sample metered, none measured. No
+			// efficiency (the report leaves it empty), no waste; the overhead is the SMs'.
+			"MIG without GPM: metered, unmeasured",
+			time.Hour, terms{listPrice: 1.60, fraction: 1.0 / 7, multiplier: 1, overhead: migO},
+			usage{metered: time.Hour},
+			0.228571, 0.228571, 0, 0.021164, 0,
+		},
+		{
+			// Half the hour measured at 0.5: efficiency 0.5 over the measured half, waste on it.
+			"MIG, half measured",
+			time.Hour, terms{listPrice: 1.60, fraction: 1.0 / 7, multiplier: 1, overhead: migO},
+			usage{metered: time.Hour, active: 30 * time.Minute, efficiencyNS: 0.5 * float64(30*time.Minute)},
+			0.228571, 0.228571, 0.051852, 0.021164, 0.5,
+		},
+		{
+			// 40 min metered (20 min outage), 20 of them measured at 0.3, budget tier.
+			"MIG, outage and unmeasured",
+			time.Hour, terms{listPrice: 1.60, fraction: 1.0 / 7, multiplier: 0.7, overhead: migO},
+			usage{metered: 40 * time.Minute, active: 20 * time.Minute, efficiencyNS: 0.3 * float64(20*time.Minute)},
+			0.228571, 0.16, 0.033877, 0.014815, 0.3,
 		},
 	}
 	round := func(v float64, decimals int) float64 { p := math.Pow10(decimals); return math.Round(v*p) / p }
@@ -142,8 +164,8 @@ func TestAttribute(t *testing.T) {
 			check("waste_cost", l.wasteCost, tt.waste, 6)
 			check("overhead_cost", l.overheadCost, tt.overhead, 6)
 			check("efficiency", l.efficiency, tt.efficiency, 4)
-			if l.billed != tt.billed || l.metered != tt.usage.metered {
-				t.Errorf("billed, metered = %s, %s", l.billed, l.metered)
+			if l.billed != tt.billed || l.metered != tt.usage.metered || l.active != tt.usage.active {
+				t.Errorf("billed, metered, active = %s, %s, %s", l.billed, l.metered, l.active)
 			}
 		})
 	}
@@ -157,16 +179,26 @@ func TestAttributeEdges(t *testing.T) {
 		t.Errorf("unmetered allocation: %+v", l)
 	}
 	// Metered time is capped at the billed time (overlapping samples); efficiency at 1.
-	l = attribute(time.Hour, whole, usage{metered: 2 * time.Hour, efficiencyNS: 3 * float64(2*time.Hour)})
-	if l.metered != time.Hour || l.efficiency != 1 || l.wasteCost != 0 {
+	l = attribute(time.Hour, whole, usage{metered: 2 * time.Hour, active: 2 * time.Hour, efficiencyNS: 3 * float64(2*time.Hour)})
+	if l.metered != time.Hour || l.active != time.Hour || l.efficiency != 1 || l.wasteCost != 0 {
 		t.Errorf("over-metered allocation: %+v", l)
 	}
 	// A fully metered allocation: cost = used + waste + overhead.
 	mig := terms{listPrice: 1.6, fraction: 3.0 / 7, multiplier: 0.7, overhead: 0.1}
-	l = attribute(time.Hour, mig, usage{metered: time.Hour, efficiencyNS: 0.25 * float64(time.Hour)})
+	l = attribute(time.Hour, mig, usage{metered: time.Hour, active: time.Hour, efficiencyNS: 0.25 * float64(time.Hour)})
 	used := l.cost * (1 - l.overhead) * l.efficiency
 	if math.Abs(used+l.wasteCost+l.overheadCost-l.cost) > 1e-12 {
 		t.Errorf("used %v + waste %v + overhead %v != cost %v", used, l.wasteCost, l.overheadCost, l.cost)
+	}
+	// Partly measured: the equality holds for the measured share; the rest is neither used
+	// nor waste.
+	l = attribute(time.Hour, mig, usage{metered: time.Hour, active: 15 * time.Minute, efficiencyNS: 0.25 * float64(15*time.Minute)})
+	share := 0.25 // measured / billed
+	used = l.cost * (1 - l.overhead) * share * l.efficiency
+	unmeasured := l.cost * (1 - l.overhead) * (1 - share)
+	if math.Abs(used+l.wasteCost+unmeasured+l.overheadCost-l.cost) > 1e-12 || l.efficiency != 0.25 {
+		t.Errorf("partly measured: used %v + waste %v + unmeasured %v + overhead %v != cost %v (efficiency %v)",
+			used, l.wasteCost, unmeasured, l.overheadCost, l.cost, l.efficiency)
 	}
 }
 

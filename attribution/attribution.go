@@ -8,6 +8,26 @@
 // Around it: pricebook (prices, tiers, contracts, effective-dated changes), report (rendering,
 // windows of a step), intake (allocations from files and HTTP into ClickHouse), continuous
 // (every closed minute attributed and stored) and api (the HTTP API).
+//
+// # Unmeasured activity
+//
+// A sample may say that its instance's activity could not be measured (sm_active_unavailable:
+// a MIG instance on a GPU without GPM, before Hopper); its sm_active is 0 and means nothing.
+// Such time is metered (it is never unmetered: the exporter saw the instance) but says nothing
+// about use, so DESIGN.md's efficiency and waste are taken over the measured time only:
+//
+//   - an allocation's efficiency is the mean over its metered samples whose activity was
+//     measured, weighted by the time each covers in the billed interval;
+//   - waste_cost = cost × (1 − o) × (measured metered / billed seconds) × (1 − efficiency);
+//   - an allocation without a measured sample has no efficiency (empty in the report, as for
+//     an unmetered one) and no waste;
+//   - a tenant's efficiency is its allocations' mean weighted by measured seconds.
+//
+// The overhead is unchanged. With every sample measured these are DESIGN.md's definitions, and
+// cost = used + waste + overhead; the unmeasured share of (1 − o) × cost is neither used nor
+// waste. The raw samples carry the flag; samples_1s and samples_1m count the measured samples
+// and the time they cover (active_samples, active_ns); attribution_minutes stores the measured
+// time (active_ns) so that a window's efficiency is Σ efficiency_ns / Σ active_ns.
 package attribution
 
 import (
@@ -50,8 +70,9 @@ func ComputeFrom(ctx context.Context, conn driver.Conn, from, to time.Time, book
 type Line struct {
 	AllocationID, Tenant, Tier, Node, Instance string
 	Billed, Metered                            time.Duration
+	Active                                     time.Duration // the measured part of Metered (sm_active available)
 	ListCost, Cost, WasteCost, OverheadCost    float64
-	Efficiency                                 float64 // Σ over metered time; valid when Metered > 0
+	Efficiency                                 float64 // mean over the measured time; valid when Active > 0
 	ColdStart                                  *time.Duration
 	ColdStartSLA                               time.Duration
 	JitterP99                                  *time.Duration // time-sliced allocations with waits only
@@ -70,7 +91,7 @@ func ComputeLines(ctx context.Context, conn driver.Conn, from, to time.Time, boo
 	for _, r := range results {
 		l := Line{
 			AllocationID: r.alloc.id, Tenant: r.alloc.tenant, Tier: r.alloc.tier, Node: r.alloc.target.node, Instance: r.alloc.target.instance,
-			Billed: r.line.billed, Metered: r.line.metered, ListCost: r.line.listCost, Cost: r.line.cost,
+			Billed: r.line.billed, Metered: r.line.metered, Active: r.line.active, ListCost: r.line.listCost, Cost: r.line.cost,
 			WasteCost: r.line.wasteCost, OverheadCost: r.line.overheadCost, Efficiency: r.line.efficiency,
 			ColdStart: r.coldStart, ColdStartSLA: r.sla,
 			Requested: time.Unix(0, r.alloc.requested).UTC(), Started: time.Unix(0, r.alloc.started).UTC(),
@@ -143,8 +164,10 @@ func compute(ctx context.Context, conn driver.Conn, from, to time.Time, book *pr
 	for _, row := range rows {
 		unallocated -= row.ListCost
 	}
-	for _, n := range notes {
-		slog.WarnContext(ctx, "attribution report note", "window_start", from.UTC(), "window_end", to.UTC(), "note", n)
+	if LogsNotes(ctx) { // the attribution service rate-limits its own (notes.go)
+		for _, n := range notes {
+			slog.WarnContext(ctx, "attribution report note", "window_start", from.UTC(), "window_end", to.UTC(), "note", n)
+		}
 	}
 	return report.Report{
 		WindowStart:         from.UTC(),

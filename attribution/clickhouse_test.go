@@ -75,7 +75,7 @@ func insertSamples(t *testing.T, conn driver.Conn, node string, samples []*pb.Sa
 	ctx := context.Background()
 	batch, err := conn.PrepareBatch(ctx, `INSERT INTO samples (time, ts_ns, interval_ns, node, gpu_uuid, gpu_index, model, kind,
 		instance_id, profile, attached, sm_active, mem_used_bytes, mem_total_bytes, power_watts, compute_slices, sm_count,
-		gpu_sm_count, gpu_mem_total_bytes, vgpu_run_ns, vgpu_switch_ns, vgpu_waits_ns)`)
+		gpu_sm_count, gpu_mem_total_bytes, vgpu_run_ns, vgpu_switch_ns, vgpu_waits_ns, sm_active_unavailable)`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func insertSamples(t *testing.T, conn driver.Conn, node string, samples []*pb.Sa
 		ts, intervals, memUsed, memTotal, gpuMem, run, switching []uint64
 		nodes, uuids, models, kinds, instances, profiles         []string
 		gpuIndex, slices, sms, gpuSMs                            []uint32
-		attached                                                 []uint8
+		attached, unavailable                                    []uint8
 		smActive, power                                          []float64
 		waits                                                    [][]uint64
 	)
@@ -104,6 +104,11 @@ func insertSamples(t *testing.T, conn driver.Conn, node string, samples []*pb.Sa
 			a = 1
 		}
 		attached = append(attached, a)
+		var u uint8
+		if s.GetSmActiveUnavailable() {
+			u = 1
+		}
+		unavailable = append(unavailable, u)
 		smActive = append(smActive, s.SmActive)
 		memUsed = append(memUsed, s.MemUsedBytes)
 		memTotal = append(memTotal, s.MemTotalBytes)
@@ -121,7 +126,7 @@ func insertSamples(t *testing.T, conn driver.Conn, node string, samples []*pb.Sa
 		waits = append(waits, w)
 	}
 	columns := []any{times, ts, intervals, nodes, uuids, gpuIndex, models, kinds, instances, profiles, attached,
-		smActive, memUsed, memTotal, power, slices, sms, gpuSMs, gpuMem, run, switching, waits}
+		smActive, memUsed, memTotal, power, slices, sms, gpuSMs, gpuMem, run, switching, waits, unavailable}
 	for i, c := range columns {
 		if err := batch.Column(i).Append(c); err != nil {
 			t.Fatalf("append column %d: %v", i, err)

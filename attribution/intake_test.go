@@ -81,3 +81,82 @@ func TestIntakeStore(t *testing.T) {
 		}
 	}
 }
+
+// TestIntakeEvents checks Kafka allocation events against the stored allocations and each other
+// with the HTTP API's overlap rule: an overlap is refused naming both allocations; a newer
+// version of an allocation never overlaps itself; replays, deletions and refused events do not
+// block an instance.
+func TestIntakeEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs ClickHouse")
+	}
+	ctx := context.Background()
+	conn := newDatabase(t)
+	row := func(id, instance string, from, to time.Duration, version uint64, deleted bool) allocationRow {
+		r := allocationRow{id: id, tenant: "t-" + id, tier: "pro", node: "node-a", instance: instance,
+			requested: t0.Add(from), started: t0.Add(from), version: version, deleted: deleted}
+		if to > 0 {
+			r.ended = t0.Add(to)
+		}
+		return r
+	}
+	insertAllocations(t, conn, []allocationRow{
+		row("a1", "gpu0", 0, time.Hour, 1, false),
+		row("gone", "gpu1", 0, time.Hour, 1, false), row("gone", "gpu1", 0, time.Hour, 2, true),
+		row("run", "gpu4", 0, 0, 3, false),
+	})
+	event := func(id, instance string, from, to time.Duration, version uint64) intake.Event {
+		r := row(id, instance, from, to, version, false)
+		return intake.Event{Allocation: intake.Allocation{ID: r.id, Tenant: r.tenant, Tier: r.tier, Node: r.node, Instance: r.instance,
+			RequestedAt: r.requested, StartedAt: r.started, EndedAt: r.ended}, Version: version}
+	}
+	deletion := func(e intake.Event) intake.Event { e.Deleted = true; return e }
+	for _, tc := range []struct {
+		name   string
+		events []intake.Event
+		want   map[int][]string // refused index → what its reason names
+	}{
+		{"overlaps a stored allocation", []intake.Event{event("b1", "gpu0", 30*time.Minute, 2*time.Hour, 1)},
+			map[int][]string{0: {`"b1" of tenant "t-b1"`, `"a1" of tenant "t-a1"`, "node-a/gpu0"}}},
+		{"back to back with a stored allocation", []intake.Event{event("b1", "gpu0", time.Hour, 2*time.Hour, 1)}, nil},
+		{"a newer version of itself", []intake.Event{event("a1", "gpu0", 0, 30*time.Minute, 2)}, nil},
+		{"a replay of the stored version", []intake.Event{event("a1", "gpu0", 0, time.Hour, 1)}, nil},
+		{"an older version", []intake.Event{event("run", "gpu0", 0, 0, 2)}, nil},
+		{"the stored version saying something else", []intake.Event{event("run", "gpu0", 0, 0, 3)},
+			map[int][]string{0: {`"run"`, `"a1"`}}},
+		{"shortened, then followed in the same batch", []intake.Event{event("a1", "gpu0", 0, 30*time.Minute, 2), event("b1", "gpu0", 30*time.Minute, 0, 1)}, nil},
+		{"moved away, then followed", []intake.Event{event("a1", "gpu5", 0, time.Hour, 2), event("b1", "gpu0", 0, time.Hour, 1)}, nil},
+		{"deleted, then followed", []intake.Event{deletion(event("a1", "gpu0", 0, time.Hour, 2)), event("b1", "gpu0", 0, time.Hour, 1)}, nil},
+		{"a deleted allocation holds nothing", []intake.Event{event("c1", "gpu1", 0, time.Hour, 1)}, nil},
+		{"an old version of a deleted allocation", []intake.Event{event("gone", "gpu0", 0, time.Hour, 1)}, nil},
+		{"a running allocation holds on", []intake.Event{event("c1", "gpu4", 5*time.Hour, 6*time.Hour, 1)},
+			map[int][]string{0: {`"c1"`, `"run" of tenant "t-run" [2026-01-05T00:00:00Z, running)`}}},
+		{"two events of one batch", []intake.Event{event("c1", "gpu2", 0, time.Hour, 1), event("c2", "gpu2", 10*time.Minute, 20*time.Minute, 1)},
+			map[int][]string{1: {`"c2"`, `"c1"`}}},
+		{"a refused event holds nothing", []intake.Event{event("b1", "gpu0", 30*time.Minute, 2*time.Hour, 1), event("b2", "gpu0", time.Hour, 2*time.Hour, 1)},
+			map[int][]string{0: {`"b1"`, `"a1"`}}},
+		{"a newer version that now overlaps", []intake.Event{event("c1", "gpu2", 0, time.Hour, 1), event("c2", "gpu2", time.Hour, 2*time.Hour, 1),
+			event("c1", "gpu2", 0, 90*time.Minute, 2)}, map[int][]string{2: {`"c1"`, `"c2"`}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			refused, err := intake.CheckEvents(ctx, conn, tc.events)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[int]string{}
+			for _, r := range refused {
+				got[r.Index] = r.Err.Error()
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("refused %v, want %d refusals: %v", got, len(tc.want), tc.want)
+			}
+			for i, names := range tc.want {
+				for _, name := range names {
+					if !strings.Contains(got[i], name) {
+						t.Errorf("event %d: reason %q does not name %s", i, got[i], name)
+					}
+				}
+			}
+		})
+	}
+}

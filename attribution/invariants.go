@@ -13,7 +13,7 @@ const Tolerance = 1e-6
 // slicemeter_attribution_invariant_violations_total).
 const (
 	InvariantCapacity   = "capacity"   // Σ tenants' list_cost + unallocated = capacity
-	InvariantCostSplit  = "cost_split" // cost = used + waste + overhead, each ≥ 0
+	InvariantCostSplit  = "cost_split" // cost = used + waste + overhead (+ unmeasured), each ≥ 0
 	InvariantEfficiency = "efficiency" // efficiency in [0, 1]
 	InvariantMetered    = "unmetered"  // unmetered ≤ allocated
 	InvariantOverlap    = "overlap"    // no two allocations hold one instance at once
@@ -30,7 +30,10 @@ func (e *InvariantError) Error() string { return e.Invariant + " invariant: " + 
 // CheckInvariants returns every way the report breaks DESIGN.md's invariants:
 //   - Σ tenants' list_cost + unallocated = capacity list cost (unallocated may be negative: a
 //     GPU held through a whole window without a sample is billed but not in the capacity);
-//   - cost = used + waste + overhead with used ≥ 0 (waste + overhead ≤ cost, each ≥ 0);
+//   - cost = used + waste + overhead with used ≥ 0 (waste + overhead ≤ cost, each ≥ 0). The
+//     equality holds for measured metered time only: unmetered time and time whose activity was
+//     not measured (sm_active_unavailable) are neither used nor waste, so for them the check is
+//     the inequality, and a tenant with nothing measured (no efficiency) must have no waste;
 //   - efficiency in [0, 1]; unmetered ≤ allocated;
 //   - no two allocations hold one instance at the same time.
 //
@@ -50,6 +53,8 @@ func CheckInvariants(r report.Report) []error {
 			fail(InvariantCostSplit, "tenant %q has a negative amount (list %g, cost %g, waste %g, overhead %g)", row.Tenant, row.ListCost, row.Cost, row.WasteCost, row.OverheadCost)
 		case row.WasteCost+row.OverheadCost > row.Cost+Tolerance:
 			fail(InvariantCostSplit, "tenant %q: waste %g + overhead %g exceed its cost %g (used would be negative)", row.Tenant, row.WasteCost, row.OverheadCost, row.Cost)
+		case row.Efficiency == nil && row.WasteCost > Tolerance:
+			fail(InvariantCostSplit, "tenant %q: waste %g without any measured time (no efficiency): only measured time can be waste", row.Tenant, row.WasteCost)
 		}
 		if row.Efficiency != nil && (*row.Efficiency < 0 || *row.Efficiency > 1) {
 			fail(InvariantEfficiency, "tenant %q: efficiency %g is outside [0, 1]", row.Tenant, *row.Efficiency)

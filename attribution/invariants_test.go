@@ -33,6 +33,8 @@ func TestCheckInvariants(t *testing.T) {
 		{"negative cost", func(r *report.Report) { r.Tenants[1].Cost = -1 }, `tenant "beta" has a negative amount`},
 		{"efficiency above 1", func(r *report.Report) { r.Tenants[0].Efficiency = eff(1.2) }, "efficiency 1.2 is outside [0, 1]"},
 		{"overlap", func(r *report.Report) { r.Overlaps = []string{"allocations a and b both hold n/gpu0"} }, "both hold n/gpu0"},
+		{"unmeasured tenant: no efficiency, no waste", func(r *report.Report) { r.Tenants[1].WasteCost, r.Tenants[1].Unmetered = 0, 0 }, ""},
+		{"waste without measured time", func(r *report.Report) { r.Tenants[1].WasteCost = 0.2 }, `tenant "beta": waste 0.2 without any measured time`},
 		{"unmetered over allocated", func(r *report.Report) { r.Tenants[1].Unmetered = 2 * time.Hour }, "unmetered 2h0m0s exceeds allocated 1h0m0s"},
 	}
 	for _, tt := range tests {

@@ -14,12 +14,13 @@ import (
 // attributed each (the rows of the minute's highest computed_ns; see migration 0020).
 const minutesQuery = `
 SELECT tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max(sliced),
-    sum(billed_ns), sum(metered_ns), sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost), sum(efficiency_ns),
-    max(cold_start_ns), any(cold_start_sla_ns), any(currency),
+    sum(billed_ns), sum(metered_ns), sum(active_ns), sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
+    sum(efficiency_ns), max(cold_start_ns), any(cold_start_sla_ns), any(currency),
     tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), uniqExact(minute)
 FROM (
     SELECT minute, tenant, allocation_id, any(tier) AS tier, any(requested_ns) AS requested_ns, any(started_ns) AS started_ns,
-        any(sliced) AS sliced, any(billed_ns) AS billed_ns, any(metered_ns) AS metered_ns, any(list_cost) AS list_cost,
+        any(sliced) AS sliced, any(billed_ns) AS billed_ns, any(metered_ns) AS metered_ns, any(active_ns) AS active_ns,
+        any(list_cost) AS list_cost,
         any(cost) AS cost, any(waste_cost) AS waste_cost, any(overhead_cost) AS overhead_cost, any(efficiency_ns) AS efficiency_ns,
         any(cold_start_ns) AS cold_start_ns, any(cold_start_sla_ns) AS cold_start_sla_ns, any(currency) AS currency,
         any(wait_ns) AS wait_ns, any(wait_count) AS wait_count
@@ -35,7 +36,8 @@ GROUP BY tenant, allocation_id`
 
 // FromMinutes is the report of [from, to), whole minutes, built from the minutes the
 // attribution service stored (table attribution_minutes) instead of from the samples: money
-// and seconds are sums of the minutes, efficiency their metered-time-weighted mean, jitter the
+// and seconds are sums of the minutes, efficiency their mean weighted by measured time
+// (Σ efficiency_ns / Σ active_ns: minutes without a measured sample do not count), jitter the
 // p99 of their summed wait histograms, cold start the largest known. It equals Compute's
 // report of the window (within float rounding) once every minute of it is attributed, and
 // fails naming how many are not.
@@ -54,16 +56,16 @@ func FromMinutes(ctx context.Context, conn driver.Conn, from, to time.Time) (rep
 	)
 	err := queryEach(ctx, conn, minutesQuery, []any{f, t, f, t}, func(scan func(...any) error) error {
 		var (
-			r                                      result
-			sliced                                 uint8
-			billed, metered, coldStart, sla        int64
-			listCost, cost, waste, overhead, effNS float64
-			rowCurrency                            string
-			waits, counts                          []uint64
-			n                                      uint64
+			r                                       result
+			sliced                                  uint8
+			billed, metered, active, coldStart, sla int64
+			listCost, cost, waste, overhead, effNS  float64
+			rowCurrency                             string
+			waits, counts                           []uint64
+			n                                       uint64
 		)
 		err := scan(&r.alloc.tenant, &r.alloc.id, &r.alloc.tier, &r.alloc.requested, &r.alloc.started, &sliced,
-			&billed, &metered, &listCost, &cost, &waste, &overhead, &effNS, &coldStart, &sla, &rowCurrency, &waits, &counts, &n)
+			&billed, &metered, &active, &listCost, &cost, &waste, &overhead, &effNS, &coldStart, &sla, &rowCurrency, &waits, &counts, &n)
 		if err != nil {
 			return err
 		}
@@ -72,9 +74,10 @@ func FromMinutes(ctx context.Context, conn driver.Conn, from, to time.Time) (rep
 			unallocated, minutes = listCost, n
 			return nil
 		}
-		r.line = line{billed: time.Duration(billed), metered: time.Duration(metered), listCost: listCost, cost: cost, wasteCost: waste, overheadCost: overhead}
-		if metered > 0 {
-			r.line.efficiency = effNS / float64(metered)
+		r.line = line{billed: time.Duration(billed), metered: time.Duration(metered), active: time.Duration(active),
+			listCost: listCost, cost: cost, wasteCost: waste, overheadCost: overhead}
+		if active > 0 {
+			r.line.efficiency = effNS / float64(active)
 		}
 		r.timeSliced, r.sla = sliced == 1, time.Duration(sla)
 		if coldStart >= 0 {

@@ -357,13 +357,14 @@ func rollUp(t *testing.T, conn driver.Conn) {
 	err := conn.Exec(context.Background(), `INSERT INTO samples_1s (time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
     compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
     samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
-    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count)
+    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count, active_samples, active_ns)
 SELECT time, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(kind), any(profile),
     any(compute_slices), any(sm_count), any(gpu_sm_count), any(mem_total_bytes), any(gpu_mem_total_bytes), any(interval_ns),
-    count(), sum(interval_ns), sum(sm_active), sum(toUInt64(attached)), sum(vgpu_switch_ns), sum(vgpu_run_ns),
+    count(), sum(interval_ns), sumIf(sm_active, sm_active_unavailable = 0), sum(toUInt64(attached)), sum(vgpu_switch_ns), sum(vgpu_run_ns),
     minIf(ts_ns, attached = 1), sum(toFloat64(mem_used_bytes)), sum(power_watts),
     tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 1),
-    tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 2)
+    tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 2),
+    countIf(sm_active_unavailable = 0), sumIf(interval_ns, sm_active_unavailable = 0)
 FROM (SELECT * FROM samples LIMIT 1 BY node, instance_id, ts_ns)
 GROUP BY node, instance_id, time`)
 	if err != nil {
@@ -372,12 +373,13 @@ GROUP BY node, instance_id, time`)
 	err = conn.Exec(context.Background(), `INSERT INTO samples_1m (time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
     compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
     samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
-    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count)
+    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count, active_samples, active_ns)
 SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(kind), any(profile),
     any(compute_slices), any(sm_count), any(gpu_sm_count), any(mem_total_bytes), any(gpu_mem_total_bytes), any(interval_ns),
     sum(samples), sum(covered_ns), sum(sm_active_sum), sum(attached_sum), sum(vgpu_switch_ns_sum), sum(vgpu_run_ns_sum),
     minIf(first_attached_ns, first_attached_ns > 0), sum(mem_used_bytes_sum), sum(power_watts_sum),
-    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2)
+    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2),
+    sum(active_samples), sum(active_ns)
 FROM (SELECT * FROM samples_1s ORDER BY samples DESC LIMIT 1 BY node, instance_id, time)
 GROUP BY node, instance_id, minute`)
 	if err != nil {

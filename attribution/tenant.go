@@ -25,13 +25,13 @@ type tenant struct {
 	first      allocation // by requested_at: its tier is the row's tier
 	tiers      map[string]bool
 	allocated  time.Duration
-	metered    time.Duration
+	active     time.Duration // measured metered time: what efficiency is a mean over
 	unmetered  time.Duration
 	listCost   float64
 	cost       float64
 	wasteCost  float64
 	overhead   float64
-	efficiency float64 // Σ efficiency × metered seconds
+	efficiency float64 // Σ efficiency × measured seconds
 	waits      histogram
 	notSliced  bool // holds a MIG instance or a whole GPU
 	coldStart  *time.Duration
@@ -45,13 +45,13 @@ func (t *tenant) add(r result) {
 	t.tiers[r.alloc.tier] = true
 	l := r.line
 	t.allocated += l.billed
-	t.metered += l.metered
+	t.active += l.active
 	t.unmetered += l.billed - l.metered
 	t.listCost += l.listCost
 	t.cost += l.cost
 	t.wasteCost += l.wasteCost
 	t.overhead += l.overheadCost
-	t.efficiency += l.efficiency * l.metered.Seconds()
+	t.efficiency += l.efficiency * l.active.Seconds()
 	t.waits.add(r.waits)
 	t.notSliced = t.notSliced || !r.timeSliced
 	if r.coldStart != nil {
@@ -91,8 +91,10 @@ func (t *tenant) row(name string, window interval, currency string) report.Row {
 		Unmetered:         t.unmetered,
 		Currency:          currency,
 	}
-	if t.metered > 0 {
-		e := t.efficiency / t.metered.Seconds()
+	// Efficiency: the mean weighted by measured seconds; empty when nothing was measured
+	// (no metered time, or only samples whose activity is unavailable).
+	if t.active > 0 {
+		e := t.efficiency / t.active.Seconds()
 		row.Efficiency = &e
 	}
 	// Jitter: the p99 of all waits of its time-sliced allocations; MIG and whole GPUs are not

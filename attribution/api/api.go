@@ -160,8 +160,8 @@ func (s *Server) postAllocations(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.Metrics.Done(res)
-	for _, t := range res.Unseen {
-		s.logger().WarnContext(r.Context(), "allocation for an instance not seen in any sample yet", "target", t)
+	if len(res.Unseen) > 0 { // one line per request, however many: a bulk POST must not flood the log
+		s.logger().WarnContext(r.Context(), "allocations for instances not seen in any sample yet", "targets", len(res.Unseen), "first", res.Unseen[0])
 	}
 	writeJSON(w, http.StatusOK, postResponse{Stored: nonNil(res.Stored), Unchanged: nonNil(res.Unchanged), Unseen: nonNil(res.Unseen)})
 }

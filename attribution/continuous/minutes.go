@@ -22,7 +22,7 @@ type Minute struct {
 }
 
 const insertMinutes = `INSERT INTO attribution_minutes (minute, tenant, allocation_id, tier, node, instance_id,
-    requested_ns, started_ns, sliced, billed_ns, metered_ns, list_cost, cost, waste_cost, overhead_cost, efficiency_ns,
+    requested_ns, started_ns, sliced, billed_ns, metered_ns, active_ns, list_cost, cost, waste_cost, overhead_cost, efficiency_ns,
     cold_start_ns, cold_start_sla_ns, wait_ns, wait_count, currency, computed_ns)`
 
 // writeMinutes stores the minutes as one pass (computed_ns), in one batch.
@@ -47,7 +47,7 @@ func writeMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 				waits, counts = append(waits, w), append(counts, n)
 			}
 			err := batch.Append(m.Start, l.Tenant, l.AllocationID, l.Tier, l.Node, l.Instance, l.Requested.UnixNano(), l.Started.UnixNano(),
-				sliced, int64(l.Billed), int64(l.Metered), l.ListCost, l.Cost, l.WasteCost, l.OverheadCost, l.Efficiency*float64(l.Metered),
+				sliced, int64(l.Billed), int64(l.Metered), int64(l.Active), l.ListCost, l.Cost, l.WasteCost, l.OverheadCost, l.Efficiency*float64(l.Active),
 				coldStart, int64(l.ColdStartSLA), waits, counts, m.Report.Currency, version)
 			if err != nil {
 				_ = batch.Abort()
@@ -56,7 +56,7 @@ func writeMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 		}
 		// The unallocated row is written even when no tenant held anything: the minute is
 		// then known to be attributed (and its capacity is in it).
-		err := batch.Append(m.Start, report.Unallocated, "", "", "", "", int64(0), int64(0), uint8(0), int64(0), int64(0),
+		err := batch.Append(m.Start, report.Unallocated, "", "", "", "", int64(0), int64(0), uint8(0), int64(0), int64(0), int64(0),
 			m.Report.UnallocatedListCost, 0., 0., 0., 0., int64(-1), int64(0), []uint64{}, []uint64{}, m.Report.Currency, version)
 		if err != nil {
 			_ = batch.Abort()
@@ -74,7 +74,7 @@ type Total struct {
 	Tenant                                  string
 	Billed, Metered                         time.Duration
 	ListCost, Cost, WasteCost, OverheadCost float64
-	EfficiencyNS                            float64 // Σ efficiency × metered ns
+	EfficiencyNS                            float64 // Σ efficiency × measured (active) ns
 }
 
 // latestRows selects, per minute of [from, to), the rows of its latest pass, one per

@@ -2,6 +2,7 @@ package continuous
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/attribution/report"
 )
 
 // Config says which minutes a pass attributes.
@@ -28,10 +30,16 @@ type Config struct {
 	MaxMinutes int
 	// Samples is where sample aggregates are read from (raw samples or the per-second rollup).
 	Samples attribution.Samples
+	// Presence: a minute counts as capacity every GPU sampled within this long before its end,
+	// not only those sampled in it, so that an exporter outage shorter than it does not shrink
+	// the stored minutes' capacity (and __unallocated__) below the window report's, which
+	// counts a GPU sampled anywhere in the window for the whole window. Whole minutes; 0: off.
+	Presence time.Duration
 }
 
 // DefaultConfig is the service's default.
-var DefaultConfig = Config{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: time.Hour, MaxRecompute: 31 * 24 * time.Hour, MaxMinutes: 120}
+var DefaultConfig = Config{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: time.Hour, MaxRecompute: 31 * 24 * time.Hour, MaxMinutes: 120,
+	Presence: time.Hour}
 
 // Observer is told about each minute a pass attributed; fresh is false for a minute that was
 // attributed before (a recomputation).
@@ -46,6 +54,7 @@ type Runner struct {
 	cfg      Config
 	observer Observer
 	logger   *slog.Logger
+	logs     *limitedLog // what recurs in every minute: at most a line per reason per minute
 	now      func() time.Time
 
 	done time.Time // end of the latest minute attributed (zero: read from ClickHouse)
@@ -53,7 +62,8 @@ type Runner struct {
 	// versions already handled that were received in the watermark's second).
 	watermark time.Time
 	seen      map[string]uint64
-	redo      time.Time // a recomputation for late allocations resumes here (zero: none)
+	redo      time.Time             // a recomputation for late allocations resumes here (zero: none)
+	presence  *attribution.Presence // of the latest pass; the next reads only what is new
 }
 
 // NewRunner attributes with the price book into conn; observer may be nil.
@@ -61,7 +71,10 @@ func NewRunner(conn driver.Conn, book *pricebook.PriceBook, cfg Config, observer
 	if cfg.MaxMinutes <= 0 {
 		cfg.MaxMinutes = DefaultConfig.MaxMinutes
 	}
-	return &Runner{conn: conn, book: book, cfg: cfg, observer: observer, logger: logger, now: time.Now}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Runner{conn: conn, book: book, cfg: cfg, observer: observer, logger: logger, logs: newLimitedLog(logger, logEvery), now: time.Now}
 }
 
 // Pass is what one pass did.
@@ -127,21 +140,38 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	if !from.Before(to) {
 		return p, nil
 	}
+	var presence *attribution.Presence
+	if r.cfg.Presence > 0 {
+		var err error
+		if presence, err = r.presence.Advance(ctx, r.conn, from, to, r.cfg.Presence, r.cfg.Samples); err != nil {
+			return p, err
+		}
+		r.presence = presence
+	}
 	var minutes []Minute
 	var violations [][]error
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
-		rep, lines, err := attribution.ComputeLines(ctx, r.conn, m, m.Add(time.Minute), r.book, r.cfg.Samples)
+		rep, lines, err := attribution.ComputeLines(attribution.WithoutNoteLogs(ctx), r.conn, m, m.Add(time.Minute), r.book, r.cfg.Samples)
 		if err != nil {
 			return p, fmt.Errorf("attribute the minute %s: %w", m.Format(time.RFC3339), err)
 		}
-		v := attribution.CheckInvariants(rep)
-		for _, e := range v {
-			r.logger.ErrorContext(ctx, "attribution invariant violated", "minute", m, "err", e)
+		if presence != nil {
+			var absent []string
+			if rep, absent, err = presence.Extend(rep, m, m.Add(time.Minute), r.book); err != nil {
+				return p, fmt.Errorf("attribute the minute %s: %w", m.Format(time.RFC3339), err)
+			}
+			if len(absent) > 0 {
+				r.logger.DebugContext(ctx, "GPUs without samples in the minute count as capacity (sampled within the presence lookback)",
+					"minute", m, "gpus", len(absent), "first", absent[0])
+			}
 		}
+		v := attribution.CheckInvariants(rep)
+		r.logProblems(ctx, now, m, rep, v)
 		p.Violations += len(v)
 		minutes = append(minutes, Minute{Start: m, Report: rep, Lines: lines})
 		violations = append(violations, v)
 	}
+	r.logs.flush(ctx, now)
 	if err := writeMinutes(ctx, r.conn, minutes, now); err != nil {
 		return p, err
 	}
@@ -168,6 +198,34 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	}
 	p.Done = r.done
 	return p, nil
+}
+
+// logProblems logs what is wrong with a minute's report, at most one line per kind per
+// minute: the lookback computes every minute again at every pass, and an allocation left out
+// or an overlap stays in every minute it touches until someone fixes it.
+func (r *Runner) logProblems(ctx context.Context, now, minute time.Time, rep report.Report, violations []error) {
+	for _, e := range violations {
+		reason := "invariant"
+		if ie := (*attribution.InvariantError)(nil); errors.As(e, &ie) {
+			reason += "_" + ie.Invariant
+		}
+		r.logs.log(ctx, now, slog.LevelError, reason, "attribution invariant violated", "minute", minute, "err", e)
+	}
+	known := map[string]bool{}
+	for _, n := range rep.Notes[:min(rep.Unsampled, len(rep.Notes))] { // the first notes (report.Report)
+		known[n] = true
+		r.logs.log(ctx, now, slog.LevelWarn, "allocation_left_out", "allocation left out of the attribution: its target has never been sampled",
+			"minute", minute, "note", n, "left_out_in_minute", rep.Unsampled)
+	}
+	for _, o := range rep.Overlaps {
+		known[o] = true
+		r.logs.log(ctx, now, slog.LevelWarn, "overlap", "allocations overlap on an instance", "minute", minute, "overlap", o, "overlaps_in_minute", len(rep.Overlaps))
+	}
+	for _, n := range rep.Notes {
+		if !known[n] {
+			r.logs.log(ctx, now, slog.LevelWarn, "note", "attribution report note", "minute", minute, "note", n)
+		}
+	}
 }
 
 // resume picks up where the stored minutes end: after a restart, allocations received since

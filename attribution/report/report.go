@@ -35,7 +35,7 @@ type Row struct {
 	Cost              float64
 	WasteCost         float64
 	OverheadCost      float64
-	Efficiency        *float64       // nil: no metered time to measure it
+	Efficiency        *float64       // nil: no measured metered time (unmetered, or activity unavailable)
 	JitterP99         *time.Duration // jitter_p99_ms; nil: only time-sliced allocations and no waits
 	ColdStartMax      *time.Duration // cold_start_max_s; nil: no allocation's cold start is known
 	ColdStartBreaches int

@@ -1,0 +1,76 @@
+package attribution_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/slicemeter/slicemeter/attribution"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+// TestColdStartSearch: the first attached sample is searched in the quarter hour after
+// requested_at, in groups of allocations requested close together, then further for the
+// allocations without one. Allocations requested hours apart, found in either search or in
+// none, keep the cold start DESIGN.md defines, from every sample source, in a one-minute window
+// long after the requests (what the continuous service computes every minute).
+func TestColdStartSearch(t *testing.T) {
+	conn := newDatabase(t)
+	ctx := context.Background()
+	mig := func(id string) instance {
+		in := migA100
+		in.id = id
+		return in
+	}
+	type alloc struct {
+		id        string
+		in        instance
+		requested time.Duration // from t0
+		attached  time.Duration // first attached sample, from t0; 0: never
+		want      time.Duration // the cold start; -1: unknown
+	}
+	allocs := []alloc{
+		{"early", mig("gpu0/mig0"), -3 * time.Hour, -3*time.Hour + 12*time.Second, 12 * time.Second},
+		// Attached 40 minutes after the request: found by the second search only.
+		{"slow", mig("gpu0/mig1"), -3*time.Hour + 30*time.Minute, -3*time.Hour + 70*time.Minute, 40 * time.Minute},
+		// Already attached (by a previous holder) before the request: the first sample at it.
+		{"warm", mig("gpu0/mig2"), -70 * time.Minute, -2 * time.Hour, 0},
+		{"never", mig("gpu0/mig3"), -20 * time.Minute, 0, -1},
+	}
+	var samples []*pb.Sample
+	for at := -3 * time.Hour; at < time.Minute; at += time.Second {
+		for _, a := range allocs {
+			attached := a.attached != 0 && at >= a.attached
+			samples = append(samples, a.in.sample(at, time.Second, attached, 0.5))
+		}
+	}
+	insertSamples(t, conn, "node-a", samples)
+	rollUp(t, conn)
+	var rows []allocationRow
+	for _, a := range allocs {
+		rows = append(rows, allocationRow{id: a.id, tenant: "acme", tier: "pro", node: "node-a", instance: a.in.id,
+			requested: t0.Add(a.requested), started: t0.Add(a.requested), version: 1})
+	}
+	insertAllocations(t, conn, rows)
+
+	for _, source := range []attribution.Samples{attribution.RawSamples, attribution.SecondRollup, attribution.MinuteRollup} {
+		t.Run(source.String(), func(t *testing.T) {
+			_, lines, err := attribution.ComputeLines(ctx, conn, t0, t0.Add(time.Minute), book, source)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]time.Duration{}
+			for _, l := range lines {
+				got[l.AllocationID] = -1
+				if l.ColdStart != nil {
+					got[l.AllocationID] = *l.ColdStart
+				}
+			}
+			for _, a := range allocs {
+				if c, ok := got[a.id]; !ok || c != a.want {
+					t.Errorf("allocation %s: cold start %s (found %v), want %s (-1ns: unknown)", a.id, c, ok, a.want)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,105 @@
+package attribution
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestChunks(t *testing.T) {
+	allocs := func(n int, billed time.Duration) []billedAllocation {
+		out := make([]billedAllocation, n)
+		for i := range out {
+			out[i] = billedAllocation{allocation: allocation{id: fmt.Sprint(i)}, billed: interval{at(0), at(billed)}}
+		}
+		return out
+	}
+	tests := []struct {
+		name          string
+		billed        []billedAllocation
+		rowsPerSecond float64
+		want          []int // chunk lengths
+	}{
+		{"none", nil, 1, nil},
+		{"a minute of 1000: chunkSize", allocs(1000, time.Minute), 1, []int{400, 400, 200}},
+		// 8M rows / 86400 rows a day = 92 targets a chunk.
+		{"a day from samples_1s: the row budget", allocs(200, 24*time.Hour), 1, []int{92, 92, 16}},
+		{"a day from samples_1m", allocs(1000, 24*time.Hour), 1.0 / 60, []int{400, 400, 200}},
+		{"one over the budget alone", allocs(2, 24*time.Hour), 100, []int{1, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []int
+			total := 0
+			for _, c := range chunks(tt.billed, tt.rowsPerSecond) {
+				got = append(got, len(c))
+				for i, b := range c {
+					if b.id != fmt.Sprint(total+i) {
+						t.Fatalf("chunk out of order: %s at %d", b.id, total+i)
+					}
+				}
+				total += len(c)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("chunk lengths %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestFirstAttachedArgs: the searches are grouped by start (within searchGroupSpan), one UNION
+// ALL branch per group over the group's range and distinct targets; the search table lists
+// every search with its own range.
+func TestFirstAttachedArgs(t *testing.T) {
+	q := queriesOf[SecondRollup]
+	n := func(i int) target { return target{"node-a", fmt.Sprintf("gpu%d", i)} }
+	search := func(id string, tg target, from, to time.Duration) coldStartSearch {
+		return coldStartSearch{id, tg, interval{at(from), at(to)}}
+	}
+	tests := []struct {
+		name     string
+		searches []coldStartSearch
+		groups   []interval
+		targets  [][]string // per group, the instances
+	}{
+		{
+			"one group",
+			[]coldStartSearch{search("a", n(0), 0, 15*time.Minute), search("b", n(1), time.Minute, 16*time.Minute), search("c", n(0), 50*time.Minute, 51*time.Minute)},
+			[]interval{{at(0), at(51 * time.Minute)}},
+			[][]string{{"gpu0", "gpu1"}},
+		},
+		{
+			"hours apart, unsorted",
+			[]coldStartSearch{search("late", n(2), 5*time.Hour, 5*time.Hour+15*time.Minute), search("a", n(0), 0, 15*time.Minute),
+				search("b", n(1), 59*time.Minute, 74*time.Minute), search("c", n(3), 60*time.Minute, 61*time.Minute)},
+			[]interval{{at(0), at(74 * time.Minute)}, {at(60 * time.Minute), at(61 * time.Minute)}, {at(5 * time.Hour), at(5*time.Hour + 15*time.Minute)}},
+			[][]string{{"gpu0", "gpu1"}, {"gpu3"}, {"gpu2"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			query, args := firstAttachedArgs(q, tt.searches)
+			if got := strings.Count(query, "UNION ALL") + 1; got != len(tt.groups) {
+				t.Fatalf("%d branches, want %d:\n%s", got, len(tt.groups), query)
+			}
+			if strings.Contains(query, "{{") {
+				t.Errorf("unreplaced placeholder:\n%s", query)
+			}
+			if got, want := strings.Count(query, "?"), len(args); got != want {
+				t.Errorf("%d placeholders, %d arguments", got, want)
+			}
+			for i, g := range tt.groups {
+				branch := args[6*i : 6*i+6]
+				want := []any{seconds(g.start), seconds(g.end), g.start, g.end}
+				if fmt.Sprint(branch[:4]) != fmt.Sprint(want) || fmt.Sprint(branch[5]) != fmt.Sprint(tt.targets[i]) {
+					t.Errorf("group %d: %v, want range %v and instances %v", i, branch, want, tt.targets[i])
+				}
+			}
+			ids := args[6*len(tt.groups)]
+			if len(ids.([]string)) != len(tt.searches) {
+				t.Errorf("search table %v, want every search", ids)
+			}
+		})
+	}
+}
