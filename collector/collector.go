@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
+	"github.com/slicemeter/slicemeter/internal/lograte"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -118,10 +119,12 @@ func (c *Config) setDefaults() {
 
 // Collector moves samples and allocation events from Kafka into ClickHouse.
 type Collector struct {
-	cfg     Config
-	conn    driver.Conn
-	log     *slog.Logger
-	metrics *metrics
+	cfg  Config
+	conn driver.Conn
+	log  *slog.Logger
+	// refusals logs refused messages at most once per reason per minute.
+	refusals *lograte.Limiter
+	metrics  *metrics
 
 	storedSamples atomic.Uint64
 	storedAllocs  atomic.Uint64
@@ -171,12 +174,14 @@ func New(cfg Config, conn driver.Conn, reg prometheus.Registerer, logger *slog.L
 	if err != nil {
 		return nil, fmt.Errorf("collector: register metrics: %w", err)
 	}
+	log := logger.With("component", "collector")
 	return &Collector{
-		cfg:     cfg,
-		conn:    conn,
-		log:     logger.With("component", "collector"),
-		metrics: m,
-		batch:   newBatch(),
+		cfg:      cfg,
+		conn:     conn,
+		log:      log,
+		refusals: lograte.New(log, time.Minute),
+		metrics:  m,
+		batch:    newBatch(),
 	}, nil
 }
 
@@ -443,9 +448,10 @@ func (c *Collector) refuse(msg kafka.Message, r *refusal) { c.refuseInto(c.batch
 
 // refuseInto queues msg for the dead-letter topic with b's dead letters.
 func (c *Collector) refuseInto(b *batch, msg kafka.Message, r *refusal) {
-	c.log.Warn("message refused, sending it to the dead-letter topic",
-		"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset,
-		"reason", r.reason, "detail", r.detail)
+	// Once per reason per minute (with how many were not logged): a stream of bad messages
+	// must not flood the log; slicemeter_collector_deadlettered_total counts every one.
+	c.refusals.Log(context.Background(), time.Now(), slog.LevelWarn, r.reason, "message refused, sending it to the dead-letter topic",
+		"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "detail", r.detail)
 	headers := append([]kafka.Header(nil), msg.Headers...)
 	headers = append(headers,
 		kafka.Header{Key: HeaderReason, Value: []byte(r.reason)},
@@ -465,6 +471,7 @@ func (c *Collector) refuseInto(b *batch, msg kafka.Message, r *refusal) {
 // flush stores everything pending and then commits the offsets, retrying with backoff until
 // it succeeds or ctx is done. Steps that succeeded are not repeated on retry.
 func (c *Collector) flush(ctx context.Context, reader *kafka.Reader, deadLetterWriter *kafka.Writer, b *batch) error {
+	c.refusals.Flush(ctx, time.Now())
 	if err := c.storeRetrying(ctx, deadLetterWriter, b, true); err != nil {
 		return err
 	}

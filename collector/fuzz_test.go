@@ -8,6 +8,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/slicemeter/slicemeter/internal/lograte"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -29,7 +30,8 @@ func FuzzProcess(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, value []byte, samples bool) {
-		c := &Collector{log: slog.New(slog.DiscardHandler), metrics: m, batch: newBatch()}
+		log := slog.New(slog.DiscardHandler)
+		c := &Collector{log: log, refusals: lograte.New(log, time.Minute), metrics: m, batch: newBatch()}
 		topic := pb.TopicAllocations
 		if samples {
 			topic = pb.TopicSamples

@@ -12,6 +12,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/internal/lograte"
 )
 
 // Config says which minutes a pass attributes.
@@ -54,7 +55,7 @@ type Runner struct {
 	cfg      Config
 	observer Observer
 	logger   *slog.Logger
-	logs     *limitedLog // what recurs in every minute: at most a line per reason per minute
+	logs     *lograte.Limiter // what recurs in every minute: at most a line per reason per minute
 	now      func() time.Time
 
 	done time.Time // end of the latest minute attributed (zero: read from ClickHouse)
@@ -74,7 +75,7 @@ func NewRunner(conn driver.Conn, book *pricebook.PriceBook, cfg Config, observer
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{conn: conn, book: book, cfg: cfg, observer: observer, logger: logger, logs: newLimitedLog(logger, logEvery), now: time.Now}
+	return &Runner{conn: conn, book: book, cfg: cfg, observer: observer, logger: logger, logs: lograte.New(logger, time.Minute), now: time.Now}
 }
 
 // Pass is what one pass did.
@@ -171,7 +172,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 		minutes = append(minutes, Minute{Start: m, Report: rep, Lines: lines})
 		violations = append(violations, v)
 	}
-	r.logs.flush(ctx, now)
+	r.logs.Flush(ctx, now)
 	if err := writeMinutes(ctx, r.conn, minutes, now); err != nil {
 		return p, err
 	}
@@ -209,21 +210,21 @@ func (r *Runner) logProblems(ctx context.Context, now, minute time.Time, rep rep
 		if ie := (*attribution.InvariantError)(nil); errors.As(e, &ie) {
 			reason += "_" + ie.Invariant
 		}
-		r.logs.log(ctx, now, slog.LevelError, reason, "attribution invariant violated", "minute", minute, "err", e)
+		r.logs.Log(ctx, now, slog.LevelError, reason, "attribution invariant violated", "minute", minute, "err", e)
 	}
 	known := map[string]bool{}
 	for _, n := range rep.Notes[:min(rep.Unsampled, len(rep.Notes))] { // the first notes (report.Report)
 		known[n] = true
-		r.logs.log(ctx, now, slog.LevelWarn, "allocation_left_out", "allocation left out of the attribution: its target has never been sampled",
+		r.logs.Log(ctx, now, slog.LevelWarn, "allocation_left_out", "allocation left out of the attribution: its target has never been sampled",
 			"minute", minute, "note", n, "left_out_in_minute", rep.Unsampled)
 	}
 	for _, o := range rep.Overlaps {
 		known[o] = true
-		r.logs.log(ctx, now, slog.LevelWarn, "overlap", "allocations overlap on an instance", "minute", minute, "overlap", o, "overlaps_in_minute", len(rep.Overlaps))
+		r.logs.Log(ctx, now, slog.LevelWarn, "overlap", "allocations overlap on an instance", "minute", minute, "overlap", o, "overlaps_in_minute", len(rep.Overlaps))
 	}
 	for _, n := range rep.Notes {
 		if !known[n] {
-			r.logs.log(ctx, now, slog.LevelWarn, "note", "attribution report note", "minute", minute, "note", n)
+			r.logs.Log(ctx, now, slog.LevelWarn, "note", "attribution report note", "minute", minute, "note", n)
 		}
 	}
 }

@@ -38,15 +38,15 @@ func newReportCmd(app *kingpin.Application, stdout io.Writer) *reportCmd {
 		from:    c.Flag("from", "Window start, RFC 3339 (e.g. 2026-01-05T00:00:00Z).").Required().String(),
 		to:      c.Flag("to", "Window end (exclusive), RFC 3339.").Required().String(),
 		step:    c.Flag("step", "Cut the window into steps, one set of rows each: 1h, 1d, month or a duration such as 15m or 7d.").String(),
-		samples: samplesFlag(c),
+		samples: samplesFlag(c, "raw"),
 		minutes: c.Flag("from-minutes", "Sum the minutes the attribution service stored (whole-minute windows) instead of computing from the samples.").Bool(),
 		format:  c.Flag("format", "Output format.").Default("csv").Enum("csv", "json"),
 	}
 }
 
 // samplesFlag chooses where sample aggregates are read from.
-func samplesFlag(c *kingpin.CmdClause) *string {
-	return c.Flag("attribution.samples", "Read the samples (raw: exact to the sample) or the collector's rollups (rollup-1s: ~10x fewer rows; rollup-1m: ~600x, allocations inside a minute counted by their share of it).").Default("raw").Enum("raw", "rollup-1s", "rollup-1m")
+func samplesFlag(c *kingpin.CmdClause, def string) *string {
+	return c.Flag("attribution.samples", "Read the samples (raw: exact to the sample) or the collector's rollups (rollup-1s: ~10x fewer rows; rollup-1m: ~600x, allocations inside a minute counted by their share of it).").Default(def).Enum("raw", "rollup-1s", "rollup-1m")
 }
 
 // computeWindow is the report of one window: from the minutes the attribution service stored

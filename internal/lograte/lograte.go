@@ -1,23 +1,24 @@
-package continuous
+// Package lograte logs a recurring problem at most once per reason per period, so that what
+// repeats (a refused message in a stream of them, an allocation left out of every minute) is
+// logged with its reason without flooding the log; the counters of the components say how
+// many there were.
+package lograte
 
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 )
 
-// logEvery is how often one reason is logged at most.
-const logEvery = time.Minute
-
-// limitedLog logs at most one line per reason per period, so that a problem that recurs in
-// every minute of every pass (an allocation left out, an overlap, a broken invariant) cannot
-// flood the log: the first occurrence is logged at once with its detail; the next ones in the
-// period are counted, and the next line of the reason says how many were not logged (flush
-// writes that line when no new occurrence comes). Not safe for concurrent use: a Runner's
-// passes run one at a time.
-type limitedLog struct {
+// Limiter logs at most one line per reason per period: the first occurrence is logged at once
+// with its detail; the next ones in the period are counted, and the next line of the reason
+// says how many were not logged (Flush writes that line when no new occurrence comes). Safe for
+// concurrent use.
+type Limiter struct {
 	logger  *slog.Logger
 	every   time.Duration
+	mu      sync.Mutex
 	reasons map[string]*reasonLog
 }
 
@@ -30,13 +31,16 @@ type reasonLog struct {
 	detail     []any     // of the latest suppressed occurrence
 }
 
-func newLimitedLog(logger *slog.Logger, every time.Duration) *limitedLog {
-	return &limitedLog{logger: logger, every: every, reasons: map[string]*reasonLog{}}
+// New logs through logger at most once per reason every period.
+func New(logger *slog.Logger, every time.Duration) *Limiter {
+	return &Limiter{logger: logger, every: every, reasons: map[string]*reasonLog{}}
 }
 
-// log logs msg with args for reason at now, unless the reason was logged less than a period
+// Log logs msg with args for reason at now, unless the reason was logged less than a period
 // ago; then it is counted.
-func (l *limitedLog) log(ctx context.Context, now time.Time, level slog.Level, reason, msg string, args ...any) {
+func (l *Limiter) Log(ctx context.Context, now time.Time, level slog.Level, reason, msg string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	r := l.reasons[reason]
 	if r == nil {
 		r = &reasonLog{}
@@ -54,9 +58,11 @@ func (l *limitedLog) log(ctx context.Context, now time.Time, level slog.Level, r
 	r.last, r.suppressed, r.detail = now, 0, nil
 }
 
-// flush logs, for every reason with occurrences held back for a period or more, how many
+// Flush logs, for every reason with occurrences held back for a period or more, how many
 // there were, with the latest one's detail.
-func (l *limitedLog) flush(ctx context.Context, now time.Time) {
+func (l *Limiter) Flush(ctx context.Context, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for reason, r := range l.reasons {
 		if r.suppressed == 0 || now.Sub(r.last) < l.every {
 			continue

@@ -1,4 +1,4 @@
-package continuous
+package lograte
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func (r *records) Handle(_ context.Context, rec slog.Record) error {
 	return nil
 }
 
-func TestLimitedLog(t *testing.T) {
+func TestLimiter(t *testing.T) {
 	t0 := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	type step struct {
 		at     time.Duration
@@ -51,12 +51,12 @@ func TestLimitedLog(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &records{}
-			l := newLimitedLog(slog.New(rec), time.Minute)
+			l := New(slog.New(rec), time.Minute)
 			for _, s := range tc.steps {
 				if s.reason == "" {
-					l.flush(context.Background(), t0.Add(s.at))
+					l.Flush(context.Background(), t0.Add(s.at))
 				} else {
-					l.log(context.Background(), t0.Add(s.at), slog.LevelWarn, s.reason, "m", "n", s.detail)
+					l.Log(context.Background(), t0.Add(s.at), slog.LevelWarn, s.reason, "m", "n", s.detail)
 				}
 			}
 			if got, want := strings.Join(rec.lines, "\n"), strings.Join(tc.want, "\n"); got != want {
