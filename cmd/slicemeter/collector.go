@@ -69,6 +69,7 @@ func (c *collectorCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if err := kafkaconn.EnsureTopics(ctx, brokers, *c.partitions, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
 		return err
 	}
+	c.retention.Cluster = *c.cluster
 	conn, err := openMigratedCluster(ctx, *c.dsn, *c.cluster, logger)
 	if err != nil {
 		return err
