@@ -24,6 +24,11 @@ import (
 // label pairs, their order) is built when that set changes, in Write, so that Collect only
 // reads the latest values into metrics carved from one allocation per scrape.
 type Snapshot struct {
+	// forget drops an instance or GPU that no Write has carried for this long (0: never): a MIG
+	// layout or a vGPU that was destroyed must leave /metrics rather than stay as a frozen
+	// series forever. Only Write forgets, so a stalled sampling loop keeps every series (and
+	// their last_sample_timestamp ages, which is what the staleness alert reads).
+	forget    time.Duration
 	mu        sync.RWMutex
 	instances map[key]*instance
 	gpus      map[gpuKey]*gpu // from sources that read devices
@@ -42,8 +47,9 @@ type gpuKey struct {
 
 // instance is the latest state of one instance and its label pairs.
 type instance struct {
-	key key
-	smp *pb.Sample
+	key  key
+	smp  *pb.Sample
+	seen time.Time // the Write that carried smp
 
 	// The sample fields its labels were built from, and the labels.
 	gpuIndex             uint32
@@ -78,7 +84,8 @@ type activityRef struct {
 // gpu is the latest state of one physical GPU and its label pairs.
 type gpu struct {
 	state     exporter.GPUState
-	gen       uint64 // counts the states written
+	seen      time.Time // the Write that carried state
+	gen       uint64    // counts the states written
 	uuid      string
 	model     string
 	labels    []*dto.LabelPair // gpuLabels
@@ -140,24 +147,46 @@ var (
 var _ exporter.Sink = (*Snapshot)(nil)
 var _ prometheus.Collector = (*Snapshot)(nil)
 
-// New returns an empty snapshot.
-func New() *Snapshot {
-	return &Snapshot{instances: map[key]*instance{}, gpus: map[gpuKey]*gpu{}}
+// DefaultForget is how long an instance or GPU absent from every tick stays on /metrics.
+const DefaultForget = 5 * time.Minute
+
+// New returns an empty snapshot that forgets after DefaultForget.
+func New() *Snapshot { return NewForgetting(DefaultForget) }
+
+// NewForgetting returns an empty snapshot that drops an instance or GPU absent from every Write
+// for longer than forget (0: never).
+func NewForgetting(forget time.Duration) *Snapshot {
+	return &Snapshot{forget: forget, instances: map[key]*instance{}, gpus: map[gpuKey]*gpu{}}
 }
 
-// Write replaces each instance's latest sample and each GPU's latest state.
-func (s *Snapshot) Write(_ context.Context, _ time.Time, samples []exporter.NodeSamples) error {
+// Write replaces each instance's latest sample and each GPU's latest state at tick now, and
+// forgets what has been absent for longer than the snapshot's forget period.
+func (s *Snapshot) Write(_ context.Context, now time.Time, samples []exporter.NodeSamples) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Samples before GPU states: a state refers to its instances.
 	for _, ns := range samples {
 		for _, smp := range ns.Samples {
-			s.writeSample(ns.Node, smp)
+			s.writeSample(ns.Node, smp, now)
 		}
 	}
 	for _, ns := range samples {
 		for i := range ns.GPUs {
-			s.writeGPU(ns.Node, &ns.GPUs[i])
+			s.writeGPU(ns.Node, &ns.GPUs[i], now)
+		}
+	}
+	if s.forget > 0 {
+		for k, in := range s.instances {
+			if now.Sub(in.seen) > s.forget {
+				delete(s.instances, k)
+				s.changed = true
+			}
+		}
+		for k, g := range s.gpus {
+			if now.Sub(g.seen) > s.forget {
+				delete(s.gpus, k)
+				s.changed = true
+			}
 		}
 	}
 	if s.changed {
@@ -167,7 +196,7 @@ func (s *Snapshot) Write(_ context.Context, _ time.Time, samples []exporter.Node
 	return nil
 }
 
-func (s *Snapshot) writeSample(node string, smp *pb.Sample) {
+func (s *Snapshot) writeSample(node string, smp *pb.Sample, now time.Time) {
 	k := key{node, smp.InstanceId}
 	in := s.instances[k]
 	if in == nil {
@@ -189,7 +218,7 @@ func (s *Snapshot) writeSample(node string, smp *pb.Sample) {
 		in.gpuInfo = prometheus.MakeLabelPairs(descGPUInfo, append(slices.Clip(in.values[:len(gpuLabels)]),
 			strconv.FormatUint(uint64(smp.GpuSmCount), 10), strconv.FormatUint(smp.GpuMemTotalBytes, 10)))
 	}
-	in.smp = smp
+	in.smp, in.seen = smp, now
 	if v := smp.Vgpu; v != nil {
 		in.hasWaits = true
 		in.runSeconds += float64(v.RunNs) / 1e9
@@ -200,7 +229,7 @@ func (s *Snapshot) writeSample(node string, smp *pb.Sample) {
 	}
 }
 
-func (s *Snapshot) writeGPU(node string, st *exporter.GPUState) {
+func (s *Snapshot) writeGPU(node string, st *exporter.GPUState, now time.Time) {
 	k := gpuKey{node, st.Index}
 	g := s.gpus[k]
 	if g == nil || g.labels == nil || g.uuid != st.UUID || g.model != st.Model {
@@ -215,7 +244,7 @@ func (s *Snapshot) writeGPU(node string, st *exporter.GPUState) {
 		g.eccLabels[1] = prometheus.MakeLabelPairs(descGPUECC, append(slices.Clip(values), "uncorrected"))
 		s.changed = true
 	}
-	g.state = *st
+	g.state, g.seen = *st, now
 	g.gen++
 	for i, a := range st.Instances {
 		in := s.instances[key{node, a.InstanceID}]

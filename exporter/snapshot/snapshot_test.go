@@ -381,3 +381,53 @@ func BenchmarkWriteNode72(b *testing.B) {
 		n++
 	}
 }
+
+// An instance or GPU absent from every Write for longer than the forget period leaves
+// /metrics (a MIG layout changed, a vGPU destroyed); one absent for less stays.
+func TestForgetsWhatIsGone(t *testing.T) {
+	t0 := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	smp := func(id string, gpu uint32) *pb.Sample {
+		return &pb.Sample{GpuUuid: fmt.Sprintf("GPU-%d", gpu), GpuIndex: gpu, Model: "A100-SXM4-40GB", Kind: pb.Kind_KIND_MIG, InstanceId: id, Profile: "3g.20gb"}
+	}
+	state := func(gpu uint32) exporter.GPUState {
+		return exporter.GPUState{Index: gpu, UUID: fmt.Sprintf("GPU-%d", gpu), Model: "A100-SXM4-40GB", ActivityAvailable: true}
+	}
+	for _, tc := range []struct {
+		name     string
+		forget   time.Duration
+		at       time.Duration // of the second Write, which carries MIG-a of GPU 0 only
+		wantMIGb bool          // MIG-b and GPU 1 still served
+	}{
+		{"absent for less than the period", 5 * time.Minute, 4 * time.Minute, true},
+		{"absent for exactly the period", 5 * time.Minute, 5 * time.Minute, true},
+		{"absent for longer", 5 * time.Minute, 5*time.Minute + time.Second, false},
+		{"never forgets", 0, 24 * time.Hour, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := NewForgetting(tc.forget)
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(snap)
+			ctx := context.Background()
+			if err := snap.Write(ctx, t0, []exporter.NodeSamples{{Node: "n", Samples: []*pb.Sample{smp("MIG-a", 0), smp("MIG-b", 1)},
+				GPUs: []exporter.GPUState{state(0), state(1)}}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := snap.Write(ctx, t0.Add(tc.at), []exporter.NodeSamples{{Node: "n", Samples: []*pb.Sample{smp("MIG-a", 0)},
+				GPUs: []exporter.GPUState{state(0)}}}); err != nil {
+				t.Fatal(err)
+			}
+			text := exposition(t, reg)
+			for series, want := range map[string]bool{
+				`slicemeter_instance_info{gpu="0",kind="mig",model="A100-SXM4-40GB",node="n",profile="3g.20gb",slice="MIG-a",uuid="GPU-0"} 1`: true,
+				`slicemeter_instance_info{gpu="1",kind="mig",model="A100-SXM4-40GB",node="n",profile="3g.20gb",slice="MIG-b",uuid="GPU-1"} 1`: tc.wantMIGb,
+				`slicemeter_gpu_up{gpu="1",model="A100-SXM4-40GB",node="n",uuid="GPU-1"} 1`:                                                   tc.wantMIGb,
+				`slicemeter_exporter_instances{node="n"} 2`:                                                                                   tc.wantMIGb,
+				`slicemeter_exporter_instances{node="n"} 1`:                                                                                   !tc.wantMIGb,
+			} {
+				if got := strings.Contains(text, series+"\n"); got != want {
+					t.Errorf("%s served: %v, want %v\n%s", series, got, want, text)
+				}
+			}
+		})
+	}
+}
