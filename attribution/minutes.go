@@ -25,14 +25,19 @@ FROM (
         any(cold_start_ns) AS cold_start_ns, any(cold_start_sla_ns) AS cold_start_sla_ns, any(currency) AS currency,
         any(wait_ns) AS wait_ns, any(wait_count) AS wait_count
     FROM attribution_minutes
-    WHERE minute >= toDateTime(?) AND minute < toDateTime(?)
-        AND (minute, computed_ns) IN (
-            SELECT minute, max(computed_ns) FROM attribution_minutes
-            WHERE minute >= toDateTime(?) AND minute < toDateTime(?)
-            GROUP BY minute)
+    WHERE ` + LatestPass + `
     GROUP BY minute, tenant, allocation_id
 )
 GROUP BY tenant, allocation_id`
+
+// LatestPass is the condition on attribution_minutes that keeps, of each minute of
+// [from, to), only the rows of its latest pass (the highest computed_ns): an allocation deleted
+// since an earlier pass has no row in it. Its arguments are from, to, from, to (Unix seconds).
+const LatestPass = `minute >= toDateTime(?) AND minute < toDateTime(?)
+    AND (minute, computed_ns) IN (
+        SELECT minute, max(computed_ns) FROM attribution_minutes
+        WHERE minute >= toDateTime(?) AND minute < toDateTime(?)
+        GROUP BY minute)`
 
 // FromMinutes is the report of [from, to), whole minutes, built from the minutes the
 // attribution service stored (table attribution_minutes) instead of from the samples: money

@@ -83,11 +83,7 @@ const latestRows = `
 SELECT minute, tenant, allocation_id, any(billed_ns) AS b, any(metered_ns) AS m, any(list_cost) AS l, any(cost) AS c,
     any(waste_cost) AS w, any(overhead_cost) AS o, any(efficiency_ns) AS e
 FROM attribution_minutes
-WHERE minute >= toDateTime(?) AND minute < toDateTime(?)
-    AND (minute, computed_ns) IN (
-        SELECT minute, max(computed_ns) FROM attribution_minutes
-        WHERE minute >= toDateTime(?) AND minute < toDateTime(?)
-        GROUP BY minute)
+WHERE ` + attribution.LatestPass + `
 GROUP BY minute, tenant, allocation_id`
 
 const totalsQuery = `

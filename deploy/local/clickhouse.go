@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"text/template"
 	"time"
 )
@@ -36,17 +35,13 @@ type ClickHouseOptions struct {
 // ClickHouse is a ClickHouse server started by StartClickHouse, with its own config, data and
 // logs in a temporary directory and its native and HTTP ports on 127.0.0.1.
 type ClickHouse struct {
+	service
 	opts   ClickHouseOptions
-	log    *slog.Logger
 	server []string // the server command, before its flags
 	client []string // the client command, before its flags
-	dir    string
 
-	mu       sync.Mutex
-	tcpPort  int
+	tcpPort  int // under mu
 	httpPort int
-	proc     *process // nil while stopped
-	closed   bool
 }
 
 // StartClickHouse starts a ClickHouse server and returns once it answers SELECT 1 on its native
@@ -60,7 +55,9 @@ func StartClickHouse(ctx context.Context, opts ClickHouseOptions) (*ClickHouse, 
 	if err != nil {
 		return nil, fmt.Errorf("creating ClickHouse's directory: %w", err)
 	}
-	c := &ClickHouse{opts: opts, log: orDefault(opts.Logger), server: server, client: client, dir: dir}
+	c := &ClickHouse{service: service{name: "ClickHouse", log: orDefault(opts.Logger), dir: dir, keepDir: opts.KeepDir},
+		opts: opts, server: server, client: client}
+	c.logs = c.logFiles
 	began := time.Now()
 	// A port from FreePort can be taken before the server binds it; pick new ones then.
 	for attempt := 1; ; attempt++ {
@@ -272,16 +269,6 @@ func (c *ClickHouse) DSN(database string) string {
 // Dir is the server's directory: config.xml, data/, log/.
 func (c *ClickHouse) Dir() string { return c.dir }
 
-// Pid is the server's process id, or 0 while it is stopped.
-func (c *ClickHouse) Pid() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.proc == nil {
-		return 0
-	}
-	return c.proc.pid()
-}
-
 // Query runs one statement with the clickhouse client binary and returns its output
 // (TabSeparated). It is meant for set-up and checks, not for data paths.
 func (c *ClickHouse) Query(ctx context.Context, query string) (string, error) {
@@ -322,63 +309,9 @@ func quoteIdent(s string) string {
 	return "`" + r.Replace(s) + "`"
 }
 
-// Stop stops the server (SIGTERM, then SIGKILL after 10 s) and keeps its data, so Restart can
-// bring the same databases back on the same ports. Stopping a stopped server does nothing.
-// The error reports a server that had crashed before Stop was called.
-func (c *ClickHouse) Stop() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.stopLocked()
-}
-
-func (c *ClickHouse) stopLocked() error {
-	if c.proc == nil {
-		return nil
-	}
-	p := c.proc
-	c.proc = nil
-	if err := p.terminate(c.log, stopGrace); err != nil {
-		return fmt.Errorf("stopping ClickHouse: %w%s", err, tails(c.logFiles()))
-	}
-	return nil
-}
-
 // Restart stops the server if it runs and starts it again on the same ports with the same data.
 func (c *ClickHouse) Restart(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return errors.New("restarting ClickHouse: already closed")
-	}
-	if err := c.stopLocked(); err != nil {
-		c.log.Warn("ClickHouse had crashed before Restart", "err", err)
-	}
-	began := time.Now()
-	if err := c.start(ctx); err != nil {
-		return fmt.Errorf("restarting: %w", err)
-	}
-	c.log.Info("ClickHouse restarted", "addr", c.addr(), "pid", c.proc.pid(), "took", time.Since(began).Round(time.Millisecond))
-	return nil
-}
-
-// Close stops the server and removes its directory, unless KeepDir was set. Closing twice does
-// nothing.
-func (c *ClickHouse) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil
-	}
-	c.closed = true
-	err := c.stopLocked()
-	if c.opts.KeepDir {
-		c.log.Info("ClickHouse's directory kept", "dir", c.dir)
-		return err
-	}
-	if rerr := os.RemoveAll(c.dir); rerr != nil {
-		err = errors.Join(err, fmt.Errorf("removing ClickHouse's directory: %w", rerr))
-	}
-	return err
+	return c.restart(ctx, c.start, "addr", c.addr())
 }
 
 // truncateLogs empties log files so that a retry's failure is not blamed on an earlier attempt.

@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -40,18 +39,14 @@ type KafkaOptions struct {
 // Kafka is a single-node Apache Kafka broker in KRaft mode (broker and controller in one JVM),
 // started by StartKafka, with its config, data and logs in a temporary directory.
 type Kafka struct {
+	service
 	opts KafkaOptions
-	log  *slog.Logger
 	java string
 	libs string
-	dir  string
 
-	mu             sync.Mutex
-	port           int    // PLAINTEXT listener, for clients
+	port           int    // PLAINTEXT listener, for clients (under mu)
 	controllerPort int    // CONTROLLER listener, the KRaft quorum
 	clusterID      string // set by format
-	proc           *process
-	closed         bool
 }
 
 // StartKafka starts a broker and returns once it answers metadata requests. The first call on a
@@ -71,7 +66,8 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating Kafka's directory: %w", err)
 	}
-	k := &Kafka{opts: opts, log: log, java: java, libs: libs, dir: dir}
+	k := &Kafka{service: service{name: "Kafka", log: log, dir: dir, keepDir: opts.KeepDir}, opts: opts, java: java, libs: libs}
+	k.logs = k.logFiles
 	began := time.Now()
 	// A port from FreePort can be taken before the broker binds it; pick new ones then.
 	for attempt := 1; ; attempt++ {
@@ -302,72 +298,9 @@ func (k *Kafka) Brokers() string {
 // Dir is the broker's directory: server.properties, data/, log/.
 func (k *Kafka) Dir() string { return k.dir }
 
-// Pid is the broker's (java's) process id, or 0 while it is stopped.
-func (k *Kafka) Pid() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.proc == nil {
-		return 0
-	}
-	return k.proc.pid()
-}
-
-// Stop stops the broker (SIGTERM, a controlled shutdown, then SIGKILL after 10 s) and keeps its
-// data, so Restart brings the same topics, offsets and groups back on the same port. Stopping a
-// stopped broker does nothing. The error reports a broker that had crashed before Stop.
-func (k *Kafka) Stop() error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.stopLocked()
-}
-
-func (k *Kafka) stopLocked() error {
-	if k.proc == nil {
-		return nil
-	}
-	p := k.proc
-	k.proc = nil
-	if err := p.terminate(k.log, stopGrace); err != nil {
-		return fmt.Errorf("stopping Kafka: %w%s", err, tails(k.logFiles()))
-	}
-	return nil
-}
-
-// Restart stops the broker if it runs and starts it again with the same data and ports. Clients
-// see an outage in between, as with a real broker restart.
+// Restart stops the broker (a controlled shutdown) if it runs and starts it again with the same
+// data and port, so the same topics, offsets and groups come back. Clients see an outage in
+// between, as with a real broker restart.
 func (k *Kafka) Restart(ctx context.Context) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.closed {
-		return errors.New("restarting Kafka: already closed")
-	}
-	if err := k.stopLocked(); err != nil {
-		k.log.Warn("Kafka had crashed before Restart", "err", err)
-	}
-	began := time.Now()
-	if err := k.start(ctx); err != nil {
-		return fmt.Errorf("restarting: %w", err)
-	}
-	k.log.Info("Kafka restarted", "brokers", k.brokers(), "pid", k.proc.pid(), "took", time.Since(began).Round(time.Millisecond))
-	return nil
-}
-
-// Close stops the broker and removes its directory, unless KeepDir was set. Closing twice does
-// nothing.
-func (k *Kafka) Close() error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.closed {
-		return nil
-	}
-	k.closed = true
-	err := k.stopLocked()
-	if k.opts.KeepDir {
-		k.log.Info("Kafka's directory kept", "dir", k.dir)
-		return err
-	}
-	if rerr := os.RemoveAll(k.dir); rerr != nil {
-		err = errors.Join(err, fmt.Errorf("removing Kafka's directory: %w", rerr))
-	}
-	return err
+	return k.restart(ctx, k.start, "brokers", k.brokers())
 }

@@ -323,7 +323,8 @@ func TestClickHouseStartFailureShowsLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	c := &ClickHouse{log: testLogger(t), server: server, client: client, dir: t.TempDir()}
+	c := &ClickHouse{service: service{name: "ClickHouse", log: testLogger(t), dir: t.TempDir()}, server: server, client: client}
+	c.logs = c.logFiles
 	if err := c.pickPorts(); err != nil {
 		t.Fatal(err)
 	}

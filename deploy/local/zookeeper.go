@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -45,16 +44,12 @@ type ZooKeeperOptions struct {
 // data and logs in a temporary directory and its client port on 127.0.0.1. The admin server
 // (an HTTP port, 8080 by default) is off.
 type ZooKeeper struct {
+	service
 	opts ZooKeeperOptions
-	log  *slog.Logger
 	java string
 	libs string
-	dir  string
 
-	mu     sync.Mutex
-	port   int
-	proc   *process
-	closed bool
+	port int // under mu
 }
 
 // StartZooKeeper starts a standalone ZooKeeper and returns once it answers on its client port.
@@ -74,7 +69,8 @@ func StartZooKeeper(ctx context.Context, opts ZooKeeperOptions) (*ZooKeeper, err
 	if err != nil {
 		return nil, fmt.Errorf("creating ZooKeeper's directory: %w", err)
 	}
-	z := &ZooKeeper{opts: opts, log: log, java: java, libs: libs, dir: dir}
+	z := &ZooKeeper{service: service{name: "ZooKeeper", log: log, dir: dir, keepDir: opts.KeepDir}, opts: opts, java: java, libs: libs}
+	z.logs = z.logFiles
 	began := time.Now()
 	// A port from FreePort can be taken before the server binds it; pick a new one then.
 	for attempt := 1; ; attempt++ {
@@ -262,56 +258,6 @@ func (z *ZooKeeper) ClickHouseConfig() string {
 
 // Dir is the server's directory: zoo.cfg, data/, log/.
 func (z *ZooKeeper) Dir() string { return z.dir }
-
-// Pid is the server's (java's) process id, or 0 while it is stopped.
-func (z *ZooKeeper) Pid() int {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	if z.proc == nil {
-		return 0
-	}
-	return z.proc.pid()
-}
-
-// Stop stops the server (SIGTERM, then SIGKILL after 10 s). Stopping a stopped server does
-// nothing. The error reports a server that had crashed before Stop.
-func (z *ZooKeeper) Stop() error {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	return z.stopLocked()
-}
-
-func (z *ZooKeeper) stopLocked() error {
-	if z.proc == nil {
-		return nil
-	}
-	p := z.proc
-	z.proc = nil
-	if err := p.terminate(z.log, stopGrace); err != nil {
-		return fmt.Errorf("stopping ZooKeeper: %w%s", err, tails(z.logFiles()))
-	}
-	return nil
-}
-
-// Close stops the server and removes its directory, unless KeepDir was set. Closing twice does
-// nothing.
-func (z *ZooKeeper) Close() error {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	if z.closed {
-		return nil
-	}
-	z.closed = true
-	err := z.stopLocked()
-	if z.opts.KeepDir {
-		z.log.Info("ZooKeeper's directory kept", "dir", z.dir)
-		return err
-	}
-	if rerr := os.RemoveAll(z.dir); rerr != nil {
-		err = errors.Join(err, fmt.Errorf("removing ZooKeeper's directory: %w", rerr))
-	}
-	return err
-}
 
 // ZooKeeperLibs returns the directory of the server's jars, downloading them from Maven Central
 // with mvn the first time, into CacheDir()/zookeeper-VERSION/libs. It follows KafkaLibs: the

@@ -102,9 +102,6 @@ var engineHead = regexp.MustCompile(`(?is)^\s*ENGINE\s*=\s*([A-Za-z_][A-Za-z0-9_
 // orderByFirst finds the first column of ORDER BY, with or without parentheses.
 var orderByFirst = regexp.MustCompile(`(?is)\bORDER\s+BY\s*\(?\s*([A-Za-z_][A-Za-z0-9_]*)`)
 
-// alterAddColumn matches "ALTER TABLE name ADD COLUMN ..." (one ADD COLUMN per statement).
-var alterAddColumn = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+([A-Za-z_][A-Za-z0-9_]*)\s+(ADD\s+COLUMN\s.*)$`)
-
 // ClusterStatements turns one single-node migration statement into its statements on cluster
 // for database. CREATE TABLE of a *MergeTree engine becomes the Replicated local table, then
 // the Distributed table, and records the table's sharding key in keys. ALTER TABLE T ADD
@@ -121,8 +118,9 @@ func ClusterStatements(stmt, database, cluster string, keys map[string]string) (
 	if !identifier.MatchString(database) {
 		return nil, fmt.Errorf("database name %q: only letters, digits and '_' are allowed", database)
 	}
-	if m := alterAddColumn.FindStringSubmatch(stmt); m != nil {
-		table, add := m[1], strings.TrimSpace(m[2])
+	// Only the single-node form: no database, no cluster of its own.
+	if m := addColumn.FindStringSubmatch(stmt); m != nil && m[1] == "" && m[3] == "" {
+		table, add := m[2], strings.TrimSpace(m[4])
 		key, ok := keys[table]
 		if !ok {
 			return nil, fmt.Errorf("ALTER TABLE %s: no earlier CREATE TABLE %s to take its sharding key from", table, table)

@@ -130,8 +130,12 @@ func apply(ctx context.Context, conn driver.Conn, all []Migration, before func(c
 	return appliedNow, nil
 }
 
-// addColumn finds the table and column of "ALTER TABLE [db.]t [ON CLUSTER c] ADD COLUMN name ...".
-var addColumn = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+(?:([A-Za-z_][A-Za-z0-9_]*)\.)?([A-Za-z_][A-Za-z0-9_]*)\s+(?:ON\s+CLUSTER\s+[A-Za-z_][A-Za-z0-9_]*\s+)?ADD\s+COLUMN\s+([A-Za-z_][A-Za-z0-9_]*)\s`)
+// addColumn parses "ALTER TABLE [db.]t [ON CLUSTER c] ADD COLUMN name ..." (one column per
+// statement), the single-node form in the SQL files and the cluster form ClusterStatements
+// derives from it: 1 the database, 2 the table, 3 the cluster, 4 the ADD COLUMN clause, 5 the
+// column.
+var addColumn = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+(?:([A-Za-z_][A-Za-z0-9_]*)\.)?([A-Za-z_][A-Za-z0-9_]*)\s+` +
+	`(?:ON\s+CLUSTER\s+([A-Za-z_][A-Za-z0-9_]*)\s+)?(ADD\s+COLUMN\s+([A-Za-z_][A-Za-z0-9_]*)\s.*)$`)
 
 // hasAddedColumn reports whether stmt is an ADD COLUMN whose column this server's table already
 // has. ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS, and a migration is recorded only after
@@ -146,8 +150,8 @@ func hasAddedColumn(ctx context.Context, conn driver.Conn, stmt string) (bool, e
 		db = "'" + m[1] + "'"
 	}
 	var n uint64
-	if err := conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = "+db+" AND table = ? AND name = ?", m[2], m[3]).Scan(&n); err != nil {
-		return false, fmt.Errorf("look for column %s of table %s: %w", m[3], m[2], err)
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = "+db+" AND table = ? AND name = ?", m[2], m[5]).Scan(&n); err != nil {
+		return false, fmt.Errorf("look for column %s of table %s: %w", m[5], m[2], err)
 	}
 	return n > 0, nil
 }
