@@ -19,6 +19,7 @@ import (
 	"github.com/slicemeter/slicemeter/exporter/nvmlsource"
 	"github.com/slicemeter/slicemeter/exporter/sim"
 	"github.com/slicemeter/slicemeter/exporter/snapshot"
+	"github.com/slicemeter/slicemeter/internal/webserver"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -87,7 +88,7 @@ func BenchmarkNode72Tick(b *testing.B) {
 //     registry as cmd/slicemeter builds it (Go and process collectors, promhttp's own metrics,
 //     OpenMetrics offered), gzip at its default level, and the request headers Prometheus 3
 //     sends (OpenMetrics preferred, gzip);
-//   - prometheus-snapshot-handler: the same with snapshot.Handler (gzip at its fastest level),
+//   - prometheus-snapshot-handler: the same with webserver.MetricsHandler (gzip at its fastest level),
 //     which is what cmd/slicemeter serves.
 //
 // scrape-p99-ms is wall time and depends on what else the machine runs; cpu-ms/scrape is the
@@ -102,7 +103,7 @@ func BenchmarkNode72Scrape(b *testing.B) {
 		{"prometheus", true, func(reg *prometheus.Registry) (http.Handler, error) {
 			return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}), nil
 		}},
-		{"prometheus-snapshot-handler", true, snapshot.Handler},
+		{"prometheus-snapshot-handler", true, webserver.MetricsHandler},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			sc, src, snap, reg := node72(b)

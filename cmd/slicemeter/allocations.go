@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/slicemeter/slicemeter/internal/usage"
+
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution/intake"
@@ -36,11 +38,11 @@ func newAllocationsCmd(app *kingpin.Application, stdout io.Writer) *allocationsC
 func (c *allocationsCmd) run(ctx context.Context, logger *slog.Logger) error {
 	data, err := os.ReadFile(*c.file)
 	if err != nil {
-		return usage("allocations file: %v", err)
+		return usage.Errorf("allocations file: %v", err)
 	}
 	allocs, err := intake.Decode(*c.file, data)
 	if err != nil {
-		return usageError{err}
+		return usage.Wrap(err)
 	}
 	conn, err := chconn.Open(ctx, *c.dsn)
 	if err != nil {
@@ -49,7 +51,7 @@ func (c *allocationsCmd) run(ctx context.Context, logger *slog.Logger) error {
 	defer conn.Close()
 	res, err := intake.NewStore(conn).Put(ctx, allocs)
 	if errors.Is(err, intake.ErrRefused) {
-		return usageError{fmt.Errorf("%s: %w", *c.file, err)}
+		return usage.Wrap(fmt.Errorf("%s: %w", *c.file, err))
 	}
 	if err != nil {
 		return fmt.Errorf("import %s: %w", *c.file, err)

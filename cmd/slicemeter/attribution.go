@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/slicemeter/slicemeter/internal/usage"
+	"github.com/slicemeter/slicemeter/internal/webserver"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/alecthomas/kingpin/v2"
@@ -61,7 +65,7 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 
 func (c *attributionCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if *c.interval <= 0 || *c.window <= 0 || c.cfg.Lookback < 0 || c.cfg.Delay < 0 || c.cfg.Backfill < 0 || c.cfg.MaxMinutes <= 0 || c.cfg.Presence < 0 || c.cfg.Presence%time.Minute != 0 {
-		return usage("--attribution.interval, --attribution.window and --attribution.max-minutes must be > 0; delay, lookback, backfill and presence ≥ 0, presence in whole minutes")
+		return usage.Errorf("--attribution.interval, --attribution.window and --attribution.max-minutes must be > 0; delay, lookback, backfill and presence ≥ 0, presence in whole minutes")
 	}
 	book, err := c.book.load()
 	if err != nil {
@@ -80,7 +84,7 @@ func (c *attributionCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if err := checkFleetPriced(ctx, conn, book, max(*c.window, c.cfg.Backfill, 24*time.Hour)); err != nil {
 		return err
 	}
-	reg := newRegistry()
+	reg := webserver.NewRegistry()
 	sla := newSLAMetrics(reg, book)
 	runner := continuous.NewRunner(conn, book, c.cfg, sla, logger)
 	sla.watchLag(reg, runner)
@@ -100,7 +104,7 @@ func (c *attributionCmd) run(ctx context.Context, logger *slog.Logger) error {
 		Logger:  logger,
 	}
 	var ready atomic.Bool
-	webErr := serveWeb(ctx, c.web, reg, &ready, logger, srv.Register)
+	webErr := webserver.Serve(ctx, webserver.Options{Flags: c.web, Registry: reg, Ready: &ready, Logger: logger, Routes: []func(*http.ServeMux){srv.Register}})
 	tick := time.NewTicker(*c.interval)
 	defer tick.Stop()
 	for {

@@ -6,6 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/slicemeter/slicemeter/internal/usage"
+	"github.com/slicemeter/slicemeter/internal/webserver"
+
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
@@ -50,22 +53,22 @@ func newCollectorCmd(app *kingpin.Application) *collectorCmd {
 func (c *collectorCmd) run(ctx context.Context, logger *slog.Logger) error {
 	brokers := kafkaconn.ParseBrokers(*c.brokers)
 	if len(brokers) == 0 {
-		return usage("--kafka.brokers: %q names no broker; expected host:port[,host:port...]", *c.brokers)
+		return usage.Errorf("--kafka.brokers: %q names no broker; expected host:port[,host:port...]", *c.brokers)
 	}
 	for flag, d := range map[string]time.Duration{"--retention.raw": c.retention.Raw,
 		"--retention.rollup-1s": c.retention.Rollup1s, "--retention.rollup-1m": c.retention.Rollup1m} {
 		if d < 0 {
-			return usage("%s: %s is negative; expected a duration such as 168h, or 0 to keep everything", flag, d)
+			return usage.Errorf("%s: %s is negative; expected a duration such as 168h, or 0 to keep everything", flag, d)
 		}
 	}
 	if *c.cluster != "" {
 		if err := migrations.ValidClusterName(*c.cluster); err != nil {
-			return usage("--clickhouse.cluster: %w", err)
+			return usage.Errorf("--clickhouse.cluster: %w", err)
 		}
 	}
-	reg := newRegistry()
+	reg := webserver.NewRegistry()
 	var ready atomic.Bool
-	webErr := serveWeb(ctx, c.web, reg, &ready, logger)
+	webErr := webserver.Serve(ctx, webserver.Options{Flags: c.web, Registry: reg, Ready: &ready, Logger: logger})
 	if err := kafkaconn.EnsureTopics(ctx, brokers, *c.partitions, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
 		return err
 	}
@@ -86,5 +89,5 @@ func (c *collectorCmd) run(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	ready.Store(true)
-	return runServing(webErr, func() error { return col.Run(ctx) })
+	return webserver.RunServing(webErr, func() error { return col.Run(ctx) })
 }

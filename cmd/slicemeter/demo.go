@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/slicemeter/slicemeter/internal/usage"
+	"github.com/slicemeter/slicemeter/internal/webserver"
+
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
@@ -72,7 +75,7 @@ func (c *demoCmd) run(ctx context.Context, logger *slog.Logger) error {
 		}
 		sc.Start = start
 		if src, err = sim.New(sc, ""); err != nil {
-			return usageError{err}
+			return usage.Wrap(err)
 		}
 	}
 	prices := pricebook.FromScenario(sc)
@@ -80,7 +83,7 @@ func (c *demoCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if *c.reportPath != "" {
 		f, err := os.Create(*c.reportPath)
 		if err != nil {
-			return usage("--report: %v", err)
+			return usage.Errorf("--report: %v", err)
 		}
 		defer f.Close()
 		out = f
@@ -123,11 +126,11 @@ func (c *demoCmd) run(ctx context.Context, logger *slog.Logger) error {
 	defer conn.Close()
 	servicesUp := time.Now()
 
-	reg := newRegistry()
+	reg := webserver.NewRegistry()
 	var ready atomic.Bool
 	webCtx, stopWeb := context.WithCancel(ctx)
 	defer stopWeb()
-	webErr := serveWeb(webCtx, c.web, reg, &ready, logger)
+	webErr := webserver.Serve(webCtx, webserver.Options{Flags: c.web, Registry: reg, Ready: &ready, Logger: logger})
 
 	// Collector, in the background until everything produced is stored.
 	col, err := collector.New(collector.Config{Brokers: brokers, GroupID: "slicemeter-demo-" + sc.Name, FlushRows: 200000, FlushInterval: 100 * time.Millisecond}, conn, reg, logger)

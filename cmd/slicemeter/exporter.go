@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/slicemeter/slicemeter/internal/usage"
+	"github.com/slicemeter/slicemeter/internal/webserver"
+
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/exporter-toolkit/web"
@@ -91,7 +94,7 @@ type sourceRun struct {
 }
 
 func (c *exporterCmd) run(ctx context.Context, logger *slog.Logger) error {
-	reg := newRegistry()
+	reg := webserver.NewRegistry()
 	nvmlMetrics := nvmlsource.NewMetrics(reg)
 	run, err := c.openSource(nvmlMetrics, logger)
 	if err != nil {
@@ -112,7 +115,7 @@ func (c *exporterCmd) run(ctx context.Context, logger *slog.Logger) error {
 	var ready atomic.Bool
 	webCtx, stopWeb := context.WithCancel(ctx)
 	defer stopWeb()
-	webErr := serveWeb(webCtx, c.web, reg, &ready, logger)
+	webErr := webserver.Serve(webCtx, webserver.Options{Flags: c.web, Registry: reg, Ready: &ready, Logger: logger})
 
 	sinks, pub, closeSinks, err := exporterSinksWith(ctx, reg, kafkaconn.ParseBrokers(*c.brokers), *c.partitions,
 		spoolConfig{dir: *c.spoolDir, maxBytes: *c.spoolMax}, tp, logger)
@@ -136,7 +139,7 @@ func (c *exporterCmd) run(ctx context.Context, logger *slog.Logger) error {
 		FlushEvery: *c.flushInterval, Logger: logger, Metrics: exporter.NewLoopMetrics(reg),
 	}
 	logger.Info("exporter sampling", append(run.describe, "interval", run.interval)...)
-	return runServing(webErr, func() error {
+	return webserver.RunServing(webErr, func() error {
 		n, err := loop.Run(ctx)
 		logger.Info("exporter finished sampling", "samples", n)
 		stopBg()
@@ -159,17 +162,17 @@ func (c *exporterCmd) openSource(m *nvmlsource.Metrics, logger *slog.Logger) (*s
 		return c.openSim(m, logger)
 	case "replay":
 		if *c.replay == "" {
-			return nil, usage("--replay FILE is required with --source replay")
+			return nil, usage.Errorf("--replay FILE is required with --source replay")
 		}
 		if *c.record != "" {
-			return nil, usage("--record: a replay cannot be recorded again")
+			return nil, usage.Errorf("--record: a replay cannot be recorded again")
 		}
 		p, err := capture.Load(*c.replay)
 		if err != nil {
-			return nil, usageError{err}
+			return nil, usage.Wrap(err)
 		}
 		if err := p.Open(m, logger); err != nil {
-			return nil, usageError{err}
+			return nil, usage.Wrap(err)
 		}
 		var clock exporter.Clock = exporter.RealClock{Offset: time.Since(p.Start())}
 		if *c.replayFast {
@@ -178,7 +181,7 @@ func (c *exporterCmd) openSource(m *nvmlsource.Metrics, logger *slog.Logger) (*s
 		return &sourceRun{src: p, start: p.Start(), end: p.End(), interval: p.Interval(), clock: clock, close: p.Close,
 			describe: []any{"source", "replay", "capture", *c.replay, "node", p.Header.Node, "ticks", p.Ticks()}}, nil
 	default:
-		return nil, usage("--source %q: expected nvml, sim or replay", *c.source)
+		return nil, usage.Errorf("--source %q: expected nvml, sim or replay", *c.source)
 	}
 }
 
@@ -203,7 +206,7 @@ func (c *exporterCmd) openSim(m *nvmlsource.Metrics, logger *slog.Logger) (*sour
 	src, err := sim.NewWithOptions(sc, *c.node, opts)
 	if err != nil {
 		_ = closeRec()
-		return nil, usageError{err}
+		return nil, usage.Wrap(err)
 	}
 	var clock exporter.Clock = exporter.RealClock{Offset: time.Since(sc.Start)}
 	if *c.fast {
@@ -215,7 +218,7 @@ func (c *exporterCmd) openSim(m *nvmlsource.Metrics, logger *slog.Logger) (*sour
 
 func (c *exporterCmd) openNVML(m *nvmlsource.Metrics, logger *slog.Logger) (*sourceRun, error) {
 	if *c.interval <= 0 {
-		return nil, usage("--interval %s: expected > 0", *c.interval)
+		return nil, usage.Errorf("--interval %s: expected > 0", *c.interval)
 	}
 	lib := nvmlsource.Library(*c.library)
 	cfg := nvmlsource.Config{Node: *c.nodeName, IDs: nvmlsource.UUIDs, Metrics: m, Logger: logger, Rediscover: 10 * time.Second}
@@ -255,18 +258,18 @@ func newRecorder(path, node string, interval time.Duration, source string, redis
 	}
 	w, err := capture.Create(path, capture.Header{Node: node, IntervalNs: int64(interval), Source: source, RediscoverNs: int64(rediscover)})
 	if err != nil {
-		return nil, usage("--record %s: %v", path, err)
+		return nil, usage.Errorf("--record %s: %v", path, err)
 	}
 	return capture.NewRecorder(w, interval), nil
 }
 
 func loadScenario(path string) (*scenario.Scenario, error) {
 	if path == "" {
-		return nil, usage("--scenario is required with --source sim")
+		return nil, usage.Errorf("--scenario is required with --source sim")
 	}
 	sc, err := scenario.Load(path)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, usage.Wrap(err)
 	}
 	return sc, nil
 }
@@ -279,7 +282,7 @@ func loadSim(path, node string) (*scenario.Scenario, *sim.Source, error) {
 	}
 	src, err := sim.New(sc, node)
 	if err != nil {
-		return nil, nil, usageError{err}
+		return nil, nil, usage.Wrap(err)
 	}
 	return sc, src, nil
 }
@@ -292,7 +295,7 @@ func tracerProvider(ctx context.Context) (trace.TracerProvider, func(), error) {
 	}
 	exp, err := otlptracehttp.New(ctx)
 	if err != nil {
-		return nil, nil, usage("OTEL_EXPORTER_OTLP_ENDPOINT: %v", err)
+		return nil, nil, usage.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT: %v", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName("slicemeter-exporter"))))
@@ -332,7 +335,7 @@ func exporterSinksWith(ctx context.Context, reg *prometheus.Registry, brokers []
 		var err error
 		sp, err = spool.Open(sc.dir, sc.maxBytes, func(w uint32, reason string) { pub.SpoolDrop(w, reason) })
 		if err != nil {
-			return nil, nil, nil, usage("--spool.dir: %v", err)
+			return nil, nil, nil, usage.Errorf("--spool.dir: %v", err)
 		}
 	}
 	if err := kafkaconn.EnsureTopics(ctx, brokers, partitions, pb.TopicSamples); err != nil {

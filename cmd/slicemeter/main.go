@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
 // Exit statuses.
@@ -26,14 +27,6 @@ const (
 	exitError = 1
 	exitUsage = 2 // bad flags, bad config, bad scenario
 )
-
-// usageError marks an error caused by the user's input: exit status 2.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usage(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
 // command is a subcommand: it registers its flags, then runs.
 type command interface {
@@ -83,8 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd := commands[strings.Fields(selected)[0]]
 	if err := cmd.run(ctx, logger); err != nil {
 		fmt.Fprintf(stderr, "slicemeter %s: %v\n", selected, err)
-		var ue usageError
-		if errors.As(err, &ue) {
+		if usage.Is(err) {
 			return exitUsage
 		}
 		return exitError

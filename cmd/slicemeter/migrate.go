@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/slicemeter/slicemeter/internal/usage"
+
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/alecthomas/kingpin/v2"
 
@@ -33,7 +35,7 @@ func dsnFlag(c *kingpin.CmdClause) *string {
 func (c *migrateCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if *c.cluster != "" {
 		if err := migrations.ValidClusterName(*c.cluster); err != nil {
-			return usage("--cluster: %w", err)
+			return usage.Errorf("--cluster: %w", err)
 		}
 	}
 	conn, err := openMigratedCluster(ctx, *c.dsn, *c.cluster, logger)
@@ -59,10 +61,10 @@ func requireClusterSettings(ctx context.Context, conn driver.Conn, cluster strin
 		return nil
 	}
 	if err := migrations.ValidClusterName(cluster); err != nil {
-		return usage("--clickhouse.cluster: %w", err)
+		return usage.Errorf("--clickhouse.cluster: %w", err)
 	}
 	if err := migrations.CheckClusterSettings(ctx, conn); err != nil {
-		return usage("--clickhouse.cluster %s: %w (set them in the servers' user profile, schemas/README.md)", cluster, err)
+		return usage.Errorf("--clickhouse.cluster %s: %w (set them in the servers' user profile, schemas/README.md)", cluster, err)
 	}
 	return nil
 }

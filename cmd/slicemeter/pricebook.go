@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/slicemeter/slicemeter/internal/usage"
+
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution"
@@ -37,7 +39,7 @@ func newPricebookCmd(app *kingpin.Application, stdout io.Writer) *pricebookCmd {
 func (c *pricebookCmd) run(ctx context.Context, _ *slog.Logger) error {
 	book, err := pricebook.Load(*c.file)
 	if err != nil {
-		return usageError{err}
+		return usage.Wrap(err)
 	}
 	if *c.dsn != "" {
 		conn, err := chconn.Open(ctx, *c.dsn)
@@ -66,7 +68,7 @@ func checkFleetPriced(ctx context.Context, conn attribution.Querier, book *price
 		return err
 	}
 	if err := book.CheckModels(models); err != nil {
-		return usageError{err}
+		return usage.Wrap(err)
 	}
 	return nil
 }

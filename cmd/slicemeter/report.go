@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/slicemeter/slicemeter/internal/usage"
+
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/alecthomas/kingpin/v2"
 
@@ -78,11 +80,11 @@ func (c *reportCmd) run(ctx context.Context, _ *slog.Logger) error {
 		return err
 	}
 	if !to.After(from) {
-		return usage("--to (%s) must be after --from (%s)", *c.to, *c.from)
+		return usage.Errorf("--to (%s) must be after --from (%s)", *c.to, *c.from)
 	}
 	windows, err := report.Windows(from, to, *c.step)
 	if err != nil {
-		return usageError{fmt.Errorf("--step: %w", err)}
+		return usage.Wrap(fmt.Errorf("--step: %w", err))
 	}
 	book, err := c.book.load()
 	if err != nil {
@@ -113,7 +115,7 @@ func (c *reportCmd) run(ctx context.Context, _ *slog.Logger) error {
 	}
 	f, err := report.ParseFormat(*c.format)
 	if err != nil {
-		return usageError{err}
+		return usage.Wrap(err)
 	}
 	if err := series.Write(c.stdout, f); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
@@ -124,7 +126,7 @@ func (c *reportCmd) run(ctx context.Context, _ *slog.Logger) error {
 func parseTime(flag, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, usage("%s %q: expected an RFC 3339 time such as 2026-01-05T00:00:00Z", flag, s)
+		return time.Time{}, usage.Errorf("%s %q: expected an RFC 3339 time such as 2026-01-05T00:00:00Z", flag, s)
 	}
 	return t.UTC(), nil
 }
@@ -132,7 +134,7 @@ func parseTime(flag, s string) (time.Time, error) {
 func writeReport(w io.Writer, rep report.Report, format string) error {
 	f, err := report.ParseFormat(format)
 	if err != nil {
-		return usageError{err}
+		return usage.Wrap(err)
 	}
 	if err := rep.Write(w, f); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
@@ -155,20 +157,20 @@ func addPricebookFlags(c *kingpin.CmdClause) *pricebookFlags {
 func (p *pricebookFlags) load() (*pricebook.PriceBook, error) {
 	switch {
 	case *p.file != "" && *p.scenario != "":
-		return nil, usage("give --pricebook or --scenario, not both")
+		return nil, usage.Errorf("give --pricebook or --scenario, not both")
 	case *p.file != "":
 		book, err := pricebook.Load(*p.file)
 		if err != nil {
-			return nil, usageError{err}
+			return nil, usage.Wrap(err)
 		}
 		return book, nil
 	case *p.scenario != "":
 		sc, err := scenario.Load(*p.scenario)
 		if err != nil {
-			return nil, usageError{err}
+			return nil, usage.Wrap(err)
 		}
 		return pricebook.FromScenario(sc), nil
 	default:
-		return nil, usage("a price book is required: --pricebook FILE or --scenario FILE")
+		return nil, usage.Errorf("a price book is required: --pricebook FILE or --scenario FILE")
 	}
 }

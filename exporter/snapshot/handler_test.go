@@ -8,11 +8,13 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/slicemeter/slicemeter/internal/webserver"
 )
 
 func TestHandler(t *testing.T) {
 	_, reg := fleet(t, "vgpu-timeslice")
-	h, err := Handler(reg)
+	h, err := webserver.MetricsHandler(reg)
 	if err != nil {
 		t.Fatal(err)
 	}

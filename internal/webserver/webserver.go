@@ -1,4 +1,6 @@
-package main
+// Package webserver serves what every slicemeter process serves: /metrics, /healthz, /readyz
+// and the routes a service adds, with exporter-toolkit's web config (TLS, basic auth).
+package webserver
 
 import (
 	"context"
@@ -12,27 +14,34 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/exporter-toolkit/web"
-
-	"github.com/slicemeter/slicemeter/exporter/snapshot"
 )
 
-// newRegistry returns a registry with the process and Go runtime collectors.
-func newRegistry() *prometheus.Registry {
+// NewRegistry returns a registry with the process and Go runtime collectors.
+func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }
 
-// serveWeb serves /metrics, /healthz, /readyz and whatever routes adds, with exporter-toolkit's
-// web config (TLS, basic auth), until ctx ends. ready reports readiness. An empty address list
-// serves nothing.
-func serveWeb(ctx context.Context, flags *web.FlagConfig, reg *prometheus.Registry, ready *atomic.Bool, logger *slog.Logger, routes ...func(*http.ServeMux)) <-chan error {
+// Options are what one process serves.
+type Options struct {
+	Flags    *web.FlagConfig      // listen addresses and web config file; no address serves nothing
+	Registry *prometheus.Registry // served on /metrics (MetricsHandler)
+	Ready    *atomic.Bool         // /readyz answers 503 while false; nil: always ready
+	Routes   []func(*http.ServeMux)
+	Logger   *slog.Logger
+}
+
+// Serve serves until ctx ends. The channel yields the error that stopped the server, if any,
+// and is closed when the server has stopped; with no listen address it is closed at once.
+func Serve(ctx context.Context, o Options) <-chan error {
 	errc := make(chan error, 1)
-	if flags == nil || flags.WebListenAddresses == nil || len(*flags.WebListenAddresses) == 0 || (*flags.WebListenAddresses)[0] == "" {
+	f := o.Flags
+	if f == nil || f.WebListenAddresses == nil || len(*f.WebListenAddresses) == 0 || (*f.WebListenAddresses)[0] == "" {
 		close(errc)
 		return errc
 	}
-	metrics, err := snapshot.Handler(reg)
+	metrics, err := MetricsHandler(o.Registry)
 	if err != nil {
 		errc <- err
 		close(errc)
@@ -42,18 +51,22 @@ func serveWeb(ctx context.Context, flags *web.FlagConfig, reg *prometheus.Regist
 	mux.Handle("/metrics", metrics)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if ready != nil && !ready.Load() {
+		if o.Ready != nil && !o.Ready.Load() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
-	for _, add := range routes {
+	for _, add := range o.Routes {
 		add(mux)
+	}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.Default()
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
-		err := web.ListenAndServe(srv, flags, logger)
+		err := web.ListenAndServe(srv, f, logger)
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- err
 		}
@@ -68,8 +81,8 @@ func serveWeb(ctx context.Context, flags *web.FlagConfig, reg *prometheus.Regist
 	return errc
 }
 
-// runServing runs fn to its end; a failure to serve /metrics ends the command at once.
-func runServing(webErr <-chan error, fn func() error) error {
+// RunServing runs fn to its end; a failure to serve ends it at once with that error.
+func RunServing(webErr <-chan error, fn func() error) error {
 	done := make(chan error, 1)
 	go func() { done <- fn() }()
 	select {
