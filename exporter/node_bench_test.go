@@ -18,7 +18,7 @@ import (
 	"github.com/slicemeter/slicemeter/exporter"
 	"github.com/slicemeter/slicemeter/exporter/nvmlsource"
 	"github.com/slicemeter/slicemeter/exporter/sim"
-	"github.com/slicemeter/slicemeter/exporter/snapshot"
+	"github.com/slicemeter/slicemeter/exporter/promcollector"
 	"github.com/slicemeter/slicemeter/internal/webserver"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
@@ -31,7 +31,7 @@ import (
 // cpu-ms/scrape and wire-bytes/sample. The exporter process's RSS is measured on the binary (see
 // the closing note): a benchmark's process holds the test binary's own baggage.
 
-func node72(b *testing.B) (*scenario.Scenario, *sim.Source, *snapshot.Snapshot, *prometheus.Registry) {
+func node72(b *testing.B) (*scenario.Scenario, *sim.Source, *promcollector.Collector, *prometheus.Registry) {
 	b.Helper()
 	sc, err := scenario.Load("testdata/node72.yaml")
 	if err != nil {
@@ -45,7 +45,7 @@ func node72(b *testing.B) (*scenario.Scenario, *sim.Source, *snapshot.Snapshot, 
 	if src.Instances() != 72 {
 		b.Fatalf("%d instances, want 72", src.Instances())
 	}
-	snap := snapshot.New()
+	snap := promcollector.New()
 	reg.MustRegister(snap)
 	return sc, src, snap, reg
 }

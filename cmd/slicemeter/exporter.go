@@ -27,7 +27,7 @@ import (
 	"github.com/slicemeter/slicemeter/exporter/nvmlsource"
 	"github.com/slicemeter/slicemeter/exporter/publish"
 	"github.com/slicemeter/slicemeter/exporter/sim"
-	"github.com/slicemeter/slicemeter/exporter/snapshot"
+	"github.com/slicemeter/slicemeter/exporter/promcollector"
 	"github.com/slicemeter/slicemeter/exporter/spool"
 	"github.com/slicemeter/slicemeter/exporter/summary"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
@@ -321,7 +321,7 @@ func exporterSinks(ctx context.Context, reg *prometheus.Registry, brokers []stri
 // Run and Drain: without brokers it is a publisher with nothing to send.
 func exporterSinksWith(ctx context.Context, reg *prometheus.Registry, brokers []string, partitions int, sc spoolConfig,
 	tp trace.TracerProvider, logger *slog.Logger) ([]exporter.Sink, *publish.Publisher, func(), error) {
-	snap := snapshot.New()
+	snap := promcollector.New()
 	reg.MustRegister(snap)
 	sinks := []exporter.Sink{snap}
 	idle := publish.New(nil, pb.TopicSamples, nil, logger) // Run and Drain return at once

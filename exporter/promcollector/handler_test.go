@@ -1,4 +1,4 @@
-package snapshot
+package promcollector
 
 import (
 	"compress/gzip"

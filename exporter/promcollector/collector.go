@@ -1,6 +1,7 @@
-// Package snapshot keeps the latest sample of every instance and serves it to Prometheus. A
-// scrape only reads the snapshot: it never calls into the source (NVML).
-package snapshot
+// Package promcollector is the exporter's Prometheus collector: a Sink that keeps a snapshot of
+// the latest sample of every instance and GPU, served on /metrics. A scrape only reads the
+// snapshot: it never calls into the source (NVML).
+package promcollector
 
 import (
 	"context"
@@ -17,13 +18,13 @@ import (
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
-// Snapshot is a Sink and a prometheus.Collector.
+// Collector is a Sink and a prometheus.Collector over the snapshot of the latest samples.
 //
 // A scrape is the exporter's only work besides sampling, and it must stay cheap whatever the
 // machine is doing: everything that depends only on which instances and GPUs exist (their
 // label pairs, their order) is built when that set changes, in Write, so that Collect only
 // reads the latest values into metrics carved from one allocation per scrape.
-type Snapshot struct {
+type Collector struct {
 	// forget drops an instance or GPU that no Write has carried for this long (0: never): a MIG
 	// layout or a vGPU that was destroyed must leave /metrics rather than stay as a frozen
 	// series forever. Only Write forgets, so a stalled sampling loop keeps every series (and
@@ -144,24 +145,24 @@ var (
 	descVGPUInfo       = prometheus.NewDesc("slicemeter_vgpu_info", "A vGPU instance: its VM and vGPU type.", append(append([]string{}, instanceLabels...), "vm_id", "vgpu_type"), nil)
 )
 
-var _ exporter.Sink = (*Snapshot)(nil)
-var _ prometheus.Collector = (*Snapshot)(nil)
+var _ exporter.Sink = (*Collector)(nil)
+var _ prometheus.Collector = (*Collector)(nil)
 
 // DefaultForget is how long an instance or GPU absent from every tick stays on /metrics.
 const DefaultForget = 5 * time.Minute
 
 // New returns an empty snapshot that forgets after DefaultForget.
-func New() *Snapshot { return NewForgetting(DefaultForget) }
+func New() *Collector { return NewForgetting(DefaultForget) }
 
 // NewForgetting returns an empty snapshot that drops an instance or GPU absent from every Write
 // for longer than forget (0: never).
-func NewForgetting(forget time.Duration) *Snapshot {
-	return &Snapshot{forget: forget, instances: map[key]*instance{}, gpus: map[gpuKey]*gpu{}}
+func NewForgetting(forget time.Duration) *Collector {
+	return &Collector{forget: forget, instances: map[key]*instance{}, gpus: map[gpuKey]*gpu{}}
 }
 
 // Write replaces each instance's latest sample and each GPU's latest state at tick now, and
 // forgets what has been absent for longer than the snapshot's forget period.
-func (s *Snapshot) Write(_ context.Context, now time.Time, samples []exporter.NodeSamples) error {
+func (s *Collector) Write(_ context.Context, now time.Time, samples []exporter.NodeSamples) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Samples before GPU states: a state refers to its instances.
@@ -196,7 +197,7 @@ func (s *Snapshot) Write(_ context.Context, now time.Time, samples []exporter.No
 	return nil
 }
 
-func (s *Snapshot) writeSample(node string, smp *pb.Sample, now time.Time) {
+func (s *Collector) writeSample(node string, smp *pb.Sample, now time.Time) {
 	k := key{node, smp.InstanceId}
 	in := s.instances[k]
 	if in == nil {
@@ -229,7 +230,7 @@ func (s *Snapshot) writeSample(node string, smp *pb.Sample, now time.Time) {
 	}
 }
 
-func (s *Snapshot) writeGPU(node string, st *exporter.GPUState, now time.Time) {
+func (s *Collector) writeGPU(node string, st *exporter.GPUState, now time.Time) {
 	k := gpuKey{node, st.Index}
 	g := s.gpus[k]
 	if g == nil || g.labels == nil || g.uuid != st.UUID || g.model != st.Model {
@@ -261,7 +262,7 @@ func (s *Snapshot) writeGPU(node string, st *exporter.GPUState, now time.Time) {
 
 // rebuild orders the series as the registry will sort them and resolves the references
 // between instances and GPUs.
-func (s *Snapshot) rebuild() {
+func (s *Collector) rebuild() {
 	v := view{instances: make([]*instance, 0, len(s.instances)), gpus: make([]*gpu, 0, len(s.gpus))}
 	for _, in := range s.instances {
 		in.gpu = s.gpus[gpuKey{in.key.node, in.gpuIndex}]
@@ -302,10 +303,10 @@ func compareLabels(a, b []*dto.LabelPair) int {
 }
 
 // Flush does nothing: the snapshot is always current.
-func (s *Snapshot) Flush(context.Context) error { return nil }
+func (s *Collector) Flush(context.Context) error { return nil }
 
 // Describe sends the descriptors of every metric the snapshot can emit.
-func (s *Snapshot) Describe(ch chan<- *prometheus.Desc) {
+func (s *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descAttached, descSM, descMemUsed, descMemTotal, descLastTS,
 		descVRun, descVWaits, descVWaitSum, descVSwitch, descGPUInfo, descGPUPower, descInstances,
 		descGPUUp, descGPUUtil, descGPUMemUsed, descGPUEnergy, descGPUSMClock, descGPUMemClock, descGPUTemp,
@@ -315,7 +316,7 @@ func (s *Snapshot) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect emits the latest values. It only reads the snapshot.
-func (s *Snapshot) Collect(ch chan<- prometheus.Metric) {
+func (s *Collector) Collect(ch chan<- prometheus.Metric) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	v := &s.view
@@ -359,7 +360,7 @@ func (s *Snapshot) Collect(ch chan<- prometheus.Metric) {
 
 // collectActivity emits what the instance's GPU state says of it (GPM activity, processes,
 // vGPU details), if the GPU's latest state lists it and the GPU was read.
-func (s *Snapshot) collectActivity(ch chan<- prometheus.Metric, m *metrics, in *instance) {
+func (s *Collector) collectActivity(ch chan<- prometheus.Metric, m *metrics, in *instance) {
 	ref := in.activity
 	if ref.gpu == nil || ref.gen != ref.gpu.gen || ref.gpu.state.Failed {
 		return

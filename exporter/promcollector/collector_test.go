@@ -1,4 +1,4 @@
-package snapshot
+package promcollector
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ import (
 )
 
 // fleet samples the first 30 s of a public scenario into a fresh snapshot.
-func fleet(t *testing.T, name string) (*Snapshot, *prometheus.Registry) {
+func fleet(t *testing.T, name string) (*Collector, *prometheus.Registry) {
 	t.Helper()
 	sc, err := scenario.Load("../../schemas/scenario/testdata/" + name + ".yaml")
 	if err != nil {
