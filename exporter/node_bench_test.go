@@ -17,8 +17,8 @@ import (
 
 	"github.com/slicemeter/slicemeter/exporter"
 	"github.com/slicemeter/slicemeter/exporter/nvmlsource"
-	"github.com/slicemeter/slicemeter/exporter/sim"
 	"github.com/slicemeter/slicemeter/exporter/promcollector"
+	"github.com/slicemeter/slicemeter/exporter/sim"
 	"github.com/slicemeter/slicemeter/internal/webserver"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"

@@ -25,9 +25,10 @@ import (
 	"github.com/slicemeter/slicemeter/exporter"
 	"github.com/slicemeter/slicemeter/exporter/capture"
 	"github.com/slicemeter/slicemeter/exporter/nvmlsource"
-	"github.com/slicemeter/slicemeter/exporter/publish"
-	"github.com/slicemeter/slicemeter/exporter/sim"
 	"github.com/slicemeter/slicemeter/exporter/promcollector"
+	"github.com/slicemeter/slicemeter/exporter/publish"
+	"github.com/slicemeter/slicemeter/exporter/replay"
+	"github.com/slicemeter/slicemeter/exporter/sim"
 	"github.com/slicemeter/slicemeter/exporter/spool"
 	"github.com/slicemeter/slicemeter/exporter/summary"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
@@ -167,7 +168,7 @@ func (c *exporterCmd) openSource(m *nvmlsource.Metrics, logger *slog.Logger) (*s
 		if *c.record != "" {
 			return nil, usage.Errorf("--record: a replay cannot be recorded again")
 		}
-		p, err := capture.Load(*c.replay)
+		p, err := replay.Load(*c.replay)
 		if err != nil {
 			return nil, usage.Wrap(err)
 		}

@@ -1,5 +1,6 @@
-// Package capture records what NVML returned to the nvml source, tick by tick, and plays it
-// back through the same source: a capture from a real GPU node replays on any machine.
+// Package capture is the capture file format and its recorder: what NVML returned to the nvml
+// source, tick by tick. Package replay plays a capture back through the same source, so a
+// capture from a real GPU node replays on any machine.
 //
 // File format, version 1: the line "SLICEMETER-CAPTURE 1\n", then a gzip stream of JSON lines:
 // first a Header, then one Frame per NVML read (the calls made while opening, then one per
@@ -16,6 +17,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
 // Magic is the first line of every capture file; its number is the format version.
@@ -45,6 +48,40 @@ type Call struct {
 	Fn     string          `json:"f"`
 	Ret    int32           `json:"r"`
 	Values json.RawMessage `json:"v,omitempty"`
+}
+
+// The values of calls whose NVML types do not marshal as they are (C strings, handles, fixed
+// arrays with unused slots).
+
+// GPMMetric is a GPM result without the C strings of its description.
+type GPMMetric struct {
+	ID    uint32  `json:"id"`
+	Ret   uint32  `json:"r"`
+	Value float64 `json:"v"`
+}
+
+// Event is an event with its device named by object.
+type Event struct {
+	Device    string `json:"device"`
+	EventType uint64 `json:"type"`
+	EventData uint64 `json:"data"`
+	GI        uint32 `json:"gi"`
+	CI        uint32 `json:"ci"`
+}
+
+// SchedulerLog is a scheduler log without its unused slots.
+type SchedulerLog struct {
+	EngineID  uint32                          `json:"engine"`
+	Policy    uint32                          `json:"policy"`
+	AvgFactor uint32                          `json:"avg"`
+	Timeslice uint32                          `json:"timeslice"`
+	Entries   []nvml.VgpuSchedulerLogEntry_v2 `json:"entries"`
+}
+
+// VgpuRef names a vGPU instance in a capture, with its numeric NVML handle.
+type VgpuRef struct {
+	Obj    string `json:"obj"`
+	Handle uint32 `json:"handle"`
 }
 
 // Writer writes a capture file.

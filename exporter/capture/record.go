@@ -134,19 +134,12 @@ func (l *recLib) GpmMetricsGet(req *nvml.GpmMetricsGetType) nvml.Return {
 	return ret
 }
 
-// gpmMetric is a GPM result without the C strings of its description.
-type gpmMetric struct {
-	ID    uint32  `json:"id"`
-	Ret   uint32  `json:"r"`
-	Value float64 `json:"v"`
-}
-
-func gpmMetrics(req *nvml.GpmMetricsGetType) []gpmMetric {
+func gpmMetrics(req *nvml.GpmMetricsGetType) []GPMMetric {
 	n := min(int(req.NumMetrics), len(req.Metrics))
-	out := make([]gpmMetric, n)
+	out := make([]GPMMetric, n)
 	for i := range n {
 		m := req.Metrics[i]
-		out[i] = gpmMetric{ID: m.MetricId, Ret: m.NvmlReturn, Value: m.Value}
+		out[i] = GPMMetric{ID: m.MetricId, Ret: m.NvmlReturn, Value: m.Value}
 	}
 	return out
 }
@@ -171,18 +164,9 @@ type recEvents struct {
 	r *Recorder
 }
 
-// eventData is an event with its device named by object.
-type eventData struct {
-	Device    string `json:"device"`
-	EventType uint64 `json:"type"`
-	EventData uint64 `json:"data"`
-	GI        uint32 `json:"gi"`
-	CI        uint32 `json:"ci"`
-}
-
 func (e *recEvents) Wait(timeout uint32) (nvml.EventData, nvml.Return) {
 	d, ret := e.EventSet.Wait(timeout)
-	ed := eventData{EventType: d.EventType, EventData: d.EventData, GI: d.GpuInstanceId, CI: d.ComputeInstanceId}
+	ed := Event{EventType: d.EventType, EventData: d.EventData, GI: d.GpuInstanceId, CI: d.ComputeInstanceId}
 	e.r.mu.Lock()
 	if w, ok := e.r.devs[d.Device]; ok && d.Device != nil {
 		ed.Device = w.obj
@@ -311,30 +295,21 @@ func (d *recDevice) GpmMigSampleGet(gi int, s nvml.GpmSample) nvml.Return {
 }
 func (d *recDevice) GetActiveVgpus() ([]nvml.VgpuInstance, nvml.Return) {
 	v, ret := d.Device.GetActiveVgpus()
-	objs := make([]vgpuRef, len(v))
+	objs := make([]VgpuRef, len(v))
 	out := make([]nvml.VgpuInstance, len(v))
 	for i, inst := range v {
 		h, _ := nvmlsource.VgpuHandle(inst)
-		objs[i] = vgpuRef{Obj: fmt.Sprintf("%s/vgpu%d", d.obj, i), Handle: h}
+		objs[i] = VgpuRef{Obj: fmt.Sprintf("%s/vgpu%d", d.obj, i), Handle: h}
 		out[i] = &recVgpu{VgpuInstance: inst, r: d.r, obj: objs[i].Obj, handle: h}
 	}
 	d.r.add(d.obj, "GetActiveVgpus", ret, objs)
 	return out, ret
 }
 
-// schedLog is a scheduler log without its unused slots.
-type schedLog struct {
-	EngineID  uint32                          `json:"engine"`
-	Policy    uint32                          `json:"policy"`
-	AvgFactor uint32                          `json:"avg"`
-	Timeslice uint32                          `json:"timeslice"`
-	Entries   []nvml.VgpuSchedulerLogEntry_v2 `json:"entries"`
-}
-
 func (d *recDevice) GetVgpuSchedulerLog_v2(in nvml.VgpuSchedulerLogInfo_v2) (nvml.VgpuSchedulerLogInfo_v2, nvml.Return) {
 	v, ret := d.Device.GetVgpuSchedulerLog_v2(in)
 	n := min(int(v.EntriesCount), len(v.LogEntries))
-	d.r.add(d.obj, "GetVgpuSchedulerLog_v2", ret, schedLog{EngineID: v.EngineId, Policy: v.SchedulerPolicy,
+	d.r.add(d.obj, "GetVgpuSchedulerLog_v2", ret, SchedulerLog{EngineID: v.EngineId, Policy: v.SchedulerPolicy,
 		AvgFactor: v.AvgFactor, Timeslice: v.Timeslice, Entries: v.LogEntries[:n]})
 	return v, ret
 }
@@ -352,12 +327,6 @@ func (d *recDevice) GetGpuInstanceId() (int, nvml.Return) {
 	v, ret := d.Device.GetGpuInstanceId()
 	d.r.add(d.obj, "GetGpuInstanceId", ret, v)
 	return v, ret
-}
-
-// vgpuRef names a vGPU instance in a capture, with its numeric NVML handle.
-type vgpuRef struct {
-	Obj    string `json:"obj"`
-	Handle uint32 `json:"handle"`
 }
 
 type recVgpu struct {

@@ -1,4 +1,6 @@
-package capture
+// Package replay is the replayed source: a capture file (package capture) played back through
+// the nvml source, tick by tick, so that a capture from a real GPU node replays on any machine.
+package replay
 
 import (
 	"context"
@@ -13,17 +15,18 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
 	"github.com/slicemeter/slicemeter/exporter"
+	"github.com/slicemeter/slicemeter/exporter/capture"
 	"github.com/slicemeter/slicemeter/exporter/nvmlsource"
 )
 
-// Replay is an nvml.Interface that answers each call with what the capture recorded for it in
-// the current frame, and a Source that reads it through the nvml source tick by tick.
-type Replay struct {
-	Header Header
+// Source is an nvml.Interface that answers each call with what the capture recorded for it in
+// the current frame, and an exporter.Source that reads it through the nvml source tick by tick.
+type Source struct {
+	Header capture.Header
 	path   string
-	frames []*Frame // frames[0]: Open; then one per tick
+	frames []*capture.Frame // frames[0]: Open; then one per tick
 	next   int
-	queues map[string][]Call
+	queues map[string][]capture.Call
 	devs   map[string]*mock.Device
 	lib    *mock.Interface
 	src    *nvmlsource.Source
@@ -33,13 +36,13 @@ type Replay struct {
 }
 
 // Load reads a whole capture (they are short: seconds to minutes of one node).
-func Load(path string) (*Replay, error) {
-	r, err := Open(path)
+func Load(path string) (*Source, error) {
+	r, err := capture.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	p := &Replay{Header: r.Header, path: path, devs: map[string]*mock.Device{}}
+	p := &Source{Header: r.Header, path: path, devs: map[string]*mock.Device{}}
 	for {
 		fr, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -65,24 +68,24 @@ func Load(path string) (*Replay, error) {
 }
 
 // Ticks is the number of recorded ticks.
-func (p *Replay) Ticks() int { return len(p.frames) - 1 }
+func (p *Source) Ticks() int { return len(p.frames) - 1 }
 
 // Interval is the recorded sampling interval.
-func (p *Replay) Interval() time.Duration { return time.Duration(p.Header.IntervalNs) }
+func (p *Source) Interval() time.Duration { return time.Duration(p.Header.IntervalNs) }
 
 // Start is the time of the first tick; End is one interval after the last.
-func (p *Replay) Start() time.Time { return time.Unix(0, p.frames[1].TNs) }
+func (p *Source) Start() time.Time { return time.Unix(0, p.frames[1].TNs) }
 
 // End is one interval after the last recorded tick.
-func (p *Replay) End() time.Time {
+func (p *Source) End() time.Time {
 	return time.Unix(0, p.frames[len(p.frames)-1].TNs).Add(p.Interval())
 }
 
 // Library is the replayed NVML.
-func (p *Replay) Library() nvml.Interface { return p.lib }
+func (p *Source) Library() nvml.Interface { return p.lib }
 
 // Open opens the nvml source on the replayed NVML (the capture's first frame).
-func (p *Replay) Open(m *nvmlsource.Metrics, logger *slog.Logger) error {
+func (p *Source) Open(m *nvmlsource.Metrics, logger *slog.Logger) error {
 	p.load(p.frames[0])
 	ids := nvmlsource.UUIDs
 	if p.Header.Source == "sim" {
@@ -97,11 +100,11 @@ func (p *Replay) Open(m *nvmlsource.Metrics, logger *slog.Logger) error {
 	return nil
 }
 
-var _ exporter.Source = (*Replay)(nil)
+var _ exporter.Source = (*Source)(nil)
 
 // Read replays the tick that falls at t (ticks run at the recorded interval from Start). The
 // samples carry the recorded times.
-func (p *Replay) Read(ctx context.Context, t time.Time, interval time.Duration) ([]exporter.NodeSamples, error) {
+func (p *Source) Read(ctx context.Context, t time.Time, interval time.Duration) ([]exporter.NodeSamples, error) {
 	if p.src == nil {
 		return nil, errors.New("replay: Open first")
 	}
@@ -122,8 +125,8 @@ func (p *Replay) Read(ctx context.Context, t time.Time, interval time.Duration) 
 	return out, nil
 }
 
-func (p *Replay) load(fr *Frame) {
-	p.queues = map[string][]Call{}
+func (p *Source) load(fr *capture.Frame) {
+	p.queues = map[string][]capture.Call{}
 	for _, c := range fr.Calls {
 		k := c.Obj + "\x00" + c.Fn
 		p.queues[k] = append(p.queues[k], c)
@@ -131,7 +134,7 @@ func (p *Replay) load(fr *Frame) {
 }
 
 // take answers one call from the current frame, decoding its values into out.
-func (p *Replay) take(obj, fn string, out ...any) nvml.Return {
+func (p *Source) take(obj, fn string, out ...any) nvml.Return {
 	k := obj + "\x00" + fn
 	q := p.queues[k]
 	if len(q) == 0 {
@@ -156,17 +159,13 @@ func (p *Replay) take(obj, fn string, out ...any) nvml.Return {
 	return nvml.Return(c.Ret)
 }
 
-func (p *Replay) library() *mock.Interface {
+func (p *Source) library() *mock.Interface {
 	return &mock.Interface{
-		InitFunc:     func() nvml.Return { return p.take("lib", "Init") },
-		ShutdownFunc: func() nvml.Return { return nvml.SUCCESS }, // not recorded in the ticks
-		DeviceGetCountFunc: func() (int, nvml.Return) {
-			var n int
-			return n, p.take("lib", "DeviceGetCount", &n)
-		},
+		InitFunc:           func() nvml.Return { return p.take("lib", "Init") },
+		ShutdownFunc:       func() nvml.Return { return nvml.SUCCESS }, // not recorded in the ticks
+		DeviceGetCountFunc: func() (int, nvml.Return) { return answer[int](p, "lib", "DeviceGetCount") },
 		DeviceGetHandleByIndexFunc: func(i int) (nvml.Device, nvml.Return) {
-			var obj string
-			ret := p.take("lib", fmt.Sprintf("DeviceGetHandleByIndex:%d", i), &obj)
+			obj, ret := answer[string](p, "lib", fmt.Sprintf("DeviceGetHandleByIndex:%d", i))
 			if ret != nvml.SUCCESS {
 				return nil, ret
 			}
@@ -184,8 +183,7 @@ func (p *Replay) library() *mock.Interface {
 			ret := p.take("lib", "EventSetCreate")
 			return &mock.EventSet{
 				WaitFunc: func(uint32) (nvml.EventData, nvml.Return) {
-					var ed eventData
-					ret := p.take("events", "Wait", &ed)
+					ed, ret := answer[capture.Event](p, "events", "Wait")
 					d := nvml.EventData{EventType: ed.EventType, EventData: ed.EventData, GpuInstanceId: ed.GI, ComputeInstanceId: ed.CI}
 					if ed.Device != "" {
 						d.Device = p.device(ed.Device)
@@ -200,8 +198,7 @@ func (p *Replay) library() *mock.Interface {
 			return &mock.GpmSample{FreeFunc: func() nvml.Return { return nvml.SUCCESS }}, ret
 		},
 		GpmMetricsGetFunc: func(req *nvml.GpmMetricsGetType) nvml.Return {
-			var ms []gpmMetric
-			ret := p.take("lib", "GpmMetricsGet", &ms)
+			ms, ret := answer[[]capture.GPMMetric](p, "lib", "GpmMetricsGet")
 			for i, m := range ms {
 				if i < len(req.Metrics) {
 					req.Metrics[i] = nvml.GpmMetric{MetricId: m.ID, NvmlReturn: m.Ret, Value: m.Value}
@@ -221,66 +218,56 @@ type replayVgpu struct {
 // Handle is the recorded NVML handle.
 func (v replayVgpu) Handle() uint32 { return v.handle }
 
-func (p *Replay) device(obj string) *mock.Device {
+// answer takes the value of one call from the current frame.
+func answer[T any](p *Source, obj, fn string) (T, nvml.Return) {
+	var v T
+	ret := p.take(obj, fn, &v)
+	return v, ret
+}
+
+func (p *Source) device(obj string) *mock.Device {
 	if d, ok := p.devs[obj]; ok {
 		return d
 	}
-	u32 := func(fn string) (uint32, nvml.Return) {
-		var v uint32
-		return v, p.take(obj, fn, &v)
-	}
-	u64 := func(fn string) (uint64, nvml.Return) {
-		var v uint64
-		return v, p.take(obj, fn, &v)
-	}
-	str := func(o, fn string) (string, nvml.Return) {
-		var v string
-		return v, p.take(o, fn, &v)
-	}
 	d := &mock.Device{
-		GetUUIDFunc: func() (string, nvml.Return) { return str(obj, "GetUUID") },
-		GetNameFunc: func() (string, nvml.Return) { return str(obj, "GetName") },
-		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
-			var v nvml.Memory
-			return v, p.take(obj, "GetMemoryInfo", &v)
+		GetUUIDFunc:               func() (string, nvml.Return) { return answer[string](p, obj, "GetUUID") },
+		GetNameFunc:               func() (string, nvml.Return) { return answer[string](p, obj, "GetName") },
+		GetMemoryInfoFunc:         func() (nvml.Memory, nvml.Return) { return answer[nvml.Memory](p, obj, "GetMemoryInfo") },
+		GpmQueryDeviceSupportFunc: func() (nvml.GpmSupport, nvml.Return) { return answer[nvml.GpmSupport](p, obj, "GpmQueryDeviceSupport") },
+		RegisterEventsFunc:        func(uint64, nvml.EventSet) nvml.Return { return p.take(obj, "RegisterEvents") },
+		GetPowerUsageFunc:         func() (uint32, nvml.Return) { return answer[uint32](p, obj, "GetPowerUsage") },
+		GetTotalEnergyConsumptionFunc: func() (uint64, nvml.Return) {
+			return answer[uint64](p, obj, "GetTotalEnergyConsumption")
 		},
-		GpmQueryDeviceSupportFunc: func() (nvml.GpmSupport, nvml.Return) {
-			var v nvml.GpmSupport
-			return v, p.take(obj, "GpmQueryDeviceSupport", &v)
-		},
-		RegisterEventsFunc:            func(uint64, nvml.EventSet) nvml.Return { return p.take(obj, "RegisterEvents") },
-		GetPowerUsageFunc:             func() (uint32, nvml.Return) { return u32("GetPowerUsage") },
-		GetTotalEnergyConsumptionFunc: func() (uint64, nvml.Return) { return u64("GetTotalEnergyConsumption") },
 		GetClockInfoFunc: func(c nvml.ClockType) (uint32, nvml.Return) {
-			return u32(fmt.Sprintf("GetClockInfo:%d", c))
+			return answer[uint32](p, obj, fmt.Sprintf("GetClockInfo:%d", c))
 		},
 		GetTemperatureFunc: func(s nvml.TemperatureSensors) (uint32, nvml.Return) {
-			return u32(fmt.Sprintf("GetTemperature:%d", s))
+			return answer[uint32](p, obj, fmt.Sprintf("GetTemperature:%d", s))
 		},
-		GetCurrentClocksEventReasonsFunc: func() (uint64, nvml.Return) { return u64("GetCurrentClocksEventReasons") },
+		GetCurrentClocksEventReasonsFunc: func() (uint64, nvml.Return) {
+			return answer[uint64](p, obj, "GetCurrentClocksEventReasons")
+		},
 		GetTotalEccErrorsFunc: func(e nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
-			return u64(fmt.Sprintf("GetTotalEccErrors:%d:%d", e, c))
+			return answer[uint64](p, obj, fmt.Sprintf("GetTotalEccErrors:%d:%d", e, c))
 		},
 		GetSamplesFunc: func(t nvml.SamplingType, _ uint64) (nvml.ValueType, []nvml.Sample, nvml.Return) {
 			var vt nvml.ValueType
 			var v []nvml.Sample
-			return vt, v, p.take(obj, fmt.Sprintf("GetSamples:%d", t), &vt, &v)
+			ret := p.take(obj, fmt.Sprintf("GetSamples:%d", t), &vt, &v)
+			return vt, v, ret
 		},
 		GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
-			var v []nvml.ProcessInfo
-			return v, p.take(obj, "GetComputeRunningProcesses", &v)
+			return answer[[]nvml.ProcessInfo](p, obj, "GetComputeRunningProcesses")
 		},
 		GetMigModeFunc: func() (int, int, nvml.Return) {
 			var c, pe int
-			return c, pe, p.take(obj, "GetMigMode", &c, &pe)
+			ret := p.take(obj, "GetMigMode", &c, &pe)
+			return c, pe, ret
 		},
-		GetMaxMigDeviceCountFunc: func() (int, nvml.Return) {
-			var v int
-			return v, p.take(obj, "GetMaxMigDeviceCount", &v)
-		},
+		GetMaxMigDeviceCountFunc: func() (int, nvml.Return) { return answer[int](p, obj, "GetMaxMigDeviceCount") },
 		GetMigDeviceHandleByIndexFunc: func(i int) (nvml.Device, nvml.Return) {
-			var m string
-			ret := p.take(obj, fmt.Sprintf("GetMigDeviceHandleByIndex:%d", i), &m)
+			m, ret := answer[string](p, obj, fmt.Sprintf("GetMigDeviceHandleByIndex:%d", i))
 			if ret != nvml.SUCCESS {
 				return nil, ret
 			}
@@ -291,8 +278,7 @@ func (p *Replay) device(obj string) *mock.Device {
 			return p.take(obj, fmt.Sprintf("GpmMigSampleGet:%d", gi))
 		},
 		GetActiveVgpusFunc: func() ([]nvml.VgpuInstance, nvml.Return) {
-			var refs []vgpuRef
-			ret := p.take(obj, "GetActiveVgpus", &refs)
+			refs, ret := answer[[]capture.VgpuRef](p, obj, "GetActiveVgpus")
 			out := make([]nvml.VgpuInstance, len(refs))
 			for i, r := range refs {
 				out[i] = p.vgpu(r)
@@ -300,8 +286,7 @@ func (p *Replay) device(obj string) *mock.Device {
 			return out, ret
 		},
 		GetVgpuSchedulerLog_v2Func: func(nvml.VgpuSchedulerLogInfo_v2) (nvml.VgpuSchedulerLogInfo_v2, nvml.Return) {
-			var l schedLog
-			ret := p.take(obj, "GetVgpuSchedulerLog_v2", &l)
+			l, ret := answer[capture.SchedulerLog](p, obj, "GetVgpuSchedulerLog_v2")
 			v := nvml.VgpuSchedulerLogInfo_v2{EngineId: l.EngineID, SchedulerPolicy: l.Policy, AvgFactor: l.AvgFactor, Timeslice: l.Timeslice}
 			v.EntriesCount = uint32(copy(v.LogEntries[:], l.Entries))
 			return v, ret
@@ -309,51 +294,39 @@ func (p *Replay) device(obj string) *mock.Device {
 		GetVgpuUtilizationFunc: func(uint64) (nvml.ValueType, []nvml.VgpuInstanceUtilizationSample, nvml.Return) {
 			var vt nvml.ValueType
 			var v []nvml.VgpuInstanceUtilizationSample
-			return vt, v, p.take(obj, "GetVgpuUtilization", &vt, &v)
+			ret := p.take(obj, "GetVgpuUtilization", &vt, &v)
+			return vt, v, ret
 		},
 		GetAttributesFunc: func() (nvml.DeviceAttributes, nvml.Return) {
-			var v nvml.DeviceAttributes
-			return v, p.take(obj, "GetAttributes", &v)
+			return answer[nvml.DeviceAttributes](p, obj, "GetAttributes")
 		},
-		GetGpuInstanceIdFunc: func() (int, nvml.Return) {
-			var v int
-			return v, p.take(obj, "GetGpuInstanceId", &v)
-		},
+		GetGpuInstanceIdFunc: func() (int, nvml.Return) { return answer[int](p, obj, "GetGpuInstanceId") },
 	}
 	p.devs[obj] = d
 	return d
 }
 
-func (p *Replay) vgpu(r vgpuRef) nvml.VgpuInstance {
-	str := func(o, fn string) (string, nvml.Return) {
-		var v string
-		return v, p.take(o, fn, &v)
-	}
+func (p *Source) vgpu(r capture.VgpuRef) nvml.VgpuInstance {
 	typ := &mock.VgpuTypeId{
-		GetNameFunc: func() (string, nvml.Return) { return str(r.Obj+"/type", "GetName") },
-		GetFramebufferSizeFunc: func() (uint64, nvml.Return) {
-			var v uint64
-			return v, p.take(r.Obj+"/type", "GetFramebufferSize", &v)
-		},
+		GetNameFunc:            func() (string, nvml.Return) { return answer[string](p, r.Obj+"/type", "GetName") },
+		GetFramebufferSizeFunc: func() (uint64, nvml.Return) { return answer[uint64](p, r.Obj+"/type", "GetFramebufferSize") },
 	}
 	return replayVgpu{handle: r.Handle, VgpuInstance: &mock.VgpuInstance{
-		GetUUIDFunc: func() (string, nvml.Return) { return str(r.Obj, "GetUUID") },
-		GetTypeFunc: func() (nvml.VgpuTypeId, nvml.Return) { return typ, p.take(r.Obj, "GetType") },
-		GetFbUsageFunc: func() (uint64, nvml.Return) {
-			var v uint64
-			return v, p.take(r.Obj, "GetFbUsage", &v)
-		},
-		GetVmDriverVersionFunc: func() (string, nvml.Return) { return str(r.Obj, "GetVmDriverVersion") },
+		GetUUIDFunc:            func() (string, nvml.Return) { return answer[string](p, r.Obj, "GetUUID") },
+		GetTypeFunc:            func() (nvml.VgpuTypeId, nvml.Return) { return typ, p.take(r.Obj, "GetType") },
+		GetFbUsageFunc:         func() (uint64, nvml.Return) { return answer[uint64](p, r.Obj, "GetFbUsage") },
+		GetVmDriverVersionFunc: func() (string, nvml.Return) { return answer[string](p, r.Obj, "GetVmDriverVersion") },
 		GetVmIDFunc: func() (string, nvml.VgpuVmIdType, nvml.Return) {
 			var s string
 			var t nvml.VgpuVmIdType
-			return s, t, p.take(r.Obj, "GetVmID", &s, &t)
+			ret := p.take(r.Obj, "GetVmID", &s, &t)
+			return s, t, ret
 		},
 	}}
 }
 
 // Close closes the replayed nvml source.
-func (p *Replay) Close() error {
+func (p *Source) Close() error {
 	if p.src == nil {
 		return nil
 	}
