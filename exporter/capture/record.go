@@ -83,6 +83,14 @@ func (r *Recorder) Close() error {
 	return r.w.Close()
 }
 
+// recorded records a call on obj that returned v: recorded[T](r, obj, fn)(the call).
+func recorded[T any](r *Recorder, obj, fn string) func(v T, ret nvml.Return) (T, nvml.Return) {
+	return func(v T, ret nvml.Return) (T, nvml.Return) {
+		r.add(obj, fn, ret, v)
+		return v, ret
+	}
+}
+
 type recLib struct {
 	nvml.Interface
 	r *Recorder
@@ -99,9 +107,7 @@ func (l *recLib) Shutdown() nvml.Return {
 	return ret
 }
 func (l *recLib) DeviceGetCount() (int, nvml.Return) {
-	n, ret := l.Interface.DeviceGetCount()
-	l.r.add("lib", "DeviceGetCount", ret, n)
-	return n, ret
+	return recorded[int](l.r, "lib", "DeviceGetCount")(l.Interface.DeviceGetCount())
 }
 func (l *recLib) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
 	d, ret := l.Interface.DeviceGetHandleByIndex(i)
@@ -197,24 +203,16 @@ type recDevice struct {
 }
 
 func (d *recDevice) GetUUID() (string, nvml.Return) {
-	v, ret := d.Device.GetUUID()
-	d.r.add(d.obj, "GetUUID", ret, v)
-	return v, ret
+	return recorded[string](d.r, d.obj, "GetUUID")(d.Device.GetUUID())
 }
 func (d *recDevice) GetName() (string, nvml.Return) {
-	v, ret := d.Device.GetName()
-	d.r.add(d.obj, "GetName", ret, v)
-	return v, ret
+	return recorded[string](d.r, d.obj, "GetName")(d.Device.GetName())
 }
 func (d *recDevice) GetMemoryInfo() (nvml.Memory, nvml.Return) {
-	v, ret := d.Device.GetMemoryInfo()
-	d.r.add(d.obj, "GetMemoryInfo", ret, v)
-	return v, ret
+	return recorded[nvml.Memory](d.r, d.obj, "GetMemoryInfo")(d.Device.GetMemoryInfo())
 }
 func (d *recDevice) GpmQueryDeviceSupport() (nvml.GpmSupport, nvml.Return) {
-	v, ret := d.Device.GpmQueryDeviceSupport()
-	d.r.add(d.obj, "GpmQueryDeviceSupport", ret, v)
-	return v, ret
+	return recorded[nvml.GpmSupport](d.r, d.obj, "GpmQueryDeviceSupport")(d.Device.GpmQueryDeviceSupport())
 }
 func (d *recDevice) RegisterEvents(types uint64, set nvml.EventSet) nvml.Return {
 	if w, ok := set.(*recEvents); ok {
@@ -225,34 +223,22 @@ func (d *recDevice) RegisterEvents(types uint64, set nvml.EventSet) nvml.Return 
 	return ret
 }
 func (d *recDevice) GetPowerUsage() (uint32, nvml.Return) {
-	v, ret := d.Device.GetPowerUsage()
-	d.r.add(d.obj, "GetPowerUsage", ret, v)
-	return v, ret
+	return recorded[uint32](d.r, d.obj, "GetPowerUsage")(d.Device.GetPowerUsage())
 }
 func (d *recDevice) GetTotalEnergyConsumption() (uint64, nvml.Return) {
-	v, ret := d.Device.GetTotalEnergyConsumption()
-	d.r.add(d.obj, "GetTotalEnergyConsumption", ret, v)
-	return v, ret
+	return recorded[uint64](d.r, d.obj, "GetTotalEnergyConsumption")(d.Device.GetTotalEnergyConsumption())
 }
 func (d *recDevice) GetClockInfo(c nvml.ClockType) (uint32, nvml.Return) {
-	v, ret := d.Device.GetClockInfo(c)
-	d.r.add(d.obj, fmt.Sprintf("GetClockInfo:%d", c), ret, v)
-	return v, ret
+	return recorded[uint32](d.r, d.obj, fmt.Sprintf("GetClockInfo:%d", c))(d.Device.GetClockInfo(c))
 }
 func (d *recDevice) GetTemperature(s nvml.TemperatureSensors) (uint32, nvml.Return) {
-	v, ret := d.Device.GetTemperature(s)
-	d.r.add(d.obj, fmt.Sprintf("GetTemperature:%d", s), ret, v)
-	return v, ret
+	return recorded[uint32](d.r, d.obj, fmt.Sprintf("GetTemperature:%d", s))(d.Device.GetTemperature(s))
 }
 func (d *recDevice) GetCurrentClocksEventReasons() (uint64, nvml.Return) {
-	v, ret := d.Device.GetCurrentClocksEventReasons()
-	d.r.add(d.obj, "GetCurrentClocksEventReasons", ret, v)
-	return v, ret
+	return recorded[uint64](d.r, d.obj, "GetCurrentClocksEventReasons")(d.Device.GetCurrentClocksEventReasons())
 }
 func (d *recDevice) GetTotalEccErrors(e nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
-	v, ret := d.Device.GetTotalEccErrors(e, c)
-	d.r.add(d.obj, fmt.Sprintf("GetTotalEccErrors:%d:%d", e, c), ret, v)
-	return v, ret
+	return recorded[uint64](d.r, d.obj, fmt.Sprintf("GetTotalEccErrors:%d:%d", e, c))(d.Device.GetTotalEccErrors(e, c))
 }
 func (d *recDevice) GetSamples(t nvml.SamplingType, last uint64) (nvml.ValueType, []nvml.Sample, nvml.Return) {
 	vt, v, ret := d.Device.GetSamples(t, last)
@@ -260,9 +246,7 @@ func (d *recDevice) GetSamples(t nvml.SamplingType, last uint64) (nvml.ValueType
 	return vt, v, ret
 }
 func (d *recDevice) GetComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
-	v, ret := d.Device.GetComputeRunningProcesses()
-	d.r.add(d.obj, "GetComputeRunningProcesses", ret, v)
-	return v, ret
+	return recorded[[]nvml.ProcessInfo](d.r, d.obj, "GetComputeRunningProcesses")(d.Device.GetComputeRunningProcesses())
 }
 func (d *recDevice) GetMigMode() (int, int, nvml.Return) {
 	c, p, ret := d.Device.GetMigMode()
@@ -270,9 +254,7 @@ func (d *recDevice) GetMigMode() (int, int, nvml.Return) {
 	return c, p, ret
 }
 func (d *recDevice) GetMaxMigDeviceCount() (int, nvml.Return) {
-	v, ret := d.Device.GetMaxMigDeviceCount()
-	d.r.add(d.obj, "GetMaxMigDeviceCount", ret, v)
-	return v, ret
+	return recorded[int](d.r, d.obj, "GetMaxMigDeviceCount")(d.Device.GetMaxMigDeviceCount())
 }
 func (d *recDevice) GetMigDeviceHandleByIndex(i int) (nvml.Device, nvml.Return) {
 	m, ret := d.Device.GetMigDeviceHandleByIndex(i)
@@ -319,14 +301,10 @@ func (d *recDevice) GetVgpuUtilization(last uint64) (nvml.ValueType, []nvml.Vgpu
 	return vt, v, ret
 }
 func (d *recDevice) GetAttributes() (nvml.DeviceAttributes, nvml.Return) {
-	v, ret := d.Device.GetAttributes()
-	d.r.add(d.obj, "GetAttributes", ret, v)
-	return v, ret
+	return recorded[nvml.DeviceAttributes](d.r, d.obj, "GetAttributes")(d.Device.GetAttributes())
 }
 func (d *recDevice) GetGpuInstanceId() (int, nvml.Return) {
-	v, ret := d.Device.GetGpuInstanceId()
-	d.r.add(d.obj, "GetGpuInstanceId", ret, v)
-	return v, ret
+	return recorded[int](d.r, d.obj, "GetGpuInstanceId")(d.Device.GetGpuInstanceId())
 }
 
 type recVgpu struct {
@@ -337,9 +315,7 @@ type recVgpu struct {
 }
 
 func (v *recVgpu) GetUUID() (string, nvml.Return) {
-	s, ret := v.VgpuInstance.GetUUID()
-	v.r.add(v.obj, "GetUUID", ret, s)
-	return s, ret
+	return recorded[string](v.r, v.obj, "GetUUID")(v.VgpuInstance.GetUUID())
 }
 func (v *recVgpu) GetType() (nvml.VgpuTypeId, nvml.Return) {
 	t, ret := v.VgpuInstance.GetType()
@@ -347,14 +323,10 @@ func (v *recVgpu) GetType() (nvml.VgpuTypeId, nvml.Return) {
 	return &recType{VgpuTypeId: t, r: v.r, obj: v.obj + "/type"}, ret
 }
 func (v *recVgpu) GetFbUsage() (uint64, nvml.Return) {
-	n, ret := v.VgpuInstance.GetFbUsage()
-	v.r.add(v.obj, "GetFbUsage", ret, n)
-	return n, ret
+	return recorded[uint64](v.r, v.obj, "GetFbUsage")(v.VgpuInstance.GetFbUsage())
 }
 func (v *recVgpu) GetVmDriverVersion() (string, nvml.Return) {
-	s, ret := v.VgpuInstance.GetVmDriverVersion()
-	v.r.add(v.obj, "GetVmDriverVersion", ret, s)
-	return s, ret
+	return recorded[string](v.r, v.obj, "GetVmDriverVersion")(v.VgpuInstance.GetVmDriverVersion())
 }
 func (v *recVgpu) GetVmID() (string, nvml.VgpuVmIdType, nvml.Return) {
 	s, t, ret := v.VgpuInstance.GetVmID()
@@ -372,12 +344,8 @@ type recType struct {
 }
 
 func (t *recType) GetName() (string, nvml.Return) {
-	s, ret := t.VgpuTypeId.GetName()
-	t.r.add(t.obj, "GetName", ret, s)
-	return s, ret
+	return recorded[string](t.r, t.obj, "GetName")(t.VgpuTypeId.GetName())
 }
 func (t *recType) GetFramebufferSize() (uint64, nvml.Return) {
-	n, ret := t.VgpuTypeId.GetFramebufferSize()
-	t.r.add(t.obj, "GetFramebufferSize", ret, n)
-	return n, ret
+	return recorded[uint64](t.r, t.obj, "GetFramebufferSize")(t.VgpuTypeId.GetFramebufferSize())
 }
