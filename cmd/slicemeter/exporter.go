@@ -29,7 +29,6 @@ import (
 	"github.com/slicemeter/slicemeter/exporter/publish"
 	"github.com/slicemeter/slicemeter/exporter/replay"
 	"github.com/slicemeter/slicemeter/exporter/sim"
-	"github.com/slicemeter/slicemeter/exporter/spool"
 	"github.com/slicemeter/slicemeter/exporter/summary"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
@@ -329,36 +328,26 @@ func exporterSinksWith(ctx context.Context, reg *prometheus.Registry, brokers []
 	if len(brokers) == 0 {
 		return sinks, idle, func() {}, nil
 	}
-	// The spool first: a bad spool setting is the user's to fix, whatever Kafka's state.
-	var sp *spool.Spool
-	var pub *publish.Publisher
-	if sc.dir != "" {
-		var err error
-		sp, err = spool.Open(sc.dir, sc.maxBytes, func(w uint32, reason string) { pub.SpoolDrop(w, reason) })
-		if err != nil {
-			return nil, nil, nil, usage.Errorf("--spool.dir: %v", err)
-		}
-	}
-	if err := kafkaconn.EnsureTopics(ctx, brokers, partitions, pb.TopicSamples); err != nil {
-		if sp != nil {
-			_ = sp.Close()
-		}
-		return nil, nil, nil, err
-	}
 	w := kafkaconn.NewWriter(brokers, "", logger)
 	// A flush is one message per node, already a batch: send it at once rather than waiting
 	// BatchTimeout for more messages that will not come.
 	w.BatchSize = 1
-	pub = publish.NewWithOptions(w, pb.TopicSamples, reg, logger, publish.Options{Spool: sp, Tracer: tp})
+	// The spool first: a bad spool setting is the user's to fix, whatever Kafka's state.
+	pub, err := publish.Open(w, pb.TopicSamples, reg, logger, publish.Options{SpoolDir: sc.dir, SpoolMaxBytes: sc.maxBytes, Tracer: tp})
+	if err != nil {
+		return nil, nil, nil, usage.Errorf("--spool.dir: %v", err)
+	}
+	if err := kafkaconn.EnsureTopics(ctx, brokers, partitions, pb.TopicSamples); err != nil {
+		_ = pub.Close()
+		return nil, nil, nil, err
+	}
 	sinks = append(sinks, pub)
 	return sinks, pub, func() {
 		if err := w.Close(); err != nil && !errors.Is(err, context.Canceled) {
 			logger.Warn("closing the Kafka writer", "err", err)
 		}
-		if sp != nil {
-			if err := sp.Close(); err != nil {
-				logger.Warn("closing the spool", "err", err)
-			}
+		if err := pub.Close(); err != nil {
+			logger.Warn("closing the spool", "err", err)
 		}
 	}, nil
 }

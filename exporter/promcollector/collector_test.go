@@ -18,7 +18,6 @@ import (
 	"github.com/slicemeter/slicemeter/exporter/nvmlsource"
 	"github.com/slicemeter/slicemeter/exporter/publish"
 	"github.com/slicemeter/slicemeter/exporter/sim"
-	"github.com/slicemeter/slicemeter/exporter/spool"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -42,13 +41,12 @@ func fleet(t *testing.T, name string) (*Collector, *prometheus.Registry) {
 	if _, err := loop.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	sp, err := spool.Open(t.TempDir(), 1<<20, nil)
+	// The publisher's and the spool's metrics belong on the same endpoint.
+	pub, err := publish.Open(nil, "t", reg, nil, publish.Options{SpoolDir: t.TempDir(), SpoolMaxBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sp.Close() })
-	// The publisher's and the spool's metrics belong on the same endpoint.
-	publish.NewWithOptions(nil, "t", reg, nil, publish.Options{Spool: sp})
+	t.Cleanup(func() { pub.Close() })
 	return snap, reg
 }
 

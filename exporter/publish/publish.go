@@ -60,29 +60,48 @@ type Publisher struct {
 
 // Options are the publisher's optional parts.
 type Options struct {
-	// Spool: batches are appended to it and a sender (Run) drains it in order. Without one,
-	// a flush that still fails after the retries is dropped and counted.
-	Spool *spool.Spool
+	// SpoolDir is the directory of a disk spool: batches are appended to it and a sender (Run)
+	// drains it in order. Empty: no spool; a flush that still fails after the retries is
+	// dropped and counted.
+	SpoolDir string
+	// SpoolMaxBytes is the spool's size limit; when it is full the oldest batches are dropped
+	// and counted.
+	SpoolMaxBytes int64
 	// Tracer: spans around flushes, Kafka writes and spool drains (nil: none).
 	Tracer trace.TracerProvider
 }
 
 var _ exporter.Sink = (*Publisher)(nil)
 
-// New returns a publisher writing to topic through w. Messages of a flush that still fail after
-// the retries are dropped and counted in slicemeter_exporter_samples_dropped_total.
+// New returns a publisher writing to topic through w, without a spool. Messages of a flush that
+// still fail after the retries are dropped and counted in slicemeter_exporter_samples_dropped_total.
 func New(w MessageWriter, topic string, reg prometheus.Registerer, logger *slog.Logger) *Publisher {
-	return NewWithOptions(w, topic, reg, logger, Options{})
+	p := newPublisher(w, topic, logger, nil)
+	p.register(reg)
+	return p
 }
 
-// NewWithOptions is New with a spool and a tracer.
-func NewWithOptions(w MessageWriter, topic string, reg prometheus.Registerer, logger *slog.Logger, opts Options) *Publisher {
+// Open is New with a spool (opened in opts.SpoolDir; its error is spool.Open's) and a tracer.
+// Close closes the spool.
+func Open(w MessageWriter, topic string, reg prometheus.Registerer, logger *slog.Logger, opts Options) (*Publisher, error) {
+	p := newPublisher(w, topic, logger, opts.Tracer)
+	if opts.SpoolDir != "" {
+		sp, err := spool.Open(opts.SpoolDir, opts.SpoolMaxBytes, p.spoolDrop)
+		if err != nil {
+			return nil, err
+		}
+		p.spool = sp
+	}
+	p.register(reg)
+	return p, nil
+}
+
+func newPublisher(w MessageWriter, topic string, logger *slog.Logger, tp trace.TracerProvider) *Publisher {
 	host, _ := os.Hostname()
-	tp := opts.Tracer
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
-	p := &Publisher{
+	return &Publisher{
 		w: w, topic: topic, logger: logger, retries: 5, backoff: 200 * time.Millisecond,
 		exporterID: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()),
 		pending:    map[string][]*pb.Sample{},
@@ -101,30 +120,41 @@ func NewWithOptions(w MessageWriter, topic string, reg prometheus.Registerer, lo
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slicemeter_exporter_published_bytes_total", Help: "Encoded SampleBatch bytes written to Kafka (before compression).",
 		}),
-		spool: opts.Spool, wake: make(chan struct{}, 1), maxBackoff: 5 * time.Second,
+		wake: make(chan struct{}, 1), maxBackoff: 5 * time.Second,
 		tracer: tp.Tracer("github.com/slicemeter/slicemeter/exporter/publish"),
 	}
-	if reg != nil {
-		reg.MustRegister(p.published, p.batches, p.errors, p.dropped, p.bytes)
-		if sp := opts.Spool; sp != nil {
-			reg.MustRegister(
-				prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-					Name: "slicemeter_exporter_spool_bytes", Help: "Size of the Kafka spool on disk.",
-				}, func() float64 { return float64(sp.Bytes()) }),
-				prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-					Name: "slicemeter_exporter_spool_batches", Help: "SampleBatch messages in the Kafka spool, not yet written to Kafka.",
-				}, func() float64 { return float64(sp.Len()) }),
-			)
-		}
-	}
-	return p
 }
 
-// SpoolDrop is the spool's drop callback for this publisher: it counts the dropped samples.
-// Pass it to spool.Open before NewWithOptions; the publisher's counter exists from New on.
-func (p *Publisher) SpoolDrop(weight uint32, reason string) {
+// register registers the publisher's metrics, and the spool's if it has one (nil reg: none).
+func (p *Publisher) register(reg prometheus.Registerer) {
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(p.published, p.batches, p.errors, p.dropped, p.bytes)
+	if sp := p.spool; sp != nil {
+		reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "slicemeter_exporter_spool_bytes", Help: "Size of the Kafka spool on disk.",
+			}, func() float64 { return float64(sp.Bytes()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "slicemeter_exporter_spool_batches", Help: "SampleBatch messages in the Kafka spool, not yet written to Kafka.",
+			}, func() float64 { return float64(sp.Len()) }),
+		)
+	}
+}
+
+// spoolDrop is the spool's drop callback: it counts the dropped samples.
+func (p *Publisher) spoolDrop(weight uint32, reason string) {
 	p.dropped.WithLabelValues(reason).Add(float64(weight))
 	p.logger.Warn("samples dropped from the Kafka spool", "samples", weight, "reason", reason)
+}
+
+// Close closes the spool, if there is one; what it still holds stays for the next start.
+func (p *Publisher) Close() error {
+	if p.spool == nil {
+		return nil
+	}
+	return p.spool.Close()
 }
 
 // Write buffers a tick's samples until the next Flush.

@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/slicemeter/slicemeter/exporter/spool"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -44,12 +43,12 @@ func TestSpoolKeepsOrderThroughAnOutage(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	var p *Publisher
-	sp, err := spool.Open(t.TempDir(), 1<<20, func(w uint32, r string) { p.SpoolDrop(w, r) })
+	p, err := Open(w, pb.TopicSamples, reg, slog.New(slog.DiscardHandler), Options{SpoolDir: t.TempDir(), SpoolMaxBytes: 1 << 20, Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p = NewWithOptions(w, pb.TopicSamples, reg, slog.New(slog.DiscardHandler), Options{Spool: sp, Tracer: tp})
+	t.Cleanup(func() { p.Close() })
+	sp := p.spool
 	p.backoff = time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -101,12 +100,12 @@ func TestSpoolKeepsOrderThroughAnOutage(t *testing.T) {
 func TestSpoolFullDropsOldestCounted(t *testing.T) {
 	w := &switchWriter{down: true}
 	reg := prometheus.NewRegistry()
-	var p *Publisher
-	sp, err := spool.Open(t.TempDir(), 8<<10, func(w uint32, r string) { p.SpoolDrop(w, r) })
+	p, err := Open(w, pb.TopicSamples, reg, slog.New(slog.DiscardHandler), Options{SpoolDir: t.TempDir(), SpoolMaxBytes: 8 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p = NewWithOptions(w, pb.TopicSamples, reg, slog.New(slog.DiscardHandler), Options{Spool: sp})
+	t.Cleanup(func() { p.Close() })
+	sp := p.spool
 	ctx := context.Background()
 	for ts := uint64(1); ts <= 200; ts++ {
 		_ = p.Write(ctx, time.Unix(0, int64(ts)), tick(map[string]int{"node-a": 2}, ts))
