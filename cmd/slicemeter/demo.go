@@ -24,7 +24,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/collector"
 	"github.com/slicemeter/slicemeter/deploy/local"
-	"github.com/slicemeter/slicemeter/exporter/sim"
+	"github.com/slicemeter/slicemeter/exporter/service"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -62,7 +62,7 @@ func newDemoCmd(app *kingpin.Application, stdout io.Writer) *demoCmd {
 
 func (c *demoCmd) run(ctx context.Context, logger *slog.Logger) error {
 	began := time.Now()
-	sc, src, err := loadSim(*c.scenario, "")
+	sc, err := service.LoadScenario(*c.scenario)
 	if err != nil {
 		return err
 	}
@@ -74,9 +74,6 @@ func (c *demoCmd) run(ctx context.Context, logger *slog.Logger) error {
 			}
 		}
 		sc.Start = start
-		if src, err = sim.New(sc, ""); err != nil {
-			return usage.Wrap(err)
-		}
 	}
 	prices := pricebook.FromScenario(sc)
 	out := c.stdout
@@ -149,11 +146,6 @@ func (c *demoCmd) run(ctx context.Context, logger *slog.Logger) error {
 	}
 
 	// Exporter.
-	sinks, closeSinks, err := exporterSinks(ctx, reg, brokers, *c.partitions, logger)
-	if err != nil {
-		return err
-	}
-	defer closeSinks()
 	flush := *c.flush
 	if flush <= 0 {
 		flush = time.Second
@@ -161,10 +153,14 @@ func (c *demoCmd) run(ctx context.Context, logger *slog.Logger) error {
 			flush = 10 * time.Second
 		}
 	}
-	ready.Store(true)
-	loop := simLoop(sc, src, *c.fast, flush, sinks, reg, logger)
-	logger.Info("demo running", "scenario", sc.Name, "instances", src.Instances(), "window", sc.Duration, "interval", sc.Interval, "fast", *c.fast)
-	produced, err := loop.Run(ctx)
+	exp, err := service.New(service.Config{Source: "sim", Scenario: sc, Fast: *c.fast, FlushInterval: flush,
+		Brokers: brokers, Partitions: *c.partitions, Ready: &ready, Embedded: true}, reg, logger)
+	if err != nil {
+		return err
+	}
+	defer exp.Close()
+	logger.Info("demo running", "scenario", sc.Name, "instances", exp.Instances(), "window", sc.Duration, "interval", sc.Interval, "fast", *c.fast)
+	produced, err := exp.Run(ctx)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,57 @@
+// Package service is the exporter service: it opens the source a Config names (this node's
+// GPUs through NVML, a simulated scenario or a replayed capture, optionally recording what NVML
+// returned), samples it on the source's clock into the sinks (the Prometheus collector, the
+// Kafka publisher with its spool, a run summary), serves /metrics, /healthz and /readyz, and
+// delivers what is still spooled before it returns.
+package service
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/slicemeter/slicemeter/schemas/scenario"
+)
+
+// Config is everything the exporter's flags set. Its problems are usage errors (package usage).
+type Config struct {
+	// Source is where samples come from: "nvml", "sim" or "replay".
+	Source string
+
+	// Scenario is the scenario of Source "sim", already loaded; nil: loaded from ScenarioPath.
+	Scenario     *scenario.Scenario
+	ScenarioPath string
+	SimNode      string // simulate only this node of the scenario (empty: every node)
+	Fast         bool   // run the simulated clock as fast as possible instead of in real time
+
+	Node        string        // node name in the samples of Source "nvml"
+	NVMLLibrary string        // path of libnvidia-ml.so.1 (empty: the loader's search, then the driver directories)
+	Interval    time.Duration // sampling interval of Source "nvml"
+	Duration    time.Duration // Source "nvml": stop after sampling this long (0: until ctx ends)
+
+	// Record is a capture file to record what NVML returned into (Source "nvml", or "sim" with
+	// one node without outages).
+	Record     string
+	Replay     string // capture file of Source "replay"
+	ReplayFast bool   // replay as fast as possible instead of at the recorded timing
+
+	Summary string // a JSON summary of the run is written to this file at every flush (empty: none)
+
+	Brokers       []string      // Kafka brokers; none: serve /metrics only
+	Partitions    int           // of the samples topic, when it has to be created
+	FlushInterval time.Duration // sampled time that goes into one SampleBatch per node
+	SpoolDir      string        // disk spool for Kafka outages (empty: none)
+	SpoolMaxBytes int64
+
+	// Web is where /metrics, /healthz and /readyz are served; nil: nowhere (the caller serves
+	// the registry).
+	Web *web.FlagConfig
+	// Ready, if set, is set once sampling starts (for a caller that serves its own /readyz).
+	Ready *atomic.Bool
+
+	// Embedded runs the service inside a command that logs and traces the run itself (the demo):
+	// the source neither logs nor registers its metrics, the service logs neither the start nor
+	// the end of sampling, and sets up no tracing.
+	Embedded bool
+}

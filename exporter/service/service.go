@@ -1,0 +1,113 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/slicemeter/slicemeter/exporter"
+	"github.com/slicemeter/slicemeter/exporter/nvmlsource"
+	"github.com/slicemeter/slicemeter/internal/webserver"
+)
+
+// Service is one exporter run: New opens the source, Run samples it, Close releases it.
+type Service struct {
+	cfg    Config
+	reg    *prometheus.Registry
+	logger *slog.Logger
+	src    *source
+}
+
+// New opens the source cfg names, registering its metrics in reg. A bad Config is a usage error.
+func New(cfg Config, reg *prometheus.Registry, logger *slog.Logger) (*Service, error) {
+	var m *nvmlsource.Metrics // nil: counted, not registered
+	srcLogger := logger
+	if cfg.Embedded {
+		srcLogger = slog.New(slog.DiscardHandler)
+	} else {
+		m = nvmlsource.NewMetrics(reg)
+	}
+	src, err := openSource(&cfg, m, srcLogger)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, reg: reg, logger: logger, src: src}, nil
+}
+
+// Instances is the number of instances a tick samples, where the source knows it before
+// sampling (a simulated fleet without outages); 0 otherwise.
+func (s *Service) Instances() int { return s.src.instances }
+
+// Close releases the source (NVML, the capture being recorded).
+func (s *Service) Close() error {
+	closeSrc := s.src.close
+	s.src.close = noClose
+	return closeSrc()
+}
+
+// Run samples the source until its end (a scenario's or a capture's window, Config.Duration)
+// or until ctx ends, serving the registry meanwhile; then it delivers what is still spooled. It
+// returns the samples taken.
+func (s *Service) Run(ctx context.Context) (int64, error) {
+	var tp trace.TracerProvider
+	if !s.cfg.Embedded {
+		var stopTracing func()
+		var err error
+		if tp, stopTracing, err = tracerProvider(ctx); err != nil {
+			return 0, err
+		}
+		defer stopTracing()
+	}
+
+	ready := s.cfg.Ready
+	if ready == nil {
+		ready = new(atomic.Bool)
+	}
+	webCtx, stopWeb := context.WithCancel(ctx)
+	defer stopWeb()
+	webErr := webserver.Serve(webCtx, webserver.Options{Flags: s.cfg.Web, Registry: s.reg, Ready: ready, Logger: s.logger})
+
+	sinks, pub, closeSinks, err := s.openSinks(ctx, tp)
+	if err != nil {
+		return 0, err
+	}
+	defer closeSinks()
+	bgCtx, stopBg := context.WithCancel(ctx)
+	defer stopBg()
+	senderDone := make(chan struct{})
+	go func() { defer close(senderDone); pub.Run(bgCtx) }()
+	if s.src.poll != nil {
+		go s.src.poll(bgCtx)
+	}
+	ready.Store(true)
+	src := s.src
+	loop := &exporter.Loop{
+		Source: src.Source, Clock: src.clock, Sinks: sinks, Start: src.start, End: src.end, Interval: src.interval,
+		FlushEvery: s.cfg.FlushInterval, Logger: s.logger, Metrics: exporter.NewLoopMetrics(s.reg),
+	}
+	if !s.cfg.Embedded {
+		s.logger.Info("exporter sampling", append(src.describe, "interval", src.interval)...)
+	}
+	var taken atomic.Int64 // read here while a failure to serve may leave the loop running
+	err = webserver.RunServing(webErr, func() error {
+		n, err := loop.Run(ctx)
+		taken.Store(n)
+		if !s.cfg.Embedded {
+			s.logger.Info("exporter finished sampling", "samples", n)
+		}
+		stopBg()
+		<-senderDone
+		// Deliver what is still spooled before exiting; what is left stays for the next start.
+		drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := pub.Drain(drainCtx); derr != nil {
+			s.logger.Warn("the spool was not drained", "err", derr)
+		}
+		return err
+	})
+	return taken.Load(), err
+}

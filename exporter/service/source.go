@@ -1,0 +1,166 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/slicemeter/slicemeter/exporter"
+	"github.com/slicemeter/slicemeter/exporter/capture"
+	"github.com/slicemeter/slicemeter/exporter/nvmlsource"
+	"github.com/slicemeter/slicemeter/exporter/replay"
+	"github.com/slicemeter/slicemeter/exporter/sim"
+	"github.com/slicemeter/slicemeter/internal/usage"
+	"github.com/slicemeter/slicemeter/schemas/scenario"
+)
+
+// source is an opened source with the loop settings it implies.
+type source struct {
+	exporter.Source
+	start     time.Time
+	end       time.Time // zero: until ctx ends
+	interval  time.Duration
+	clock     exporter.Clock
+	close     func() error
+	describe  []any                 // what the start of sampling logs
+	poll      func(context.Context) // background work of the source (vGPU scheduler logs)
+	instances int                   // sampled per tick, where the source knows before sampling
+}
+
+func noClose() error { return nil }
+
+// openSource opens the source cfg names. m and logger are the nvml source's.
+func openSource(cfg *Config, m *nvmlsource.Metrics, logger *slog.Logger) (*source, error) {
+	switch cfg.Source {
+	case "nvml":
+		return openNVML(cfg, m, logger)
+	case "sim":
+		return openSim(cfg, m, logger)
+	case "replay":
+		return openReplay(cfg, m, logger)
+	default:
+		return nil, usage.Errorf("--source %q: expected nvml, sim or replay", cfg.Source)
+	}
+}
+
+// clockFor is the clock of a source whose tick times are its own (a scenario's, a capture's):
+// real time from now on, or as fast as the pipeline accepts ticks.
+func clockFor(start time.Time, fast bool) exporter.Clock {
+	if fast {
+		return exporter.FastClock{}
+	}
+	return exporter.RealClock{Offset: time.Since(start)}
+}
+
+func openNVML(cfg *Config, m *nvmlsource.Metrics, logger *slog.Logger) (*source, error) {
+	interval := cfg.Interval
+	if interval <= 0 {
+		return nil, usage.Errorf("--interval %s: expected > 0", interval)
+	}
+	lib := nvmlsource.Library(cfg.NVMLLibrary)
+	ncfg := nvmlsource.Config{Node: cfg.Node, IDs: nvmlsource.UUIDs, Metrics: m, Logger: logger, Rediscover: 10 * time.Second}
+	closeRec := noClose
+	if cfg.Record != "" {
+		rec, err := newRecorder(cfg.Record, cfg.Node, interval, "nvml", ncfg.Rediscover)
+		if err != nil {
+			return nil, err
+		}
+		lib, ncfg.BeforeRead, closeRec = rec.Library(lib), rec.BeginTick, rec.Close
+	}
+	// Ticks on the interval grid; the source is opened one interval before the first, which
+	// is its first window (GPM needs a sample before it).
+	start := time.Now().Truncate(interval).Add(2 * interval)
+	src, err := nvmlsource.Open(lib, ncfg, start.Add(-interval))
+	if err != nil {
+		_ = closeRec()
+		return nil, fmt.Errorf("--source nvml: %w", err)
+	}
+	var end time.Time
+	if cfg.Duration > 0 {
+		end = start.Add(cfg.Duration)
+	}
+	s := &source{Source: src, start: start, end: end, interval: interval, clock: exporter.RealClock{},
+		close:    func() error { return errors.Join(src.Close(), closeRec()) },
+		describe: []any{"source", "nvml", "node", cfg.Node, "record", cfg.Record}}
+	if interval > 200*time.Millisecond {
+		// The driver's vGPU scheduler log holds 200 entries: read it at least 5×/s.
+		s.poll = func(ctx context.Context) { src.PollSchedulerLogs(ctx, interval) }
+	}
+	return s, nil
+}
+
+func openSim(cfg *Config, m *nvmlsource.Metrics, logger *slog.Logger) (*source, error) {
+	sc := cfg.Scenario
+	if sc == nil {
+		var err error
+		if sc, err = LoadScenario(cfg.ScenarioPath); err != nil {
+			return nil, err
+		}
+	}
+	opts := sim.Options{Metrics: m, Logger: logger}
+	closeRec := noClose
+	if cfg.Record != "" {
+		node := cfg.SimNode
+		if node == "" && len(sc.Nodes) == 1 {
+			node = sc.Nodes[0].Name
+		}
+		rec, err := newRecorder(cfg.Record, node, sc.Interval, "sim", 0)
+		if err != nil {
+			return nil, err
+		}
+		opts.Recorder, closeRec = rec, rec.Close
+	}
+	src, err := sim.NewWithOptions(sc, cfg.SimNode, opts)
+	if err != nil {
+		_ = closeRec()
+		return nil, usage.Wrap(err)
+	}
+	return &source{Source: src, start: sc.Start, end: sc.End(), interval: sc.Interval, clock: clockFor(sc.Start, cfg.Fast),
+		close: closeRec, instances: src.Instances(),
+		describe: []any{"source", "sim", "scenario", sc.Name, "nodes", src.Nodes(), "instances", src.Instances(), "fast", cfg.Fast}}, nil
+}
+
+func openReplay(cfg *Config, m *nvmlsource.Metrics, logger *slog.Logger) (*source, error) {
+	if cfg.Replay == "" {
+		return nil, usage.Errorf("--replay FILE is required with --source replay")
+	}
+	if cfg.Record != "" {
+		return nil, usage.Errorf("--record: a replay cannot be recorded again")
+	}
+	p, err := replay.Load(cfg.Replay)
+	if err != nil {
+		return nil, usage.Wrap(err)
+	}
+	if err := p.Open(m, logger); err != nil {
+		return nil, usage.Wrap(err)
+	}
+	return &source{Source: p, start: p.Start(), end: p.End(), interval: p.Interval(), clock: clockFor(p.Start(), cfg.ReplayFast),
+		close:    p.Close,
+		describe: []any{"source", "replay", "capture", cfg.Replay, "node", p.Header.Node, "ticks", p.Ticks()}}, nil
+}
+
+// newRecorder starts a capture file; rediscover 0 is the simulator's (it never rediscovers).
+func newRecorder(path, node string, interval time.Duration, source string, rediscover time.Duration) (*capture.Recorder, error) {
+	if rediscover == 0 {
+		rediscover = time.Duration(1<<63 - 1)
+	}
+	w, err := capture.Create(path, capture.Header{Node: node, IntervalNs: int64(interval), Source: source, RediscoverNs: int64(rediscover)})
+	if err != nil {
+		return nil, usage.Errorf("--record %s: %v", path, err)
+	}
+	return capture.NewRecorder(w, interval), nil
+}
+
+// LoadScenario loads the scenario of a sim source; every problem with it is a usage error.
+func LoadScenario(path string) (*scenario.Scenario, error) {
+	if path == "" {
+		return nil, usage.Errorf("--scenario is required with --source sim")
+	}
+	sc, err := scenario.Load(path)
+	if err != nil {
+		return nil, usage.Wrap(err)
+	}
+	return sc, nil
+}
