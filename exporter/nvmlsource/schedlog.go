@@ -1,7 +1,9 @@
 package nvmlsource
 
 import (
+	"context"
 	"sort"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -103,4 +105,38 @@ func overlap(a0, a1, b0, b1 int64) int64 {
 		return hi - lo
 	}
 	return 0
+}
+
+// pollSchedulerLog reads the GPU's vGPU scheduler log. The driver keeps 200 entries, so it must
+// be read at least 5×/s (PollSchedulerLogs does it between ticks longer than 200 ms).
+func (s *Source) pollSchedulerLog(g *gpuDev, interval time.Duration) {
+	log, r := g.dev.GetVgpuSchedulerLog_v2(nvml.VgpuSchedulerLogInfo_v2{})
+	if !s.ok(g, "nvmlDeviceGetVgpuSchedulerLog_v2", r) {
+		return
+	}
+	n := min(int(log.EntriesCount), len(log.LogEntries))
+	g.sched.ingest(log.LogEntries[:n], int64(interval))
+	s.m.lateSched.Add(float64(g.sched.late))
+	g.sched.late = 0
+}
+
+// PollSchedulerLogs reads every vGPU GPU's scheduler log every 200 ms until ctx ends; run it
+// when the sampling interval is longer than that.
+func (s *Source) PollSchedulerLogs(ctx context.Context, interval time.Duration) {
+	tk := time.NewTicker(200 * time.Millisecond)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+		s.mu.Lock()
+		for _, g := range s.gpus {
+			if g.dev != nil && len(g.vgpus) > 0 && g.schedOK && g.can("nvmlDeviceGetVgpuSchedulerLog_v2") {
+				s.pollSchedulerLog(g, interval)
+			}
+		}
+		s.mu.Unlock()
+	}
 }
