@@ -106,51 +106,6 @@ func putUint32(b *[8]byte, v uint32) {
 	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 }
 
-// memUsed is what an instance holds at offset d.
-func (inst *instance) memUsed(d time.Duration) uint64 {
-	if a, ok := inst.attachedAt(d); ok {
-		return uint64(a.Workload.Mem * float64(inst.memTotal))
-	}
-	return 0
-}
-
-// sm is an instance's SM activity at offset d (MIG, whole GPU: the workload; vGPU: its run share).
-func (inst *instance) sm(d time.Duration) float64 {
-	if a, ok := inst.attachedAt(d); ok {
-		return a.Workload.SMAt(d)
-	}
-	return 0
-}
-
-// activity is the GPU's SM activity at offset d: SMs weighted for MIG, run time for vGPU.
-func (g *gpu) activity(d time.Duration) float64 {
-	act := 0.0
-	if g.sched != nil {
-		for _, b := range g.busy(d) {
-			if b {
-				return 1 // the equal-share scheduler keeps the GPU busy while any vGPU has work
-			}
-		}
-		return 0
-	}
-	for _, inst := range g.instances {
-		act += inst.sm(d) * float64(inst.sms) / float64(g.model.SMs)
-	}
-	return act
-}
-
-func (g *gpu) power(d time.Duration) float64 {
-	return g.model.PowerIdleW + (g.model.PowerMaxW-g.model.PowerIdleW)*min(1, g.activity(d))
-}
-
-func (g *gpu) memUsed(d time.Duration) uint64 {
-	var used uint64
-	for _, inst := range g.instances {
-		used += inst.memUsed(d)
-	}
-	return used
-}
-
 func ok[T any](v T) (T, nvml.Return) { return v, nvml.SUCCESS }
 
 func procs(attached bool) []nvml.ProcessInfo {
@@ -348,8 +303,10 @@ func (s *gpmSample) take(g *gpu, gi int, at time.Duration) nvml.Return {
 	return nvml.SUCCESS
 }
 
-func (s *gpmSample) Free() nvml.Return                   { return nvml.SUCCESS }
-func (s *gpmSample) Get(nvml.Device) nvml.Return         { return nvml.ERROR_NOT_SUPPORTED }
+func (s *gpmSample) Free() nvml.Return { return nvml.SUCCESS }
+
+func (s *gpmSample) Get(nvml.Device) nvml.Return { return nvml.ERROR_NOT_SUPPORTED }
+
 func (s *gpmSample) MigGet(nvml.Device, int) nvml.Return { return nvml.ERROR_NOT_SUPPORTED }
 
 // gpmMetrics computes GPM metrics between two samples: the mean of the target's per-tick

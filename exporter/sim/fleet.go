@@ -1,0 +1,189 @@
+// The fleet model: the scenario's nodes, GPUs and instances, what is attached to them and
+// what that makes them do at any offset into the scenario. The simulated NVML (nvml.go) reads it.
+
+package sim
+
+import (
+	"crypto/sha1"
+	"fmt"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/slicemeter/slicemeter/exporter/nvmlsource"
+	"github.com/slicemeter/slicemeter/schemas/hardware"
+	"github.com/slicemeter/slicemeter/schemas/scenario"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+type node struct {
+	name    string
+	outages []scenario.Outage
+	gpus    []*gpu
+	world   *world
+	src     *nvmlsource.Source // nil while the node's exporter is down (it restarts afterwards)
+}
+
+type gpu struct {
+	index     int
+	uuid      string
+	model     hardware.Model
+	instances []*instance
+	sched     *scheduler // vGPU GPUs only
+	noGPM     bool       // the driver answers that GPM is unsupported (pre-Hopper)
+
+	// What the simulated driver has recorded.
+	utilLog  []nvml.Sample                   // utilization samples, one per tick
+	energyMJ uint64                          // total energy counter
+	slices   []runSlice                      // vGPU runs of the current tick
+	schedLog []nvml.VgpuSchedulerLogEntry_v2 // the latest schedLogSize entries
+	runTotal []time.Duration                 // per vGPU
+	preempt  []time.Duration                 // per vGPU, cumulative switch time
+}
+
+type instance struct {
+	id          string
+	kind        pb.Kind
+	profile     string
+	slices      uint32
+	sms         uint32
+	memTotal    uint64
+	allocations []scenario.Allocation // on this instance, in no particular order
+}
+
+// newNode builds the model of one node of the scenario: its GPUs and their instances.
+func newNode(sc *scenario.Scenario, n scenario.Node) (*node, error) {
+	nd := &node{name: n.Name, outages: n.Outages}
+	for gi, g := range n.GPUs {
+		model, ok := hardware.Lookup(g.Model)
+		if !ok {
+			return nil, fmt.Errorf("scenario %s: node %s gpu%d: unknown model %q", sc.Path, n.Name, gi, g.Model)
+		}
+		gp := &gpu{index: gi, uuid: uuid(sc.Name, n.Name, gi), model: model, noGPM: g.NoGPM}
+		switch g.Kind() {
+		case "mig":
+			for m, p := range g.MIG {
+				prof := model.MIG[p]
+				gp.instances = append(gp.instances, &instance{
+					id: fmt.Sprintf("gpu%d/mig%d", gi, m), kind: pb.Kind_KIND_MIG, profile: p,
+					slices: prof.ComputeSlices, sms: prof.SMs, memTotal: prof.MemoryBytes,
+				})
+			}
+		case "vgpu":
+			fb, err := hardware.VGPUFramebuffer(g.VGPU.Profile)
+			if err != nil {
+				return nil, fmt.Errorf("scenario %s: node %s gpu%d: %w", sc.Path, n.Name, gi, err)
+			}
+			for m := 0; m < g.VGPU.Count; m++ {
+				gp.instances = append(gp.instances, &instance{
+					id: fmt.Sprintf("gpu%d/vgpu%d", gi, m), kind: pb.Kind_KIND_VGPU, profile: g.VGPU.Profile,
+					sms: model.SMs, memTotal: fb,
+				})
+			}
+			gp.sched = newScheduler(g.VGPU.Count, g.VGPU.Timeslice, g.VGPU.Switch)
+			gp.runTotal = make([]time.Duration, g.VGPU.Count)
+			gp.preempt = make([]time.Duration, g.VGPU.Count)
+		default:
+			gp.instances = []*instance{{
+				id: fmt.Sprintf("gpu%d", gi), kind: pb.Kind_KIND_GPU, sms: model.SMs, memTotal: model.MemoryBytes,
+			}}
+		}
+		nd.gpus = append(nd.gpus, gp)
+	}
+	return nd, nil
+}
+
+func (s *Source) find(t scenario.Target) *instance {
+	for _, n := range s.nodes {
+		if n.name != t.Node {
+			continue
+		}
+		for _, inst := range n.gpus[t.GPU].instances {
+			if inst.id == t.Instance {
+				return inst
+			}
+		}
+	}
+	return nil
+}
+
+// uuid derives a stable GPU UUID in NVML's format from the GPU's place in the scenario.
+func uuid(scenarioName, nodeName string, index int) string {
+	h := sha1.Sum([]byte(fmt.Sprintf("%s/%s/gpu%d", scenarioName, nodeName, index)))
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+func (n *node) down(d time.Duration) bool {
+	for _, o := range n.outages {
+		if d >= o.From && d < o.To {
+			return true
+		}
+	}
+	return false
+}
+
+// attachedAt returns the allocation attached to the instance at offset d.
+func (inst *instance) attachedAt(d time.Duration) (scenario.Allocation, bool) {
+	for _, a := range inst.allocations {
+		if d >= a.Ready && d < a.End {
+			return a, true
+		}
+	}
+	return scenario.Allocation{}, false
+}
+
+// busy says which vGPUs have work at offset d (version 1: sm 1 means always, 0 never).
+func (g *gpu) busy(d time.Duration) []bool {
+	b := make([]bool, len(g.instances))
+	for i, inst := range g.instances {
+		if a, ok := inst.attachedAt(d); ok && a.Workload.SMAt(d) >= 0.5 {
+			b[i] = true
+		}
+	}
+	return b
+}
+
+// memUsed is what an instance holds at offset d.
+func (inst *instance) memUsed(d time.Duration) uint64 {
+	if a, ok := inst.attachedAt(d); ok {
+		return uint64(a.Workload.Mem * float64(inst.memTotal))
+	}
+	return 0
+}
+
+// sm is an instance's SM activity at offset d (MIG, whole GPU: the workload; vGPU: its run share).
+func (inst *instance) sm(d time.Duration) float64 {
+	if a, ok := inst.attachedAt(d); ok {
+		return a.Workload.SMAt(d)
+	}
+	return 0
+}
+
+// activity is the GPU's SM activity at offset d: SMs weighted for MIG, run time for vGPU.
+func (g *gpu) activity(d time.Duration) float64 {
+	act := 0.0
+	if g.sched != nil {
+		for _, b := range g.busy(d) {
+			if b {
+				return 1 // the equal-share scheduler keeps the GPU busy while any vGPU has work
+			}
+		}
+		return 0
+	}
+	for _, inst := range g.instances {
+		act += inst.sm(d) * float64(inst.sms) / float64(g.model.SMs)
+	}
+	return act
+}
+
+func (g *gpu) power(d time.Duration) float64 {
+	return g.model.PowerIdleW + (g.model.PowerMaxW-g.model.PowerIdleW)*min(1, g.activity(d))
+}
+
+func (g *gpu) memUsed(d time.Duration) uint64 {
+	var used uint64
+	for _, inst := range g.instances {
+		used += inst.memUsed(d)
+	}
+	return used
+}
