@@ -422,34 +422,41 @@ func newMetrics(gauges, counters int) *metrics {
 }
 
 func (m *metrics) gauge(desc *prometheus.Desc, v float64, labels []*dto.LabelPair) prometheus.Metric {
-	if len(m.gauges) == cap(m.gauges) {
-		m.gauges = make([]gaugeMetric, 0, 64) // more than estimated: the earlier ones stay where they are
-	}
-	m.gauges = m.gauges[:len(m.gauges)+1]
-	g := &m.gauges[len(m.gauges)-1]
-	g.desc, g.v, g.labels = desc, v, labels
+	g := carve(&m.gauges)
+	g.constMetric = constMetric{desc: desc, labels: labels, v: v}
 	return g
 }
 
 func (m *metrics) counter(desc *prometheus.Desc, v float64, labels []*dto.LabelPair) prometheus.Metric {
-	if len(m.counters) == cap(m.counters) {
-		m.counters = make([]counterMetric, 0, 64)
-	}
-	m.counters = m.counters[:len(m.counters)+1]
-	c := &m.counters[len(m.counters)-1]
-	c.desc, c.v, c.labels = desc, v, labels
+	c := carve(&m.counters)
+	c.constMetric = constMetric{desc: desc, labels: labels, v: v}
 	return c
 }
 
-// gaugeMetric is a const gauge over label pairs built once per series.
-type gaugeMetric struct {
+// carve returns the next element of *s. When s is full (more metrics than estimated) a new
+// slice is started: the earlier elements stay where they are.
+func carve[T any](s *[]T) *T {
+	if len(*s) == cap(*s) {
+		*s = make([]T, 0, 64)
+	}
+	*s = (*s)[:len(*s)+1]
+	return &(*s)[len(*s)-1]
+}
+
+// constMetric is a const metric over label pairs built once per series.
+type constMetric struct {
 	desc   *prometheus.Desc
 	labels []*dto.LabelPair
 	v      float64
-	out    dto.Gauge
 }
 
-func (g *gaugeMetric) Desc() *prometheus.Desc { return g.desc }
+func (c *constMetric) Desc() *prometheus.Desc { return c.desc }
+
+// gaugeMetric is a const gauge.
+type gaugeMetric struct {
+	constMetric
+	out dto.Gauge
+}
 
 func (g *gaugeMetric) Write(out *dto.Metric) error {
 	g.out.Value = &g.v
@@ -457,15 +464,11 @@ func (g *gaugeMetric) Write(out *dto.Metric) error {
 	return nil
 }
 
-// counterMetric is a const counter over label pairs built once per series.
+// counterMetric is a const counter.
 type counterMetric struct {
-	desc   *prometheus.Desc
-	labels []*dto.LabelPair
-	v      float64
-	out    dto.Counter
+	constMetric
+	out dto.Counter
 }
-
-func (c *counterMetric) Desc() *prometheus.Desc { return c.desc }
 
 func (c *counterMetric) Write(out *dto.Metric) error {
 	c.out.Value = &c.v
