@@ -22,8 +22,8 @@ import (
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
-// fleet samples the first 30 s of a public scenario into a fresh snapshot.
-func fleet(t *testing.T, name string) (*Collector, *prometheus.Registry) {
+// simulated is a public scenario's simulated fleet and a fresh collector, both registered.
+func simulated(t *testing.T, name string) (*scenario.Scenario, *sim.Source, *Collector, *prometheus.Registry) {
 	t.Helper()
 	sc, err := scenario.Load("../../schemas/scenario/testdata/" + name + ".yaml")
 	if err != nil {
@@ -36,6 +36,13 @@ func fleet(t *testing.T, name string) (*Collector, *prometheus.Registry) {
 	}
 	snap := New()
 	reg.MustRegister(snap)
+	return sc, src, snap, reg
+}
+
+// fleet samples the first 30 s of a public scenario into a fresh snapshot.
+func fleet(t *testing.T, name string) (*Collector, *prometheus.Registry) {
+	t.Helper()
+	sc, src, snap, reg := simulated(t, name)
 	loop := &exporter.Loop{Source: src, Clock: exporter.FastClock{}, Sinks: []exporter.Sink{snap},
 		Start: sc.Start, End: sc.Start.Add(30 * time.Second), Interval: sc.Interval, Metrics: exporter.NewLoopMetrics(reg)}
 	if _, err := loop.Run(context.Background()); err != nil {
@@ -134,21 +141,14 @@ func TestMIGActivityUnavailableIsNotServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := exposition(t, reg)
-	for _, tc := range []struct {
-		series string
-		want   bool
-	}{
+	checkSeries(t, text, []seriesWant{
 		{`slicemeter_instance_sm_active_ratio{gpu="0"`, false},
 		{`slicemeter_instance_sm_active_ratio{gpu="1"`, true},
 		{`slicemeter_gpu_instance_activity_available{gpu="0",model="A100-SXM4-40GB",node="n",uuid="GPU-1"} 0`, true},
 		{`slicemeter_instance_processes{gpu="0",kind="mig",model="A100-SXM4-40GB",node="n",profile="1g.5gb",slice="MIG-1",uuid="GPU-1"} 2`, true},
 		{`slicemeter_gpu_xid_errors_total{gpu="1",model="A100-SXM4-40GB",node="n",uuid="GPU-2"} 3`, true},
 		{`slicemeter_gpu_last_xid{gpu="1",model="A100-SXM4-40GB",node="n",uuid="GPU-2"} 79`, true},
-	} {
-		if strings.Contains(text, tc.series) != tc.want {
-			t.Errorf("series %s present: %v, want %v\n%s", tc.series, !tc.want, tc.want, text)
-		}
-	}
+	})
 }
 
 // The nvml source flags a MIG instance whose activity could not be measured (sm_active_unavailable)
@@ -194,10 +194,7 @@ func TestChangedLabelsReplaceTheSeries(t *testing.T) {
 	write("H100-10C", "vm-1", "GPU-A")
 	write("H100-20C", "vm-1", "GPU-B")
 	text := write("H100-20C", "vm-2", "GPU-B") // only the VM changes
-	for _, tc := range []struct {
-		series string
-		want   bool
-	}{
+	checkSeries(t, text, []seriesWant{
 		{`profile="H100-10C"`, false},
 		{`vm_id="vm-1"`, false},
 		{`uuid="GPU-A"`, false},
@@ -208,11 +205,7 @@ func TestChangedLabelsReplaceTheSeries(t *testing.T) {
 		{`slicemeter_vgpu_scheduling_waits_total{gpu="0",kind="vgpu",model="H100-SXM5-80GB",node="n",profile="H100-20C",slice="vgpu0",uuid="GPU-B"} 6`, true},
 		{`slicemeter_vgpu_run_seconds_total{gpu="0",kind="vgpu",model="H100-SXM5-80GB",node="n",profile="H100-20C",slice="vgpu0",uuid="GPU-B"} 0.75`, true},
 		{`slicemeter_exporter_instances{node="n"} 1`, true},
-	} {
-		if strings.Contains(text, tc.series) != tc.want {
-			t.Errorf("%s present: %v, want %v\n%s", tc.series, !tc.want, tc.want, text)
-		}
-	}
+	})
 }
 
 // A GPU state that no longer lists an instance (or a GPU that failed) takes that instance's
@@ -301,17 +294,7 @@ func TestCollectEmitsSortedSeries(t *testing.T) {
 // Scrapes run while the loop writes: a scrape must see each series whole, and the race detector
 // (go test -race) must find nothing shared between a scrape's metrics and the next tick.
 func TestScrapeWhileWriting(t *testing.T) {
-	sc, err := scenario.Load("../../schemas/scenario/testdata/vgpu-timeslice.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	src, err := sim.NewWithMetrics(sc, "", nvmlsource.NewMetrics(reg), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap := New()
-	reg.MustRegister(snap)
+	sc, src, snap, reg := simulated(t, "vgpu-timeslice")
 	done := make(chan error)
 	go func() {
 		defer close(done)
@@ -427,5 +410,20 @@ func TestForgetsWhatIsGone(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// seriesWant is a series (a prefix of its exposition line, or the line) and whether it must be there.
+type seriesWant struct {
+	series string
+	want   bool
+}
+
+func checkSeries(t *testing.T, text string, tests []seriesWant) {
+	t.Helper()
+	for _, tc := range tests {
+		if strings.Contains(text, tc.series) != tc.want {
+			t.Errorf("series %s present: %v, want %v\n%s", tc.series, !tc.want, tc.want, text)
+		}
 	}
 }

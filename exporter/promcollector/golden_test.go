@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/slicemeter/slicemeter/exporter"
 	"github.com/slicemeter/slicemeter/exporter/sim"
@@ -38,20 +37,10 @@ func TestGoldenExposition(t *testing.T) {
 	if n, err := loop.Run(context.Background()); err != nil || n != ticks*int64(src.Instances()) {
 		t.Fatalf("%d samples (%v), want %d", n, err, ticks*src.Instances())
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got bytes.Buffer
-	enc := expfmt.NewEncoder(&got, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, mf := range mfs {
-		if err := enc.Encode(mf); err != nil {
-			t.Fatal(err)
-		}
-	}
+	got := exposition(t, reg)
 	const golden = "testdata/node.prom"
 	if *update {
-		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -59,8 +48,8 @@ func TestGoldenExposition(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (run go test ./exporter/promcollector -run Golden -update)", err)
 	}
-	if !bytes.Equal(got.Bytes(), want) {
-		t.Errorf("the exposition differs from %s (if the change is meant, rerun with -update):\n%s", golden, lineDiff(string(want), got.String()))
+	if got != string(want) {
+		t.Errorf("the exposition differs from %s (if the change is meant, rerun with -update):\n%s", golden, lineDiff(string(want), got))
 	}
 }
 
