@@ -1,6 +1,6 @@
 // Package exporter is the per-node sampling side of slicemeter: a Source (real NVML, the
 // simulator or a replayed capture) is read on every tick of a Clock, and each tick's samples go
-// to the Sinks (the Prometheus snapshot, the Kafka publisher).
+// to the Sinks (the Prometheus collector, the Kafka publisher). Package service assembles them.
 package exporter
 
 import (
