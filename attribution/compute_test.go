@@ -50,8 +50,11 @@ func linesOf(ctx context.Context, conn store.Querier, from, to time.Time, book *
 	return res.Report, res.Lines, err
 }
 
+// sample is chtest's sample of the instance, under the id the test gave it.
 func (in instance) sample(at time.Duration, interval time.Duration, attached bool, sm float64) *pb.Sample {
-	return in.Sample(at, interval, attached, sm)
+	named := in.Instance
+	named.ID = in.id
+	return named.Sample(at, interval, attached, sm)
 }
 
 // TestCompute checks Compute against a hand-built fleet, with the definitions worked out by

@@ -92,8 +92,8 @@ func TestAttribute(t *testing.T) {
 	tests := []struct {
 		name   string
 		billed time.Duration
-		terms      Terms
-		usage      Usage
+		terms  Terms
+		usage  Usage
 		// expected, as printed in the scenarios' expected CSVs
 		list, cost, waste, overhead, efficiency float64
 	}{
