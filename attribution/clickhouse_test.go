@@ -16,11 +16,7 @@ import (
 // stopped by TestMain.
 var server chtest.Server
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	server.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(server.Main(m)) }
 
 // newDatabase returns a connection to a fresh database with slicemeter's schema.
 func newDatabase(t testing.TB) driver.Conn {

@@ -29,11 +29,7 @@ import (
 // stopped by TestMain.
 var server chtest.Server
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	server.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(server.Main(m)) }
 
 var book = chtest.Book()
 

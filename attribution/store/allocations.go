@@ -75,13 +75,5 @@ func ReceivedSince(ctx context.Context, conn Querier, since time.Time) ([]Receiv
 
 // LastReceived is when the allocations table received its latest row, zero when empty.
 func LastReceived(ctx context.Context, conn driver.Conn) (time.Time, error) {
-	var n uint64
-	var last time.Time
-	if err := conn.QueryRow(ctx, `SELECT count(), max(received) FROM allocations`).Scan(&n, &last); err != nil {
-		return time.Time{}, fmt.Errorf("read when the latest allocation was received: %w", err)
-	}
-	if n == 0 {
-		return time.Time{}, nil
-	}
-	return last.UTC(), nil
+	return latest(ctx, conn, `SELECT count(), max(received) FROM allocations`, "when the latest allocation was received")
 }

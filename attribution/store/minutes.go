@@ -222,15 +222,7 @@ func Totals(ctx context.Context, conn driver.Conn, from, to time.Time) ([]Total,
 
 // LastMinute is the start of the latest minute stored, zero when none.
 func LastMinute(ctx context.Context, conn driver.Conn) (time.Time, error) {
-	var n uint64
-	var last time.Time
-	if err := conn.QueryRow(ctx, `SELECT count(), max(minute) FROM attribution_minutes`).Scan(&n, &last); err != nil {
-		return time.Time{}, fmt.Errorf("read the latest attributed minute: %w", err)
-	}
-	if n == 0 {
-		return time.Time{}, nil
-	}
-	return last.UTC(), nil
+	return latest(ctx, conn, `SELECT count(), max(minute) FROM attribution_minutes`, "the latest attributed minute")
 }
 
 // LastComputed is when the latest stored pass ran, zero when none.

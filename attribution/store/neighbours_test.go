@@ -15,11 +15,7 @@ import (
 // stopped by TestMain.
 var server chtest.Server
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	server.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(server.Main(m)) }
 
 // TestNoisyNeighbours: on one time-sliced H100, "steady" and "heavy" run all along, "brief"
 // only for two minutes, "idle" never: each busy tenant's top neighbour is the co-tenant that

@@ -39,6 +39,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -82,4 +83,18 @@ func queryEach(ctx context.Context, conn Querier, query string, args []any, each
 		}
 	}
 	return rows.Err()
+}
+
+// latest runs query, a SELECT count(), max(a DateTime), and returns the maximum, zero when
+// the table is empty (max of nothing is 1970, not "none"); what says what is read.
+func latest(ctx context.Context, conn driver.Conn, query, what string) (time.Time, error) {
+	var n uint64
+	var last time.Time
+	if err := conn.QueryRow(ctx, query).Scan(&n, &last); err != nil {
+		return time.Time{}, fmt.Errorf("read %s: %w", what, err)
+	}
+	if n == 0 {
+		return time.Time{}, nil
+	}
+	return last.UTC(), nil
 }

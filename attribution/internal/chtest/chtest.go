@@ -31,6 +31,13 @@ type Server struct {
 	err  error
 }
 
+// Main runs a test binary's tests, then stops the server: TestMain's os.Exit(server.Main(m)).
+func (s *Server) Main(m *testing.M) int {
+	code := m.Run()
+	s.Close()
+	return code
+}
+
 // Close stops the server, if it was started.
 func (s *Server) Close() {
 	if s.ch != nil {
