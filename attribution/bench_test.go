@@ -10,8 +10,9 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/store"
 )
 
 // The fleet of the benchmarks: SLICEMETER_BENCH_INSTANCES MIG instances (7 per A100, 8 A100s
@@ -132,19 +133,19 @@ func BenchmarkReport(b *testing.B) {
 	to := f.start.Add(time.Duration(f.seconds) * time.Second)
 	b.Run("attribution_minutes", func(b *testing.B) {
 		for b.Loop() {
-			rep, err := attribution.FromMinutes(context.Background(), f.conn, f.start, to)
+			rep, err := store.FromMinutes(context.Background(), f.conn, f.start, to)
 			if err != nil || len(rep.Tenants) != min(10, f.instances) {
 				b.Fatalf("report from stored minutes: %d tenants, %v", len(rep.Tenants), err)
 			}
 		}
 	})
-	for _, source := range []attribution.Samples{attribution.MinuteRollup, attribution.SecondRollup, attribution.RawSamples} {
-		if source == attribution.RawSamples && !f.raw || source == attribution.SecondRollup && os.Getenv("SLICEMETER_BENCH_1S") == "0" {
+	for _, source := range []store.Samples{store.MinuteRollup, store.SecondRollup, store.RawSamples} {
+		if source == store.RawSamples && !f.raw || source == store.SecondRollup && os.Getenv("SLICEMETER_BENCH_1S") == "0" {
 			continue
 		}
 		b.Run(source.String(), func(b *testing.B) {
 			for b.Loop() {
-				rep, err := attribution.ComputeFrom(context.Background(), f.conn, f.start, to, benchBook, source)
+				rep, err := reportOf(context.Background(), f.conn, f.start, to, benchBook, source)
 				if err != nil || len(rep.Tenants) != min(10, f.instances) {
 					b.Fatalf("report: %d tenants, %v", len(rep.Tenants), err)
 				}
@@ -162,16 +163,59 @@ func BenchmarkMinute(b *testing.B) {
 	}
 	f := newBenchFleet(b)
 	from := f.start.Add(time.Duration(f.seconds/2) * time.Second).Truncate(time.Minute)
-	for _, source := range []attribution.Samples{attribution.MinuteRollup, attribution.SecondRollup, attribution.RawSamples} {
-		if source == attribution.RawSamples && !f.raw {
+	for _, source := range []store.Samples{store.MinuteRollup, store.SecondRollup, store.RawSamples} {
+		if source == store.RawSamples && !f.raw {
 			continue
 		}
 		b.Run(source.String(), func(b *testing.B) {
 			for b.Loop() {
-				_, lines, err := attribution.ComputeLines(context.Background(), f.conn, from, from.Add(time.Minute), benchBook, source)
+				_, lines, err := linesOf(context.Background(), f.conn, from, from.Add(time.Minute), benchBook, source)
 				if err != nil || len(lines) != f.instances {
 					b.Fatalf("minute: %d lines, %v", len(lines), err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkContinuousPresence reads the presence of a usual pass — the lookback's ten minutes
+// and one fresh — with a presence lookback of an hour, over the benchmark fleet (bench_test.go;
+// SLICEMETER_BENCH_INSTANCES, SLICEMETER_BENCH_RAW=0 for samples_1s only): "first" reads it
+// all, as after a start; "next" only what the pass a minute before had not read, as the
+// service's passes do.
+func BenchmarkContinuousPresence(b *testing.B) {
+	f := newBenchFleet(b)
+	ctx := context.Background()
+	end := f.start.Add(time.Duration(f.seconds) * time.Second).Truncate(time.Minute)
+	check := func(b *testing.B, p *store.Presence) {
+		if _, absent, err := p.Extend(report.Report{}, end.Add(-time.Minute), end, book); err != nil || len(absent) != 0 {
+			b.Fatalf("every GPU is sampled in every minute: %v absent, %v", absent, err)
+		}
+	}
+	for _, source := range []store.Samples{store.MinuteRollup, store.SecondRollup, store.RawSamples} {
+		if source == store.RawSamples && !f.raw {
+			continue
+		}
+		b.Run(source.String()+"/first", func(b *testing.B) {
+			for b.Loop() {
+				p, err := store.ReadPresence(ctx, f.conn, end.Add(-11*time.Minute), end, time.Hour, source)
+				if err != nil {
+					b.Fatal(err)
+				}
+				check(b, p)
+			}
+		})
+		b.Run(source.String()+"/next", func(b *testing.B) {
+			before, err := store.ReadPresence(ctx, f.conn, end.Add(-12*time.Minute), end.Add(-time.Minute), time.Hour, source)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				p, err := before.Advance(ctx, f.conn, end.Add(-11*time.Minute), end, time.Hour, source)
+				if err != nil {
+					b.Fatal(err)
+				}
+				check(b, p)
 			}
 		})
 	}

@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
+	"github.com/slicemeter/slicemeter/attribution/store"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -45,7 +46,7 @@ func TestColdStartSearch(t *testing.T) {
 		}
 	}
 	insertSamples(t, conn, "node-a", samples)
-	rollUp(t, conn)
+	chtest.RollUp(t, conn)
 	var rows []allocationRow
 	for _, a := range allocs {
 		rows = append(rows, allocationRow{id: a.id, tenant: "acme", tier: "pro", node: "node-a", instance: a.in.id,
@@ -53,9 +54,9 @@ func TestColdStartSearch(t *testing.T) {
 	}
 	insertAllocations(t, conn, rows)
 
-	for _, source := range []attribution.Samples{attribution.RawSamples, attribution.SecondRollup, attribution.MinuteRollup} {
+	for _, source := range []store.Samples{store.RawSamples, store.SecondRollup, store.MinuteRollup} {
 		t.Run(source.String(), func(t *testing.T) {
-			_, lines, err := attribution.ComputeLines(ctx, conn, t0, t0.Add(time.Minute), book, source)
+			_, lines, err := linesOf(ctx, conn, t0, t0.Add(time.Minute), book, source)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,52 +10,51 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/store"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
-const gib = 1 << 30
-
 var (
-	t0   = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
-	book = &pricebook.PriceBook{
-		Currency:  "USD",
-		Prices:    map[string]float64{"A100-SXM4-40GB": 1.60, "H100-SXM5-80GB": 2.40},
-		Tiers:     map[string]float64{"pro": 1.0, "budget": 0.7},
-		ColdStart: map[string]time.Duration{"budget": 30 * time.Second}, // pro: the default 30 s
-	}
+	t0   = chtest.T0
+	book = chtest.Book()
 )
 
-// instance is one instance of the hand-built fleet.
+// instance is one instance of chtest's hand-built fleet, by the names these tests use.
 type instance struct {
-	gpuUUID, model, id, profile string
-	kind                        pb.Kind
-	slices, sms, gpuSMs         uint32
-	mem, gpuMem                 uint64
+	chtest.Instance
+	id string
 }
 
+func fleetInstance(in chtest.Instance) instance { return instance{in, in.ID} }
+
 var (
-	migA100 = instance{gpuUUID: "GPU-a0", model: "A100-SXM4-40GB", id: "gpu0/mig0", profile: "1g.5gb", kind: pb.Kind_KIND_MIG,
-		slices: 1, sms: 14, gpuSMs: 108, mem: 5 * gib, gpuMem: 40 * gib}
-	wholeA100 = instance{gpuUUID: "GPU-a1", model: "A100-SXM4-40GB", id: "gpu1", kind: pb.Kind_KIND_GPU,
-		sms: 108, gpuSMs: 108, mem: 40 * gib, gpuMem: 40 * gib}
-	vgpu0 = instance{gpuUUID: "GPU-b0", model: "H100-SXM5-80GB", id: "gpu0/vgpu0", profile: "H100-20C", kind: pb.Kind_KIND_VGPU,
-		sms: 132, gpuSMs: 132, mem: 20 * gib, gpuMem: 80 * gib}
-	vgpu1 = instance{gpuUUID: "GPU-b0", model: "H100-SXM5-80GB", id: "gpu0/vgpu1", profile: "H100-20C", kind: pb.Kind_KIND_VGPU,
-		sms: 132, gpuSMs: 132, mem: 20 * gib, gpuMem: 80 * gib}
+	migA100   = fleetInstance(chtest.MigA100)
+	wholeA100 = fleetInstance(chtest.WholeA100)
+	vgpu0     = fleetInstance(chtest.VGPU0)
+	vgpu1     = fleetInstance(chtest.VGPU1)
 )
 
+// reportOf is Report's report of [from, to) from the source.
+func reportOf(ctx context.Context, conn store.Querier, from, to time.Time, book *pricebook.PriceBook, src store.Samples) (report.Report, error) {
+	res, err := attribution.Report(ctx, conn, book, attribution.Options{From: from, To: to, Samples: src})
+	return res.Report, err
+}
+
+// linesOf is reportOf with the allocations' lines.
+func linesOf(ctx context.Context, conn store.Querier, from, to time.Time, book *pricebook.PriceBook, src store.Samples) (report.Report, []billing.Line, error) {
+	res, err := attribution.Report(ctx, conn, book, attribution.Options{From: from, To: to, Samples: src, Lines: true})
+	return res.Report, res.Lines, err
+}
+
+// sample is chtest's sample of the instance, under the id the test gave it.
 func (in instance) sample(at time.Duration, interval time.Duration, attached bool, sm float64) *pb.Sample {
-	s := &pb.Sample{
-		TsNs: uint64(t0.Add(at).UnixNano()), IntervalNs: uint64(interval), GpuUuid: in.gpuUUID, Model: in.model,
-		Kind: in.kind, InstanceId: in.id, Profile: in.profile, Attached: attached, SmActive: sm,
-		MemTotalBytes: in.mem, ComputeSlices: in.slices, SmCount: in.sms, GpuSmCount: in.gpuSMs, GpuMemTotalBytes: in.gpuMem,
-	}
-	if in.kind == pb.Kind_KIND_VGPU {
-		s.Vgpu = &pb.VgpuSchedule{}
-	}
-	return s
+	named := in.Instance
+	named.ID = in.id
+	return named.Sample(at, interval, attached, sm)
 }
 
 // TestCompute checks Compute against a hand-built fleet, with the definitions worked out by
@@ -120,7 +119,7 @@ func TestCompute(t *testing.T) {
 			ended: at(-time.Hour), version: 1},
 	})
 
-	got, err := attribution.Compute(context.Background(), conn, t0, t0.Add(window), book)
+	got, err := reportOf(context.Background(), conn, t0, t0.Add(window), book, store.RawSamples)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +221,7 @@ func TestComputeTargetNotSampledInWindow(t *testing.T) {
 	insertAllocations(t, conn, []allocationRow{
 		{id: "d-1", tenant: "dark", tier: "pro", node: "node-a", instance: "gpu1", requested: t0.Add(-2 * time.Hour), started: t0.Add(-time.Hour), version: 1},
 	})
-	got, err := attribution.Compute(context.Background(), conn, t0, t0.Add(time.Hour), book)
+	got, err := reportOf(context.Background(), conn, t0, t0.Add(time.Hour), book, store.RawSamples)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,12 +245,12 @@ func TestComputeErrors(t *testing.T) {
 	window := func() (time.Time, time.Time) { return t0, t0.Add(time.Minute) }
 
 	from, to := window()
-	if _, err := attribution.Compute(ctx, conn, to, from, book); err == nil {
+	if _, err := reportOf(ctx, conn, to, from, book, store.RawSamples); err == nil {
 		t.Error("a window that ends before it starts: want an error")
 	}
 
 	unpriced := &pricebook.PriceBook{Currency: "USD", Prices: map[string]float64{"H100-SXM5-80GB": 2.40}, Tiers: book.Tiers}
-	_, err := attribution.Compute(ctx, conn, from, to, unpriced)
+	_, err := reportOf(ctx, conn, from, to, unpriced, store.RawSamples)
 	if !errors.Is(err, pricebook.ErrNoPrice) || !strings.Contains(err.Error(), `"A100-SXM4-40GB"`) {
 		t.Errorf("a GPU model without a price: %v", err)
 	}
@@ -259,7 +258,7 @@ func TestComputeErrors(t *testing.T) {
 	insertAllocations(t, conn, []allocationRow{
 		{id: "g-1", tenant: "gold", tier: "gold", node: "node-a", instance: "gpu1", requested: t0, started: t0, version: 1},
 	})
-	_, err = attribution.Compute(ctx, conn, from, to, book)
+	_, err = reportOf(ctx, conn, from, to, book, store.RawSamples)
 	if !errors.Is(err, pricebook.ErrUnknownTier) || !strings.Contains(err.Error(), `"gold"`) || !strings.Contains(err.Error(), "g-1") {
 		t.Errorf("an unknown tier: %v", err)
 	}
@@ -269,7 +268,7 @@ func TestComputeErrors(t *testing.T) {
 	})
 	// A target never sampled: the allocation is accepted but cannot be priced yet; it is left
 	// out, noted and counted, and the report still adds up.
-	rep, err := attribution.Compute(ctx, conn, from, to, book)
+	rep, err := reportOf(ctx, conn, from, to, book, store.RawSamples)
 	if err != nil || rep.Unsampled != 1 || len(rep.Tenants) != 0 || len(rep.Notes) != 1 ||
 		!strings.Contains(rep.Notes[0], "node-a/gpu7") || !strings.Contains(rep.Notes[0], "never been sampled") {
 		t.Errorf("a target never sampled: %+v, %v", rep, err)
@@ -288,11 +287,11 @@ func TestComputeOverlap(t *testing.T) {
 		{id: "o-1", tenant: "one", tier: "pro", node: "node-a", instance: "gpu1", requested: t0, started: t0, ended: t0.Add(40 * time.Second), version: 1},
 		{id: "o-2", tenant: "two", tier: "pro", node: "node-a", instance: "gpu1", requested: t0, started: t0.Add(30 * time.Second), version: 1},
 	})
-	rep, err := attribution.Compute(context.Background(), conn, t0, t0.Add(time.Minute), book)
-	if err != nil {
-		t.Fatal(err)
+	res, err := attribution.Report(context.Background(), conn, book, attribution.Options{From: t0, To: t0.Add(time.Minute)})
+	if !errors.Is(err, attribution.ErrInvariants) || !strings.Contains(err.Error(), "the report breaks its invariants: overlap invariant") {
+		t.Fatalf("want the overlap invariant broken: %v", err)
 	}
-	errs := attribution.CheckInvariants(rep)
+	rep, errs := res.Report, res.Violations
 	if len(rep.Overlaps) != 1 || !strings.Contains(rep.Overlaps[0], "o-1") || !strings.Contains(rep.Overlaps[0], "o-2") || len(errs) != 1 ||
 		!strings.Contains(errs[0].Error(), "overlap invariant") {
 		t.Errorf("overlaps %v, violations %v", rep.Overlaps, errs)

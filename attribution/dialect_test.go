@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicemeter/slicemeter/attribution"
-	"github.com/slicemeter/slicemeter/attribution/continuous"
 	"github.com/slicemeter/slicemeter/attribution/intake"
+	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
+	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/service"
+	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/deploy/local"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
@@ -38,43 +40,43 @@ func TestCurrentClickHouseDialect(t *testing.T) {
 		{id: "v", tenant: "b", tier: "pro", node: "node-a", instance: vgpu0.id, requested: t0, started: t0, version: 1},
 		{id: "w", tenant: "c", tier: "pro", node: "node-a", instance: wholeA100.id, requested: t0, started: t0, version: 1},
 	})
-	if _, err := attribution.Compute(context.Background(), conn, t0, t0.Add(time.Minute), book); err != nil {
+	if _, err := reportOf(context.Background(), conn, t0, t0.Add(time.Minute), book, store.RawSamples); err != nil {
 		t.Fatal(err)
 	}
 	// The same from the per-second rollup, the intake's and the continuous attribution's queries.
 	ctx := context.Background()
-	rollUp(t, conn)
-	for _, source := range []attribution.Samples{attribution.SecondRollup, attribution.MinuteRollup} {
-		if _, err := attribution.ComputeFrom(ctx, conn, t0, t0.Add(time.Minute), book, source); err != nil {
+	chtest.RollUp(t, conn)
+	for _, source := range []store.Samples{store.SecondRollup, store.MinuteRollup} {
+		if _, err := reportOf(ctx, conn, t0, t0.Add(time.Minute), book, source); err != nil {
 			t.Fatal(err)
 		}
 	}
-	store := intake.NewStore(conn)
-	if _, err := store.Put(ctx, []intake.Allocation{{ID: "x", Tenant: "d", Tier: "pro", Node: "node-a", Instance: "gpu9", RequestedAt: t0, StartedAt: t0}}); err != nil {
+	allocStore := intake.NewStore(conn)
+	if _, err := allocStore.Put(ctx, []intake.Allocation{{ID: "x", Tenant: "d", Tier: "pro", Node: "node-a", Instance: "gpu9", RequestedAt: t0, StartedAt: t0}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.List(ctx, "d", t0, t0.Add(time.Hour)); err != nil {
+	if _, err := allocStore.List(ctx, "d", t0, t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	runner := continuous.NewRunner(conn, book, continuous.Config{Backfill: 2 * time.Minute, MaxMinutes: 2}, nil, slog.New(slog.DiscardHandler))
+	runner := service.NewRunner(conn, book, service.Passes{Backfill: 2 * time.Minute, MaxMinutes: 2}, nil, slog.New(slog.DiscardHandler))
 	runner.SetClock(func() time.Time { return t0.Add(2 * time.Minute) })
 	for range 2 { // the second pass resumes from what the first stored
 		if _, err := runner.Once(ctx); err != nil {
 			t.Fatal(err)
 		}
-		runner = continuous.NewRunner(conn, book, continuous.Config{Lookback: time.Minute, MaxMinutes: 2}, nil, slog.New(slog.DiscardHandler))
+		runner = service.NewRunner(conn, book, service.Passes{Lookback: time.Minute, MaxMinutes: 2}, nil, slog.New(slog.DiscardHandler))
 		runner.SetClock(func() time.Time { return t0.Add(2 * time.Minute) })
 	}
-	if _, err := continuous.Totals(ctx, conn, t0, t0.Add(time.Minute)); err != nil {
+	if _, err := store.Totals(ctx, conn, t0, t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := attribution.FromMinutes(ctx, conn, t0, t0.Add(time.Minute)); err != nil {
+	if _, err := store.FromMinutes(ctx, conn, t0, t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := attribution.NoisyNeighbours(ctx, conn, t0, t0.Add(time.Minute)); err != nil {
+	if _, err := store.NoisyNeighbours(ctx, conn, t0, t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := attribution.FleetModels(ctx, conn, t0); err != nil {
+	if _, err := store.FleetModels(ctx, conn, t0); err != nil {
 		t.Fatal(err)
 	}
 
@@ -91,6 +93,50 @@ func TestCurrentClickHouseDialect(t *testing.T) {
 		files = append(files, filepath.Join("..", "schemas", "migrations", f))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := local.CheckWithChDB(ctx, append(files, script)...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestServiceQueriesCurrentDialect runs the queries of the presence lookback (every sample
+// source) and of the Kafka events' overlap check, as sent, through chDB (current ClickHouse):
+// they must run there as on 18.16.
+func TestServiceQueriesCurrentDialect(t *testing.T) {
+	recorder := &queryRecorder{}
+	conn := newDatabaseLogged(t, slog.New(recorder))
+	ctx := context.Background()
+	insertSamples(t, conn, "node-a", []*pb.Sample{migA100.sample(0, time.Second, true, 0.5), wholeA100.sample(-30*time.Minute, time.Second, true, 1)})
+	insertAllocations(t, conn, []allocationRow{{id: "m", tenant: "a", tier: "pro", node: "node-a", instance: migA100.id, requested: t0, started: t0, version: 1}})
+	chtest.RollUp(t, conn)
+	for _, source := range []store.Samples{store.RawSamples, store.SecondRollup, store.MinuteRollup} {
+		p, err := store.ReadPresence(ctx, conn, t0.Add(time.Minute), t0.Add(2*time.Minute), time.Hour, source)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Both GPUs were sampled within the hour before the minute's end, neither in it.
+		rep, absent, err := p.Extend(report.Report{}, t0.Add(time.Minute), t0.Add(2*time.Minute), book)
+		if err != nil || len(absent) != 2 || rep.CapacityListCost <= 0 || rep.UnallocatedListCost != rep.CapacityListCost {
+			t.Errorf("%s: presence added %v, %+v, %v; want both GPUs", source, absent, rep, err)
+		}
+		if _, _, err := p.Extend(report.Report{}, t0.Add(2*time.Minute), t0.Add(3*time.Minute), book); err == nil {
+			t.Errorf("%s: a minute past what the presence read was extended", source)
+		}
+	}
+	refused, err := intake.CheckEvents(ctx, conn, []intake.Event{{Allocation: intake.Allocation{ID: "n", Tenant: "b", Tier: "pro",
+		Node: "node-a", Instance: migA100.id, RequestedAt: t0, StartedAt: t0}, Version: 1}})
+	if err != nil || len(refused) != 1 {
+		t.Fatalf("check an overlapping event: %v, %v", refused, err)
+	}
+	script := filepath.Join(t.TempDir(), "service.sql")
+	if err := os.WriteFile(script, []byte(strings.Join(recorder.selects(), ";\n")+";\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, f := range migrations.Files() {
+		files = append(files, filepath.Join("..", "schemas", "migrations", f))
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := local.CheckWithChDB(ctx, append(files, script)...); err != nil {
 		t.Fatal(err)

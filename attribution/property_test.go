@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
-	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/schemas/hardware"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
@@ -38,9 +38,9 @@ func TestPropertyRandomScenarios(t *testing.T) {
 	for i := range 2 * seeds {
 		// Times on multiples of 5 s, checked from the samples and the per-second rollup; and on
 		// whole minutes, checked from the per-minute rollup too.
-		seed, grain, sources := i/2, 5*time.Second, []attribution.Samples{attribution.RawSamples, attribution.SecondRollup}
+		seed, grain, sources := i/2, 5*time.Second, []store.Samples{store.RawSamples, store.SecondRollup}
 		if i%2 == 1 {
-			grain, sources = time.Minute, append(sources, attribution.MinuteRollup)
+			grain, sources = time.Minute, append(sources, store.MinuteRollup)
 		}
 		t.Run(fmt.Sprintf("seed-%d-%s", seed, grain), func(t *testing.T) {
 			text := randomScenario(rand.New(rand.NewPCG(uint64(seed), 5)), grain)
@@ -49,16 +49,16 @@ func TestPropertyRandomScenarios(t *testing.T) {
 				t.Fatalf("generated scenario: %v\n%s", err, text)
 			}
 			conn := newDatabase(t)
-			simulate(t, sc, func(node string, samples []*pb.Sample) { insertSamples(t, conn, node, samples) })
-			insertAllocations(t, conn, scenarioAllocations(sc))
-			rollUp(t, conn)
+			chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { insertSamples(t, conn, node, samples) })
+			chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
+			chtest.RollUp(t, conn)
 			want := groundTruth(sc)
 			for _, source := range sources {
-				rep, err := attribution.ComputeFrom(context.Background(), conn, sc.Start, sc.End(), pricebook.FromScenario(sc), source)
+				rep, err := reportOf(context.Background(), conn, sc.Start, sc.End(), pricebook.FromScenario(sc), source)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if errs := attribution.CheckInvariants(rep); len(errs) > 0 {
+				if errs := billing.CheckInvariants(rep); len(errs) > 0 {
 					t.Errorf("%s: invariants: %v", source, errs)
 				}
 				got := map[string]report.Row{}
@@ -348,41 +348,4 @@ func compareRow(got report.Row, want *truth, interval time.Duration) []string {
 		d = append(d, fmt.Sprintf("breaches %d, want %d", got.ColdStartBreaches, want.breaches))
 	}
 	return d
-}
-
-// rollUp fills samples_1s from the samples and samples_1m from samples_1s as the collector
-// does (one complete row per node, instance and second or minute, duplicates dropped).
-func rollUp(t *testing.T, conn driver.Conn) {
-	t.Helper()
-	err := conn.Exec(context.Background(), `INSERT INTO samples_1s (time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
-    compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
-    samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
-    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count, active_samples, active_ns)
-SELECT time, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(kind), any(profile),
-    any(compute_slices), any(sm_count), any(gpu_sm_count), any(mem_total_bytes), any(gpu_mem_total_bytes), any(interval_ns),
-    count(), sum(interval_ns), sumIf(sm_active, sm_active_unavailable = 0), sum(toUInt64(attached)), sum(vgpu_switch_ns), sum(vgpu_run_ns),
-    minIf(ts_ns, attached = 1), sum(toFloat64(mem_used_bytes)), sum(power_watts),
-    tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 1),
-    tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 2),
-    countIf(sm_active_unavailable = 0), sumIf(interval_ns, sm_active_unavailable = 0)
-FROM (SELECT * FROM samples LIMIT 1 BY node, instance_id, ts_ns)
-GROUP BY node, instance_id, time`)
-	if err != nil {
-		t.Fatalf("roll the samples up into samples_1s: %v", err)
-	}
-	err = conn.Exec(context.Background(), `INSERT INTO samples_1m (time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
-    compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
-    samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
-    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count, active_samples, active_ns)
-SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(kind), any(profile),
-    any(compute_slices), any(sm_count), any(gpu_sm_count), any(mem_total_bytes), any(gpu_mem_total_bytes), any(interval_ns),
-    sum(samples), sum(covered_ns), sum(sm_active_sum), sum(attached_sum), sum(vgpu_switch_ns_sum), sum(vgpu_run_ns_sum),
-    minIf(first_attached_ns, first_attached_ns > 0), sum(mem_used_bytes_sum), sum(power_watts_sum),
-    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2),
-    sum(active_samples), sum(active_ns)
-FROM (SELECT * FROM samples_1s ORDER BY samples DESC LIMIT 1 BY node, instance_id, time)
-GROUP BY node, instance_id, minute`)
-	if err != nil {
-		t.Fatalf("roll samples_1s up into samples_1m: %v", err)
-	}
 }

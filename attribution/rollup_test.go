@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
+	"github.com/slicemeter/slicemeter/attribution/store"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -23,22 +24,22 @@ func TestRollupKeepsCompleteRows(t *testing.T) {
 		samples = append(samples, migA100.sample(at, 100*time.Millisecond, true, 0.5))
 	}
 	insertSamples(t, conn, "node-a", samples)
-	rollUp(t, conn)
+	chtest.RollUp(t, conn)
 	insertAllocations(t, conn, []allocationRow{
 		{id: "a", tenant: "acme", tier: "pro", node: "node-a", instance: migA100.id, requested: t0, started: t0, version: 1},
 	})
 	for _, tt := range []struct {
-		source attribution.Samples
+		source store.Samples
 		table  string
 		fewer  int // samples the partial row lacks
 	}{
-		{attribution.SecondRollup, "samples_1s", 5},
-		{attribution.MinuteRollup, "samples_1m", 300},
+		{store.SecondRollup, "samples_1s", 5},
+		{store.MinuteRollup, "samples_1m", 300},
 	} {
 		t.Run(tt.table, func(t *testing.T) {
 			csv := func() string {
 				t.Helper()
-				rep, err := attribution.ComputeFrom(ctx, conn, t0, t0.Add(window), book, tt.source)
+				rep, err := reportOf(ctx, conn, t0, t0.Add(window), book, tt.source)
 				if err != nil {
 					t.Fatal(err)
 				}

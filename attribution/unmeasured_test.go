@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicemeter/slicemeter/attribution"
-	"github.com/slicemeter/slicemeter/attribution/continuous"
+	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/service"
+	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -58,7 +60,7 @@ func TestComputeUnmeasured(t *testing.T) {
 		}
 	}
 	insertSamples(t, conn, "node-a", samples)
-	rollUp(t, conn)
+	chtest.RollUp(t, conn)
 	insertAllocations(t, conn, []allocationRow{
 		{id: "n", tenant: "nogpm", tier: "pro", node: "node-a", instance: mig0.id, requested: t0, started: t0, version: 1},
 		{id: "m", tenant: "mixed", tier: "pro", node: "node-a", instance: mig1.id, requested: t0, started: t0, version: 1},
@@ -94,8 +96,8 @@ func TestComputeUnmeasured(t *testing.T) {
 	}
 
 	// The continuous service's stored minutes, from the raw samples.
-	cfg := continuous.Config{Backfill: window, MaxMinutes: 10, Samples: attribution.RawSamples}
-	runner := continuous.NewRunner(conn, book, cfg, nil, slog.New(slog.DiscardHandler))
+	cfg := service.Passes{Backfill: window, MaxMinutes: 10, Samples: store.RawSamples}
+	runner := service.NewRunner(conn, book, cfg, nil, slog.New(slog.DiscardHandler))
 	runner.SetClock(func() time.Time { return t0.Add(window) })
 	if _, err := runner.Once(ctx); err != nil {
 		t.Fatal(err)
@@ -105,14 +107,14 @@ func TestComputeUnmeasured(t *testing.T) {
 		name    string
 		compute func() (report.Report, error)
 	}{
-		{"samples", func() (report.Report, error) { return attribution.Compute(ctx, conn, t0, t0.Add(window), book) }},
+		{"samples", func() (report.Report, error) { return reportOf(ctx, conn, t0, t0.Add(window), book, store.RawSamples) }},
 		{"samples_1s", func() (report.Report, error) {
-			return attribution.ComputeFrom(ctx, conn, t0, t0.Add(window), book, attribution.SecondRollup)
+			return reportOf(ctx, conn, t0, t0.Add(window), book, store.SecondRollup)
 		}},
 		{"samples_1m", func() (report.Report, error) {
-			return attribution.ComputeFrom(ctx, conn, t0, t0.Add(window), book, attribution.MinuteRollup)
+			return reportOf(ctx, conn, t0, t0.Add(window), book, store.MinuteRollup)
 		}},
-		{"attribution_minutes", func() (report.Report, error) { return attribution.FromMinutes(ctx, conn, t0, t0.Add(window)) }},
+		{"attribution_minutes", func() (report.Report, error) { return store.FromMinutes(ctx, conn, t0, t0.Add(window)) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,7 +138,7 @@ func TestComputeUnmeasured(t *testing.T) {
 					t.Errorf("%s: waste %.15f, overhead %.15f; want %.15f, %.15f", g.Tenant, g.WasteCost, g.OverheadCost, w.WasteCost, w.OverheadCost)
 				}
 			}
-			if errs := attribution.CheckInvariants(got); len(errs) > 0 {
+			if errs := billing.CheckInvariants(got); len(errs) > 0 {
 				t.Errorf("invariants: %v", errs)
 			}
 		})
@@ -157,9 +159,9 @@ func TestScenarioWithoutGPM(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn := newDatabase(t)
-	simulate(t, sc, func(node string, samples []*pb.Sample) { insertSamples(t, conn, node, samples) })
-	insertAllocations(t, conn, scenarioAllocations(sc))
-	rollUp(t, conn)
+	chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { insertSamples(t, conn, node, samples) })
+	chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
+	chtest.RollUp(t, conn)
 	book := pricebook.FromScenario(sc)
 
 	// Per allocation (scenarioAllocations' ids): billed, metered, and the load of its measured
@@ -175,9 +177,9 @@ func TestScenarioWithoutGPM(t *testing.T) {
 		"beta-1": {595 * time.Second, 535 * time.Second, 0.7}, // whole A100: the driver's utilization
 	}
 	tenants := map[string]float64{"acme": 0.5, "beta": 0.7}
-	for _, source := range []attribution.Samples{attribution.RawSamples, attribution.SecondRollup} {
+	for _, source := range []store.Samples{store.RawSamples, store.SecondRollup} {
 		t.Run(source.String(), func(t *testing.T) {
-			rep, lines, err := attribution.ComputeLines(ctx, conn, sc.Start, sc.End(), book, source)
+			rep, lines, err := linesOf(ctx, conn, sc.Start, sc.End(), book, source)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -207,7 +209,7 @@ func TestScenarioWithoutGPM(t *testing.T) {
 					t.Errorf("tenant %s: unmetered %s, want 2m (the outage, in both allocations)", row.Tenant, row.Unmetered)
 				}
 			}
-			if errs := attribution.CheckInvariants(rep); len(errs) > 0 {
+			if errs := billing.CheckInvariants(rep); len(errs) > 0 {
 				t.Errorf("invariants: %v", errs)
 			}
 		})

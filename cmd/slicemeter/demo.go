@@ -179,11 +179,12 @@ func (c *demoCmd) run(ctx context.Context, logger *slog.Logger) error {
 		return fmt.Errorf("collector: %w", err)
 	}
 
-	rep, err := attribution.Compute(ctx, conn, sc.Start, sc.End(), prices)
+	res, err := attribution.Report(ctx, conn, prices, attribution.Options{From: sc.Start, To: sc.End()})
+	attribution.LogNotes(ctx, logger, res.Report)
 	if err != nil {
 		return fmt.Errorf("attributing: %w", err)
 	}
-	if err := writeReport(out, rep, *c.format); err != nil {
+	if err := writeReport(out, res.Report, *c.format); err != nil {
 		return err
 	}
 	done := time.Now()

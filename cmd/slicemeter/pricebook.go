@@ -47,7 +47,7 @@ func (c *pricebookCmd) run(ctx context.Context, _ *slog.Logger) error {
 			return err
 		}
 		defer conn.Close()
-		if err := checkFleetPriced(ctx, conn, book, *c.since); err != nil {
+		if err := attribution.CheckFleetPriced(ctx, conn, book, *c.since); err != nil {
 			return err
 		}
 	}
@@ -58,17 +58,4 @@ func (c *pricebookCmd) run(ctx context.Context, _ *slog.Logger) error {
 	_, err = fmt.Fprintf(c.stdout, "%s: ok: %s, %d GPU models, %d tiers, %d contract prices, %d effective-dated changes\n",
 		*c.file, book.Currency, len(book.Prices), len(book.Tiers), contracts, len(book.Changes))
 	return err
-}
-
-// checkFleetPriced fails (exit status 2) naming every GPU model sampled in the last since that
-// the price book does not price.
-func checkFleetPriced(ctx context.Context, conn attribution.Querier, book *pricebook.PriceBook, since time.Duration) error {
-	models, err := attribution.FleetModels(ctx, conn, time.Now().Add(-since))
-	if err != nil {
-		return err
-	}
-	if err := book.CheckModels(models); err != nil {
-		return usage.Wrap(err)
-	}
-	return nil
 }

@@ -2,21 +2,19 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
-	"github.com/slicemeter/slicemeter/internal/usage"
-
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/chconn"
+	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 )
 
@@ -51,26 +49,13 @@ func samplesFlag(c *kingpin.CmdClause, def string) *string {
 	return c.Flag("attribution.samples", "Read the samples (raw: exact to the sample) or the collector's rollups (rollup-1s: ~10x fewer rows; rollup-1m: ~600x, allocations inside a minute counted by their share of it).").Default(def).Enum("raw", "rollup-1s", "rollup-1m")
 }
 
-// computeWindow is the report of one window: from the minutes the attribution service stored
-// when fromMinutes, else computed from the samples.
-func computeWindow(ctx context.Context, conn driver.Conn, from, to time.Time, book *pricebook.PriceBook, samples string, fromMinutes bool) (report.Report, error) {
-	if fromMinutes {
-		return attribution.FromMinutes(ctx, conn, from, to)
-	}
-	return attribution.ComputeFrom(ctx, conn, from, to, book, sampleSource(samples))
+// sampleSource is the source a samplesFlag names (the flag allows only those).
+func sampleSource(flag string) store.Samples {
+	src, _ := store.ParseSamples(flag)
+	return src
 }
 
-func sampleSource(flag string) attribution.Samples {
-	switch flag {
-	case "rollup-1s":
-		return attribution.SecondRollup
-	case "rollup-1m":
-		return attribution.MinuteRollup
-	}
-	return attribution.RawSamples
-}
-
-func (c *reportCmd) run(ctx context.Context, _ *slog.Logger) error {
+func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 	from, err := parseTime("--from", *c.from)
 	if err != nil {
 		return err
@@ -97,21 +82,13 @@ func (c *reportCmd) run(ctx context.Context, _ *slog.Logger) error {
 	defer conn.Close()
 	var series report.Series
 	for _, w := range windows {
-		rep, err := computeWindow(ctx, conn, w.Start, w.End, book, *c.samples, *c.minutes)
+		res, err := attribution.Report(ctx, conn, book, attribution.Options{From: w.Start, To: w.End, Samples: sampleSource(*c.samples),
+			FromMinutes: *c.minutes, Neighbours: *c.format == "json"})
+		attribution.LogNotes(ctx, logger, res.Report)
 		if err != nil {
 			return fmt.Errorf("attributing %s to %s: %w", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), err)
 		}
-		if *c.format == "json" {
-			top, err := attribution.NoisyNeighbours(ctx, conn, w.Start, w.End)
-			if err != nil {
-				return fmt.Errorf("attributing %s to %s: %w", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), err)
-			}
-			rep = attribution.WithNeighbours(rep, top)
-		}
-		if errs := attribution.CheckInvariants(rep); len(errs) > 0 {
-			return fmt.Errorf("attributing %s to %s: the report breaks its invariants: %w", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), errors.Join(errs...))
-		}
-		series = append(series, rep)
+		series = append(series, res.Report)
 	}
 	f, err := report.ParseFormat(*c.format)
 	if err != nil {

@@ -1,4 +1,4 @@
-package attribution
+package store
 
 import (
 	"context"
@@ -7,8 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
+	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 )
@@ -24,8 +23,8 @@ import (
 type Presence struct {
 	lookback time.Duration
 	source   Samples
-	from, to int64           // the minutes read: [from, to), unix seconds
-	minutes  map[gpu][]int64 // per GPU, the minutes (unix seconds of their start) with a sample, ascending
+	from, to int64                   // the minutes read: [from, to), unix seconds
+	minutes  map[billing.GPU][]int64 // per GPU, the minutes (unix seconds of their start) with a sample, ascending
 }
 
 // presenceQueries read (node, gpu_uuid, model, minute) for every minute with a sample in
@@ -53,7 +52,7 @@ GROUP BY node, gpu_uuid, model, m`, "{{table}}", table)
 // ReadPresence reads which GPUs were sampled in which minute, for the windows of whole minutes
 // within [from, to) and their lookback: [from − lookback, to). A lookback under a minute is a
 // minute (a window counts what it samples itself); it is rounded up to whole minutes.
-func ReadPresence(ctx context.Context, conn driver.Conn, from, to time.Time, lookback time.Duration, source Samples) (*Presence, error) {
+func ReadPresence(ctx context.Context, conn Querier, from, to time.Time, lookback time.Duration, source Samples) (*Presence, error) {
 	var p *Presence
 	return p.Advance(ctx, conn, from, to, lookback, source)
 }
@@ -63,7 +62,7 @@ func ReadPresence(ctx context.Context, conn driver.Conn, from, to time.Time, loo
 // of raw samples is much to read every minute. The minutes from from on are read again (late
 // samples land there, and a window's own minutes must be what Compute sees in them); p's
 // earlier minutes within the lookback are kept.
-func (p *Presence) Advance(ctx context.Context, conn driver.Conn, from, to time.Time, lookback time.Duration, source Samples) (*Presence, error) {
+func (p *Presence) Advance(ctx context.Context, conn Querier, from, to time.Time, lookback time.Duration, source Samples) (*Presence, error) {
 	q, ok := presenceQueries[source]
 	if !ok {
 		return nil, fmt.Errorf("sample source %d: expected RawSamples, SecondRollup or MinuteRollup", source)
@@ -73,7 +72,7 @@ func (p *Presence) Advance(ctx context.Context, conn driver.Conn, from, to time.
 		lookback += time.Minute - r
 	}
 	start, end := from.Truncate(time.Minute).Add(-lookback).Unix(), to.Unix()
-	next := &Presence{lookback: lookback, source: source, from: start, to: end, minutes: map[gpu][]int64{}}
+	next := &Presence{lookback: lookback, source: source, from: start, to: end, minutes: map[billing.GPU][]int64{}}
 	read := start
 	if p != nil && p.lookback == lookback && p.source == source && p.from <= start && p.to > start {
 		read = min(p.to, from.Truncate(time.Minute).Unix())
@@ -92,16 +91,16 @@ func (p *Presence) Advance(ctx context.Context, conn driver.Conn, from, to time.
 }
 
 // read adds the minutes sampled in [start, end) (ns; whole minutes after every minute held).
-func (p *Presence) read(ctx context.Context, conn driver.Conn, q string, start, end int64) error {
+func (p *Presence) read(ctx context.Context, conn Querier, q string, start, end int64) error {
 	if start >= end {
 		return nil
 	}
 	err := queryEach(ctx, conn, q, []any{seconds(start), seconds(end), start, end}, func(scan func(...any) error) error {
 		var (
-			g gpu
+			g billing.GPU
 			m int64
 		)
-		if err := scan(&g.node, &g.uuid, &g.model, &m); err != nil {
+		if err := scan(&g.Node, &g.UUID, &g.Model, &m); err != nil {
 			return err
 		}
 		p.minutes[g] = append(p.minutes[g], m)
@@ -133,7 +132,7 @@ func (p *Presence) Extend(rep report.Report, from, to time.Time, book *pricebook
 		return rep, nil, fmt.Errorf("extend the capacity of [%s, %s): the presence read covers [%s, %s), not the window and its lookback",
 			from.Format(time.RFC3339), to.Format(time.RFC3339), time.Unix(p.from, 0).UTC().Format(time.RFC3339), time.Unix(p.to, 0).UTC().Format(time.RFC3339))
 	}
-	extra := newFleet()
+	extra := billing.NewFleet()
 	var names []string
 	for g, ms := range p.minutes {
 		// The first sampled minute at or after the lookback's start: present when it is
@@ -145,14 +144,14 @@ func (p *Presence) Extend(rep report.Report, from, to time.Time, book *pricebook
 		if j, _ := slices.BinarySearch(ms, f); j < len(ms) && ms[j] < t {
 			continue
 		}
-		extra.gpus[g] = true
-		names = append(names, g.node+"/"+g.uuid)
+		extra.GPUs[g] = true
+		names = append(names, g.Node+"/"+g.UUID)
 	}
 	if len(names) == 0 {
 		return rep, nil, nil
 	}
 	slices.Sort(names)
-	list, err := capacityListCost(extra, interval{from.UnixNano(), to.UnixNano()}, book)
+	list, err := billing.CapacityListCost(extra, billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}, book)
 	if err != nil {
 		return rep, nil, fmt.Errorf("price the GPUs present but not sampled in [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 	}

@@ -1,17 +1,10 @@
-package attribution
+package store
 
 import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
-
-// Querier is the part of a ClickHouse connection that reading needs.
-type Querier interface {
-	Query(ctx context.Context, query string, args ...any) (driver.Rows, error)
-}
 
 // FleetModels returns the GPU models sampled since the time, sorted.
 func FleetModels(ctx context.Context, conn Querier, since time.Time) ([]string, error) {

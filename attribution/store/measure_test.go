@@ -1,23 +1,29 @@
-package attribution
+package store
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slicemeter/slicemeter/attribution/billing"
 )
 
+var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC).UnixNano()
+
+func at(d time.Duration) int64 { return t0 + int64(d) }
+
 func TestChunks(t *testing.T) {
-	allocs := func(n int, billed time.Duration) []billedAllocation {
-		out := make([]billedAllocation, n)
+	allocs := func(n int, billed time.Duration) []billing.Billed {
+		out := make([]billing.Billed, n)
 		for i := range out {
-			out[i] = billedAllocation{allocation: allocation{id: fmt.Sprint(i)}, billed: interval{at(0), at(billed)}}
+			out[i] = billing.Billed{Allocation: billing.Allocation{ID: fmt.Sprint(i)}, Billed: billing.Interval{Start: at(0), End: at(billed)}}
 		}
 		return out
 	}
 	tests := []struct {
 		name          string
-		billed        []billedAllocation
+		billed        []billing.Billed
 		rowsPerSecond float64
 		want          []int // chunk lengths
 	}{
@@ -35,8 +41,8 @@ func TestChunks(t *testing.T) {
 			for _, c := range chunks(tt.billed, tt.rowsPerSecond) {
 				got = append(got, len(c))
 				for i, b := range c {
-					if b.id != fmt.Sprint(total+i) {
-						t.Fatalf("chunk out of order: %s at %d", b.id, total+i)
+					if b.ID != fmt.Sprint(total+i) {
+						t.Fatalf("chunk out of order: %s at %d", b.ID, total+i)
 					}
 				}
 				total += len(c)
@@ -52,28 +58,28 @@ func TestChunks(t *testing.T) {
 // ALL branch per group over the group's range and distinct targets; the search table lists
 // every search with its own range.
 func TestFirstAttachedArgs(t *testing.T) {
-	q := queriesOf[SecondRollup]
-	n := func(i int) target { return target{"node-a", fmt.Sprintf("gpu%d", i)} }
-	search := func(id string, tg target, from, to time.Duration) coldStartSearch {
-		return coldStartSearch{id, tg, interval{at(from), at(to)}}
+	q, _ := SecondRollup.queries()
+	n := func(i int) billing.Target { return billing.Target{Node: "node-a", Instance: fmt.Sprintf("gpu%d", i)} }
+	search := func(id string, tg billing.Target, from, to time.Duration) coldStartSearch {
+		return coldStartSearch{id, tg, billing.Interval{Start: at(from), End: at(to)}}
 	}
 	tests := []struct {
 		name     string
 		searches []coldStartSearch
-		groups   []interval
+		groups   []billing.Interval
 		targets  [][]string // per group, the instances
 	}{
 		{
 			"one group",
 			[]coldStartSearch{search("a", n(0), 0, 15*time.Minute), search("b", n(1), time.Minute, 16*time.Minute), search("c", n(0), 50*time.Minute, 51*time.Minute)},
-			[]interval{{at(0), at(51 * time.Minute)}},
+			[]billing.Interval{{Start: at(0), End: at(51 * time.Minute)}},
 			[][]string{{"gpu0", "gpu1"}},
 		},
 		{
 			"hours apart, unsorted",
 			[]coldStartSearch{search("late", n(2), 5*time.Hour, 5*time.Hour+15*time.Minute), search("a", n(0), 0, 15*time.Minute),
 				search("b", n(1), 59*time.Minute, 74*time.Minute), search("c", n(3), 60*time.Minute, 61*time.Minute)},
-			[]interval{{at(0), at(74 * time.Minute)}, {at(60 * time.Minute), at(61 * time.Minute)}, {at(5 * time.Hour), at(5*time.Hour + 15*time.Minute)}},
+			[]billing.Interval{{Start: at(0), End: at(74 * time.Minute)}, {Start: at(60 * time.Minute), End: at(61 * time.Minute)}, {Start: at(5 * time.Hour), End: at(5*time.Hour + 15*time.Minute)}},
 			[][]string{{"gpu0", "gpu1"}, {"gpu3"}, {"gpu2"}},
 		},
 	}
@@ -91,7 +97,7 @@ func TestFirstAttachedArgs(t *testing.T) {
 			}
 			for i, g := range tt.groups {
 				branch := args[6*i : 6*i+6]
-				want := []any{seconds(g.start), seconds(g.end), g.start, g.end}
+				want := []any{seconds(g.Start), seconds(g.End), g.Start, g.End}
 				if fmt.Sprint(branch[:4]) != fmt.Sprint(want) || fmt.Sprint(branch[5]) != fmt.Sprint(tt.targets[i]) {
 					t.Errorf("group %d: %v, want range %v and instances %v", i, branch, want, tt.targets[i])
 				}

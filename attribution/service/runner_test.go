@@ -1,4 +1,4 @@
-package attribution_test
+package service_test
 
 import (
 	"bytes"
@@ -15,15 +15,29 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/attribution"
-	"github.com/slicemeter/slicemeter/attribution/continuous"
-	"github.com/slicemeter/slicemeter/attribution/intake"
+	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
-	"github.com/slicemeter/slicemeter/deploy/local"
-	"github.com/slicemeter/slicemeter/schemas/migrations"
+	"github.com/slicemeter/slicemeter/attribution/service"
+	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
+
+// server is the package's ClickHouse 18.16, started by the first test that needs one and
+// stopped by TestMain.
+var server chtest.Server
+
+func TestMain(m *testing.M) { os.Exit(server.Main(m)) }
+
+var book = chtest.Book()
+
+// reportOf is Report's report of [from, to) from the source.
+func reportOf(ctx context.Context, conn store.Querier, from, to time.Time, book *pricebook.PriceBook, src store.Samples) (report.Report, error) {
+	res, err := attribution.Report(ctx, conn, book, attribution.Options{From: from, To: to, Samples: src})
+	return res.Report, err
+}
 
 // TestContinuousMinutesSumToReports attributes an hour of a scenario minute by minute into
 // ClickHouse, then checks that the stored minutes of any window sum to the report computed
@@ -34,18 +48,18 @@ func TestContinuousMinutesSumToReports(t *testing.T) {
 		t.Skip("simulates an hour of a fleet into ClickHouse")
 	}
 	ctx := context.Background()
-	sc, err := scenario.Load(filepath.Join("..", "schemas", "scenario", "testdata", "mig-basic.yaml"))
+	sc, err := scenario.Load(filepath.Join("..", "..", "schemas", "scenario", "testdata", "mig-basic.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := newDatabase(t)
-	simulate(t, sc, func(node string, samples []*pb.Sample) { insertSamples(t, conn, node, samples) })
-	insertAllocations(t, conn, scenarioAllocations(sc))
+	conn := server.NewDatabase(t, nil)
+	chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { chtest.InsertSamples(t, conn, node, samples) })
+	chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
 	book := pricebook.FromScenario(sc)
 
 	clock := sc.End().Add(30 * time.Second)
-	cfg := continuous.Config{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: time.Hour, MaxRecompute: 24 * time.Hour, MaxMinutes: 120}
-	runner := continuous.NewRunner(conn, book, cfg, nil, slog.New(slog.DiscardHandler))
+	cfg := service.Passes{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: time.Hour, MaxRecompute: 24 * time.Hour, MaxMinutes: 120}
+	runner := service.NewRunner(conn, book, cfg, nil, slog.New(slog.DiscardHandler))
 	runner.SetClock(func() time.Time { return clock })
 	p, err := runner.Once(ctx)
 	if err != nil {
@@ -56,7 +70,7 @@ func TestContinuousMinutesSumToReports(t *testing.T) {
 	}
 	checkSums(t, conn, book, sc.Start, sc.End())
 	checkSums(t, conn, book, sc.Start.Add(10*time.Minute), sc.Start.Add(41*time.Minute))
-	if _, err := attribution.FromMinutes(ctx, conn, sc.Start, sc.End().Add(5*time.Minute)); err == nil || !strings.Contains(err.Error(), "5 of its 65 minutes are not attributed yet") {
+	if _, err := store.FromMinutes(ctx, conn, sc.Start, sc.End().Add(5*time.Minute)); err == nil || !strings.Contains(err.Error(), "5 of its 65 minutes are not attributed yet") {
 		t.Errorf("a window beyond the attributed minutes: %v", err)
 	}
 
@@ -68,8 +82,8 @@ func TestContinuousMinutesSumToReports(t *testing.T) {
 
 	// An allocation that arrives late, for minutes long past the lookback, still attributes
 	// the samples already stored.
-	insertAllocations(t, conn, []allocationRow{{id: "late-1", tenant: "late", tier: "budget", node: "node-a", instance: "gpu0/mig3",
-		requested: sc.Start.Add(5 * time.Minute), started: sc.Start.Add(5 * time.Minute), ended: sc.Start.Add(50 * time.Minute), version: 1}})
+	chtest.InsertAllocations(t, conn, []chtest.AllocationRow{{ID: "late-1", Tenant: "late", Tier: "budget", Node: "node-a", Instance: "gpu0/mig3",
+		Requested: sc.Start.Add(5 * time.Minute), Started: sc.Start.Add(5 * time.Minute), Ended: sc.Start.Add(50 * time.Minute), Version: 1}})
 	clock = clock.Add(time.Minute)
 	if p, err = runner.Once(ctx); err != nil || !p.From.Equal(sc.Start.Add(5*time.Minute)) {
 		t.Fatalf("pass after a late allocation %+v, %v: want it to start at the allocation's start", p, err)
@@ -81,26 +95,26 @@ func TestContinuousMinutesSumToReports(t *testing.T) {
 }
 
 // checkSums compares the stored minutes of [from, to) with Compute's report of the window.
-func checkSums(t *testing.T, c driver.Conn, book *pricebook.PriceBook, from, to time.Time) map[string]continuous.Total {
+func checkSums(t *testing.T, c driver.Conn, book *pricebook.PriceBook, from, to time.Time) map[string]store.Total {
 	t.Helper()
 	ctx := context.Background()
-	rep, err := attribution.Compute(ctx, c, from, to, book)
+	rep, err := reportOf(ctx, c, from, to, book, store.RawSamples)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if errs := attribution.CheckInvariants(rep); len(errs) > 0 {
+	if errs := billing.CheckInvariants(rep); len(errs) > 0 {
 		t.Errorf("invariants: %v", errs)
 	}
-	totals, err := continuous.Totals(ctx, c, from, to)
+	totals, err := store.Totals(ctx, c, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byTenant := map[string]continuous.Total{}
+	byTenant := map[string]store.Total{}
 	for _, x := range totals {
 		byTenant[x.Tenant] = x
 	}
 	near := func(what string, got, want float64) {
-		if math.Abs(got-want) > attribution.Tolerance {
+		if math.Abs(got-want) > billing.Tolerance {
 			t.Errorf("[%s, %s) %s: minutes sum to %.9f, the window's report says %.9f", from.Format(time.RFC3339), to.Format(time.RFC3339), what, got, want)
 		}
 	}
@@ -119,11 +133,11 @@ func checkSums(t *testing.T, c driver.Conn, book *pricebook.PriceBook, from, to 
 	}
 	near("unallocated", byTenant[report.Unallocated].ListCost, rep.UnallocatedListCost)
 	// The whole report, from the stored minutes alone.
-	fromMinutes, err := attribution.FromMinutes(ctx, c, from, to)
+	fromMinutes, err := store.FromMinutes(ctx, c, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if errs := attribution.CheckInvariants(fromMinutes); len(errs) > 0 {
+	if errs := billing.CheckInvariants(fromMinutes); len(errs) > 0 {
 		t.Errorf("invariants of the report from minutes: %v", errs)
 	}
 	var want, got bytes.Buffer
@@ -150,7 +164,7 @@ func TestContinuousScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates an hour of a fleet per scenario into ClickHouse")
 	}
-	files, err := filepath.Glob(filepath.Join("..", "schemas", "scenario", "testdata", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "schemas", "scenario", "testdata", "*.yaml"))
 	if err != nil || len(files) < 3 {
 		t.Fatalf("public scenarios: %v, %v", files, err)
 	}
@@ -162,27 +176,27 @@ func TestContinuousScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			conn := newDatabase(t)
-			simulate(t, sc, func(node string, samples []*pb.Sample) { insertSamples(t, conn, node, samples) })
-			insertAllocations(t, conn, scenarioAllocations(sc))
+			conn := server.NewDatabase(t, nil)
+			chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { chtest.InsertSamples(t, conn, node, samples) })
+			chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
 			book := pricebook.FromScenario(sc)
-			rep, err := attribution.Compute(ctx, conn, sc.Start, sc.End(), book)
+			rep, err := reportOf(ctx, conn, sc.Start, sc.End(), book, store.RawSamples)
 			if err != nil {
 				t.Fatal(err)
 			}
 			clock := sc.End().Add(30 * time.Second)
-			pass := func(presence time.Duration, source attribution.Samples) float64 {
+			pass := func(presence time.Duration, source store.Samples) float64 {
 				t.Helper()
 				// The lookback covers the hour: every pass recomputes all of it.
-				cfg := continuous.Config{Delay: 30 * time.Second, Lookback: time.Hour, Backfill: time.Hour, MaxRecompute: time.Hour, MaxMinutes: 120,
+				cfg := service.Passes{Delay: 30 * time.Second, Lookback: time.Hour, Backfill: time.Hour, MaxRecompute: time.Hour, MaxMinutes: 120,
 					Presence: presence, Samples: source}
-				runner := continuous.NewRunner(conn, book, cfg, nil, slog.New(slog.DiscardHandler))
+				runner := service.NewRunner(conn, book, cfg, nil, slog.New(slog.DiscardHandler))
 				runner.SetClock(func() time.Time { return clock })
 				clock = clock.Add(time.Second) // each pass a later computed_ns
 				if p, err := runner.Once(ctx); err != nil || p.Fresh+p.Recomputed != 60 || !p.From.Equal(sc.Start) {
 					t.Fatalf("pass with presence %s from %s: %+v, %v; want the scenario's 60 minutes", presence, source, p, err)
 				}
-				totals, err := continuous.Totals(ctx, conn, sc.Start, sc.End())
+				totals, err := store.Totals(ctx, conn, sc.Start, sc.End())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -194,22 +208,22 @@ func TestContinuousScenarios(t *testing.T) {
 				t.Fatal("no __unallocated__ row stored")
 				return 0
 			}
-			short := pass(0, attribution.RawSamples)
-			if name == "outage-coldstart" && math.Abs(short-rep.UnallocatedListCost) <= attribution.Tolerance {
+			short := pass(0, store.RawSamples)
+			if name == "outage-coldstart" && math.Abs(short-rep.UnallocatedListCost) <= billing.Tolerance {
 				t.Errorf("without presence the minutes' __unallocated__ is the hour's, %.6f: want the outage's minutes short of capacity", short)
 			}
 			// The same from the per-second rollup, against the hour's report from it.
-			rollUp(t, conn)
-			fromRollup, err := attribution.ComputeFrom(ctx, conn, sc.Start, sc.End(), book, attribution.SecondRollup)
+			chtest.RollUp(t, conn)
+			fromRollup, err := reportOf(ctx, conn, sc.Start, sc.End(), book, store.SecondRollup)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := pass(time.Hour, attribution.SecondRollup); math.Abs(got-fromRollup.UnallocatedListCost) > attribution.Tolerance {
+			if got := pass(time.Hour, store.SecondRollup); math.Abs(got-fromRollup.UnallocatedListCost) > billing.Tolerance {
 				t.Errorf("from samples_1s with a presence of 1h the minutes' __unallocated__ is %.9f, the hour's %.9f", got, fromRollup.UnallocatedListCost)
 			}
-			got := pass(time.Hour, attribution.RawSamples)
+			got := pass(time.Hour, store.RawSamples)
 			t.Logf("__unallocated__: hour %.6f, minutes without presence %.6f, with 1h presence %.6f", rep.UnallocatedListCost, short, got)
-			if math.Abs(got-rep.UnallocatedListCost) > attribution.Tolerance {
+			if math.Abs(got-rep.UnallocatedListCost) > billing.Tolerance {
 				t.Errorf("with a presence of 1h the minutes' __unallocated__ is %.9f, the hour's %.9f", got, rep.UnallocatedListCost)
 			}
 			checkSums(t, conn, book, sc.Start, sc.End())
@@ -224,12 +238,12 @@ func TestContinuousScenarios(t *testing.T) {
 // presence of only the minutes the last one had not: the stored minutes still sum to the hour.
 func checkPassByPass(t *testing.T, sc *scenario.Scenario) {
 	ctx := context.Background()
-	conn := newDatabase(t)
-	simulate(t, sc, func(node string, samples []*pb.Sample) { insertSamples(t, conn, node, samples) })
-	insertAllocations(t, conn, scenarioAllocations(sc))
+	conn := server.NewDatabase(t, nil)
+	chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { chtest.InsertSamples(t, conn, node, samples) })
+	chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
 	book := pricebook.FromScenario(sc)
-	cfg := continuous.Config{Delay: 30 * time.Second, Lookback: 2 * time.Minute, Backfill: time.Minute, MaxRecompute: time.Hour, MaxMinutes: 120, Presence: time.Hour}
-	runner := continuous.NewRunner(conn, book, cfg, nil, slog.New(slog.DiscardHandler))
+	cfg := service.Passes{Delay: 30 * time.Second, Lookback: 2 * time.Minute, Backfill: time.Minute, MaxRecompute: time.Hour, MaxMinutes: 120, Presence: time.Hour}
+	runner := service.NewRunner(conn, book, cfg, nil, slog.New(slog.DiscardHandler))
 	for clock := sc.Start.Add(time.Minute + 30*time.Second); !clock.After(sc.End().Add(30 * time.Second)); clock = clock.Add(time.Minute) {
 		runner.SetClock(func() time.Time { return clock })
 		if _, err := runner.Once(ctx); err != nil {
@@ -237,50 +251,6 @@ func checkPassByPass(t *testing.T, sc *scenario.Scenario) {
 		}
 	}
 	checkSums(t, conn, book, sc.Start, sc.End())
-}
-
-// TestServiceQueriesCurrentDialect runs the queries of the presence lookback (every sample
-// source) and of the Kafka events' overlap check, as sent, through chDB (current ClickHouse):
-// they must run there as on 18.16.
-func TestServiceQueriesCurrentDialect(t *testing.T) {
-	recorder := &queryRecorder{}
-	conn := newDatabaseLogged(t, slog.New(recorder))
-	ctx := context.Background()
-	insertSamples(t, conn, "node-a", []*pb.Sample{migA100.sample(0, time.Second, true, 0.5), wholeA100.sample(-30*time.Minute, time.Second, true, 1)})
-	insertAllocations(t, conn, []allocationRow{{id: "m", tenant: "a", tier: "pro", node: "node-a", instance: migA100.id, requested: t0, started: t0, version: 1}})
-	rollUp(t, conn)
-	for _, source := range []attribution.Samples{attribution.RawSamples, attribution.SecondRollup, attribution.MinuteRollup} {
-		p, err := attribution.ReadPresence(ctx, conn, t0.Add(time.Minute), t0.Add(2*time.Minute), time.Hour, source)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Both GPUs were sampled within the hour before the minute's end, neither in it.
-		rep, absent, err := p.Extend(report.Report{}, t0.Add(time.Minute), t0.Add(2*time.Minute), book)
-		if err != nil || len(absent) != 2 || rep.CapacityListCost <= 0 || rep.UnallocatedListCost != rep.CapacityListCost {
-			t.Errorf("%s: presence added %v, %+v, %v; want both GPUs", source, absent, rep, err)
-		}
-		if _, _, err := p.Extend(report.Report{}, t0.Add(2*time.Minute), t0.Add(3*time.Minute), book); err == nil {
-			t.Errorf("%s: a minute past what the presence read was extended", source)
-		}
-	}
-	refused, err := intake.CheckEvents(ctx, conn, []intake.Event{{Allocation: intake.Allocation{ID: "n", Tenant: "b", Tier: "pro",
-		Node: "node-a", Instance: migA100.id, RequestedAt: t0, StartedAt: t0}, Version: 1}})
-	if err != nil || len(refused) != 1 {
-		t.Fatalf("check an overlapping event: %v, %v", refused, err)
-	}
-	script := filepath.Join(t.TempDir(), "service.sql")
-	if err := os.WriteFile(script, []byte(strings.Join(recorder.selects(), ";\n")+";\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var files []string
-	for _, f := range migrations.Files() {
-		files = append(files, filepath.Join("..", "schemas", "migrations", f))
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := local.CheckWithChDB(ctx, append(files, script)...); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestContinuousProblemLogs: an allocation on an instance never sampled and two overlapping
@@ -291,21 +261,21 @@ func TestContinuousProblemLogs(t *testing.T) {
 		t.Skip("needs ClickHouse")
 	}
 	ctx := context.Background()
-	conn := newDatabase(t)
+	conn := server.NewDatabase(t, nil)
 	var samples []*pb.Sample
 	for at := time.Duration(0); at < 12*time.Minute; at += time.Second {
-		samples = append(samples, migA100.sample(at, time.Second, true, 0.5))
+		samples = append(samples, chtest.MigA100.Sample(at, time.Second, true, 0.5))
 	}
-	insertSamples(t, conn, "node-a", samples)
-	insertAllocations(t, conn, []allocationRow{
-		{id: "x1", tenant: "a", tier: "pro", node: "node-a", instance: migA100.id, requested: t0, started: t0, version: 1},
-		{id: "x2", tenant: "b", tier: "pro", node: "node-a", instance: migA100.id, requested: t0.Add(5 * time.Minute), started: t0.Add(5 * time.Minute), version: 1},
-		{id: "ghost", tenant: "c", tier: "pro", node: "node-a", instance: "gpu9", requested: t0, started: t0, version: 1},
+	chtest.InsertSamples(t, conn, "node-a", samples)
+	chtest.InsertAllocations(t, conn, []chtest.AllocationRow{
+		{ID: "x1", Tenant: "a", Tier: "pro", Node: "node-a", Instance: chtest.MigA100.ID, Requested: chtest.T0, Started: chtest.T0, Version: 1},
+		{ID: "x2", Tenant: "b", Tier: "pro", Node: "node-a", Instance: chtest.MigA100.ID, Requested: chtest.T0.Add(5 * time.Minute), Started: chtest.T0.Add(5 * time.Minute), Version: 1},
+		{ID: "ghost", Tenant: "c", Tier: "pro", Node: "node-a", Instance: "gpu9", Requested: chtest.T0, Started: chtest.T0, Version: 1},
 	})
 	rec := &reasonRecorder{}
-	cfg := continuous.Config{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: 10 * time.Minute, MaxRecompute: time.Hour, MaxMinutes: 120}
-	runner := continuous.NewRunner(conn, book, cfg, nil, slog.New(rec))
-	clock := t0.Add(10*time.Minute + 30*time.Second)
+	cfg := service.Passes{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: 10 * time.Minute, MaxRecompute: time.Hour, MaxMinutes: 120}
+	runner := service.NewRunner(conn, book, cfg, nil, slog.New(rec))
+	clock := chtest.T0.Add(10*time.Minute + 30*time.Second)
 	runner.SetClock(func() time.Time { return clock })
 	for pass, want := range []string{
 		"allocation_left_out invariant_overlap overlap",
@@ -354,47 +324,4 @@ func (r *reasonRecorder) Handle(_ context.Context, rec slog.Record) error {
 		slices.Sort(r.reasons)
 	}
 	return nil
-}
-
-// BenchmarkContinuousPresence reads the presence of a usual pass — the lookback's ten minutes
-// and one fresh — with a presence lookback of an hour, over the benchmark fleet (bench_test.go;
-// SLICEMETER_BENCH_INSTANCES, SLICEMETER_BENCH_RAW=0 for samples_1s only): "first" reads it
-// all, as after a start; "next" only what the pass a minute before had not read, as the
-// service's passes do.
-func BenchmarkContinuousPresence(b *testing.B) {
-	f := newBenchFleet(b)
-	ctx := context.Background()
-	end := f.start.Add(time.Duration(f.seconds) * time.Second).Truncate(time.Minute)
-	check := func(b *testing.B, p *attribution.Presence) {
-		if _, absent, err := p.Extend(report.Report{}, end.Add(-time.Minute), end, book); err != nil || len(absent) != 0 {
-			b.Fatalf("every GPU is sampled in every minute: %v absent, %v", absent, err)
-		}
-	}
-	for _, source := range []attribution.Samples{attribution.MinuteRollup, attribution.SecondRollup, attribution.RawSamples} {
-		if source == attribution.RawSamples && !f.raw {
-			continue
-		}
-		b.Run(source.String()+"/first", func(b *testing.B) {
-			for b.Loop() {
-				p, err := attribution.ReadPresence(ctx, f.conn, end.Add(-11*time.Minute), end, time.Hour, source)
-				if err != nil {
-					b.Fatal(err)
-				}
-				check(b, p)
-			}
-		})
-		b.Run(source.String()+"/next", func(b *testing.B) {
-			before, err := attribution.ReadPresence(ctx, f.conn, end.Add(-12*time.Minute), end.Add(-time.Minute), time.Hour, source)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for b.Loop() {
-				p, err := before.Advance(ctx, f.conn, end.Add(-11*time.Minute), end, time.Hour, source)
-				if err != nil {
-					b.Fatal(err)
-				}
-				check(b, p)
-			}
-		})
-	}
 }

@@ -1,4 +1,4 @@
-package attribution
+package store
 
 import (
 	"context"
@@ -6,9 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
-	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/billing"
 )
 
 // The noisy-neighbour signal: on a time-sliced GPU a tenant waits while its co-tenants run.
@@ -36,26 +34,26 @@ WHERE other != instance_id`
 
 // NoisyNeighbours returns, per tenant with time-sliced allocations that waited in [from, to),
 // the co-tenant whose activity coincided most with its waits (see neighbourQuery).
-func NoisyNeighbours(ctx context.Context, conn driver.Conn, from, to time.Time) (map[string]string, error) {
-	window := interval{from.UnixNano(), to.UnixNano()}
-	allocs, err := readAllocations(ctx, conn, window)
+func NoisyNeighbours(ctx context.Context, conn Querier, from, to time.Time) (map[string]string, error) {
+	window := billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}
+	allocs, err := ReadAllocations(ctx, conn, window)
 	if err != nil {
 		return nil, err
 	}
-	holders := map[target][]allocation{}
+	holders := map[billing.Target][]billing.Allocation{}
 	for _, a := range allocs {
-		holders[a.target] = append(holders[a.target], a)
+		holders[a.Target] = append(holders[a.Target], a)
 	}
-	holder := func(t target, ns int64) (allocation, bool) {
+	holder := func(t billing.Target, ns int64) (billing.Allocation, bool) {
 		for _, a := range holders[t] {
-			if iv, ok := a.billed(window); ok && ns >= iv.start && ns < iv.end {
+			if iv, ok := a.Billed(window); ok && ns >= iv.Start && ns < iv.End {
 				return a, true
 			}
 		}
-		return allocation{}, false
+		return billing.Allocation{}, false
 	}
 	credit := map[string]map[string]int64{} // tenant → neighbour → run ns
-	args := []any{seconds(window.start), seconds(window.end), window.start, window.end}
+	args := []any{seconds(window.Start), seconds(window.End), window.Start, window.End}
 	err = queryEach(ctx, conn, neighbourQuery, append(args, args...), func(scan func(...any) error) error {
 		var (
 			node, instance, other string
@@ -65,18 +63,18 @@ func NoisyNeighbours(ctx context.Context, conn driver.Conn, from, to time.Time) 
 			return err
 		}
 		at := sec * int64(time.Second)
-		waiter, ok := holder(target{node, instance}, at)
+		waiter, ok := holder(billing.Target{Node: node, Instance: instance}, at)
 		if !ok {
 			return nil
 		}
-		runner, ok := holder(target{node, other}, at)
-		if !ok || runner.tenant == waiter.tenant {
+		runner, ok := holder(billing.Target{Node: node, Instance: other}, at)
+		if !ok || runner.Tenant == waiter.Tenant {
 			return nil
 		}
-		if credit[waiter.tenant] == nil {
-			credit[waiter.tenant] = map[string]int64{}
+		if credit[waiter.Tenant] == nil {
+			credit[waiter.Tenant] = map[string]int64{}
 		}
-		credit[waiter.tenant][runner.tenant] += run
+		credit[waiter.Tenant][runner.Tenant] += run
 		return nil
 	})
 	if err != nil {
@@ -98,13 +96,4 @@ func NoisyNeighbours(ctx context.Context, conn driver.Conn, from, to time.Time) 
 		top[tenant] = best
 	}
 	return top, nil
-}
-
-// WithNeighbours sets each row's NoisyNeighbour from top.
-func WithNeighbours(r report.Report, top map[string]string) report.Report {
-	r.Tenants = slices.Clone(r.Tenants)
-	for i := range r.Tenants {
-		r.Tenants[i].NoisyNeighbour = top[r.Tenants[i].Tenant]
-	}
-	return r
 }

@@ -1,4 +1,4 @@
-package attribution
+package billing
 
 import (
 	"math"
@@ -10,45 +10,41 @@ import (
 func ptr[T any](v T) *T { return &v }
 
 func TestTenantRows(t *testing.T) {
-	window := interval{at(0), at(time.Hour)}
-	alloc := func(id, tenant, tier string, requested time.Duration) allocation {
-		return allocation{id: id, tenant: tenant, tier: tier, requested: at(requested), started: at(requested + time.Second)}
+	window := Interval{at(0), at(time.Hour)}
+	line := func(id, tenant, tier string, requested time.Duration) Line {
+		return Line{AllocationID: id, Tenant: tenant, Tier: tier, Requested: UTC(at(requested)), Started: UTC(at(requested + time.Second)),
+			ColdStartSLA: 30 * time.Second}
 	}
-	results := []result{
+	with := func(l Line, set func(*Line)) Line {
+		set(&l)
+		return l
+	}
+	lines := []Line{
 		// acme: a MIG instance and a vGPU with waits, at two tiers.
-		{
-			alloc: alloc("a2", "acme", "budget", 10*time.Minute),
-			line: line{billed: 1000 * time.Second, metered: 900 * time.Second, active: 600 * time.Second, listCost: 1, cost: 0.7, wasteCost: 0.1,
-				overheadCost: 0.05, efficiency: 0.2},
-			timeSliced: true, waits: histogram{5: 99, 7: 1}, coldStart: ptr(50 * time.Second), sla: 30 * time.Second,
-		},
-		{
-			alloc: alloc("a1", "acme", "pro", 0),
-			line: line{billed: 3000 * time.Second, metered: 300 * time.Second, active: 300 * time.Second, listCost: 2, cost: 2, wasteCost: 0.2,
-				overheadCost: 0.1, efficiency: 0.6},
-			coldStart: ptr(12 * time.Second), sla: 30 * time.Second,
-		},
+		with(line("a2", "acme", "budget", 10*time.Minute), func(l *Line) {
+			l.Billed, l.Metered, l.Active, l.ListCost, l.Cost, l.WasteCost = 1000*time.Second, 900*time.Second, 600*time.Second, 1, 0.7, 0.1
+			l.OverheadCost, l.Efficiency = 0.05, 0.2
+			l.TimeSliced, l.Waits, l.ColdStart = true, Histogram{5: 99, 7: 1}, ptr(50*time.Second)
+		}),
+		with(line("a1", "acme", "pro", 0), func(l *Line) {
+			l.Billed, l.Metered, l.Active, l.ListCost, l.Cost, l.WasteCost = 3000*time.Second, 300*time.Second, 300*time.Second, 2, 2, 0.2
+			l.OverheadCost, l.Efficiency, l.ColdStart = 0.1, 0.6, ptr(12*time.Second)
+		}),
 		// vee: only a vGPU that never waited, nothing metered, cold start unknown.
-		{
-			alloc:      alloc("v1", "vee", "pro", 0),
-			line:       line{billed: 60 * time.Second, listCost: 0.5, cost: 0.5},
-			timeSliced: true,
-			sla:        30 * time.Second,
-		},
+		with(line("v1", "vee", "pro", 0), func(l *Line) {
+			l.Billed, l.ListCost, l.Cost, l.TimeSliced = 60*time.Second, 0.5, 0.5, true
+		}),
 		// mig: only MIG, cold start exactly at the SLA (not a breach).
-		{
-			alloc:     alloc("m1", "mig", "pro", 0),
-			line:      line{billed: 60 * time.Second, metered: 60 * time.Second, active: 60 * time.Second, listCost: 0.1, cost: 0.1, efficiency: 1},
-			coldStart: ptr(30 * time.Second), sla: 30 * time.Second,
-		},
+		with(line("m1", "mig", "pro", 0), func(l *Line) {
+			l.Billed, l.Metered, l.Active, l.ListCost, l.Cost, l.Efficiency = 60*time.Second, 60*time.Second, 60*time.Second, 0.1, 0.1, 1
+			l.ColdStart = ptr(30 * time.Second)
+		}),
 		// nogpm: a MIG instance of a GPU without GPM, metered but never measured.
-		{
-			alloc: alloc("n1", "nogpm", "pro", 0),
-			line:  line{billed: 60 * time.Second, metered: 60 * time.Second, listCost: 0.1, cost: 0.1, overheadCost: 0.01},
-			sla:   30 * time.Second,
-		},
+		with(line("n1", "nogpm", "pro", 0), func(l *Line) {
+			l.Billed, l.Metered, l.ListCost, l.Cost, l.OverheadCost = 60*time.Second, 60*time.Second, 0.1, 0.1, 0.01
+		}),
 	}
-	rows, notes := tenantRows(results, window, "USD")
+	rows, notes := TenantRows(lines, window, "USD")
 	if len(rows) != 4 || rows[0].Tenant != "acme" || rows[1].Tenant != "mig" || rows[2].Tenant != "nogpm" || rows[3].Tenant != "vee" {
 		t.Fatalf("rows: %+v", rows)
 	}
@@ -77,7 +73,7 @@ func TestTenantRows(t *testing.T) {
 	if acme.ColdStartMax == nil || *acme.ColdStartMax != 50*time.Second || acme.ColdStartBreaches != 1 {
 		t.Errorf("acme cold start = %v, breaches %d; want 50s, 1", acme.ColdStartMax, acme.ColdStartBreaches)
 	}
-	if acme.WindowStart != time.Unix(0, window.start).UTC() || acme.Currency != "USD" {
+	if acme.WindowStart != UTC(window.Start) || acme.Currency != "USD" {
 		t.Errorf("acme window/currency: %+v", acme)
 	}
 

@@ -1,4 +1,4 @@
-package attribution
+package billing
 
 import (
 	"fmt"

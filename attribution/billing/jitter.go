@@ -1,4 +1,4 @@
-package attribution
+package billing
 
 import (
 	"maps"
@@ -6,19 +6,19 @@ import (
 	"time"
 )
 
-// histogram counts vGPU scheduling waits by length (ns). The waits query returns one per
+// Histogram counts vGPU scheduling waits by length (ns). The waits query returns one per
 // allocation (GROUP BY wait), so only distinct lengths travel, not every wait.
-type histogram map[uint64]uint64
+type Histogram map[uint64]uint64
 
-func (h histogram) add(other histogram) {
+func (h Histogram) add(other Histogram) {
 	for w, n := range other {
 		h[w] += n
 	}
 }
 
-// p99 is the nearest-rank 99th percentile: the smallest wait w such that at least 99 % of the
+// P99 is the nearest-rank 99th percentile: the smallest wait w such that at least 99 % of the
 // waits are ≤ w (rank ⌈0.99·N⌉ in sorted order). ok is false when there are no waits.
-func (h histogram) p99() (p time.Duration, ok bool) {
+func (h Histogram) P99() (p time.Duration, ok bool) {
 	var total uint64
 	for _, n := range h {
 		total += n

@@ -1,4 +1,4 @@
-package attribution
+package store
 
 // Reading the per-second or per-minute rollup (samples_1s, samples_1m, written by the collector) instead of the raw
 // samples: the same four questions (instances in the window, instances ever, usage and waits,
@@ -15,6 +15,7 @@ package attribution
 //     which the instance was already attached before it).
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -53,6 +54,33 @@ type sampleQueries struct {
 	firstAttachedSearch string
 	// rowsPerSecond is about how many rows a target has per second (raw samples at 10 Hz).
 	rowsPerSecond float64
+}
+
+// ParseSamples is the source a flag names: raw, rollup-1s or rollup-1m.
+func ParseSamples(name string) (Samples, error) {
+	switch name {
+	case "raw":
+		return RawSamples, nil
+	case "rollup-1s":
+		return SecondRollup, nil
+	case "rollup-1m":
+		return MinuteRollup, nil
+	}
+	return 0, fmt.Errorf("sample source %q: expected raw, rollup-1s or rollup-1m", name)
+}
+
+// Check fails for a value that is none of the sources.
+func (s Samples) Check() error {
+	_, err := s.queries()
+	return err
+}
+
+func (s Samples) queries() (sampleQueries, error) {
+	q, ok := queriesOf[s]
+	if !ok {
+		return sampleQueries{}, fmt.Errorf("sample source %d: expected RawSamples or SecondRollup", s)
+	}
+	return q, nil
 }
 
 var queriesOf = map[Samples]sampleQueries{

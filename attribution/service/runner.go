@@ -1,4 +1,4 @@
-package continuous
+package service
 
 import (
 	"context"
@@ -10,13 +10,15 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/lograte"
 )
 
-// Config says which minutes a pass attributes.
-type Config struct {
+// Passes says which minutes a pass attributes.
+type Passes struct {
 	// Delay: a minute is closed, and attributed, this long after its end (samples arrive
 	// through Kafka a little late).
 	Delay time.Duration
@@ -30,7 +32,7 @@ type Config struct {
 	// MaxMinutes bounds the minutes of one pass (the rest wait for the next; the lag shows it).
 	MaxMinutes int
 	// Samples is where sample aggregates are read from (raw samples or the per-second rollup).
-	Samples attribution.Samples
+	Samples store.Samples
 	// Presence: a minute counts as capacity every GPU sampled within this long before its end,
 	// not only those sampled in it, so that an exporter outage shorter than it does not shrink
 	// the stored minutes' capacity (and __unallocated__) below the window report's, which
@@ -38,21 +40,21 @@ type Config struct {
 	Presence time.Duration
 }
 
-// DefaultConfig is the service's default.
-var DefaultConfig = Config{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: time.Hour, MaxRecompute: 31 * 24 * time.Hour, MaxMinutes: 120,
+// DefaultPasses are the service's defaults.
+var DefaultPasses = Passes{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: time.Hour, MaxRecompute: 31 * 24 * time.Hour, MaxMinutes: 120,
 	Presence: time.Hour}
 
 // Observer is told about each minute a pass attributed; fresh is false for a minute that was
 // attributed before (a recomputation).
 type Observer interface {
-	Minute(m Minute, fresh bool, violations []error)
+	Minute(m store.Minute, fresh bool, violations []error)
 }
 
 // Runner attributes closed minutes, pass after pass. It is not safe for concurrent passes.
 type Runner struct {
 	conn     driver.Conn
 	book     *pricebook.PriceBook
-	cfg      Config
+	cfg      Passes
 	observer Observer
 	logger   *slog.Logger
 	logs     *lograte.Limiter // what recurs in every minute: at most a line per reason per minute
@@ -63,14 +65,14 @@ type Runner struct {
 	// versions already handled that were received in the watermark's second).
 	watermark time.Time
 	seen      map[string]uint64
-	redo      time.Time             // a recomputation for late allocations resumes here (zero: none)
-	presence  *attribution.Presence // of the latest pass; the next reads only what is new
+	redo      time.Time       // a recomputation for late allocations resumes here (zero: none)
+	presence  *store.Presence // of the latest pass; the next reads only what is new
 }
 
 // NewRunner attributes with the price book into conn; observer may be nil.
-func NewRunner(conn driver.Conn, book *pricebook.PriceBook, cfg Config, observer Observer, logger *slog.Logger) *Runner {
+func NewRunner(conn driver.Conn, book *pricebook.PriceBook, cfg Passes, observer Observer, logger *slog.Logger) *Runner {
 	if cfg.MaxMinutes <= 0 {
-		cfg.MaxMinutes = DefaultConfig.MaxMinutes
+		cfg.MaxMinutes = DefaultPasses.MaxMinutes
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -85,27 +87,6 @@ type Pass struct {
 	Recomputed int
 	Violations int // invariant violations found: logged, and told to the observer; not an error
 	Done       time.Time
-}
-
-// Run attributes once now, then at every interval until ctx ends. A failed pass is logged and
-// retried at the next tick; pass (may be nil) is told about every pass.
-func (r *Runner) Run(ctx context.Context, interval time.Duration, pass func(Pass, error)) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		p, err := r.Once(ctx)
-		if err != nil && ctx.Err() == nil {
-			r.logger.ErrorContext(ctx, "attribution pass failed", "err", err)
-		}
-		if pass != nil {
-			pass(p, err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
 }
 
 // Once runs one pass: the closed minutes from the lookback (or from where a late allocation
@@ -141,7 +122,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	if !from.Before(to) {
 		return p, nil
 	}
-	var presence *attribution.Presence
+	var presence *store.Presence
 	if r.cfg.Presence > 0 {
 		var err error
 		if presence, err = r.presence.Advance(ctx, r.conn, from, to, r.cfg.Presence, r.cfg.Samples); err != nil {
@@ -149,31 +130,24 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 		}
 		r.presence = presence
 	}
-	var minutes []Minute
+	var minutes []store.Minute
 	var violations [][]error
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
-		rep, lines, err := attribution.ComputeLines(attribution.WithoutNoteLogs(ctx), r.conn, m, m.Add(time.Minute), r.book, r.cfg.Samples)
-		if err != nil {
+		res, err := attribution.Report(ctx, r.conn, r.book, attribution.Options{From: m, To: m.Add(time.Minute), Samples: r.cfg.Samples, Lines: true, Presence: presence})
+		if err != nil && !errors.Is(err, attribution.ErrInvariants) {
 			return p, fmt.Errorf("attribute the minute %s: %w", m.Format(time.RFC3339), err)
 		}
-		if presence != nil {
-			var absent []string
-			if rep, absent, err = presence.Extend(rep, m, m.Add(time.Minute), r.book); err != nil {
-				return p, fmt.Errorf("attribute the minute %s: %w", m.Format(time.RFC3339), err)
-			}
-			if len(absent) > 0 {
-				r.logger.DebugContext(ctx, "GPUs without samples in the minute count as capacity (sampled within the presence lookback)",
-					"minute", m, "gpus", len(absent), "first", absent[0])
-			}
+		if len(res.Absent) > 0 {
+			r.logger.DebugContext(ctx, "GPUs without samples in the minute count as capacity (sampled within the presence lookback)",
+				"minute", m, "gpus", len(res.Absent), "first", res.Absent[0])
 		}
-		v := attribution.CheckInvariants(rep)
-		r.logProblems(ctx, now, m, rep, v)
-		p.Violations += len(v)
-		minutes = append(minutes, Minute{Start: m, Report: rep, Lines: lines})
-		violations = append(violations, v)
+		r.logProblems(ctx, now, m, res.Report, res.Violations)
+		p.Violations += len(res.Violations)
+		minutes = append(minutes, store.Minute{Start: m, Report: res.Report, Lines: res.Lines})
+		violations = append(violations, res.Violations)
 	}
 	r.logs.Flush(ctx, now)
-	if err := writeMinutes(ctx, r.conn, minutes, now); err != nil {
+	if err := store.WriteMinutes(ctx, r.conn, minutes, now); err != nil {
 		return p, err
 	}
 	for i, m := range minutes {
@@ -207,7 +181,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 func (r *Runner) logProblems(ctx context.Context, now, minute time.Time, rep report.Report, violations []error) {
 	for _, e := range violations {
 		reason := "invariant"
-		if ie := (*attribution.InvariantError)(nil); errors.As(e, &ie) {
+		if ie := (*billing.InvariantError)(nil); errors.As(e, &ie) {
 			reason += "_" + ie.Invariant
 		}
 		r.logs.Log(ctx, now, slog.LevelError, reason, "attribution invariant violated", "minute", minute, "err", e)
@@ -232,20 +206,20 @@ func (r *Runner) logProblems(ctx context.Context, now, minute time.Time, rep rep
 // resume picks up where the stored minutes end: after a restart, allocations received since
 // the last stored pass are late; on a first start, the backfill covers what is there.
 func (r *Runner) resume(ctx context.Context, closed time.Time) error {
-	last, err := lastMinute(ctx, r.conn)
+	last, err := store.LastMinute(ctx, r.conn)
 	if err != nil {
 		return err
 	}
 	if last.IsZero() {
 		r.done = closed.Add(-r.cfg.Backfill).Truncate(time.Minute)
 		// What is there now is covered by the backfill: take it in without recomputing.
-		if r.watermark, err = lastReceived(ctx, r.conn); err != nil {
+		if r.watermark, err = store.LastReceived(ctx, r.conn); err != nil {
 			return err
 		}
 		_, err = r.late(ctx)
 	} else {
 		r.done = last.Add(time.Minute)
-		r.watermark, err = lastComputed(ctx, r.conn)
+		r.watermark, err = store.LastComputed(ctx, r.conn)
 		r.watermark = r.watermark.Truncate(time.Second)
 	}
 	return err
@@ -254,27 +228,27 @@ func (r *Runner) resume(ctx context.Context, closed time.Time) error {
 // late returns the earliest started_at of the allocations received since the last pass (zero:
 // none), and moves the watermark past them.
 func (r *Runner) late(ctx context.Context) (time.Time, error) {
-	rows, err := receivedSince(ctx, r.conn, r.watermark)
+	rows, err := store.ReceivedSince(ctx, r.conn, r.watermark)
 	if err != nil {
 		return time.Time{}, err
 	}
 	var earliest time.Time
 	next := r.watermark
 	for _, x := range rows {
-		if v, ok := r.seen[x.id]; ok && v == x.version && x.at.Equal(r.watermark) {
+		if v, ok := r.seen[x.ID]; ok && v == x.Version && x.At.Equal(r.watermark) {
 			continue
 		}
-		if earliest.IsZero() || x.started.Before(earliest) {
-			earliest = x.started
+		if earliest.IsZero() || x.Started.Before(earliest) {
+			earliest = x.Started
 		}
-		if x.at.After(next) {
-			next = x.at
+		if x.At.After(next) {
+			next = x.At
 		}
 	}
 	seen := map[string]uint64{}
 	for _, x := range rows {
-		if x.at.Equal(next) {
-			seen[x.id] = x.version
+		if x.At.Equal(next) {
+			seen[x.ID] = x.Version
 		}
 	}
 	r.watermark, r.seen = next, seen

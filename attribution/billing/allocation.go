@@ -1,0 +1,159 @@
+package billing
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+// Interval is [Start, End) in ns since the Unix epoch.
+type Interval struct{ Start, End int64 }
+
+// Duration is the interval's length.
+func (iv Interval) Duration() time.Duration { return time.Duration(iv.End - iv.Start) }
+
+// UTC is the time of a ns timestamp.
+func UTC(ns int64) time.Time { return time.Unix(0, ns).UTC() }
+
+// Target is an instance on a node: what an allocation holds and what samples describe.
+type Target struct{ Node, Instance string }
+
+func (t Target) String() string { return t.Node + "/" + t.Instance }
+
+// Allocation is the current state of one allocation (its highest version, not deleted).
+type Allocation struct {
+	ID, Tenant, Tier string
+	Target           Target
+	Requested        int64 // ns
+	Started          int64 // ns; billing starts
+	Ended            int64 // ns; 0: still running
+}
+
+// Billed is the allocation's billing interval [started, ended) clipped to the window; ok is
+// false when nothing of it falls in the window.
+func (a Allocation) Billed(window Interval) (iv Interval, ok bool) {
+	end := a.Ended
+	if end == 0 || end > window.End {
+		end = window.End
+	}
+	iv = Interval{max(a.Started, window.Start), end}
+	return iv, a.Started > 0 && iv.End > iv.Start
+}
+
+// Terms are what one allocation is priced at.
+type Terms struct {
+	ListPrice  float64 // one whole GPU of the model, one hour
+	Fraction   float64 // billed fraction of the GPU
+	Multiplier float64 // the tier's
+	// Overhead is the fixed overhead fraction (whole GPU 0, MIG from its SMs); a time-sliced
+	// (vGPU) instance's is measured from its samples instead.
+	Overhead   float64
+	TimeSliced bool
+}
+
+// termsOf prices an allocation on an instance.
+func termsOf(a Allocation, in pricebook.Instance, book *pricebook.PriceBook) (Terms, error) {
+	fail := func(err error) (Terms, error) {
+		return Terms{}, fmt.Errorf("price allocation %s of tenant %q on %s: %w", a.ID, a.Tenant, a.Target, err)
+	}
+	price, err := book.Price(in.Model)
+	if err != nil {
+		return fail(err)
+	}
+	multiplier, err := book.Multiplier(a.Tier)
+	if err != nil {
+		return fail(err)
+	}
+	fraction, err := pricebook.BilledFraction(in)
+	if err != nil {
+		return fail(err)
+	}
+	t := Terms{ListPrice: price, Fraction: fraction, Multiplier: multiplier}
+	switch in.Kind {
+	case pb.Kind_KIND_MIG.Label():
+		if t.Overhead, err = pricebook.MIGOverhead(in.SMCount, in.GPUSMCount, fraction); err != nil {
+			return fail(err)
+		}
+	case pb.Kind_KIND_VGPU.Label():
+		t.TimeSliced = true
+	}
+	return t, nil
+}
+
+// averageOver sets the list price and multiplier to their averages over the billed interval,
+// for a price book whose prices change in time or that gives the tenant a contract price: the
+// list cost and cost of the interval are then exactly those of CostsBetween, split to the ns.
+func (t *Terms) averageOver(a Allocation, model string, billed Interval, book *pricebook.PriceBook) error {
+	list, cost, err := book.CostsBetween(a.Tenant, a.Tier, model, t.Fraction, UTC(billed.Start), UTC(billed.End))
+	if err != nil {
+		return fmt.Errorf("price allocation %s of tenant %q on %s: %w", a.ID, a.Tenant, a.Target, err)
+	}
+	if hours := billed.Duration().Hours(); hours > 0 && t.Fraction > 0 {
+		t.ListPrice = list / (t.Fraction * hours)
+	}
+	if list > 0 {
+		t.Multiplier = cost / list
+	}
+	return nil
+}
+
+// Usage is what the (deduplicated) samples of an allocation's target add up to within its
+// billed interval; the store's usage query computes it per allocation.
+type Usage struct {
+	Metered time.Duration // Σ overlap of each sample's [ts, ts+interval) with the billed interval
+	// Active is the part of Metered covered by samples whose activity was measured (not
+	// sm_active_unavailable: a MIG instance on a GPU without GPM is metered but unmeasured).
+	Active time.Duration
+	// EfficiencyNS is Σ per-sample efficiency × overlap (ns) over the measured samples:
+	// sm_active for a whole GPU or MIG, min(1, sm_active / (fraction × (1 − o_tick))) for a vGPU.
+	EfficiencyNS float64
+	// SwitchNS is Σ vgpu_switch_ns/interval_ns × overlap (ns): the vGPU overhead, time-weighted.
+	SwitchNS float64
+}
+
+// line is one allocation's part of the report.
+type line struct {
+	billed, metered                         time.Duration
+	active                                  time.Duration // measured metered time, ≤ metered
+	listCost, cost, wasteCost, overheadCost float64
+	overhead                                float64 // o
+	efficiency                              float64 // valid when active > 0
+}
+
+// attribute applies DESIGN.md's definitions to one allocation.
+//
+// Efficiency and the vGPU overhead are means over the metered samples weighted by how much
+// of each sample lies in the billed time; with samples inside the billed time, as usual, that
+// is the plain mean over the samples.
+//
+// Samples whose activity was not measured (sm_active_unavailable) are metered but say nothing
+// about use: efficiency is the mean over the measured ones only, and waste counts only the
+// measured share of the billed time,
+//
+//	waste_cost = cost × (1 − o) × (measured metered / billed seconds) × (1 − efficiency),
+//
+// so an allocation with no measured sample has no efficiency (valid only when active > 0) and
+// no waste, like an unmetered one. With every sample measured this is DESIGN.md's formula.
+func attribute(billed time.Duration, t Terms, u Usage) line {
+	l := line{billed: billed, metered: min(u.Metered, billed), overhead: t.Overhead}
+	l.active = min(u.Active, l.metered)
+	l.listCost = pricebook.ListCost(t.ListPrice, t.Fraction, billed)
+	l.cost = l.listCost * t.Multiplier
+	if u.Metered > 0 && t.TimeSliced {
+		l.overhead = clamp01(u.SwitchNS / float64(u.Metered))
+	}
+	if u.Active > 0 {
+		l.efficiency = clamp01(u.EfficiencyNS / float64(u.Active))
+	}
+	// Unmetered time (an exporter outage) and unmeasured time are never waste: only the
+	// measured share can be.
+	if billed > 0 && l.active > 0 {
+		l.wasteCost = l.cost * (1 - l.overhead) * (float64(l.active) / float64(billed)) * (1 - l.efficiency)
+	}
+	l.overheadCost = l.cost * l.overhead
+	return l
+}
+
+func clamp01(v float64) float64 { return min(1, max(0, v)) }

@@ -1,0 +1,269 @@
+// Package chtest is what attribution's tests that need ClickHouse share: a ClickHouse 18.16
+// started once per test binary with a fresh database per test, and the writers of samples,
+// rollups and allocations as the collector and the intakes write them.
+package chtest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/exporter/sim"
+	"github.com/slicemeter/slicemeter/schemas/migrations"
+	"github.com/slicemeter/slicemeter/schemas/scenario"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+// Server is a test binary's ClickHouse, started by the first test that needs one; its
+// TestMain closes it.
+type Server struct {
+	once sync.Once
+	ch   *local.ClickHouse
+	err  error
+}
+
+// Main runs a test binary's tests, then stops the server: TestMain's os.Exit(server.Main(m)).
+func (s *Server) Main(m *testing.M) int {
+	code := m.Run()
+	s.Close()
+	return code
+}
+
+// Close stops the server, if it was started.
+func (s *Server) Close() {
+	if s.ch != nil {
+		s.ch.Close()
+	}
+}
+
+// NewDatabase returns a connection to a fresh database with slicemeter's schema, the driver
+// logging to logger (nil: nowhere); the schema is applied through another connection.
+func (s *Server) NewDatabase(t testing.TB, logger *slog.Logger) driver.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s.once.Do(func() { s.ch, s.err = local.StartClickHouse(ctx, local.ClickHouseOptions{}) })
+	if s.err != nil {
+		t.Fatalf("start ClickHouse (the clickhouse-server package must be installed): %v", s.err)
+	}
+	db := strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "_"))
+	if err := s.ch.CreateDatabase(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	open := func(logger *slog.Logger) driver.Conn {
+		conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{s.ch.Addr()}, Auth: clickhouse.Auth{Database: db}, Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	if _, err := migrations.Apply(ctx, open(nil)); err != nil {
+		t.Fatal(err)
+	}
+	return open(logger)
+}
+
+// InsertSamples writes samples of one node as the collector does, column by column.
+func InsertSamples(t testing.TB, conn driver.Conn, node string, samples []*pb.Sample) {
+	t.Helper()
+	ctx := context.Background()
+	batch, err := conn.PrepareBatch(ctx, `INSERT INTO samples (time, ts_ns, interval_ns, node, gpu_uuid, gpu_index, model, kind,
+		instance_id, profile, attached, sm_active, mem_used_bytes, mem_total_bytes, power_watts, compute_slices, sm_count,
+		gpu_sm_count, gpu_mem_total_bytes, vgpu_run_ns, vgpu_switch_ns, vgpu_waits_ns, sm_active_unavailable)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		times                                                    []time.Time
+		ts, intervals, memUsed, memTotal, gpuMem, run, switching []uint64
+		nodes, uuids, models, kinds, instances, profiles         []string
+		gpuIndex, slices, sms, gpuSMs                            []uint32
+		attached, unavailable                                    []uint8
+		smActive, power                                          []float64
+		waits                                                    [][]uint64
+	)
+	for _, s := range samples {
+		times = append(times, time.Unix(int64(s.TsNs/1e9), 0).UTC())
+		ts = append(ts, s.TsNs)
+		intervals = append(intervals, s.IntervalNs)
+		nodes = append(nodes, node)
+		uuids = append(uuids, s.GpuUuid)
+		gpuIndex = append(gpuIndex, s.GpuIndex)
+		models = append(models, s.Model)
+		kinds = append(kinds, s.Kind.Label())
+		instances = append(instances, s.InstanceId)
+		profiles = append(profiles, s.Profile)
+		var a uint8
+		if s.Attached {
+			a = 1
+		}
+		attached = append(attached, a)
+		var u uint8
+		if s.GetSmActiveUnavailable() {
+			u = 1
+		}
+		unavailable = append(unavailable, u)
+		smActive = append(smActive, s.SmActive)
+		memUsed = append(memUsed, s.MemUsedBytes)
+		memTotal = append(memTotal, s.MemTotalBytes)
+		power = append(power, s.PowerWatts)
+		slices = append(slices, s.ComputeSlices)
+		sms = append(sms, s.SmCount)
+		gpuSMs = append(gpuSMs, s.GpuSmCount)
+		gpuMem = append(gpuMem, s.GpuMemTotalBytes)
+		run = append(run, s.GetVgpu().GetRunNs())
+		switching = append(switching, s.GetVgpu().GetSwitchNs())
+		w := s.GetVgpu().GetWaitsNs()
+		if w == nil {
+			w = []uint64{}
+		}
+		waits = append(waits, w)
+	}
+	columns := []any{times, ts, intervals, nodes, uuids, gpuIndex, models, kinds, instances, profiles, attached,
+		smActive, memUsed, memTotal, power, slices, sms, gpuSMs, gpuMem, run, switching, waits, unavailable}
+	for i, c := range columns {
+		if err := batch.Column(i).Append(c); err != nil {
+			t.Fatalf("append column %d: %v", i, err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// AllocationRow is one row of the allocations table.
+type AllocationRow struct {
+	ID, Tenant, Tier, Node, Instance string
+	Requested, Started, Ended        time.Time // Ended zero: still running
+	Version                          uint64
+	Deleted                          bool
+}
+
+func ns(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// InsertAllocations writes the rows, received now.
+func InsertAllocations(t testing.TB, conn driver.Conn, rows []AllocationRow) {
+	t.Helper()
+	ctx := context.Background()
+	batch, err := conn.PrepareBatch(ctx, `INSERT INTO allocations (allocation_id, tenant, tier, node, instance_id,
+		requested_ns, started_ns, ended_ns, version, deleted, received)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		var deleted uint8
+		if r.Deleted {
+			deleted = 1
+		}
+		err := batch.Append(r.ID, r.Tenant, r.Tier, r.Node, r.Instance, ns(r.Requested), ns(r.Started), ns(r.Ended),
+			r.Version, deleted, time.Now().UTC().Truncate(time.Second))
+		if err != nil {
+			t.Fatalf("append allocation %s: %v", r.ID, err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatal(fmt.Errorf("insert allocations: %w", err))
+	}
+}
+
+// Simulate reads every tick of the scenario and hands over the samples node by node, in
+// batches of about a minute of ticks.
+func Simulate(t testing.TB, sc *scenario.Scenario, write func(node string, samples []*pb.Sample)) {
+	t.Helper()
+	src, err := sim.New(sc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := map[string][]*pb.Sample{}
+	flush := func() {
+		for node, samples := range pending {
+			write(node, samples)
+		}
+		clear(pending)
+	}
+	for n := 0; ; n++ {
+		d := time.Duration(n) * sc.Interval
+		if d >= sc.Duration {
+			break
+		}
+		out, err := src.Read(context.Background(), sc.Start.Add(d), sc.Interval)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ns := range out {
+			pending[ns.Node] = append(pending[ns.Node], ns.Samples...)
+		}
+		if n%600 == 599 {
+			flush()
+		}
+	}
+	flush()
+}
+
+// ScenarioAllocations are the scenario's allocations as the allocations table holds them.
+func ScenarioAllocations(sc *scenario.Scenario) []AllocationRow {
+	var rows []AllocationRow
+	for _, tn := range sc.Tenants {
+		for i, a := range tn.Allocations {
+			rows = append(rows, AllocationRow{
+				ID: fmt.Sprintf("%s-%d", tn.Name, i), Tenant: tn.Name, Tier: tn.Tier,
+				Node: a.Target.Node, Instance: a.Target.Instance,
+				Requested: sc.Start.Add(a.Requested), Started: sc.Start.Add(a.Ready), Ended: sc.Start.Add(a.End),
+				Version: 1,
+			})
+		}
+	}
+	return rows
+}
+
+// RollUp fills samples_1s from the samples and samples_1m from samples_1s as the collector
+// does (one complete row per node, instance and second or minute, duplicates dropped).
+func RollUp(t testing.TB, conn driver.Conn) {
+	t.Helper()
+	err := conn.Exec(context.Background(), `INSERT INTO samples_1s (time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
+    compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
+    samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
+    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count, active_samples, active_ns)
+SELECT time, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(kind), any(profile),
+    any(compute_slices), any(sm_count), any(gpu_sm_count), any(mem_total_bytes), any(gpu_mem_total_bytes), any(interval_ns),
+    count(), sum(interval_ns), sumIf(sm_active, sm_active_unavailable = 0), sum(toUInt64(attached)), sum(vgpu_switch_ns), sum(vgpu_run_ns),
+    minIf(ts_ns, attached = 1), sum(toFloat64(mem_used_bytes)), sum(power_watts),
+    tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 1),
+    tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 2),
+    countIf(sm_active_unavailable = 0), sumIf(interval_ns, sm_active_unavailable = 0)
+FROM (SELECT * FROM samples LIMIT 1 BY node, instance_id, ts_ns)
+GROUP BY node, instance_id, time`)
+	if err != nil {
+		t.Fatalf("roll the samples up into samples_1s: %v", err)
+	}
+	err = conn.Exec(context.Background(), `INSERT INTO samples_1m (time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
+    compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
+    samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
+    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count, active_samples, active_ns)
+SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(kind), any(profile),
+    any(compute_slices), any(sm_count), any(gpu_sm_count), any(mem_total_bytes), any(gpu_mem_total_bytes), any(interval_ns),
+    sum(samples), sum(covered_ns), sum(sm_active_sum), sum(attached_sum), sum(vgpu_switch_ns_sum), sum(vgpu_run_ns_sum),
+    minIf(first_attached_ns, first_attached_ns > 0), sum(mem_used_bytes_sum), sum(power_watts_sum),
+    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2),
+    sum(active_samples), sum(active_ns)
+FROM (SELECT * FROM samples_1s ORDER BY samples DESC LIMIT 1 BY node, instance_id, time)
+GROUP BY node, instance_id, minute`)
+	if err != nil {
+		t.Fatalf("roll samples_1s up into samples_1m: %v", err)
+	}
+}

@@ -1,0 +1,152 @@
+// Package service is the attribution service: it attributes every closed minute of every
+// allocation as it closes and stores the result in ClickHouse (table attribution_minutes:
+// tenant × allocation × minute), recomputing the minutes that late samples or allocations
+// touch within a lookback (Runner); it serves the latest trailing window and what the minutes
+// add as SLA metrics on /metrics, and the HTTP API on /api/v1.
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/api"
+	"github.com/slicemeter/slicemeter/attribution/intake"
+	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/internal/chconn"
+	"github.com/slicemeter/slicemeter/internal/lograte"
+	"github.com/slicemeter/slicemeter/internal/usage"
+	"github.com/slicemeter/slicemeter/internal/webserver"
+)
+
+// Config is what the service runs with.
+type Config struct {
+	DSN     string // ClickHouse, native protocol
+	Cluster string // the ClickHouse cluster used through its Distributed tables; empty: one server
+	// CheckCluster refuses a cluster whose servers lack the settings its clients need.
+	CheckCluster func(ctx context.Context, conn driver.Conn, cluster string) error
+	Book         *pricebook.PriceBook
+	// Interval: how often closed minutes are attributed and the trailing window refreshed.
+	Interval time.Duration
+	// Window: the trailing window that the slicemeter_tenant_* gauges describe.
+	Window time.Duration
+	Passes
+	Web *web.FlagConfig // where /metrics and the API are served
+}
+
+// Validate fails, with a usage error, for a config the service cannot run with.
+func (c Config) Validate() error {
+	if c.Interval <= 0 || c.Window <= 0 || c.Lookback < 0 || c.Delay < 0 || c.Backfill < 0 || c.MaxMinutes <= 0 || c.Presence < 0 || c.Presence%time.Minute != 0 {
+		return usage.Errorf("--attribution.interval, --attribution.window and --attribution.max-minutes must be > 0; delay, lookback, backfill and presence ≥ 0, presence in whole minutes")
+	}
+	return nil
+}
+
+// Run runs the service until ctx ends (nil then) or serving fails. The metrics are registered
+// in reg and served from it.
+func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	// Ending the passes before the connection closes, however Run ends.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	conn, err := chconn.Open(ctx, cfg.DSN)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if cfg.CheckCluster != nil {
+		if err := cfg.CheckCluster(ctx, conn, cfg.Cluster); err != nil {
+			return err
+		}
+	}
+	// A model the fleet has and the price book lacks would fail every pass: refuse to start.
+	if err := attribution.CheckFleetPriced(ctx, conn, cfg.Book, max(cfg.Window, cfg.Backfill, 24*time.Hour)); err != nil {
+		return err
+	}
+	s := &service{cfg: cfg, conn: conn, logger: logger, logs: lograte.New(logger, time.Minute), sla: newSLAMetrics(reg, cfg.Book)}
+	s.runner = NewRunner(conn, cfg.Book, cfg.Passes, s.sla, logger)
+	s.sla.watchLag(reg, s.runner)
+	srv := &api.Server{
+		Store:   intake.NewStore(conn),
+		Report:  s.report,
+		Auth:    api.AllowAll{}, // the seam for authentication: a tenant principal sees only its own rows
+		Metrics: intake.NewMetrics(reg),
+		Tiers:   cfg.Book.Tiers,
+		Logger:  logger,
+	}
+	webErr := webserver.Serve(ctx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Logger: logger, Routes: []func(*http.ServeMux){srv.Register}})
+	return webserver.RunServing(webErr, func() error {
+		tick := time.NewTicker(cfg.Interval)
+		defer tick.Stop()
+		for {
+			s.pass(ctx)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+			}
+		}
+	})
+}
+
+// service is one running attribution service.
+type service struct {
+	cfg    Config
+	conn   driver.Conn
+	runner *Runner
+	sla    *slaMetrics
+	ready  atomic.Bool // once a trailing window is attributed
+	logger *slog.Logger
+	logs   *lograte.Limiter // the trailing window's notes recur at every pass
+}
+
+// report answers the API's report requests.
+func (s *service) report(ctx context.Context, q api.ReportQuery) (report.Report, error) {
+	res, err := attribution.Report(ctx, s.conn, s.cfg.Book, attribution.Options{From: q.From, To: q.To, Samples: s.cfg.Samples, FromMinutes: q.FromMinutes, Neighbours: q.Neighbours})
+	attribution.LogNotes(ctx, s.logger, res.Report)
+	return res.Report, err
+}
+
+// pass attributes the closed minutes into ClickHouse, then the trailing window for the gauges.
+func (s *service) pass(ctx context.Context) {
+	began := time.Now()
+	p, err := s.runner.Once(ctx)
+	s.sla.passDuration.Observe(time.Since(began).Seconds())
+	if err != nil {
+		s.sla.errors.Inc()
+		s.logger.Error("attributing minutes failed", "from", p.From, "to", p.To, "err", err)
+	} else if p.Fresh+p.Recomputed > 0 {
+		s.logger.Debug("attributed minutes", "from", p.From, "to", p.To, "fresh", p.Fresh, "recomputed", p.Recomputed)
+	}
+	// Whole seconds: the window's edges are what the report prints.
+	to := time.Now().UTC().Truncate(time.Second)
+	began = time.Now()
+	res, err := attribution.Report(ctx, s.conn, s.cfg.Book, attribution.Options{From: to.Add(-s.cfg.Window), To: to, Samples: s.cfg.Samples})
+	s.sla.duration.Observe(time.Since(began).Seconds())
+	if err != nil && !errors.Is(err, attribution.ErrInvariants) {
+		s.sla.errors.Inc()
+		s.logger.Error("attribution failed", "window_end", to, "err", err)
+		return
+	}
+	for _, n := range res.Report.Notes {
+		s.logs.Log(ctx, to, slog.LevelWarn, "window_note", "attribution report note", "window_start", res.Report.WindowStart, "window_end", to, "note", n)
+	}
+	s.logs.Flush(ctx, to)
+	s.sla.countViolations(res.Violations)
+	for _, v := range res.Violations {
+		s.logger.Error("attribution invariant violated", "window_end", to, "err", v)
+	}
+	s.sla.set(res.Report)
+	s.ready.Store(true)
+}

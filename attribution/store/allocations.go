@@ -1,0 +1,79 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/slicemeter/slicemeter/attribution/billing"
+)
+
+const allocationsQuery = `
+SELECT allocation_id, cur_tenant, cur_tier, cur_node, cur_instance_id, cur_requested_ns, cur_started_ns, cur_ended_ns
+FROM (
+    SELECT allocation_id,
+        argMax(tenant, version) AS cur_tenant,
+        argMax(tier, version) AS cur_tier,
+        argMax(node, version) AS cur_node,
+        argMax(instance_id, version) AS cur_instance_id,
+        argMax(requested_ns, version) AS cur_requested_ns,
+        argMax(started_ns, version) AS cur_started_ns,
+        argMax(ended_ns, version) AS cur_ended_ns,
+        argMax(deleted, version) AS cur_deleted
+    FROM allocations
+    GROUP BY allocation_id
+)
+WHERE cur_deleted = 0 AND cur_started_ns > 0 AND cur_started_ns < ? AND (cur_ended_ns = 0 OR cur_ended_ns > ?)
+ORDER BY allocation_id`
+
+// ReadAllocations returns the current state of every allocation billed in the window.
+func ReadAllocations(ctx context.Context, conn Querier, window billing.Interval) ([]billing.Allocation, error) {
+	var out []billing.Allocation
+	err := queryEach(ctx, conn, allocationsQuery, []any{window.End, window.Start}, func(scan func(...any) error) error {
+		var a billing.Allocation
+		err := scan(&a.ID, &a.Tenant, &a.Tier, &a.Target.Node, &a.Target.Instance, &a.Requested, &a.Started, &a.Ended)
+		out = append(out, a)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read allocations: %w", err)
+	}
+	return out, nil
+}
+
+// Received is an allocation version as the allocations table received it.
+type Received struct {
+	ID      string
+	Version uint64
+	Started time.Time
+	At      time.Time // received, whole seconds
+}
+
+// ReceivedSince lists the allocation versions received at or after since (whole seconds).
+func ReceivedSince(ctx context.Context, conn Querier, since time.Time) ([]Received, error) {
+	rows, err := conn.Query(ctx, `SELECT allocation_id, version, started_ns, received FROM allocations WHERE received >= toDateTime(?)`, since.Unix())
+	if err != nil {
+		return nil, fmt.Errorf("read the allocations received since %s: %w", since.Format(time.RFC3339), err)
+	}
+	defer rows.Close()
+	var out []Received
+	for rows.Next() {
+		var (
+			r       Received
+			started int64
+		)
+		if err := rows.Scan(&r.ID, &r.Version, &started, &r.At); err != nil {
+			return nil, fmt.Errorf("read the allocations received since %s: %w", since.Format(time.RFC3339), err)
+		}
+		r.Started = billing.UTC(started)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// LastReceived is when the allocations table received its latest row, zero when empty.
+func LastReceived(ctx context.Context, conn driver.Conn) (time.Time, error) {
+	return latest(ctx, conn, `SELECT count(), max(received) FROM allocations`, "when the latest allocation was received")
+}

@@ -1,0 +1,303 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/slicemeter/slicemeter/attribution/billing"
+)
+
+// maxSampleInterval is how far before a billed interval a sample may start and still cover
+// part of it.
+const maxSampleInterval = time.Minute
+
+// allocationsTable is a chunk of billed allocations as an inline table.
+const allocationsTable = `
+    SELECT allocation_id, node, instance_id,
+        toInt64(b_start) AS billed_start, toInt64(b_end) AS billed_end, frac, sliced
+    FROM (SELECT ? AS ids, ? AS nodes, ? AS insts, ? AS b_starts, ? AS b_ends, ? AS fracs, ? AS sliced_flags)
+    ARRAY JOIN ids AS allocation_id, nodes AS node, insts AS instance_id, b_starts AS b_start, b_ends AS b_end,
+        fracs AS frac, sliced_flags AS sliced`
+
+// dedupSamples ends a subquery that selects one row per (node, instance_id, ts_ns) of the
+// chunk's targets in a time range; it follows "SELECT node, instance_id, toInt64(ts_ns) AS t,"
+// and the columns.
+const dedupSamples = `
+    FROM samples FINAL
+    PREWHERE time >= toDateTime(?) AND time <= toDateTime(?)
+    WHERE ts_ns >= ? AND ts_ns < ? AND (node, instance_id) IN (` + targetsTable + `)`
+
+// usageQuery: per allocation, the overlap of every sample with the billed interval, the part
+// of it whose activity was measured, the per-sample efficiency (measured samples only) and vGPU
+// switch share weighted by it, and the vGPU waits of the samples taken in its billed time as a
+// histogram (wait → count; the p99 is computed in Go from it). One pass over the samples
+// answers all of it.
+const usageQuery = `
+SELECT allocation_id, sum(overlap), sum(active), sum(efficiency * active), sum(o_tick * overlap),
+    tupleElement(sumMap(ws, cs), 1), tupleElement(sumMap(ws, cs), 2)
+FROM (
+    SELECT allocation_id,
+        least(t + iv, billed_end) - greatest(t, billed_start) AS overlap,
+        if(unavailable = 0, overlap, toInt64(0)) AS active,
+        if(iv > 0, sw / iv, 0.) AS o_tick,
+        if(sliced = 1, if(frac * (1. - o_tick) > 0., least(1., sm / (frac * (1. - o_tick))), 0.), sm) AS efficiency,
+        if(sliced = 1 AND t >= billed_start, waits, emptyArrayUInt64()) AS ws,
+        arrayMap(w -> toUInt64(1), ws) AS cs
+    FROM (
+        SELECT node, instance_id, toInt64(ts_ns) AS t,
+            toInt64(interval_ns) AS iv, sm_active AS sm, toInt64(vgpu_switch_ns) AS sw,
+            sm_active_unavailable AS unavailable, vgpu_waits_ns AS waits` + dedupSamples + `
+    ) AS s ALL INNER JOIN (` + allocationsTable + `
+    ) AS a USING (node, instance_id)
+    WHERE t < billed_end AND t + iv > billed_start
+)
+GROUP BY allocation_id`
+
+// firstAttachedQuery: per allocation, the first sample in its cold-start search range in
+// which its target is attached. min() needs no deduplication.
+//
+// {{searches}} is one firstAttachedSearch per group of searches that lie close in time,
+// joined by UNION ALL: each reads its own targets over its own time range, so that the primary
+// key (node, instance_id, ts_ns) selects only the granules of its searches. A single range
+// around all of a chunk's searches would read, for every target, everything between the
+// earliest requested_at of the chunk and now; a condition per allocation (OR) prunes as well
+// but costs every row read hundreds of comparisons.
+const firstAttachedQuery = `
+SELECT allocation_id, min(t)
+FROM ({{searches}}) AS s ALL INNER JOIN (` + searchTable + `
+) AS a USING (node, instance_id)
+WHERE t >= search_start AND t < search_end
+GROUP BY allocation_id`
+
+// firstAttachedSearch reads the attached samples of a group's targets in the group's range,
+// bound as seconds (partitions), ns (the key) and the targets' arrays.
+const firstAttachedSearch = `
+    SELECT node, instance_id, toInt64(ts_ns) AS t
+    FROM samples
+    PREWHERE time >= toDateTime(?) AND time <= toDateTime(?)
+    WHERE attached = 1 AND ts_ns >= ? AND ts_ns < ? AND (node, instance_id) IN (` + targetsTable + `)`
+
+// searchTable is a chunk's cold-start searches as an inline table.
+const searchTable = `
+    SELECT allocation_id, node, instance_id, toInt64(c_start) AS search_start, toInt64(c_end) AS search_end
+    FROM (SELECT ? AS ids, ? AS nodes, ? AS insts, ? AS c_starts, ? AS c_ends)
+    ARRAY JOIN ids AS allocation_id, nodes AS node, insts AS instance_id, c_starts AS c_start, c_ends AS c_end`
+
+// coldStartSpan is how much after requested_at the first search for an allocation's first
+// attached sample covers. It is found there almost always (a cold start longer than this is
+// a breach of any SLA); only the allocations without one are searched again, over the rest
+// of their range. The answer is the same (the first of a prefix is the first of the whole);
+// what changes is that an allocation running for days costs a few granules, not its days.
+const coldStartSpan = 15 * time.Minute
+
+// searchGroupSpan bounds how far apart the starts of the searches of one group may be: a
+// group reads each of its targets over the whole group's range, about a granule or two of
+// samples_1s (8192 s a granule) when its ranges are short.
+const searchGroupSpan = time.Hour
+
+// maxChunkRows bounds the sample rows a chunk's usage query deduplicates (it sorts or groups
+// them all, about 100 bytes a row): a day of samples_1s for 400 targets, 35M rows, is close to
+// the server's default 4 GB limit per query; 8M rows stay near 1 GB.
+const maxChunkRows = 8_000_000
+
+// Measure runs the per-chunk queries over the billed allocations, reading the source. A chunk
+// holds at most chunkSize allocations, and fewer when the window is long: about maxChunkRows
+// sample rows of its targets over the span of its billed intervals.
+func Measure(ctx context.Context, conn Querier, src Samples, billed []billing.Billed) (billing.Measured, error) {
+	q, err := src.queries()
+	if err != nil {
+		return billing.Measured{}, err
+	}
+	m := measured{Usage: map[string]billing.Usage{}, Waits: map[string]billing.Histogram{}, FirstAttached: map[string]int64{}}
+	for _, chunk := range chunks(billed, q.rowsPerSecond) {
+		if err := m.measureChunk(ctx, conn, q, chunk); err != nil {
+			return billing.Measured{}, err
+		}
+	}
+	return billing.Measured(m), nil
+}
+
+// measured is what the per-chunk queries found so far.
+type measured billing.Measured
+
+// chunks splits the billed allocations, in order, into chunks of at most chunkSize and about
+// maxChunkRows rows (rowsPerSecond of each target over the span of the chunk's billed
+// intervals); an allocation alone over the budget is a chunk of its own.
+func chunks(billed []billing.Billed, rowsPerSecond float64) [][]billing.Billed {
+	var out [][]billing.Billed
+	for start := 0; start < len(billed); {
+		end, span := start+1, billed[start].Billed
+		for end < len(billed) && end-start < chunkSize {
+			next := billing.Interval{Start: min(span.Start, billed[end].Billed.Start), End: max(span.End, billed[end].Billed.End)}
+			if float64(end-start+1)*next.Duration().Seconds()*rowsPerSecond > maxChunkRows {
+				break
+			}
+			end, span = end+1, next
+		}
+		out = append(out, billed[start:end])
+		start = end
+	}
+	return out
+}
+
+// distinct is the targets, once each, in order of first appearance.
+func distinct[T any](items []T, target func(T) billing.Target) []billing.Target {
+	var (
+		targets []billing.Target
+		seen    = map[billing.Target]bool{}
+	)
+	for _, it := range items {
+		if t := target(it); !seen[t] {
+			seen[t] = true
+			targets = append(targets, t)
+		}
+	}
+	return targets
+}
+
+func (m measured) measureChunk(ctx context.Context, conn Querier, q sampleQueries, chunk []billing.Billed) error {
+	samples := chunk[0].Billed // the span of the chunk's billed intervals
+	for _, b := range chunk {
+		samples = billing.Interval{Start: min(samples.Start, b.Billed.Start), End: max(samples.End, b.Billed.End)}
+	}
+	samples.Start -= int64(maxSampleInterval)
+	nodes, instances := targetArrays(distinct(chunk, func(b billing.Billed) billing.Target { return b.Target }))
+	table := allocationArgs(chunk)
+	sampleArgs := append([]any{seconds(samples.Start), seconds(samples.End), samples.Start, samples.End, nodes, instances}, table...)
+
+	err := queryEach(ctx, conn, q.usage, sampleArgs, func(scan func(...any) error) error {
+		var (
+			id              string
+			u               billing.Usage
+			metered, active int64
+			waits, counts   []uint64
+		)
+		if err := scan(&id, &metered, &active, &u.EfficiencyNS, &u.SwitchNS, &waits, &counts); err != nil {
+			return err
+		}
+		u.Metered, u.Active = time.Duration(metered), time.Duration(active)
+		m.Usage[id] = u
+		if len(waits) > 0 {
+			m.Waits[id] = histogram(waits, counts)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read the usage of %d allocations: %w", len(chunk), err)
+	}
+
+	return m.findFirstAttached(ctx, conn, q, chunk)
+}
+
+// histogram is the waits of sumMap's two arrays (lengths, counts).
+func histogram(waits, counts []uint64) billing.Histogram {
+	h := billing.Histogram{}
+	for i, w := range waits {
+		h[w] += counts[i]
+	}
+	return h
+}
+
+// findFirstAttached finds the first attached sample of each allocation of the chunk: first in
+// the coldStartSpan after requested_at, then, for those without one, in the rest of the range.
+func (m measured) findFirstAttached(ctx context.Context, conn Querier, q sampleQueries, chunk []billing.Billed) error {
+	phases := []func(b billing.Billed) (billing.Interval, bool){
+		func(b billing.Billed) (billing.Interval, bool) {
+			iv, ok := b.ColdStartSearch()
+			iv.End = min(iv.End, iv.Start+int64(coldStartSpan))
+			return iv, ok
+		},
+		func(b billing.Billed) (billing.Interval, bool) {
+			iv, ok := b.ColdStartSearch()
+			_, found := m.FirstAttached[b.ID]
+			iv.Start += int64(coldStartSpan)
+			return iv, ok && !found && iv.End > iv.Start
+		},
+	}
+	for _, search := range phases {
+		var searches []coldStartSearch
+		for _, b := range chunk {
+			if iv, ok := search(b); ok {
+				searches = append(searches, coldStartSearch{b.ID, b.Target, iv})
+			}
+		}
+		if len(searches) == 0 {
+			continue
+		}
+		query, args := firstAttachedArgs(q, searches)
+		err := queryEach(ctx, conn, query, args, func(scan func(...any) error) error {
+			var (
+				id    string
+				first int64
+			)
+			err := scan(&id, &first)
+			m.FirstAttached[id] = first
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("read the cold starts of %d allocations: %w", len(searches), err)
+		}
+	}
+	return nil
+}
+
+// coldStartSearch is one allocation's search for its first attached sample.
+type coldStartSearch struct {
+	id     string
+	target billing.Target
+	iv     billing.Interval
+}
+
+// firstAttachedArgs builds the first-attached query of the searches and binds it: the searches
+// in groups whose starts lie within searchGroupSpan of each other, one UNION ALL branch each.
+func firstAttachedArgs(q sampleQueries, searches []coldStartSearch) (string, []any) {
+	slices.SortFunc(searches, func(a, b coldStartSearch) int { return cmp.Compare(a.iv.Start, b.iv.Start) })
+	var (
+		branches                 []string
+		args                     []any
+		ids, nodes, instances    []string
+		searchStarts, searchEnds []int64
+	)
+	for start := 0; start < len(searches); {
+		group := searches[start].iv
+		end := start
+		for end < len(searches) && searches[end].iv.Start < group.Start+int64(searchGroupSpan) {
+			group.End = max(group.End, searches[end].iv.End)
+			end++
+		}
+		tn, ti := targetArrays(distinct(searches[start:end], func(s coldStartSearch) billing.Target { return s.target }))
+		branches = append(branches, q.firstAttachedSearch)
+		args = append(args, seconds(group.Start), seconds(group.End), group.Start, group.End, tn, ti)
+		start = end
+	}
+	for _, s := range searches {
+		ids, nodes, instances = append(ids, s.id), append(nodes, s.target.Node), append(instances, s.target.Instance)
+		searchStarts, searchEnds = append(searchStarts, s.iv.Start), append(searchEnds, s.iv.End)
+	}
+	query := strings.Replace(q.firstAttached, "{{searches}}", strings.Join(branches, "\n    UNION ALL"), 1)
+	return query, append(args, ids, nodes, instances, searchStarts, searchEnds)
+}
+
+// allocationArgs binds a chunk as the arrays of allocationsTable.
+func allocationArgs(chunk []billing.Billed) []any {
+	var (
+		ids, nodes, instances    []string
+		billedStarts, billedEnds []int64
+		fractions                []float64
+		sliced                   []bool
+	)
+	for _, b := range chunk {
+		ids = append(ids, b.ID)
+		nodes = append(nodes, b.Target.Node)
+		instances = append(instances, b.Target.Instance)
+		billedStarts = append(billedStarts, b.Billed.Start)
+		billedEnds = append(billedEnds, b.Billed.End)
+		fractions = append(fractions, b.Terms.Fraction)
+		sliced = append(sliced, b.Terms.TimeSliced)
+	}
+	return []any{ids, nodes, instances, billedStarts, billedEnds, fractions, sliced}
+}

@@ -1,0 +1,100 @@
+// Package store is attribution's ClickHouse side: every query that reads the samples, their
+// rollups and the allocations for a report (one file per table or concern), the presence of
+// the GPUs per minute, the fleet's models, the noisy-neighbour signal, and both sides of
+// attribution_minutes (the service's writer and the report's reader).
+package store
+
+// How the SQL is structured
+//
+// All SQL runs on ClickHouse 18.16 and on current ClickHouse: no DateTime64, no server-side
+// parameters (clickhouse-go binds ? on the client), functions 18.16 has. Nothing relies on
+// merges having happened:
+//   - allocations: argMax(column, version) per allocation_id; deleted ones dropped after that.
+//   - samples: FROM samples FINAL collapses, as it reads, the rows that were delivered more
+//     than once (at-least-once; the table is a ReplacingMergeTree by (node, instance_id,
+//     ts_ns)); min() and argMax() need no deduplication. FINAL merges the parts it reads in
+//     key order: no sort, no hash table of every sample, unlike GROUP BY ts_ns (which needed
+//     about 100 bytes of memory a sample and 4 GB for a day of a few hundred instances).
+//     Its filters (node, instance_id, ts_ns and time, which is ts_ns in seconds) are the same
+//     for every copy of a sample, so filtering before the merge is sound.
+//
+// Joined subqueries carry aliases (current ClickHouse requires them) and join with
+// ALL INNER JOIN ... USING, the form 18.16 knows.
+//
+// A report takes a few grouped queries, not one per allocation:
+//  1. the allocations' current state, those billed in the window (Go clips them);
+//  2. every instance seen in the window, grouped by (node, instance_id, gpu_uuid, model): the
+//     facts that price an allocation (kind, profile, slices, SMs, framebuffer) and the GPUs of
+//     the capacity; targets without a sample in the window get their latest facts from a
+//     second query of the same shape over all time;
+//  3. per chunk of allocations, two queries joining the deduplicated samples of their
+//     targets with the chunk, grouped by allocation_id: usage (metered and measured time,
+//     efficiency, vGPU switch share, and the vGPU waits as a histogram by sumMap) and the
+//     first attached sample (cold start), searched first in the quarter hour after
+//     requested_at, target by target, and only then further.
+//
+// The chunk travels inside the query as arrays (ARRAY JOIN of bound arrays gives an inline
+// table), so each query is self-contained SQL text and sees exactly the allocations and
+// billed intervals that Go clipped; chunks keep the text under ClickHouse's max_query_size.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/slicemeter/slicemeter/attribution/billing"
+)
+
+// Querier is the part of a ClickHouse connection that reading needs.
+type Querier interface {
+	Query(ctx context.Context, query string, args ...any) (driver.Rows, error)
+}
+
+// chunkSize bounds the allocations per query: each adds a few hundred bytes of query text and
+// ClickHouse parses at most max_query_size (256 KiB by default).
+const chunkSize = 400
+
+// targetsTable is a set of targets, bound as two arrays.
+const targetsTable = `SELECT tn, ti FROM (SELECT ? AS tns, ? AS tis) ARRAY JOIN tns AS tn, tis AS ti`
+
+func targetArrays(targets []billing.Target) (nodes, instances []string) {
+	for _, t := range targets {
+		nodes = append(nodes, t.Node)
+		instances = append(instances, t.Instance)
+	}
+	return nodes, instances
+}
+
+// seconds is the whole second of a ns timestamp: the samples' time column, for partition pruning.
+func seconds(ns int64) int64 { return ns / int64(time.Second) }
+
+// queryEach runs a query and calls each for every row it returns.
+func queryEach(ctx context.Context, conn Querier, query string, args []any, each func(scan func(...any) error) error) error {
+	rows, err := conn.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// latest runs query, a SELECT count(), max(a DateTime), and returns the maximum, zero when
+// the table is empty (max of nothing is 1970, not "none"); what says what is read.
+func latest(ctx context.Context, conn driver.Conn, query, what string) (time.Time, error) {
+	var n uint64
+	var last time.Time
+	if err := conn.QueryRow(ctx, query).Scan(&n, &last); err != nil {
+		return time.Time{}, fmt.Errorf("read %s: %w", what, err)
+	}
+	if n == 0 {
+		return time.Time{}, nil
+	}
+	return last.UTC(), nil
+}
