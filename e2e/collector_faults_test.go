@@ -462,7 +462,7 @@ type faultRow struct {
 	listCost, cost, wasteCost, overheadCost, efficiency float64
 }
 
-// expectedReport is the report of [faultBase, faultBase + window s) by DESIGN.md's
+// expectedReport is the report of [faultBase, faultBase + window s) by the README's
 // definitions, from what was produced: every allocation is billed the whole window and
 // metered for the produced seconds; efficiency is the mean activity of its samples (for a
 // vGPU over its share of the GPU net of the switch overhead); tenants' rows sum their
