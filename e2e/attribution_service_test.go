@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicemeter/slicemeter/deploy/local"
-	"github.com/slicemeter/slicemeter/schemas/scenario"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
+	"github.com/slicemeter/slicemeter/e2e/apptest"
 )
 
 // TestAttributionService: the demo fills ClickHouse with a scenario; then the binary's
@@ -23,41 +23,28 @@ import (
 // import (CSV, refusals with exit status 2), pricebook check against the fleet, and the
 // attribution service's HTTP API and /metrics.
 func TestAttributionService(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts ClickHouse")
-	}
+	dsn := localtest.DatabaseWith(t, localtest.DatabaseOptions{Unmigrated: true}).DSN
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
 	file := filepath.Join(scenarios, "mig-basic.yaml")
-	sc, err := scenario.Load(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dsn := ch.DSN("e2e_attribution")
-	if r := slicemeter(t, ctx, "demo", "--scenario", file, "--fast", "--report", filepath.Join(t.TempDir(), "r.csv"),
-		"--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0"); r.code != 0 {
-		t.Fatalf("demo exited %d\n%s", r.code, r.stderr)
-	}
+	sc := loadScenario(t, file)
+	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--report", filepath.Join(t.TempDir(), "r.csv"),
+		"--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0")
 	from, to := sc.Start.Format(time.RFC3339), sc.End().Format(time.RFC3339)
 	dir := t.TempDir()
 
 	t.Run("report --step", func(t *testing.T) {
-		whole := slicemeter(t, ctx, "report", "--clickhouse.dsn", dsn, "--scenario", file, "--from", from, "--to", to)
-		stepped := slicemeter(t, ctx, "report", "--clickhouse.dsn", dsn, "--scenario", file, "--from", from, "--to", to, "--step", "15m")
-		if whole.code != 0 || stepped.code != 0 {
-			t.Fatalf("report exited %d / %d\n%s%s", whole.code, stepped.code, whole.stderr, stepped.stderr)
+		whole := apptest.Run(t, ctx, "report", "--clickhouse.dsn", dsn, "--scenario", file, "--from", from, "--to", to)
+		stepped := apptest.Run(t, ctx, "report", "--clickhouse.dsn", dsn, "--scenario", file, "--from", from, "--to", to, "--step", "15m")
+		if whole.Code != 0 || stepped.Code != 0 {
+			t.Fatalf("report exited %d / %d\n%s%s", whole.Code, stepped.Code, whole.Stderr, stepped.Stderr)
 		}
 		// No attribution service ran over January: the stored minutes cannot make this report.
-		if r := slicemeter(t, ctx, "report", "--clickhouse.dsn", dsn, "--scenario", file, "--from", from, "--to", to, "--from-minutes"); r.code != 1 ||
-			!strings.Contains(r.stderr, "60 of its 60 minutes are not attributed yet") {
-			t.Errorf("report --from-minutes exited %d:\n%s", r.code, r.stderr)
+		if r := apptest.Run(t, ctx, "report", "--clickhouse.dsn", dsn, "--scenario", file, "--from", from, "--to", to, "--from-minutes"); r.Code != 1 ||
+			!strings.Contains(r.Stderr, "60 of its 60 minutes are not attributed yet") {
+			t.Errorf("report --from-minutes exited %d:\n%s", r.Code, r.Stderr)
 		}
-		w, s := sumColumn(t, whole.stdout), sumColumn(t, stepped.stdout)
+		w, s := sumColumn(t, whole.Stdout), sumColumn(t, stepped.Stdout)
 		if len(s.windows) != 4 {
 			t.Errorf("--step 15m gave windows %v, want 4", s.windows)
 		}
@@ -81,9 +68,9 @@ func TestAttributionService(t *testing.T) {
 		good := write("late.csv", header+"late-1,late,budget,node-a,gpu0/mig3,2026-01-05T00:05:00Z,2026-01-05T00:05:00Z,2026-01-05T00:50:00Z\n"+
 			"ghost-1,ghost,pro,node-z,gpu0,2026-01-05T00:00:00Z,2026-01-05T00:00:00Z,\n")
 		for i, want := range []string{"2 allocations stored, 0 unchanged, 1 on instances not seen yet", "0 allocations stored, 2 unchanged"} {
-			r := slicemeter(t, ctx, "allocations", "import", "--clickhouse.dsn", dsn, good)
-			if r.code != 0 || !strings.Contains(r.stdout, want) {
-				t.Fatalf("import %d exited %d: %s%s; want %q", i, r.code, r.stdout, r.stderr, want)
+			r := apptest.Run(t, ctx, "allocations", "import", "--clickhouse.dsn", dsn, good)
+			if r.Code != 0 || !strings.Contains(r.Stdout, want) {
+				t.Fatalf("import %d exited %d: %s%s; want %q", i, r.Code, r.Stdout, r.Stderr, want)
 			}
 		}
 		for name, tc := range map[string]struct{ content, want string }{
@@ -91,15 +78,15 @@ func TestAttributionService(t *testing.T) {
 			"bad.csv":     {header + "b-1,other,pro,node-a,gpu0/mig1,2026-01-05T00:30:00Z,later,\n", `bad.csv:2: started_at: "later"`},
 			"bad.json":    {"[{\"allocation_id\": \"b\",\n \"colour\": 1}]", "bad.json:1: colour: unknown field"},
 		} {
-			r := slicemeter(t, ctx, "allocations", "import", "--clickhouse.dsn", dsn, write(name, tc.content))
-			if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
-				t.Errorf("import %s exited %d, want 2 and %q:\n%s", name, r.code, tc.want, r.stderr)
+			r := apptest.Run(t, ctx, "allocations", "import", "--clickhouse.dsn", dsn, write(name, tc.content))
+			if r.Code != 2 || !strings.Contains(r.Stderr, tc.want) {
+				t.Errorf("import %s exited %d, want 2 and %q:\n%s", name, r.Code, tc.want, r.Stderr)
 			}
 		}
 		// The late allocation attributes the samples stored before it arrived.
-		r := slicemeter(t, ctx, "report", "--clickhouse.dsn", dsn, "--scenario", file, "--from", from, "--to", to)
-		if r.code != 0 || !strings.Contains(r.stdout, "\nlate,budget,2026-01-05T00:00:00Z,2026-01-05T01:00:00Z,2700.000,") {
-			t.Errorf("report after the late allocation exited %d:\n%s%s", r.code, r.stdout, r.stderr)
+		r := apptest.Run(t, ctx, "report", "--clickhouse.dsn", dsn, "--scenario", file, "--from", from, "--to", to)
+		if r.Code != 0 || !strings.Contains(r.Stdout, "\nlate,budget,2026-01-05T00:00:00Z,2026-01-05T01:00:00Z,2700.000,") {
+			t.Errorf("report after the late allocation exited %d:\n%s%s", r.Code, r.Stdout, r.Stderr)
 		}
 	})
 
@@ -108,25 +95,20 @@ func TestAttributionService(t *testing.T) {
 		if err := os.WriteFile(book, []byte("version: 1\ncurrency: USD\nprices: {A100-SXM4-40GB: 1.60}\ntiers: {pro: 1, budget: 0.7}\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		r := slicemeter(t, ctx, "pricebook", "check", "--clickhouse.dsn", dsn, "--fleet.since", "87600h", book)
-		if r.code != 2 || !strings.Contains(r.stderr, `"H100-SXM5-80GB"`) {
-			t.Errorf("pricebook check of a book without the fleet's H100 exited %d:\n%s", r.code, r.stderr)
+		r := apptest.Run(t, ctx, "pricebook", "check", "--clickhouse.dsn", dsn, "--fleet.since", "87600h", book)
+		if r.Code != 2 || !strings.Contains(r.Stderr, `"H100-SXM5-80GB"`) {
+			t.Errorf("pricebook check of a book without the fleet's H100 exited %d:\n%s", r.Code, r.Stderr)
 		}
 		// The service refuses to start with it (its fleet: what was sampled over the backfill).
-		r = slicemeter(t, ctx, "attribution", "--clickhouse.dsn", dsn, "--pricebook", book, "--attribution.backfill", "87600h", "--web.listen-address", "")
-		if r.code != 2 || !strings.Contains(r.stderr, `"H100-SXM5-80GB"`) {
-			t.Errorf("attribution with a book without the fleet's H100 exited %d:\n%s", r.code, r.stderr)
+		r = apptest.Run(t, ctx, "attribution", "--clickhouse.dsn", dsn, "--pricebook", book, "--attribution.backfill", "87600h", "--web.listen-address", "")
+		if r.Code != 2 || !strings.Contains(r.Stderr, `"H100-SXM5-80GB"`) {
+			t.Errorf("attribution with a book without the fleet's H100 exited %d:\n%s", r.Code, r.Stderr)
 		}
 	})
 
 	t.Run("service", func(t *testing.T) {
-		addr := freeAddr(t)
-		svc := exec.CommandContext(ctx, binary, "attribution", "--clickhouse.dsn", dsn, "--scenario", file,
-			"--web.listen-address", addr, "--attribution.backfill", "5m")
-		startLogged(t, svc, filepath.Join(dir, "attribution.log"))
-		defer stopProcess(svc)
-		base := "http://" + addr
-		waitHTTP(t, ctx, base+"/readyz")
+		svc := apptest.StartAttribution(t, ctx, "--clickhouse.dsn", dsn, "--scenario", file, "--attribution.backfill", "5m")
+		base := svc.URL("")
 
 		get := func(path string) (int, string) {
 			t.Helper()

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slicemeter/slicemeter/e2e/apptest"
 )
 
 func TestBadInput(t *testing.T) {
@@ -40,22 +42,22 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := slicemeter(t, ctx, tt.args...)
-			if r.code != tt.code {
-				t.Errorf("exit status %d, want %d\n%s", r.code, tt.code, r.stderr)
+			r := apptest.Run(t, ctx, tt.args...)
+			if r.Code != tt.code {
+				t.Errorf("exit status %d, want %d\n%s", r.Code, tt.code, r.Stderr)
 			}
 			for _, w := range tt.want {
-				if !strings.Contains(r.stderr, w) {
-					t.Errorf("stderr does not name %q:\n%s", w, r.stderr)
+				if !strings.Contains(r.Stderr, w) {
+					t.Errorf("stderr does not name %q:\n%s", w, r.Stderr)
 				}
 			}
-			if r.took > 40*time.Second {
-				t.Errorf("took %v: an unreachable service must be reported within bounded time", r.took)
+			if r.Took > 40*time.Second {
+				t.Errorf("took %v: an unreachable service must be reported within bounded time", r.Took)
 			}
 		})
 	}
-	r := slicemeter(t, ctx, "--help")
-	if r.code != 0 || !strings.Contains(r.stderr+r.stdout, "demo") {
-		t.Errorf("--help: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r := apptest.Run(t, ctx, "--help")
+	if r.Code != 0 || !strings.Contains(r.Stderr+r.Stdout, "demo") {
+		t.Errorf("--help: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }

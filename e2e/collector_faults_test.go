@@ -7,12 +7,9 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,8 +18,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/slicemeter/slicemeter/collector"
-	"github.com/slicemeter/slicemeter/deploy/local"
-	"github.com/slicemeter/slicemeter/internal/chconn"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
+	"github.com/slicemeter/slicemeter/e2e/apptest"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -251,64 +248,35 @@ const (
 // report`, over the raw samples and over each rollup, gives exactly the totals that the
 // produced samples and allocations imply: nothing replayed is counted twice.
 func TestCollectorFaults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real ClickHouse and Kafka")
-	}
 	began := time.Now()
+	// A server and a broker of its own: the test stops and restarts them.
+	ch, kfk := localtest.NewClickHouse(t), localtest.NewKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	kfk, err := local.StartKafka(ctx, local.KafkaOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kfk.Close()
-	dsn := ch.DSN("e2e_faults")
-	if r := slicemeter(t, ctx, "migrate", "--clickhouse.dsn", dsn); r.code != 0 {
-		t.Fatalf("migrate exited %d\n%s", r.code, r.stderr)
-	}
+	db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Server: ch, Name: "e2e_faults", Unmigrated: true})
+	dsn := db.DSN
+	apptest.Migrate(t, ctx, dsn)
 	brokers := kafkaconn.ParseBrokers(kfk.Brokers())
 	const partitions = 4
 	if err := kafkaconn.EnsureTopics(ctx, brokers, partitions, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
 		t.Fatal(err)
 	}
 
-	logDir := t.TempDir()
-	var col *exec.Cmd
-	starts := 0
+	var runs []*apptest.Process // every collector started, the running one last
 	startCollector := func() {
-		starts++
-		logFile, err := os.Create(filepath.Join(logDir, fmt.Sprintf("collector-%d.log", starts)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		col = exec.CommandContext(ctx, binary, "collector", "--kafka.brokers", kfk.Brokers(), "--clickhouse.dsn", dsn,
-			"--web.listen-address", "127.0.0.1:0", "--collector.flush-interval", "200ms", "--kafka.partitions", strconv.Itoa(partitions),
-			"--log.level", "debug") // debug: every insert is logged with its rows
-		col.Stdout, col.Stderr = logFile, logFile
-		if err := col.Start(); err != nil {
-			t.Fatal(err)
-		}
+		runs = append(runs, apptest.StartCollector(t, ctx, "--kafka.brokers", kfk.Brokers(), "--clickhouse.dsn", dsn,
+			"--collector.flush-interval", "200ms", "--kafka.partitions", strconv.Itoa(partitions),
+			"--log.level", "debug")) // debug: every insert is logged with its rows
 	}
+	col := func() *apptest.Process { return runs[len(runs)-1] }
 	logs := func() string {
 		var b strings.Builder
-		for i := 1; i <= starts; i++ {
-			data, _ := os.ReadFile(filepath.Join(logDir, fmt.Sprintf("collector-%d.log", i)))
-			fmt.Fprintf(&b, "--- collector run %d ---\n%s", i, logTail(string(data), 3000))
+		for i, p := range runs {
+			fmt.Fprintf(&b, "--- collector run %d ---\n%s", i+1, logTail(p.Log(), 3000))
 		}
 		return b.String()
 	}
 	startCollector()
-	defer func() {
-		if col.ProcessState == nil {
-			col.Process.Kill()
-			col.Wait()
-		}
-	}()
 	allocations, err := produceAllocations(ctx, brokers)
 	if err != nil {
 		t.Fatal(err)
@@ -323,22 +291,15 @@ func TestCollectorFaults(t *testing.T) {
 	// Five SIGKILLs under load, 1 to 2 s apart, each followed by a restart.
 	for i := range 5 {
 		time.Sleep(time.Second + time.Duration(i)*250*time.Millisecond)
-		if err := col.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		col.Wait()
+		col().Kill()
 		startCollector()
 	}
 
 	// ClickHouse down for a minute under load: the collector keeps running, commits nothing
 	// and its memory stays bounded; once ClickHouse is back it catches up.
 	time.Sleep(2 * time.Second)
-	conn, err := chconn.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rssBefore := rssBytes(t, col.Process.Pid)
+	conn := db.Conn
+	rssBefore := rssBytes(t, col().Pid())
 	producedBefore := load.produced()
 	if err := ch.Stop(); err != nil {
 		t.Fatal(err)
@@ -349,7 +310,7 @@ func TestCollectorFaults(t *testing.T) {
 	var rssMax, rssAt20 uint64
 	for time.Since(down) < faultOutage {
 		time.Sleep(2 * time.Second)
-		rss := rssBytes(t, col.Process.Pid) // fails if the collector exited: a zombie has no VmRSS
+		rss := rssBytes(t, col().Pid()) // fails if the collector exited: a zombie has no VmRSS
 		rssMax = max(rssMax, rss)
 		if rssAt20 == 0 && time.Since(down) >= 20*time.Second {
 			rssAt20 = rss
@@ -359,7 +320,7 @@ func TestCollectorFaults(t *testing.T) {
 				committedDown, c, time.Since(down).Round(time.Second), logs())
 		}
 	}
-	rssEnd := rssBytes(t, col.Process.Pid)
+	rssEnd := rssBytes(t, col().Pid())
 	producedDown := load.produced() - producedBefore
 	t.Logf("ClickHouse down %s: %d samples produced meanwhile; collector RSS %d MiB before, %d MiB at 20 s, %d MiB at the end, %d MiB at most",
 		time.Since(down).Round(time.Second), producedDown, rssBefore>>20, rssAt20>>20, rssEnd>>20, rssMax>>20)
@@ -401,10 +362,7 @@ func TestCollectorFaults(t *testing.T) {
 	}
 	// Let the last flush's rollups and commit finish, then stop cleanly.
 	time.Sleep(time.Second)
-	if err := col.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := col.Wait(); err != nil {
+	if err := col().Stop(); err != nil {
 		t.Errorf("collector did not stop cleanly: %v\n%s", err, logs())
 	}
 
@@ -431,8 +389,8 @@ func TestCollectorFaults(t *testing.T) {
 	}
 	// The kills did interrupt batches: more rows were inserted than produced (replays), and
 	// yet every count above is exact.
-	inserted := insertedRows(t, logDir, starts)
-	t.Logf("inserted %d sample rows for %d produced samples over %d collector runs (%d replayed)", inserted, want, starts, inserted-want)
+	inserted := insertedRows(t, runs)
+	t.Logf("inserted %d sample rows for %d produced samples over %d collector runs (%d replayed)", inserted, want, len(runs), inserted-want)
 	if inserted < want {
 		t.Errorf("the collectors' logs show %d inserted sample rows, fewer than the %d stored", inserted, want)
 	}
@@ -446,14 +404,14 @@ func TestCollectorFaults(t *testing.T) {
 	to := from.Add(time.Duration(windowSec) * time.Second)
 	wantRows := load.expectedReport(float64(windowSec))
 	for _, source := range []string{"raw", "rollup-1s", "rollup-1m"} {
-		r := slicemeter(t, ctx, "report", "--clickhouse.dsn", dsn, "--pricebook", faultPriceBook,
+		r := apptest.Run(t, ctx, "report", "--clickhouse.dsn", dsn, "--pricebook", faultPriceBook,
 			"--attribution.samples", source, "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339))
-		if r.code != 0 {
-			t.Errorf("report from %s exited %d\n%s", source, r.code, r.stderr)
+		if r.Code != 0 {
+			t.Errorf("report from %s exited %d\n%s", source, r.Code, r.Stderr)
 			continue
 		}
-		t.Logf("report from %s in %s:\n%s", source, r.took.Round(time.Millisecond), r.stdout)
-		for _, d := range compareFaultReport(r.stdout, wantRows) {
+		t.Logf("report from %s in %s:\n%s", source, r.Took.Round(time.Millisecond), r.Stdout)
+		for _, d := range compareFaultReport(r.Stdout, wantRows) {
 			t.Errorf("report from %s: %s", source, d)
 		}
 	}
@@ -504,7 +462,7 @@ type faultRow struct {
 	listCost, cost, wasteCost, overheadCost, efficiency float64
 }
 
-// expectedReport is the report of [faultBase, faultBase + window s) by DESIGN.md's
+// expectedReport is the report of [faultBase, faultBase + window s) by the README's
 // definitions, from what was produced: every allocation is billed the whole window and
 // metered for the produced seconds; efficiency is the mean activity of its samples (for a
 // vGPU over its share of the GPU net of the switch overhead); tenants' rows sum their
@@ -598,15 +556,11 @@ func compareFaultReport(report string, want map[string]faultRow) []string {
 }
 
 // insertedRows sums the rows of the collectors' "inserted ... table=samples rows=N" debug lines.
-func insertedRows(t *testing.T, logDir string, runs int) uint64 {
+func insertedRows(t *testing.T, runs []*apptest.Process) uint64 {
 	t.Helper()
 	var total uint64
-	for i := 1; i <= runs; i++ {
-		data, err := os.ReadFile(filepath.Join(logDir, fmt.Sprintf("collector-%d.log", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(data), "\n") {
+	for _, p := range runs {
+		for _, line := range strings.Split(p.Log(), "\n") {
 			if !strings.Contains(line, "msg=inserted") || !strings.Contains(line, "table=samples ") {
 				continue
 			}

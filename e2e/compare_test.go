@@ -49,6 +49,16 @@ func readCSV(t *testing.T, path string) [][]string {
 	return rows
 }
 
+// parseCSV parses a report printed as CSV.
+func parseCSV(t *testing.T, text string) [][]string {
+	t.Helper()
+	rows, err := csv.NewReader(strings.NewReader(text)).ReadAll()
+	if err != nil {
+		t.Fatalf("report CSV: %v\n%s", err, text)
+	}
+	return rows
+}
+
 // compareReports returns every difference between got and want beyond the tolerances.
 func compareReports(got, want [][]string, interval float64) []string {
 	var diffs []string

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/dashboards"
-	"github.com/slicemeter/slicemeter/deploy/local"
-	"github.com/slicemeter/slicemeter/internal/chconn"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
+	"github.com/slicemeter/slicemeter/e2e/apptest"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 )
 
@@ -21,11 +21,7 @@ import (
 func BenchmarkDashboardQueriesDay(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ch.Close()
+	db := localtest.DatabaseWith(b, localtest.DatabaseOptions{Name: "bench_day", Unmigrated: true})
 	fleet, err := os.ReadFile(demoFleet)
 	if err != nil {
 		b.Fatal(err)
@@ -38,17 +34,10 @@ func BenchmarkDashboardQueriesDay(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dsn := ch.DSN("bench_day")
 	began := time.Now()
-	if r := slicemeter(b, ctx, "demo", "--scenario", day, "--fast", "--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0", "--report", os.DevNull); r.code != 0 {
-		b.Fatalf("demo exited %d\n%s", r.code, r.stderr)
-	}
+	apptest.Demo(b, ctx, "--scenario", day, "--fast", "--clickhouse.dsn", db.DSN, "--web.listen-address", "127.0.0.1:0", "--report", os.DevNull)
 	b.Logf("a day of the demo fleet through the pipeline: %v", time.Since(began).Round(time.Millisecond))
-	conn, err := chconn.Open(ctx, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
+	conn := db.Conn
 	var gpu string
 	if err := conn.QueryRow(ctx, "SELECT any(gpu_uuid) FROM samples WHERE node = 'node-a' AND instance_id = 'gpu1/vgpu0'").Scan(&gpu); err != nil {
 		b.Fatal(err)

@@ -4,23 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/slicemeter/slicemeter/dashboards"
 	"github.com/slicemeter/slicemeter/deploy/local"
-	"github.com/slicemeter/slicemeter/internal/chconn"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
+	"github.com/slicemeter/slicemeter/e2e/apptest"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
-	"github.com/slicemeter/slicemeter/schemas/scenario"
 )
 
 const demoFleet = "../deploy/demo/fleet.yaml"
@@ -50,38 +47,20 @@ func expandMacros(sql string, from, to time.Time, vars map[string]string) string
 // Every ClickHouse panel and variable query runs against a real ClickHouse 18.16 filled by the
 // demo fleet and returns rows; the same queries pass current ClickHouse's parser (chDB).
 func TestDashboardClickHouseQueries(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts ClickHouse")
-	}
+	db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Unmigrated: true})
+	dsn := db.DSN
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	dsn := ch.DSN("e2e_dashboards")
 	// The demo fleet's hour, ending a minute ago, so that the attribution service (whose window
 	// is relative to now) stores its minutes for the Cost panels.
 	start := time.Now().UTC().Truncate(time.Minute).Add(-61 * time.Minute)
-	if r := slicemeter(t, ctx, "demo", "--scenario", demoFleet, "--fast", "--sim.start", start.Format(time.RFC3339),
-		"--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0", "--report", os.DevNull); r.code != 0 {
-		t.Fatalf("demo exited %d\n%s", r.code, r.stderr)
-	}
-	sc, err := scenario.Load(demoFleet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	apptest.Demo(t, ctx, "--scenario", demoFleet, "--fast", "--sim.start", start.Format(time.RFC3339),
+		"--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0", "--report", os.DevNull)
+	sc := loadScenario(t, demoFleet)
 	sc.Start = start
-	conn, err := chconn.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	attr := exec.CommandContext(ctx, binary, "attribution", "--clickhouse.dsn", dsn, "--scenario", demoFleet,
+	conn := db.Conn
+	attr := apptest.StartAttribution(t, ctx, "--clickhouse.dsn", dsn, "--scenario", demoFleet,
 		"--attribution.interval", "1s", "--attribution.delay", "0s", "--attribution.backfill", "2h", "--web.listen-address", "127.0.0.1:0")
-	attrLog := filepath.Join(t.TempDir(), "attribution.log")
-	startLogged(t, attr, attrLog)
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		var minutes uint64
@@ -92,12 +71,11 @@ func TestDashboardClickHouseQueries(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(attrLog)
-			t.Fatalf("attribution stored %d of 60 minutes\n%s", minutes, tail(string(log), 20))
+			t.Fatalf("attribution stored %d of 60 minutes\n%s", minutes, attr.LogTail(20))
 		}
 		time.Sleep(time.Second)
 	}
-	stopProcess(attr)
+	_ = attr.Stop()
 	var gpu string
 	if err := conn.QueryRow(ctx, "SELECT any(gpu_uuid) FROM samples WHERE node = 'node-a' AND instance_id = 'gpu1/vgpu0'").Scan(&gpu); err != nil {
 		t.Fatal(err)
@@ -148,42 +126,24 @@ func TestDashboardClickHouseQueries(t *testing.T) {
 	for _, f := range migrations.Files() {
 		files = append(files, filepath.Join("../schemas/migrations", f))
 	}
-	if err := local.CheckWithChDB(ctx, append(files, file)...); err != nil {
-		t.Errorf("dashboard queries on current ClickHouse: %v", err)
-	}
+	localtest.CheckWithChDB(t, append(files, file)...)
 }
 
 // Every PromQL panel query returns series from a real Prometheus that scraped a live demo
 // (exporter and collector) and the attribution service during the test.
 func TestDashboardPromQLQueries(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts ClickHouse and Prometheus")
-	}
+	dsn := localtest.DatabaseWith(t, localtest.DatabaseOptions{Unmigrated: true}).DSN
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	dsn := ch.DSN("e2e_live")
-	demoAddr, attrAddr := freeAddr(t), freeAddr(t)
 
 	// Two minutes in the past: the attribution service (windows relative to now) finds closed
-	// minutes to store within seconds, while the demo still samples in real time.
+	// minutes to store within seconds, while the demo still samples in real time. Its tables
+	// exist once it is ready: the attribution service needs them.
 	start := time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Minute)
-	demo := exec.CommandContext(ctx, binary, "demo", "--scenario", demoFleet, "--sim.start", start.Format(time.RFC3339),
-		"--clickhouse.dsn", dsn, "--web.listen-address", demoAddr)
-	demoLog := filepath.Join(t.TempDir(), "demo.log")
-	startLogged(t, demo, demoLog)
-	defer stopProcess(demo)
-	// The attribution service needs the tables the demo creates.
-	waitHTTP(t, ctx, "http://"+demoAddr+"/readyz")
-	attr := exec.CommandContext(ctx, binary, "attribution", "--clickhouse.dsn", dsn, "--scenario", demoFleet,
-		"--attribution.interval", "2s", "--attribution.delay", "0s", "--web.listen-address", attrAddr)
-	attrLog := filepath.Join(t.TempDir(), "attribution.log")
-	startLogged(t, attr, attrLog)
-	defer stopProcess(attr)
+	demo := apptest.StartDemo(t, ctx, "--scenario", demoFleet, "--sim.start", start.Format(time.RFC3339), "--clickhouse.dsn", dsn)
+	attr := apptest.StartAttribution(t, ctx, "--clickhouse.dsn", dsn, "--scenario", demoFleet,
+		"--attribution.interval", "2s", "--attribution.delay", "0s")
+	demoAddr, attrAddr := demo.Addr(), attr.Addr()
 
 	prom, err := local.StartPrometheus(ctx, local.PrometheusOptions{Targets: map[string][]string{
 		"slicemeter-demo": {demoAddr}, "slicemeter-attribution": {attrAddr},
@@ -225,10 +185,8 @@ func TestDashboardPromQLQueries(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			sort.Strings(empty)
-			d, _ := os.ReadFile(demoLog)
-			a, _ := os.ReadFile(attrLog)
 			t.Fatalf("queries without series:\n  %s\n--- demo log tail:\n%s\n--- attribution log tail:\n%s",
-				strings.Join(empty, "\n  "), tail(string(d), 20), tail(string(a), 20))
+				strings.Join(empty, "\n  "), demo.LogTail(20), attr.LogTail(20))
 		}
 		time.Sleep(2 * time.Second)
 	}
@@ -258,62 +216,4 @@ func promSeries(ctx context.Context, base, expr string) (int, error) {
 		return 0, fmt.Errorf("prometheus: %s", body.Error)
 	}
 	return len(body.Data.Result), nil
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	port, err := local.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-}
-
-func startLogged(t *testing.T, cmd *exec.Cmd, logPath string) {
-	t.Helper()
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func stopProcess(cmd *exec.Cmd) {
-	if cmd.Process != nil {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	}
-}
-
-func waitHTTP(t *testing.T, ctx context.Context, u string) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s not ready within 60 s", u)
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

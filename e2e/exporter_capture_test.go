@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slicemeter/slicemeter/e2e/apptest"
 )
 
 // The binary records the simulated NVML of a node and replays the capture to the same figures;
@@ -16,14 +18,14 @@ func TestExporterRecordAndReplay(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	capture, live, replayed := filepath.Join(dir, "node.capture"), filepath.Join(dir, "live.json"), filepath.Join(dir, "replay.json")
-	r := slicemeter(t, ctx, "exporter", "--source", "sim", "--scenario", "../exporter/capture/testdata/node.yaml", "--sim.fast",
+	r := apptest.Run(t, ctx, "exporter", "--source", "sim", "--scenario", "../exporter/capture/testdata/node.yaml", "--sim.fast",
 		"--record", capture, "--summary", live, "--web.listen-address", "")
-	if r.code != 0 {
-		t.Fatalf("recording: exit %d\n%s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("recording: exit %d\n%s", r.Code, r.Stderr)
 	}
-	r = slicemeter(t, ctx, "exporter", "--source", "replay", "--replay", capture, "--replay.fast", "--summary", replayed, "--web.listen-address", "")
-	if r.code != 0 {
-		t.Fatalf("replaying: exit %d\n%s", r.code, r.stderr)
+	r = apptest.Run(t, ctx, "exporter", "--source", "replay", "--replay", capture, "--replay.fast", "--summary", replayed, "--web.listen-address", "")
+	if r.Code != 0 {
+		t.Fatalf("replaying: exit %d\n%s", r.Code, r.Stderr)
 	}
 	a, err := os.ReadFile(live)
 	if err != nil {
@@ -56,15 +58,15 @@ func TestExporterRecordAndReplay(t *testing.T) {
 	if err := os.WriteFile(corrupt, data[:len(data)*2/3], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r = slicemeter(t, ctx, "exporter", "--source", "replay", "--replay", corrupt, "--web.listen-address", "")
-	if r.code != 2 || !strings.Contains(r.stderr, corrupt) || !strings.Contains(r.stderr, "offset") {
-		t.Errorf("corrupt capture: exit %d, want 2 and an error naming the file and the offset\n%s", r.code, r.stderr)
+	r = apptest.Run(t, ctx, "exporter", "--source", "replay", "--replay", corrupt, "--web.listen-address", "")
+	if r.Code != 2 || !strings.Contains(r.Stderr, corrupt) || !strings.Contains(r.Stderr, "offset") {
+		t.Errorf("corrupt capture: exit %d, want 2 and an error naming the file and the offset\n%s", r.Code, r.Stderr)
 	}
 	// Without a GPU driver the nvml source explains itself and points at the simulator.
 	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"); os.IsNotExist(err) {
-		r = slicemeter(t, ctx, "exporter", "--source", "nvml", "--nvml.library", filepath.Join(dir, "libnvidia-ml.so.1"), "--web.listen-address", "")
-		if r.code == 0 || !strings.Contains(r.stderr, "--source sim") {
-			t.Errorf("NVML absent: exit %d, want an error suggesting --source sim\n%s", r.code, r.stderr)
+		r = apptest.Run(t, ctx, "exporter", "--source", "nvml", "--nvml.library", filepath.Join(dir, "libnvidia-ml.so.1"), "--web.listen-address", "")
+		if r.Code == 0 || !strings.Contains(r.Stderr, "--source sim") {
+			t.Errorf("NVML absent: exit %d, want an error suggesting --source sim\n%s", r.Code, r.Stderr)
 		}
 	}
 }

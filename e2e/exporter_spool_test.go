@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,7 +12,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
+	"github.com/slicemeter/slicemeter/e2e/apptest"
 	"github.com/slicemeter/slicemeter/exporter/sim"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
@@ -46,42 +45,19 @@ tenants:
 // The real broker is stopped for 30 s while the exporter samples in real time: batches wait in
 // the disk spool and every sample arrives once Kafka is back, exactly as produced, in order.
 func TestExporterSpoolsThroughKafkaOutage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real Kafka broker and stops it for 30 s")
-	}
+	// A broker of its own: the test stops it for 30 s.
+	kfk := localtest.NewKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	kfk, err := local.StartKafka(ctx, local.KafkaOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kfk.Close()
 	dir := t.TempDir()
-	file := filepath.Join(dir, "spool.yaml")
-	if err := os.WriteFile(file, []byte(spoolScenario), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sc, err := scenario.Load(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	file := writeFile(t, "spool.yaml", spoolScenario)
+	sc := loadScenario(t, file)
 	want := simulated(t, sc)
 
-	logPath := filepath.Join(dir, "exporter.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exp := exec.CommandContext(ctx, binary, "exporter", "--source", "sim", "--scenario", file,
+	exp := apptest.StartExporter(t, ctx, "--source", "sim", "--scenario", file,
 		"--kafka.brokers", kfk.Brokers(), "--kafka.flush-interval", "1s", "--kafka.partitions", "2",
-		"--spool.dir", filepath.Join(dir, "spool"), "--web.listen-address", "127.0.0.1:0")
-	exp.Stdout, exp.Stderr = logFile, logFile
-	if err := exp.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- exp.Wait() }()
-	exporterLog := func() string { b, _ := os.ReadFile(logPath); return string(b) }
+		"--spool.dir", filepath.Join(dir, "spool"))
+	exporterLog := exp.Log
 
 	time.Sleep(10 * time.Second)
 	if err := kfk.Stop(); err != nil {
@@ -93,13 +69,8 @@ func TestExporterSpoolsThroughKafkaOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("Kafka restarted")
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("exporter: %v\n%s", err, exporterLog())
-		}
-	case <-ctx.Done():
-		t.Fatalf("exporter did not finish\n%s", exporterLog())
+	if err := exp.Wait(ctx); err != nil {
+		t.Fatalf("exporter: %v\n%s", err, exporterLog())
 	}
 
 	if !strings.Contains(exporterLog(), "samples stay in the spool") {

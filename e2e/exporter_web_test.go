@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -10,13 +9,12 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/e2e/apptest"
 )
 
 // The endpoint operators scrape: basic auth through exporter-toolkit's web config, /healthz,
@@ -33,23 +31,10 @@ func TestExporterEndpoint(t *testing.T) {
 	if err := os.WriteFile(webConfig, []byte("basic_auth_users:\n  ops: "+string(hash)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port, err := local.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	cmd := exec.CommandContext(ctx, binary, "exporter", "--source", "sim", "--scenario", "../exporter/testdata/node72.yaml",
-		"--web.listen-address", addr, "--web.config.file", webConfig)
-	logPath := filepath.Join(dir, "exporter.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	// Its endpoints need the credentials: the test waits for /readyz itself.
+	exp := apptest.Start(t, ctx, apptest.Service{Command: "exporter", NoReadyz: true,
+		Args: []string{"--source", "sim", "--scenario", "../exporter/testdata/node72.yaml", "--web.config.file", webConfig}})
+	addr := exp.Addr()
 	get := func(path string, auth bool) (int, string) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 		if auth {
@@ -69,8 +54,7 @@ func TestExporterEndpoint(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("the exporter never became ready\n%s", b)
+			t.Fatalf("the exporter never became ready\n%s", exp.Log())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -114,11 +98,7 @@ func TestExporterEndpoint(t *testing.T) {
 	}
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
 	t.Logf("/metrics of 72 instances: %d bytes, median %v, max of 30 %v", len(body), took[15], took[29])
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		b, _ := os.ReadFile(logPath)
-		t.Errorf("exporter did not stop cleanly on SIGTERM: %v\n%s", err, b)
+	if err := exp.Stop(); err != nil {
+		t.Errorf("exporter did not stop cleanly on SIGTERM: %v\n%s", err, exp.Log())
 	}
 }

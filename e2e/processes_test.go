@@ -2,75 +2,107 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/segmentio/kafka-go"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
+	"github.com/slicemeter/slicemeter/e2e/apptest"
+	"github.com/slicemeter/slicemeter/exporter/sim"
 	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
-// The deployed shape: migrate, then a long-running collector and an exporter as separate
-// processes, allocations announced by the scheduler (this test), and report reading ClickHouse.
+// The deployed shape, for every public scenario: migrate, then a long-running collector and an
+// exporter as separate processes, allocations announced by the scheduler (this test), and
+// report reading ClickHouse, compared with the scenario's expected report. The scenarios share
+// one broker and one ClickHouse, one after the other: each has its own database, topics created
+// afresh and a consumer group of its own.
 func TestSeparateProcesses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real ClickHouse and Kafka")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ch, kfk := localtest.ClickHouse(t), localtest.Kafka(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	kfk, err := local.StartKafka(ctx, local.KafkaOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kfk.Close()
-	file := filepath.Join(scenarios, "outage-coldstart.yaml")
-	sc, err := scenario.Load(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dsn := ch.DSN("e2e_processes")
-
-	if r := slicemeter(t, ctx, "migrate", "--clickhouse.dsn", dsn); r.code != 0 {
-		t.Fatalf("migrate exited %d\n%s", r.code, r.stderr)
-	}
-	// Idempotent: a second run applies nothing.
-	if r := slicemeter(t, ctx, "migrate", "--clickhouse.dsn", dsn); r.code != 0 || !strings.Contains(r.stderr, "applied_now=[]") {
-		t.Fatalf("second migrate exited %d\n%s", r.code, r.stderr)
-	}
-
-	collectorLog, err := os.Create(filepath.Join(t.TempDir(), "collector.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	collector := exec.CommandContext(ctx, binary, "collector", "--kafka.brokers", kfk.Brokers(), "--clickhouse.dsn", dsn,
-		"--web.listen-address", "127.0.0.1:0", "--collector.flush-interval", "200ms")
-	collector.Stdout, collector.Stderr = collectorLog, collectorLog
-	if err := collector.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer collector.Process.Kill()
-
-	// The scheduler's announcements.
 	brokers := kafkaconn.ParseBrokers(kfk.Brokers())
-	if err := kafkaconn.EnsureTopics(ctx, brokers, 2, pb.TopicAllocations); err != nil {
-		t.Fatal(err)
+	for _, file := range scenarioFiles(t) {
+		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			sc := loadScenario(t, file)
+			dsn := localtest.DatabaseWith(t, localtest.DatabaseOptions{Server: ch, Unmigrated: true}).DSN
+			apptest.Migrate(t, ctx, dsn)
+			// Idempotent: a second run applies nothing.
+			if r := apptest.Run(t, ctx, "migrate", "--clickhouse.dsn", dsn); r.Code != 0 || !strings.Contains(r.Stderr, "applied_now=[]") {
+				t.Fatalf("second migrate exited %d\n%s", r.Code, r.Stderr)
+			}
+			freshTopics(t, ctx, brokers, 4, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter)
+			collector := apptest.StartCollector(t, ctx, "--kafka.brokers", kfk.Brokers(), "--clickhouse.dsn", dsn,
+				"--kafka.group", "e2e-"+name, "--collector.flush-interval", "200ms")
+			events := announceAllocations(t, ctx, brokers, sc)
+
+			apptest.MustRun(t, ctx, "exporter", "--source", "sim", "--scenario", file, "--sim.fast",
+				"--kafka.brokers", kfk.Brokers(), "--kafka.flush-interval", "5s", "--web.listen-address", "127.0.0.1:0")
+			conn := connect(t, ctx, dsn)
+			waitSamplesAndAllocations(t, ctx, conn, simulatedCount(t, sc), uint64(len(events)), 3*time.Minute, collector)
+			// A clean stop: SIGTERM, final flush, exit 0.
+			if err := collector.Stop(); err != nil {
+				t.Errorf("collector did not stop cleanly: %v\n%s", err, collector.Log())
+			}
+
+			r := apptest.Report(t, ctx, dsn, scenarioWindow(file, sc)...)
+			if d := compareReports(parseCSV(t, r.Stdout), readCSV(t, expectedCSV(file)), sc.Interval.Seconds()); len(d) > 0 {
+				t.Errorf("report differs from %s.expected.csv:\n  %s", name, strings.Join(d, "\n  "))
+			}
+			// JSON carries the same rows.
+			tenant := sc.Tenants[0].Name
+			r = apptest.Run(t, ctx, append([]string{"report", "--clickhouse.dsn", dsn, "--format", "json"}, scenarioWindow(file, sc)...)...)
+			if r.Code != 0 || !strings.Contains(r.Stdout, `"tenant": "`+tenant+`"`) && !strings.Contains(r.Stdout, `"tenant":"`+tenant+`"`) {
+				t.Errorf("json report: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+			}
+		})
 	}
+}
+
+// freshTopics deletes topics, if they exist, and creates them again, empty: a scenario on a
+// shared broker sees only its own messages.
+func freshTopics(t *testing.T, ctx context.Context, brokers []string, partitions int, topics ...string) {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	if _, err := client.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: topics}); err != nil {
+		t.Fatalf("deleting topics %v: %v", topics, err)
+	}
+	// Deletion completes asynchronously; creating a topic still being deleted fails.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+		gone := err == nil
+		for _, tp := range meta.Topics {
+			gone = gone && tp.Error != nil
+		}
+		if gone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topics %v still there 30 s after their deletion (%v)", topics, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := kafkaconn.EnsureTopics(ctx, brokers, partitions, topics...); err != nil {
+		t.Fatalf("creating topics %v: %v", topics, err)
+	}
+}
+
+// announceAllocations sends the scenario's allocation events to the allocations topic, keyed
+// by tenant, as a scheduler does, and returns them.
+func announceAllocations(t *testing.T, ctx context.Context, brokers []string, sc *scenario.Scenario) []*pb.AllocationEvent {
+	t.Helper()
 	w := kafkaconn.NewWriter(brokers, pb.TopicAllocations, nil)
+	defer w.Close()
 	events := sc.AllocationEvents()
 	for _, e := range events {
 		v, err := proto.Marshal(e)
@@ -78,67 +110,58 @@ func TestSeparateProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := w.WriteMessages(ctx, kafka.Message{Key: []byte(e.Tenant), Value: v}); err != nil {
-			t.Fatal(err)
+			t.Fatalf("announcing allocation %s: %v", e.AllocationId, err)
 		}
 	}
-	w.Close()
+	return events
+}
 
-	r := slicemeter(t, ctx, "exporter", "--source", "sim", "--scenario", file, "--sim.fast",
-		"--kafka.brokers", kfk.Brokers(), "--kafka.flush-interval", "5s", "--web.listen-address", "127.0.0.1:0")
-	if r.code != 0 {
-		t.Fatalf("exporter exited %d\n%s", r.code, r.stderr)
+// simulatedCount is how many samples the simulator produces for the scenario.
+func simulatedCount(t *testing.T, sc *scenario.Scenario) uint64 {
+	t.Helper()
+	src, err := sim.New(sc, "")
+	if err != nil {
+		t.Fatal(err)
 	}
-	produced := uint64(3 * (36000 - 1200)) // three instances, minus the 2-minute outage
+	var n uint64
+	for d := time.Duration(0); d < sc.Duration; d += sc.Interval {
+		nodes, err := src.Read(context.Background(), sc.Start.Add(d), sc.Interval)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, node := range nodes {
+			n += uint64(len(node.Samples))
+		}
+	}
+	return n
+}
 
+// connect opens dsn for the test's queries; it is closed when the test ends.
+func connect(t *testing.T, ctx context.Context, dsn string) driver.Conn {
+	t.Helper()
 	conn, err := chconn.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	deadline := time.Now().Add(3 * time.Minute)
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// waitSamplesAndAllocations waits until exactly samples distinct samples and allocations
+// distinct allocations are stored; more samples, or not within limit, fails the test with the
+// collector's log.
+func waitSamplesAndAllocations(t *testing.T, ctx context.Context, conn driver.Conn, samples, allocations uint64, limit time.Duration, collector *apptest.Process) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for {
-		var samples, allocs uint64
-		if err := conn.QueryRow(ctx, "SELECT count() FROM (SELECT DISTINCT node, instance_id, ts_ns FROM samples)").Scan(&samples); err != nil {
-			t.Fatal(err)
+		s := queryUint(t, ctx, conn, "SELECT count() FROM (SELECT DISTINCT node, instance_id, ts_ns FROM samples)")
+		a := queryUint(t, ctx, conn, "SELECT uniqExact(allocation_id) FROM allocations")
+		if s == samples && a == allocations {
+			return
 		}
-		if err := conn.QueryRow(ctx, "SELECT uniqExact(allocation_id) FROM allocations").Scan(&allocs); err != nil {
-			t.Fatal(err)
-		}
-		if samples == produced && allocs == uint64(len(events)) {
-			break
-		}
-		if samples > produced || time.Now().After(deadline) {
-			log, _ := os.ReadFile(collectorLog.Name())
-			t.Fatalf("stored %d of %d samples and %d of %d allocations\n%s", samples, produced, allocs, len(events), log)
+		if s > samples || time.Now().After(deadline) {
+			t.Fatalf("stored %d of %d samples and %d of %d allocations\n%s", s, samples, a, allocations, collector.LogTail(30))
 		}
 		time.Sleep(200 * time.Millisecond)
-	}
-	// A clean stop: SIGTERM, final flush, exit 0.
-	if err := collector.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := collector.Wait(); err != nil {
-		log, _ := os.ReadFile(collectorLog.Name())
-		t.Errorf("collector did not stop cleanly: %v\n%s", err, log)
-	}
-
-	r = slicemeter(t, ctx, "report", "--clickhouse.dsn", dsn, "--scenario", file,
-		"--from", sc.Start.Format(time.RFC3339), "--to", sc.End().Format(time.RFC3339))
-	if r.code != 0 {
-		t.Fatalf("report exited %d\n%s", r.code, r.stderr)
-	}
-	got := filepath.Join(t.TempDir(), "report.csv")
-	if err := os.WriteFile(got, []byte(r.stdout), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	want := readCSV(t, filepath.Join(scenarios, "outage-coldstart.expected.csv"))
-	if d := compareReports(readCSV(t, got), want, sc.Interval.Seconds()); len(d) > 0 {
-		t.Errorf("report differs:\n  %s", strings.Join(d, "\n  "))
-	}
-	// JSON carries the same rows.
-	r = slicemeter(t, ctx, "report", "--clickhouse.dsn", dsn, "--scenario", file, "--format", "json",
-		"--from", sc.Start.Format(time.RFC3339), "--to", sc.End().Format(time.RFC3339))
-	if r.code != 0 || !strings.Contains(r.stdout, `"tenant": "slowco"`) && !strings.Contains(r.stdout, `"tenant":"slowco"`) {
-		t.Errorf("json report: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -7,20 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/internal/chconn"
 )
+
+func TestMain(m *testing.M) { localtest.Main(m) }
 
 func TestOpenAndEnsureDatabase(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
-	if err != nil {
-		t.Fatalf("start clickhouse: %v", err)
-	}
-	t.Cleanup(func() { ch.Close() })
-
-	dsn := ch.DSN("chconn_test")
+	// The server only: this test creates the database itself.
+	dsn := localtest.ClickHouse(t).DSN("chconn_test")
 	if _, err := chconn.Open(ctx, dsn); err == nil {
 		t.Fatal("Open of a database that does not exist succeeded")
 	}

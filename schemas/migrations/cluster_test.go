@@ -14,6 +14,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
@@ -79,8 +80,6 @@ ORDER BY (s, v)`
 // statement with formatQuery. chDB has no cluster and no ZooKeeper, so it cannot run them;
 // the single-node SQL they derive from runs there in TestCurrentClickHouseDialect.
 func TestClusterSQLParsesOnCurrentClickHouse(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	all, err := migrations.ClusterMigrations("slicemeter", "slicemeter_cluster")
 	if err != nil {
 		t.Fatal(err)
@@ -97,9 +96,7 @@ func TestClusterSQLParsesOnCurrentClickHouse(t *testing.T) {
 	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := local.CheckWithChDB(ctx, file); err != nil {
-		t.Fatal(err)
-	}
+	localtest.CheckWithChDB(t, file)
 }
 
 // TestApplyCluster runs the cluster migrations on two ClickHouse 18.16 servers, one shard each,
@@ -114,7 +111,7 @@ func TestApplyCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	const cluster = "slicemeter_test"
-	_, nodes := startCluster(ctx, t, cluster)
+	_, nodes := startCluster(t, cluster)
 	t.Logf("cluster up in %s", time.Since(began).Round(time.Millisecond))
 
 	const db = "slicemeter_cluster"
@@ -302,13 +299,9 @@ func open(ctx context.Context, t *testing.T, dsn string) driver.Conn {
 // and makes the servers the two shards of cluster, one replica each, with macros {shard} and
 // {replica}, distributed DDL, an interserver port (Replicated tables refuse to start without
 // one), and migrations.ClusterSettings in the default user's profile.
-func startCluster(ctx context.Context, t *testing.T, cluster string) (*local.ZooKeeper, []*local.ClickHouse) {
+func startCluster(t *testing.T, cluster string) (*local.ZooKeeper, []*local.ClickHouse) {
 	t.Helper()
-	c, err := local.StartCluster(ctx, local.ClusterOptions{Name: cluster, Shards: 2, Profile: migrations.ClusterSettings, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := localtest.NewCluster(t, local.ClusterOptions{Name: cluster, Shards: 2, Profile: migrations.ClusterSettings, Logger: testLogger(t)})
 	return c.ZooKeeper, c.Nodes
 }
 

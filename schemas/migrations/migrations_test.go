@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicemeter/slicemeter/deploy/local"
-	"github.com/slicemeter/slicemeter/internal/chconn"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
+
+func TestMain(m *testing.M) { localtest.Main(m) }
 
 func TestAllParses(t *testing.T) {
 	all, err := migrations.All()
@@ -34,20 +35,8 @@ func TestAllParses(t *testing.T) {
 func TestApplyTwice(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
-	if err != nil {
-		t.Fatalf("start clickhouse: %v", err)
-	}
-	t.Cleanup(func() { ch.Close() })
-	dsn := ch.DSN("migrations_test")
-	if err := chconn.EnsureDatabase(ctx, dsn); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := chconn.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	// Empty: applying the migrations is what this test checks.
+	conn := localtest.DatabaseWith(t, localtest.DatabaseOptions{Unmigrated: true}).Conn
 
 	all, err := migrations.All()
 	if err != nil {
@@ -99,11 +88,7 @@ func TestApplyTwice(t *testing.T) {
 
 // TestCurrentClickHouseDialect runs every migration file through chDB (current ClickHouse).
 func TestCurrentClickHouseDialect(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	// Files() are paths within the embedded FS, which are also paths relative to this
 	// package's directory, where go test runs.
-	if err := local.CheckWithChDB(ctx, migrations.Files()...); err != nil {
-		t.Fatal(err)
-	}
+	localtest.CheckWithChDB(t, migrations.Files()...)
 }
