@@ -1,5 +1,5 @@
 // Package attribution joins the samples in ClickHouse with the tenants' allocations and
-// computes, per tenant and window, DESIGN.md's definitions: cost, waste, overhead, efficiency,
+// computes, per tenant and window, the definitions of README.md: cost, waste, overhead, efficiency,
 // p99 scheduling jitter and cold start, and the unallocated capacity.
 //
 // Report is the one way to a window's report, for the CLI, the API, the demo and the service:

@@ -13,7 +13,7 @@ import (
 // TestColdStartSearch: the first attached sample is searched in the quarter hour after
 // requested_at, in groups of allocations requested close together, then further for the
 // allocations without one. Allocations requested hours apart, found in either search or in
-// none, keep the cold start DESIGN.md defines, from every sample source, in a one-minute window
+// none, keep the cold start the README defines, from every sample source, in a one-minute window
 // long after the requests (what the continuous service computes every minute).
 func TestColdStartSearch(t *testing.T) {
 	conn := newDatabase(t)

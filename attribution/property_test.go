@@ -25,7 +25,7 @@ import (
 // TestPropertyRandomScenarios generates random fleets (MIG layouts, whole GPUs, time-sliced
 // vGPUs), allocations, outages and loads, runs them through the simulator into ClickHouse, and
 // checks that Compute agrees with the ground truth, computed here tick by tick from the
-// scenario and DESIGN.md's definitions, within DESIGN.md's tolerances (those of the acceptance
+// scenario and the README's definitions, within the README's tolerances (those of the acceptance
 // check). More seeds: SLICEMETER_PROPERTY_SEEDS=n.
 func TestPropertyRandomScenarios(t *testing.T) {
 	if testing.Short() {
@@ -165,7 +165,7 @@ type truth struct {
 	breaches                          int
 }
 
-// groundTruth applies DESIGN.md's definitions to the scenario itself, tick by tick: samples at
+// groundTruth applies the README's definitions to the scenario itself, tick by tick: samples at
 // start + n·interval, none during an outage; a vGPU scheduler round-robin over the busy vGPUs
 // (each waits (k−1)·timeslice + k·switch, the switch share of the GPU is switch/(timeslice +
 // switch) while any is busy).

@@ -122,7 +122,7 @@ type line struct {
 	efficiency                              float64 // valid when active > 0
 }
 
-// attribute applies DESIGN.md's definitions to one allocation.
+// attribute applies the definitions (README.md, "Definitions") to one allocation.
 //
 // Efficiency and the vGPU overhead are means over the metered samples weighted by how much
 // of each sample lies in the billed time; with samples inside the billed time, as usual, that
@@ -135,7 +135,7 @@ type line struct {
 //	waste_cost = cost × (1 − o) × (measured metered / billed seconds) × (1 − efficiency),
 //
 // so an allocation with no measured sample has no efficiency (valid only when active > 0) and
-// no waste, like an unmetered one. With every sample measured this is DESIGN.md's formula.
+// no waste, like an unmetered one. With every sample measured this is the README's formula.
 func attribute(billed time.Duration, t Terms, u Usage) line {
 	l := line{billed: billed, metered: min(u.Metered, billed), overhead: t.Overhead}
 	l.active = min(u.Active, l.metered)

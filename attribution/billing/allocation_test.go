@@ -83,7 +83,7 @@ func TestTermsOf(t *testing.T) {
 }
 
 // TestAttribute checks the per-Allocation math against the public scenarios' expected
-// reports (DESIGN.md's worked examples), fed with the aggregates the Usage query returns.
+// reports (the README's worked examples), fed with the aggregates the Usage query returns.
 func TestAttribute(t *testing.T) {
 	const interval = 100 * time.Millisecond
 	ticks := func(d time.Duration) float64 { return float64(d / interval) }

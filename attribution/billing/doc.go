@@ -10,7 +10,7 @@
 // A sample may say that its instance's activity could not be measured (sm_active_unavailable:
 // a MIG instance on a GPU without GPM, before Hopper); its sm_active is 0 and means nothing.
 // Such time is metered (it is never unmetered: the exporter saw the instance) but says nothing
-// about use, so DESIGN.md's efficiency and waste are taken over the measured time only:
+// about use, so the README's efficiency and waste are taken over the measured time only:
 //
 //   - an allocation's efficiency is the mean over its metered samples whose activity was
 //     measured, weighted by the time each covers in the billed interval;
@@ -19,7 +19,7 @@
 //     an unmetered one) and no waste;
 //   - a tenant's efficiency is its allocations' mean weighted by measured seconds.
 //
-// The overhead is unchanged. With every sample measured these are DESIGN.md's definitions, and
+// The overhead is unchanged. With every sample measured these are the README's definitions, and
 // cost = used + waste + overhead; the unmeasured share of (1 − o) × cost is neither used nor
 // waste. The raw samples carry the flag; samples_1s and samples_1m count the measured samples
 // and the time they cover (active_samples, active_ns); attribution_minutes stores the measured

@@ -1,4 +1,4 @@
-// Package pricebook holds what an hour of a GPU costs (DESIGN.md, "Price book"): a list price
+// Package pricebook holds what an hour of a GPU costs (README.md, "The price book"): a list price
 // per GPU model for one whole GPU and one hour, a multiplier per tier and the cold-start SLA
 // per tier, and the rules that turn an instance into a billed fraction of its GPU.
 package pricebook

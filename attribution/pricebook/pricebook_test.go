@@ -126,7 +126,7 @@ func TestLookupErrors(t *testing.T) {
 }
 
 func TestListCost(t *testing.T) {
-	// DESIGN.md's example, mig-basic acme: 1g.5gb of an A100 at 1.60, billed 3588 s.
+	// The README's example, mig-basic acme: 1g.5gb of an A100 at 1.60, billed 3588 s.
 	if got := ListCost(1.60, 1.0/7, 3588*time.Second); math.Abs(got-0.227809524) > 1e-9 {
 		t.Errorf("ListCost = %v; want 0.227810", got)
 	}
@@ -173,7 +173,7 @@ func TestMIGOverhead(t *testing.T) {
 		slices        uint32
 		want, epsilon float64
 	}{
-		// DESIGN.md: an A100-SXM4-40GB 1g.5gb loses 1 − (14/108)/(1/7) = 9.26 %.
+		// README.md, "Definitions": an A100-SXM4-40GB 1g.5gb loses 1 − (14/108)/(1/7) = 9.26 %.
 		{"A100 1g.5gb", 14, 108, 1, 0.0926, 5e-5},
 		{"A100 3g.20gb", 42, 108, 3, 1 - (42.0/108)/(3.0/7), 1e-12},
 		{"A100 7g.40gb", 98, 108, 7, 1 - 98.0/108, 1e-12},

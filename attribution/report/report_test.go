@@ -21,7 +21,7 @@ var (
 
 func ptr[T any](v T) *T { return &v }
 
-// migBasic is the mig-basic scenario's report from the unrounded definitions (DESIGN.md),
+// migBasic is the mig-basic scenario's report from the unrounded definitions (README.md),
 // computed here by hand.
 func migBasic() Report {
 	acmeList := 1.60 * (1.0 / 7) * 3588 / 3600

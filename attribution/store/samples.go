@@ -5,7 +5,7 @@ package store
 // first attached) asked of one row per (node, instance_id, second) instead of ~10. The
 // complete row of a second is the one with the most samples (schemas/README.md).
 //
-// What changes at second granularity, all within DESIGN.md's tolerances:
+// What changes at second granularity, all within the report's tolerances (README.md):
 //   - a second's samples count for the billed time by the share of the second that lies in it
 //     (exact for allocations on whole seconds, as schedulers report them);
 //   - a vGPU's efficiency min(1, sm / (fraction × (1 − o))) is applied to the second's mean
