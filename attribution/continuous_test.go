@@ -16,10 +16,10 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/continuous"
-	"github.com/slicemeter/slicemeter/attribution/intake"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/schemas/allocation"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
@@ -263,7 +263,7 @@ func TestServiceQueriesCurrentDialect(t *testing.T) {
 			t.Errorf("%s: a minute past what the presence read was extended", source)
 		}
 	}
-	refused, err := intake.CheckEvents(ctx, conn, []intake.Event{{Allocation: intake.Allocation{ID: "n", Tenant: "b", Tier: "pro",
+	refused, err := allocation.CheckEvents(ctx, conn, []allocation.Event{{Allocation: allocation.Allocation{ID: "n", Tenant: "b", Tier: "pro",
 		Node: "node-a", Instance: migA100.id, RequestedAt: t0, StartedAt: t0}, Version: 1}})
 	if err != nil || len(refused) != 1 {
 		t.Fatalf("check an overlapping event: %v, %v", refused, err)

@@ -11,9 +11,10 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/continuous"
-	"github.com/slicemeter/slicemeter/attribution/intake"
 	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/schemas/allocation"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -49,8 +50,8 @@ func TestCurrentClickHouseDialect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	store := intake.NewStore(conn)
-	if _, err := store.Put(ctx, []intake.Allocation{{ID: "x", Tenant: "d", Tier: "pro", Node: "node-a", Instance: "gpu9", RequestedAt: t0, StartedAt: t0}}); err != nil {
+	store := allocations.NewStore(conn)
+	if _, err := store.Put(ctx, []allocation.Allocation{{ID: "x", Tenant: "d", Tier: "pro", Node: "node-a", Instance: "gpu9", RequestedAt: t0, StartedAt: t0}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.List(ctx, "d", t0, t0.Add(time.Hour)); err != nil {

@@ -20,9 +20,9 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/api"
 	"github.com/slicemeter/slicemeter/attribution/continuous"
-	"github.com/slicemeter/slicemeter/attribution/intake"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/internal/chconn"
@@ -89,7 +89,7 @@ func (c *attributionCmd) run(ctx context.Context, logger *slog.Logger) error {
 	runner := continuous.NewRunner(conn, book, c.cfg, sla, logger)
 	sla.watchLag(reg, runner)
 	srv := &api.Server{
-		Store: intake.NewStore(conn),
+		Store: allocations.NewStore(conn),
 		Report: func(ctx context.Context, q api.ReportQuery) (report.Report, error) {
 			rep, err := computeWindow(ctx, conn, q.From, q.To, book, *c.samples, q.FromMinutes)
 			if err != nil || !q.Neighbours {
@@ -99,7 +99,7 @@ func (c *attributionCmd) run(ctx context.Context, logger *slog.Logger) error {
 			return attribution.WithNeighbours(rep, top), err
 		},
 		Auth:    api.AllowAll{}, // the seam for authentication: a tenant principal sees only its own rows
-		Metrics: intake.NewMetrics(reg),
+		Metrics: allocations.NewMetrics(reg),
 		Tiers:   book.Tiers,
 		Logger:  logger,
 	}
