@@ -29,6 +29,7 @@ import (
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/internal/lograte"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // Defaults for the zero values of Config.
@@ -516,7 +517,7 @@ func (c *Collector) store(ctx context.Context, deadLetterWriter *kafka.Writer, b
 		b.deadLetters = b.deadLetters[:0]
 	}
 	if n := b.samples.len(); n > 0 {
-		if err := c.insert(ctx, "samples", sampleColumnNames, b.samples.columns(), n); err != nil {
+		if err := c.insert(ctx, tables.Samples, tables.SampleColumns, b.samples.columns(), n); err != nil {
 			return err
 		}
 		c.storedSamples.Add(uint64(n))
@@ -529,14 +530,14 @@ func (c *Collector) store(ctx context.Context, deadLetterWriter *kafka.Writer, b
 	if rollups && !b.touched.empty() {
 		start := time.Now()
 		if err := recomputeRollups(ctx, c.conn, &b.touched); err != nil {
-			c.metrics.insertErrors.WithLabelValues("samples_1s").Inc()
+			c.metrics.insertErrors.WithLabelValues(tables.Samples1s).Inc()
 			return err
 		}
-		c.metrics.insertDuration.WithLabelValues("samples_1s").Observe(time.Since(start).Seconds())
+		c.metrics.insertDuration.WithLabelValues(tables.Samples1s).Observe(time.Since(start).Seconds())
 		b.touched.reset()
 	}
 	if n := b.allocs.len(); n > 0 {
-		if err := c.insert(ctx, "allocations", allocationColumnNames, b.allocs.columns(), n); err != nil {
+		if err := c.insert(ctx, tables.Allocations, tables.AllocationColumns, b.allocs.columns(), n); err != nil {
 			return err
 		}
 		c.storedAllocs.Add(uint64(n))

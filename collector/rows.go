@@ -3,12 +3,12 @@ package collector
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // sampleColumns buffers sample rows column by column: appending whole columns to a ClickHouse
@@ -42,15 +42,8 @@ type sampleColumns struct {
 	waitsArena          []uint64 // backing array of the vgpuWaitsNs that addWire appends
 }
 
-// sampleColumnNames is the explicit column list ClickHouse 18.16 needs, in the order
-// sampleColumns.columns returns the slices.
-var sampleColumnNames = []string{
-	"time", "ts_ns", "interval_ns", "node", "gpu_uuid", "gpu_index", "model", "kind",
-	"instance_id", "profile", "attached", "sm_active", "mem_used_bytes", "mem_total_bytes",
-	"power_watts", "compute_slices", "sm_count", "gpu_sm_count", "gpu_mem_total_bytes",
-	"vgpu_run_ns", "vgpu_switch_ns", "vgpu_waits_ns", "sm_active_unavailable",
-}
-
+// columns returns the slices in the order of tables.SampleColumns, the explicit column list
+// ClickHouse 18.16 needs.
 func (c *sampleColumns) columns() []any {
 	return []any{
 		c.time, c.tsNs, c.intervalNs, c.node, c.gpuUUID, c.gpuIndex, c.model, c.kind,
@@ -171,11 +164,7 @@ type allocationColumns struct {
 	received     []time.Time
 }
 
-var allocationColumnNames = []string{
-	"allocation_id", "tenant", "tier", "node", "instance_id", "requested_ns", "started_ns",
-	"ended_ns", "version", "deleted", "received",
-}
-
+// columns returns the slices in the order of tables.AllocationColumns.
 func (c *allocationColumns) columns() []any {
 	return []any{
 		c.allocationID, c.tenant, c.tier, c.node, c.instanceID, c.requestedNs, c.startedNs,
@@ -212,8 +201,7 @@ func (c *allocationColumns) reset() {
 
 // insertColumns sends one INSERT with the given columns as a single batch.
 func insertColumns(ctx context.Context, conn driver.Conn, table string, names []string, columns []any) error {
-	query := "INSERT INTO " + table + " (" + strings.Join(names, ", ") + ")"
-	batch, err := conn.PrepareBatch(ctx, query)
+	batch, err := conn.PrepareBatch(ctx, tables.Insert(table, names))
 	if err != nil {
 		return fmt.Errorf("prepare insert into %s: %w", table, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // ErrRefused wraps every reason a batch of allocations was refused (overlaps, an id given twice),
@@ -39,16 +40,10 @@ func NewStore(conn driver.Conn) *Store { return &Store{conn: conn, now: time.Now
 
 // currentQuery: the current state of the allocations on some targets or with some ids (the
 // highest version of each id, not deleted).
-const currentQuery = `
+var currentQuery = `
 SELECT allocation_id, cur_tenant, cur_tier, cur_node, cur_instance_id, cur_requested_ns, cur_started_ns, cur_ended_ns, cur_version
 FROM (
-    SELECT allocation_id,
-        argMax(tenant, version) AS cur_tenant, argMax(tier, version) AS cur_tier,
-        argMax(node, version) AS cur_node, argMax(instance_id, version) AS cur_instance_id,
-        argMax(requested_ns, version) AS cur_requested_ns, argMax(started_ns, version) AS cur_started_ns,
-        argMax(ended_ns, version) AS cur_ended_ns, max(version) AS cur_version, argMax(deleted, version) AS cur_deleted
-    FROM allocations
-    GROUP BY allocation_id
+    ` + tables.LatestAllocations("") + `
 )
 WHERE cur_deleted = 0 AND %s
 ORDER BY cur_started_ns, allocation_id`
@@ -116,8 +111,7 @@ func (s *Store) Put(ctx context.Context, allocs []allocation.Allocation) (Result
 	if errs := allocation.Overlaps(allocs, plain); len(errs) > 0 {
 		return res, fmt.Errorf("%w: %w", ErrRefused, errors.Join(errs...))
 	}
-	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO allocations (allocation_id, tenant, tier, node, instance_id,
-		requested_ns, started_ns, ended_ns, version, deleted, received)`)
+	batch, err := s.conn.PrepareBatch(ctx, tables.Insert(tables.Allocations, tables.AllocationColumns))
 	if err != nil {
 		return res, fmt.Errorf("prepare the insert of allocations: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // Event is an allocation event as the slicemeter.allocations.v1 topic carries it: one version
@@ -41,13 +42,8 @@ const eventChunk = 1000
 
 // latestQuery: the latest version of the allocations with some ids or on some targets,
 // deleted ones included (a replayed old version of a deleted allocation is not news).
-const latestQuery = `
-SELECT allocation_id, argMax(tenant, version), argMax(tier, version), argMax(node, version), argMax(instance_id, version),
-    argMax(requested_ns, version), argMax(started_ns, version), argMax(ended_ns, version), max(version), argMax(deleted, version)
-FROM allocations
-WHERE allocation_id IN (SELECT id FROM (SELECT ? AS ids) ARRAY JOIN ids AS id)
-    OR (node, instance_id) IN (SELECT tn, ti FROM (SELECT ? AS tns, ? AS tis) ARRAY JOIN tns AS tn, tis AS ti)
-GROUP BY allocation_id`
+var latestQuery = tables.LatestAllocations(`allocation_id IN (SELECT id FROM (SELECT ? AS ids) ARRAY JOIN ids AS id)
+    OR (node, instance_id) IN (SELECT tn, ti FROM (SELECT ? AS tns, ? AS tis) ARRAY JOIN tns AS tn, tis AS ti)`)
 
 // CheckEvents applies the HTTP API's and the import's overlap rule to a batch of Kafka events,
 // in the order they arrived: it returns the events that would hold an instance while another
