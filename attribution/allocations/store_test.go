@@ -3,6 +3,7 @@ package allocations_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/deploy/local"
-	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
@@ -29,17 +29,11 @@ func migratedDatabase(t *testing.T) driver.Conn {
 		t.Fatalf("start ClickHouse (the clickhouse-server package must be installed): %v", err)
 	}
 	t.Cleanup(func() { ch.Close() })
-	if err := chconn.EnsureDatabase(ctx, ch.DSN("allocations")); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := chconn.Open(ctx, ch.DSN("allocations"))
+	conn, err := migrations.OpenMigrated(ctx, ch.DSN("allocations"), "", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	if _, err := migrations.Apply(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
 	return conn
 }
 

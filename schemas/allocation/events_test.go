@@ -2,6 +2,7 @@ package allocation_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +10,6 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/deploy/local"
-	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
@@ -27,17 +27,11 @@ func migratedDatabase(t *testing.T) driver.Conn {
 		t.Fatalf("start ClickHouse (the clickhouse-server package must be installed): %v", err)
 	}
 	t.Cleanup(func() { ch.Close() })
-	if err := chconn.EnsureDatabase(ctx, ch.DSN("allocation")); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := chconn.Open(ctx, ch.DSN("allocation"))
+	conn, err := migrations.OpenMigrated(ctx, ch.DSN("allocation"), "", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	if _, err := migrations.Apply(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
 	return conn
 }
 

@@ -2,13 +2,13 @@ package tables_test
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/slicemeter/slicemeter/deploy/local"
-	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -26,18 +26,11 @@ func TestColumnsAreTheMigratedTables(t *testing.T) {
 		t.Fatalf("start ClickHouse (the clickhouse-server package must be installed): %v", err)
 	}
 	t.Cleanup(func() { ch.Close() })
-	dsn := ch.DSN("tables")
-	if err := chconn.EnsureDatabase(ctx, dsn); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := chconn.Open(ctx, dsn)
+	conn, err := migrations.OpenMigrated(ctx, ch.DSN("tables"), "", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := migrations.Apply(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
 	var migrated []string
 	rows, err := conn.Query(ctx, "SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name")
 	if err != nil {
