@@ -55,43 +55,6 @@ func (c *sampleColumns) columns() []any {
 
 func (c *sampleColumns) len() int { return len(c.tsNs) }
 
-// add appends one validated sample of node.
-func (c *sampleColumns) add(node string, s *pb.Sample) {
-	ts := s.GetTsNs()
-	c.time = append(c.time, time.Unix(int64(ts/1e9), 0).UTC()) // ts_ns truncated to seconds
-	c.tsNs = append(c.tsNs, ts)
-	c.intervalNs = append(c.intervalNs, s.GetIntervalNs())
-	c.node = append(c.node, node)
-	c.gpuUUID = append(c.gpuUUID, s.GetGpuUuid())
-	c.gpuIndex = append(c.gpuIndex, s.GetGpuIndex())
-	c.model = append(c.model, s.GetModel())
-	c.kind = append(c.kind, s.GetKind().Label())
-	c.instanceID = append(c.instanceID, s.GetInstanceId())
-	c.profile = append(c.profile, s.GetProfile())
-	var attached uint8
-	if s.GetAttached() {
-		attached = 1
-	}
-	c.attached = append(c.attached, attached)
-	c.smActive = append(c.smActive, s.GetSmActive())
-	c.memUsedBytes = append(c.memUsedBytes, s.GetMemUsedBytes())
-	c.memTotalBytes = append(c.memTotalBytes, s.GetMemTotalBytes())
-	c.powerWatts = append(c.powerWatts, s.GetPowerWatts())
-	c.computeSlices = append(c.computeSlices, s.GetComputeSlices())
-	c.smCount = append(c.smCount, s.GetSmCount())
-	c.gpuSMCount = append(c.gpuSMCount, s.GetGpuSmCount())
-	c.gpuMemTotalBytes = append(c.gpuMemTotalBytes, s.GetGpuMemTotalBytes())
-	v := s.GetVgpu()
-	c.vgpuRunNs = append(c.vgpuRunNs, v.GetRunNs())
-	c.vgpuSwitchNs = append(c.vgpuSwitchNs, v.GetSwitchNs())
-	waits := v.GetWaitsNs()
-	if waits == nil {
-		waits = []uint64{}
-	}
-	c.vgpuWaitsNs = append(c.vgpuWaitsNs, waits)
-	c.smActiveUnavailable = append(c.smActiveUnavailable, boolUint8(s.GetSmActiveUnavailable()))
-}
-
 func boolUint8(b bool) uint8 {
 	if b {
 		return 1
@@ -111,11 +74,7 @@ func (c *sampleColumns) addWire(node string, s *wireSample, d *sampleDecoder) {
 	c.kind = append(c.kind, s.kind.Label())
 	c.instanceID = append(c.instanceID, s.instanceID)
 	c.profile = append(c.profile, s.profile)
-	var attached uint8
-	if s.attached {
-		attached = 1
-	}
-	c.attached = append(c.attached, attached)
+	c.attached = append(c.attached, boolUint8(s.attached))
 	c.smActive = append(c.smActive, s.smActive)
 	c.memUsedBytes = append(c.memUsedBytes, s.memUsed)
 	c.memTotalBytes = append(c.memTotalBytes, s.memTotal)
@@ -184,11 +143,7 @@ func (c *allocationColumns) add(a *pb.AllocationEvent, received time.Time) {
 	c.startedNs = append(c.startedNs, a.GetStartedAtNs())
 	c.endedNs = append(c.endedNs, a.GetEndedAtNs())
 	c.version = append(c.version, a.GetVersion())
-	var deleted uint8
-	if a.GetDeleted() {
-		deleted = 1
-	}
-	c.deleted = append(c.deleted, deleted)
+	c.deleted = append(c.deleted, boolUint8(a.GetDeleted()))
 	c.received = append(c.received, received.UTC().Truncate(time.Second))
 }
 
