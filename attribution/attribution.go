@@ -7,7 +7,7 @@
 // attribution service stored, with the noisy neighbours, each allocation's line or the
 // capacity of GPUs present but not sampled as asked, and always checked against the invariants.
 // Around it: billing (the definitions), store (ClickHouse), pricebook (prices, tiers,
-// contracts, effective-dated changes), report (rendering, windows of a step), intake
+// contracts, effective-dated changes), report (rendering, windows of a step), allocations
 // (allocations from files and HTTP into ClickHouse), service (the attribution service: every
 // closed minute attributed and stored, SLA metrics, the API) and api (the HTTP API).
 package attribution

@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicemeter/slicemeter/attribution/intake"
+	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/schemas/allocation"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -43,7 +44,7 @@ func TestCurrentClickHouseDialect(t *testing.T) {
 	if _, err := reportOf(context.Background(), conn, t0, t0.Add(time.Minute), book, store.RawSamples); err != nil {
 		t.Fatal(err)
 	}
-	// The same from the per-second rollup, the intake's and the continuous attribution's queries.
+	// The same from the per-second rollup, the allocation store's and the continuous attribution's queries.
 	ctx := context.Background()
 	chtest.RollUp(t, conn)
 	for _, source := range []store.Samples{store.SecondRollup, store.MinuteRollup} {
@@ -51,8 +52,8 @@ func TestCurrentClickHouseDialect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	allocStore := intake.NewStore(conn)
-	if _, err := allocStore.Put(ctx, []intake.Allocation{{ID: "x", Tenant: "d", Tier: "pro", Node: "node-a", Instance: "gpu9", RequestedAt: t0, StartedAt: t0}}); err != nil {
+	allocStore := allocations.NewStore(conn)
+	if _, err := allocStore.Put(ctx, []allocation.Allocation{{ID: "x", Tenant: "d", Tier: "pro", Node: "node-a", Instance: "gpu9", RequestedAt: t0, StartedAt: t0}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := allocStore.List(ctx, "d", t0, t0.Add(time.Hour)); err != nil {
@@ -123,7 +124,7 @@ func TestServiceQueriesCurrentDialect(t *testing.T) {
 			t.Errorf("%s: a minute past what the presence read was extended", source)
 		}
 	}
-	refused, err := intake.CheckEvents(ctx, conn, []intake.Event{{Allocation: intake.Allocation{ID: "n", Tenant: "b", Tier: "pro",
+	refused, err := allocation.CheckEvents(ctx, conn, []allocation.Event{{Allocation: allocation.Allocation{ID: "n", Tenant: "b", Tier: "pro",
 		Node: "node-a", Instance: migA100.id, RequestedAt: t0, StartedAt: t0}, Version: 1}})
 	if err != nil || len(refused) != 1 {
 		t.Fatalf("check an overlapping event: %v, %v", refused, err)

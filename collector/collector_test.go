@@ -20,7 +20,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/slicemeter/slicemeter/deploy/local"
-	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
@@ -59,18 +58,11 @@ func migratedDatabase(t testing.TB, ch *local.ClickHouse, name string) driver.Co
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dsn := ch.DSN(name)
-	if err := chconn.EnsureDatabase(ctx, dsn); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := chconn.Open(ctx, dsn)
+	conn, err := migrations.OpenMigrated(ctx, ch.DSN(name), "", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	if _, err := migrations.Apply(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
 	return conn
 }
 

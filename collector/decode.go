@@ -84,11 +84,10 @@ func (d *sampleDecoder) decode(value []byte) error {
 			}
 			b = b[n:]
 		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return protowire.ParseError(n)
+			var err error
+			if b, err = skipField(num, typ, b); err != nil {
+				return err
 			}
-			b = b[n:]
 		}
 	}
 	return nil
@@ -120,11 +119,10 @@ func (d *sampleDecoder) decodeSample(b []byte, s *wireSample) error {
 			b = b[n:]
 			continue
 		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return protowire.ParseError(n)
+			var err error
+			if b, err = skipField(num, typ, b); err != nil {
+				return err
 			}
-			b = b[n:]
 			continue
 		}
 		if n < 0 {
@@ -228,11 +226,10 @@ func (d *sampleDecoder) decodeVgpu(b []byte, s *wireSample) error {
 				d.addWait(s, v)
 			}
 		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return protowire.ParseError(n)
+			var err error
+			if b, err = skipField(num, typ, b); err != nil {
+				return err
 			}
-			b = b[n:]
 		}
 	}
 	return nil
@@ -273,3 +270,13 @@ func (d *sampleDecoder) intern(b []byte) (string, error) {
 
 // waitsOf returns s's waits, a view into the decoder's buffer valid until the next decode.
 func (d *sampleDecoder) waitsOf(s *wireSample) []uint64 { return d.waits[s.waitsFrom:s.waitsTo] }
+
+// skipField is b past the value of a field the decoder does not read (unknown to it, or of
+// another wire type than expected: proto.Unmarshal skips those too).
+func skipField(num protowire.Number, typ protowire.Type, b []byte) ([]byte, error) {
+	n := protowire.ConsumeFieldValue(num, typ, b)
+	if n < 0 {
+		return nil, protowire.ParseError(n)
+	}
+	return b[n:], nil
+}

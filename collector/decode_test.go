@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // fromWire rebuilds the generated struct from what the decoder produced, for comparison.
@@ -149,7 +150,7 @@ func TestDecodeCases(t *testing.T) {
 // withoutWaits drops the vgpu_waits_ns column, whose empty values are nil on one path and
 // empty slices on the other (the ClickHouse driver sends both as []).
 func withoutWaits(columns []any) []any {
-	i := slices.Index(sampleColumnNames, "vgpu_waits_ns")
+	i := slices.Index(tables.SampleColumns, "vgpu_waits_ns")
 	return slices.Delete(slices.Clone(columns), i, i+1)
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // BenchmarkInsertSamples100k measures one ClickHouse batch insert of 100,000 sample rows (the
@@ -27,7 +28,7 @@ func BenchmarkInsertSamples100k(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for range b.N {
-		if err := insertColumns(ctx, conn, "samples", sampleColumnNames, cols.columns()); err != nil {
+		if err := insertColumns(ctx, conn, tables.Samples, tables.SampleColumns, cols.columns()); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/slicemeter/slicemeter/attribution/intake"
+	"github.com/slicemeter/slicemeter/schemas/allocation"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -15,13 +15,13 @@ import (
 // instance while another one does, and so must the topic.
 type allocationChecks struct {
 	msgs    []kafka.Message
-	events  []intake.Event
+	events  []allocation.Event
 	checked bool // refuseOverlaps ran: a retried store must not check (and dead-letter) again
 }
 
 func (a *allocationChecks) add(msg kafka.Message, e *pb.AllocationEvent) {
 	a.msgs = append(a.msgs, msg)
-	a.events = append(a.events, intake.EventOf(e))
+	a.events = append(a.events, allocation.EventOf(e))
 }
 
 func (a *allocationChecks) reset() {
@@ -37,7 +37,7 @@ func (c *Collector) refuseOverlaps(ctx context.Context, b *batch) error {
 	if b.allocs.len() == 0 || b.allocChecks.checked {
 		return nil
 	}
-	refused, err := intake.CheckEvents(ctx, c.conn, b.allocChecks.events)
+	refused, err := allocation.CheckEvents(ctx, c.conn, b.allocChecks.events)
 	if err != nil {
 		return fmt.Errorf("check %d allocation events for overlaps: %w", len(b.allocChecks.events), err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 func TestIsDayPartition(t *testing.T) {
@@ -42,7 +43,7 @@ func TestDropExpired(t *testing.T) {
 		tr.addNode("node-a")
 		tr.addSecond(uint32(ts / 1e9))
 	}
-	if err := insertColumns(ctx, conn, "samples", sampleColumnNames, cols.columns()); err != nil {
+	if err := insertColumns(ctx, conn, tables.Samples, tables.SampleColumns, cols.columns()); err != nil {
 		t.Fatal(err)
 	}
 	if err := recomputeRollups(ctx, conn, &tr); err != nil {
@@ -149,7 +150,7 @@ func TestDropExpiredCluster(t *testing.T) {
 			cols.add(fmt.Sprintf("node-%d", n), sample(pb.Kind_KIND_GPU, "gpu0", uint64(day0.AddDate(0, 0, d).UnixNano())))
 		}
 	}
-	if err := insertColumns(ctx, conn, "samples", sampleColumnNames, cols.columns()); err != nil {
+	if err := insertColumns(ctx, conn, tables.Samples, tables.SampleColumns, cols.columns()); err != nil {
 		t.Fatal(err)
 	}
 	perShard := func() []uint64 {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // Rollups are recomputed, not fed by materialized views: a view fires per inserted block, so a
@@ -23,25 +25,18 @@ import (
 // without GPM) count in samples and covered_ns, since the time was metered, but not in
 // sm_active_sum, active_samples or active_ns: their sm_active of 0 would read as idle time.
 
-// rollupColumns is the column list of samples_1s and samples_1m.
-const rollupColumns = `time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
-    compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
-    samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
-    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count, active_samples,
-    active_ns`
-
 // rollupSecondsQuery recomputes samples_1s for the nodes (a GroupSet) and the seconds
 // [from, to] (UInt32 Unix seconds). LIMIT 1 BY drops duplicate deliveries of a sample.
-const rollupSecondsQuery = `INSERT INTO samples_1s (` + rollupColumns + `)
+var rollupSecondsQuery = tables.Insert(tables.Samples1s, tables.RollupColumns) + `
 SELECT time, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(kind), any(profile),
     any(compute_slices), any(sm_count), any(gpu_sm_count), any(mem_total_bytes),
     any(gpu_mem_total_bytes), any(interval_ns),
-    count(), sum(interval_ns), sumIf(sm_active, sm_active_unavailable = 0), sum(toUInt64(attached)),
+    ` + tables.SamplesCount + `, ` + tables.Covered + `, ` + tables.SMActiveSum + `, sum(toUInt64(attached)),
     sum(vgpu_switch_ns), sum(vgpu_run_ns), minIf(ts_ns, attached = 1), sum(toFloat64(mem_used_bytes)),
     sum(power_watts),
     tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 1),
     tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 2),
-    countIf(sm_active_unavailable = 0), sumIf(interval_ns, sm_active_unavailable = 0)
+    ` + tables.ActiveSamples + `, ` + tables.ActiveNS + `
 FROM (
     SELECT time, ts_ns, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
         compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes,
@@ -49,13 +44,13 @@ FROM (
         power_watts, vgpu_waits_ns, sm_active_unavailable
     FROM samples
     WHERE node IN ? AND time >= toDateTime(?) AND time <= toDateTime(?)
-    LIMIT 1 BY node, instance_id, ts_ns
+    LIMIT 1 BY ` + tables.SampleKey + `
 )
 GROUP BY node, instance_id, time`
 
 // rollupMinutesQuery recomputes samples_1m for the nodes and the minutes starting in
 // [from, to] from the complete (most samples) samples_1s row of each second.
-const rollupMinutesQuery = `INSERT INTO samples_1m (` + rollupColumns + `)
+var rollupMinutesQuery = tables.Insert(tables.Samples1m, tables.RollupColumns) + `
 SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gpu_index), any(model),
     any(kind), any(profile), any(compute_slices), any(sm_count), any(gpu_sm_count),
     any(mem_total_bytes), any(gpu_mem_total_bytes), any(interval_ns),
@@ -65,15 +60,10 @@ SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gp
     tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2),
     sum(active_samples), sum(active_ns)
 FROM (
-    SELECT time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile, compute_slices,
-        sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns, samples,
-        covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
-        first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count,
-        active_samples, active_ns
+    SELECT ` + tables.List(tables.RollupColumns) + `
     FROM samples_1s
     WHERE node IN ? AND time >= toDateTime(?) AND time <= toDateTime(?)
-    ORDER BY samples DESC
-    LIMIT 1 BY node, instance_id, time
+    ` + tables.FullestRollup + `
 )
 GROUP BY node, instance_id, minute`
 

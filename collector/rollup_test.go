@@ -14,6 +14,7 @@ import (
 	"github.com/slicemeter/slicemeter/deploy/local"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 func TestTouchedRanges(t *testing.T) {
@@ -198,7 +199,7 @@ func TestRollupsExactlyOnce(t *testing.T) {
 			tr.addNode(x.node)
 			tr.addSecond(uint32(x.s.GetTsNs() / 1e9))
 		}
-		if err := insertColumns(ctx, conn, "samples", sampleColumnNames, cols.columns()); err != nil {
+		if err := insertColumns(ctx, conn, tables.Samples, tables.SampleColumns, cols.columns()); err != nil {
 			t.Fatal(err)
 		}
 		if err := recomputeRollups(ctx, conn, &tr); err != nil {
@@ -304,7 +305,7 @@ func TestRollupActiveSamples(t *testing.T) {
 					t.Fatal(err)
 				}
 			default:
-				names, columns := sampleColumnNames, cols.columns()
+				names, columns := tables.SampleColumns, cols.columns()
 				if tc.noColumn {
 					n := slices.Index(names, "sm_active_unavailable")
 					names, columns = slices.Delete(slices.Clone(names), n, n+1), slices.Delete(columns, n, n+1)
@@ -382,7 +383,7 @@ func TestRollupQueriesOnCurrentClickHouse(t *testing.T) {
 		}
 		return q + ";\n"
 	}
-	sql := "INSERT INTO samples (" + strings.Join(sampleColumnNames, ", ") + `)
+	sql := "INSERT INTO samples (" + strings.Join(tables.SampleColumns, ", ") + `)
 SELECT toDateTime(1767571200), 1767571200000000000, 100000000, 'node-a', 'GPU-1', 0, 'H100', 'vgpu',
     'gpu0/vgpu0', 'H100-20C', 1, 0.5, 1, 2, 300, 0, 0, 0, 3, 4, 5, [6, 6, 7], 0
 UNION ALL

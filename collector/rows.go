@@ -3,12 +3,12 @@ package collector
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // sampleColumns buffers sample rows column by column: appending whole columns to a ClickHouse
@@ -42,15 +42,8 @@ type sampleColumns struct {
 	waitsArena          []uint64 // backing array of the vgpuWaitsNs that addWire appends
 }
 
-// sampleColumnNames is the explicit column list ClickHouse 18.16 needs, in the order
-// sampleColumns.columns returns the slices.
-var sampleColumnNames = []string{
-	"time", "ts_ns", "interval_ns", "node", "gpu_uuid", "gpu_index", "model", "kind",
-	"instance_id", "profile", "attached", "sm_active", "mem_used_bytes", "mem_total_bytes",
-	"power_watts", "compute_slices", "sm_count", "gpu_sm_count", "gpu_mem_total_bytes",
-	"vgpu_run_ns", "vgpu_switch_ns", "vgpu_waits_ns", "sm_active_unavailable",
-}
-
+// columns returns the slices in the order of tables.SampleColumns, the explicit column list
+// ClickHouse 18.16 needs.
 func (c *sampleColumns) columns() []any {
 	return []any{
 		c.time, c.tsNs, c.intervalNs, c.node, c.gpuUUID, c.gpuIndex, c.model, c.kind,
@@ -61,43 +54,6 @@ func (c *sampleColumns) columns() []any {
 }
 
 func (c *sampleColumns) len() int { return len(c.tsNs) }
-
-// add appends one validated sample of node.
-func (c *sampleColumns) add(node string, s *pb.Sample) {
-	ts := s.GetTsNs()
-	c.time = append(c.time, time.Unix(int64(ts/1e9), 0).UTC()) // ts_ns truncated to seconds
-	c.tsNs = append(c.tsNs, ts)
-	c.intervalNs = append(c.intervalNs, s.GetIntervalNs())
-	c.node = append(c.node, node)
-	c.gpuUUID = append(c.gpuUUID, s.GetGpuUuid())
-	c.gpuIndex = append(c.gpuIndex, s.GetGpuIndex())
-	c.model = append(c.model, s.GetModel())
-	c.kind = append(c.kind, s.GetKind().Label())
-	c.instanceID = append(c.instanceID, s.GetInstanceId())
-	c.profile = append(c.profile, s.GetProfile())
-	var attached uint8
-	if s.GetAttached() {
-		attached = 1
-	}
-	c.attached = append(c.attached, attached)
-	c.smActive = append(c.smActive, s.GetSmActive())
-	c.memUsedBytes = append(c.memUsedBytes, s.GetMemUsedBytes())
-	c.memTotalBytes = append(c.memTotalBytes, s.GetMemTotalBytes())
-	c.powerWatts = append(c.powerWatts, s.GetPowerWatts())
-	c.computeSlices = append(c.computeSlices, s.GetComputeSlices())
-	c.smCount = append(c.smCount, s.GetSmCount())
-	c.gpuSMCount = append(c.gpuSMCount, s.GetGpuSmCount())
-	c.gpuMemTotalBytes = append(c.gpuMemTotalBytes, s.GetGpuMemTotalBytes())
-	v := s.GetVgpu()
-	c.vgpuRunNs = append(c.vgpuRunNs, v.GetRunNs())
-	c.vgpuSwitchNs = append(c.vgpuSwitchNs, v.GetSwitchNs())
-	waits := v.GetWaitsNs()
-	if waits == nil {
-		waits = []uint64{}
-	}
-	c.vgpuWaitsNs = append(c.vgpuWaitsNs, waits)
-	c.smActiveUnavailable = append(c.smActiveUnavailable, boolUint8(s.GetSmActiveUnavailable()))
-}
 
 func boolUint8(b bool) uint8 {
 	if b {
@@ -118,11 +74,7 @@ func (c *sampleColumns) addWire(node string, s *wireSample, d *sampleDecoder) {
 	c.kind = append(c.kind, s.kind.Label())
 	c.instanceID = append(c.instanceID, s.instanceID)
 	c.profile = append(c.profile, s.profile)
-	var attached uint8
-	if s.attached {
-		attached = 1
-	}
-	c.attached = append(c.attached, attached)
+	c.attached = append(c.attached, boolUint8(s.attached))
 	c.smActive = append(c.smActive, s.smActive)
 	c.memUsedBytes = append(c.memUsedBytes, s.memUsed)
 	c.memTotalBytes = append(c.memTotalBytes, s.memTotal)
@@ -171,11 +123,7 @@ type allocationColumns struct {
 	received     []time.Time
 }
 
-var allocationColumnNames = []string{
-	"allocation_id", "tenant", "tier", "node", "instance_id", "requested_ns", "started_ns",
-	"ended_ns", "version", "deleted", "received",
-}
-
+// columns returns the slices in the order of tables.AllocationColumns.
 func (c *allocationColumns) columns() []any {
 	return []any{
 		c.allocationID, c.tenant, c.tier, c.node, c.instanceID, c.requestedNs, c.startedNs,
@@ -195,11 +143,7 @@ func (c *allocationColumns) add(a *pb.AllocationEvent, received time.Time) {
 	c.startedNs = append(c.startedNs, a.GetStartedAtNs())
 	c.endedNs = append(c.endedNs, a.GetEndedAtNs())
 	c.version = append(c.version, a.GetVersion())
-	var deleted uint8
-	if a.GetDeleted() {
-		deleted = 1
-	}
-	c.deleted = append(c.deleted, deleted)
+	c.deleted = append(c.deleted, boolUint8(a.GetDeleted()))
 	c.received = append(c.received, received.UTC().Truncate(time.Second))
 }
 
@@ -212,8 +156,7 @@ func (c *allocationColumns) reset() {
 
 // insertColumns sends one INSERT with the given columns as a single batch.
 func insertColumns(ctx context.Context, conn driver.Conn, table string, names []string, columns []any) error {
-	query := "INSERT INTO " + table + " (" + strings.Join(names, ", ") + ")"
-	batch, err := conn.PrepareBatch(ctx, query)
+	batch, err := conn.PrepareBatch(ctx, tables.Insert(table, names))
 	if err != nil {
 		return fmt.Errorf("prepare insert into %s: %w", table, err)
 	}

@@ -23,7 +23,7 @@ const (
 	reasonMissingTier          = "missing_tier"
 	reasonStartedBeforeRequest = "started_before_requested"
 	reasonEndedNotAfterStarted = "ended_not_after_started"
-	reasonOverlap              = "overlap" // holds an instance another live allocation holds (intake.CheckEvents)
+	reasonOverlap              = "overlap" // holds an instance another live allocation holds (allocation.CheckEvents)
 )
 
 // maxTimestampNs is the last nanosecond a ClickHouse DateTime (UInt32 seconds) can hold. A

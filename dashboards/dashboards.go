@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // Generated is one generated dashboard.
@@ -40,15 +42,17 @@ func All() ([]Generated, error) {
 
 // rollup1m reads the collector's per-minute rollup, taking per (node, instance, minute) the row
 // with the most samples (a minute recomputed after late samples has several; the fullest wins).
-const rollup1m = `(SELECT time, node, instance_id, any(gpu_uuid) AS gpu_uuid, any(model) AS model, any(kind) AS kind,
-    max(samples) AS n, argMax(attached_sum, samples) AS attached, argMax(sm_active_sum, samples) AS sm_active
-  FROM samples_1m WHERE $__timeFilter(time) GROUP BY time, node, instance_id)`
+var rollup1m = `(SELECT time, node, instance_id, any(gpu_uuid) AS gpu_uuid, any(model) AS model, any(kind) AS kind,
+    max(samples) AS n, ` + tables.Fullest("attached_sum") + ` AS attached, ` + tables.Fullest("sm_active_sum") + ` AS sm_active
+  FROM samples_1m WHERE $__timeFilter(time) GROUP BY ` + tables.RollupKey + `)`
+
+// minutesWindow selects the minutes of the dashboard's time range.
+const minutesWindow = "$__timeFilter(minute)"
 
 // minutes reads the attribution service's stored minutes: per minute only the rows of its
-// latest computation (schemas/migrations/sql/0020_attribution_minutes.sql).
-const minutes = `(SELECT * FROM attribution_minutes
-  WHERE $__timeFilter(minute) AND (minute, computed_ns) IN
-    (SELECT minute, max(computed_ns) FROM attribution_minutes WHERE $__timeFilter(minute) GROUP BY minute))`
+// latest computation (tables.LatestPass).
+var minutes = `(SELECT * FROM attribution_minutes
+  WHERE ` + tables.LatestPass(minutesWindow) + `)`
 
 func fleet() *dashboard.DashboardBuilder {
 	return newDashboard("slicemeter-fleet", "slicemeter / Fleet",
@@ -80,7 +84,7 @@ GROUP BY time, model ORDER BY time`)).
 FROM `+minutes+`
 GROUP BY time ORDER BY time`)).
 		WithPanel(chTable("Top wasting tenants", `SELECT tenant, any(tier) AS tier, sum(waste_cost) AS waste, sum(cost) AS cost,
-  sum(efficiency_ns) / greatest(sum(metered_ns), 1) AS efficiency
+  `+tables.Efficiency+` AS efficiency
 FROM `+minutes+`
 WHERE tenant != '__unallocated__'
 GROUP BY tenant ORDER BY waste DESC LIMIT 10`)).
@@ -107,12 +111,11 @@ func tenant() *dashboard.DashboardBuilder {
 		WithPanel(promSeries("Scheduling jitter p99", "s", promQuery{`max by (tenant) (slicemeter_tenant_jitter_p99_seconds{` + sel + `})`, "{{tenant}}"})).
 		WithPanel(promSeries("Cold start (longest in the window)", "s", promQuery{`max by (tenant) (slicemeter_tenant_cold_start_max_seconds{` + sel + `})`, "{{tenant}}"})).
 		WithRow(dashboard.NewRowBuilder("Instances")).
-		WithPanel(chTable("Allocations", `SELECT allocation_id, argMax(tier, version) AS tier, argMax(node, version) AS node,
-  argMax(instance_id, version) AS instance, toDateTime(intDiv(argMax(requested_ns, version), 1000000000)) AS requested,
-  toDateTime(intDiv(argMax(started_ns, version), 1000000000)) AS started,
-  if(argMax(ended_ns, version) = 0, 'running', toString(toDateTime(intDiv(argMax(ended_ns, version), 1000000000)))) AS ended
-FROM allocations WHERE tenant IN ($tenant)
-GROUP BY allocation_id HAVING argMax(deleted, version) = 0 ORDER BY requested`)).
+		WithPanel(chTable("Allocations", `SELECT allocation_id, cur_tier AS tier, cur_node AS node, cur_instance_id AS instance,
+  toDateTime(intDiv(cur_requested_ns, 1000000000)) AS requested, toDateTime(intDiv(cur_started_ns, 1000000000)) AS started,
+  if(cur_ended_ns = 0, 'running', toString(toDateTime(intDiv(cur_ended_ns, 1000000000)))) AS ended
+FROM (`+tables.LatestAllocations("tenant IN ($tenant)")+`)
+WHERE cur_deleted = 0 ORDER BY requested`)).
 		WithPanel(chSeries("SM activity of its instances", "percentunit", `SELECT time, concat(node, '/', instance_id) AS instance, sm_active / n AS sm_active
 FROM `+rollup1m+`
 WHERE attached > 0 AND (node, instance_id) IN (SELECT node, instance_id FROM allocations WHERE tenant IN ($tenant))

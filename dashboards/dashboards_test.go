@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // The committed JSON is what the code generates: run `go generate ./dashboards` after a change.
@@ -62,6 +64,32 @@ func TestEveryPanelQueriesAVariableDataSource(t *testing.T) {
 		for _, q := range Queries(d) {
 			if q.Kind == "unknown" || strings.TrimSpace(q.Text) == "" {
 				t.Errorf("%s: %q has an empty or unknown query", g.File, q.Panel)
+			}
+		}
+	}
+}
+
+// TestQueriesUseTheTableContracts: the dashboards compute what attribution computes, with the
+// formulas and deduplicating reads of schemas/tables, not versions of their own.
+func TestQueriesUseTheTableContracts(t *testing.T) {
+	all, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	latestPass := tables.LatestPass(minutesWindow)
+	for _, g := range all {
+		for _, q := range Queries(g.Dashboard) {
+			if q.Kind != "clickhouse" {
+				continue
+			}
+			// Every efficiency is Σ efficiency_ns / Σ active_ns (not over metered time).
+			if n := strings.Count(q.Text, "efficiency_ns"); n != strings.Count(q.Text, tables.Efficiency) {
+				t.Errorf("%s: %q uses efficiency_ns other than in tables.Efficiency (%s):\n%s", g.File, q.Panel, tables.Efficiency, q.Text)
+			}
+			// Every read of the stored minutes keeps only the latest pass: the outer read and
+			// the one inside tables.LatestPass.
+			if n := strings.Count(q.Text, "attribution_minutes"); n != 2*strings.Count(q.Text, latestPass) {
+				t.Errorf("%s: %q reads attribution_minutes without tables.LatestPass:\n%s", g.File, q.Panel, q.Text)
 			}
 		}
 	}

@@ -19,8 +19,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slicemeter/slicemeter/attribution/intake"
+	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/schemas/allocation"
 )
 
 // Principal is who is calling: an operator (Tenant empty) sees everything, a tenant only its own.
@@ -42,8 +43,8 @@ func (AllowAll) Principal(*http.Request) (Principal, error) { return Principal{}
 
 // AllocationStore is what the API needs of the allocation store.
 type AllocationStore interface {
-	Put(ctx context.Context, allocs []intake.Allocation) (intake.Result, error)
-	List(ctx context.Context, tenant string, from, to time.Time) ([]intake.Allocation, error)
+	Put(ctx context.Context, allocs []allocation.Allocation) (allocations.Result, error)
+	List(ctx context.Context, tenant string, from, to time.Time) ([]allocation.Allocation, error)
 }
 
 // ReportQuery is one window of a report request.
@@ -63,7 +64,7 @@ type Server struct {
 	Store   AllocationStore
 	Report  Reporter
 	Auth    Authorizer
-	Metrics *intake.Metrics // may be nil
+	Metrics *allocations.Metrics // may be nil
 	// Tiers, when set, are the tiers an allocation may name (the price book's): an allocation
 	// at another tier could not be priced, so it is refused at the door.
 	Tiers  map[string]float64
@@ -126,32 +127,32 @@ func (s *Server) postAllocations(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
-		s.Metrics.Refused(intake.ReasonMalformed, 1)
+		s.Metrics.Refused(allocations.ReasonMalformed, 1)
 		s.fail(w, http.StatusRequestEntityTooLarge, fmt.Errorf("read the request body: %w", err))
 		return
 	}
-	allocs, err := intake.DecodeJSON("request", body)
+	allocs, err := allocations.DecodeJSON("request", body)
 	if err != nil {
-		s.Metrics.Refused(intake.ReasonMalformed, 1)
+		s.Metrics.Refused(allocations.ReasonMalformed, 1)
 		s.fail(w, http.StatusBadRequest, err)
 		return
 	}
 	for i, a := range allocs {
 		if _, ok := s.Tiers[a.Tier]; s.Tiers != nil && !ok {
-			s.Metrics.Refused(intake.ReasonMalformed, len(allocs))
+			s.Metrics.Refused(allocations.ReasonMalformed, len(allocs))
 			s.fail(w, http.StatusBadRequest, fmt.Errorf("request: allocation %d (%q): tier: %q; expected a tier of the price book (%s)", i+1, a.ID, a.Tier, tierList(s.Tiers)))
 			return
 		}
 		if !p.may(a.Tenant) {
-			s.Metrics.Refused(intake.ReasonForbidden, len(allocs))
+			s.Metrics.Refused(allocations.ReasonForbidden, len(allocs))
 			s.fail(w, http.StatusForbidden, fmt.Errorf("allocation %q belongs to tenant %q, not to %q", a.ID, a.Tenant, p.Tenant))
 			return
 		}
 	}
 	res, err := s.Store.Put(r.Context(), allocs)
 	switch {
-	case errors.Is(err, intake.ErrRefused):
-		s.Metrics.Refused(intake.ReasonConflict, len(allocs))
+	case errors.Is(err, allocations.ErrRefused):
+		s.Metrics.Refused(allocations.ReasonConflict, len(allocs))
 		s.fail(w, http.StatusConflict, err)
 		return
 	case err != nil:
@@ -231,31 +232,11 @@ func (s *Server) getAllocations(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusInternalServerError, err)
 		return
 	}
-	out := make([]jsonAllocation, 0, len(allocs))
+	out := make([]allocation.JSON, 0, len(allocs))
 	for _, a := range allocs {
-		out = append(out, toJSON(a))
+		out = append(out, allocation.ToJSON(a))
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// jsonAllocation is an allocation as the API writes it: ended_at null while running.
-type jsonAllocation struct {
-	ID          string     `json:"allocation_id"`
-	Tenant      string     `json:"tenant"`
-	Tier        string     `json:"tier"`
-	Node        string     `json:"node"`
-	Instance    string     `json:"instance_id"`
-	RequestedAt time.Time  `json:"requested_at"`
-	StartedAt   time.Time  `json:"started_at"`
-	EndedAt     *time.Time `json:"ended_at"`
-}
-
-func toJSON(a intake.Allocation) jsonAllocation {
-	j := jsonAllocation{ID: a.ID, Tenant: a.Tenant, Tier: a.Tier, Node: a.Node, Instance: a.Instance, RequestedAt: a.RequestedAt, StartedAt: a.StartedAt}
-	if !a.EndedAt.IsZero() {
-		j.EndedAt = &a.EndedAt
-	}
-	return j
 }
 
 // getReport answers the report of [from, to), optionally in steps, as CSV (default) or JSON,

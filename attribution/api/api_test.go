@@ -13,30 +13,31 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/slicemeter/slicemeter/attribution/intake"
+	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/schemas/allocation"
 )
 
 // memStore is an in-memory AllocationStore: the HTTP layer is under test, not ClickHouse.
 type memStore struct {
-	allocs []intake.Allocation
-	put    func([]intake.Allocation) (intake.Result, error)
+	allocs []allocation.Allocation
+	put    func([]allocation.Allocation) (allocations.Result, error)
 }
 
-func (m *memStore) Put(_ context.Context, allocs []intake.Allocation) (intake.Result, error) {
+func (m *memStore) Put(_ context.Context, allocs []allocation.Allocation) (allocations.Result, error) {
 	if m.put != nil {
 		return m.put(allocs)
 	}
 	m.allocs = append(m.allocs, allocs...)
-	var r intake.Result
+	var r allocations.Result
 	for _, a := range allocs {
 		r.Stored = append(r.Stored, a.ID)
 	}
 	return r, nil
 }
 
-func (m *memStore) List(_ context.Context, tenant string, _, _ time.Time) ([]intake.Allocation, error) {
-	var out []intake.Allocation
+func (m *memStore) List(_ context.Context, tenant string, _, _ time.Time) ([]allocation.Allocation, error) {
+	var out []allocation.Allocation
 	for _, a := range m.allocs {
 		if tenant == "" || a.Tenant == tenant {
 			out = append(out, a)
@@ -77,7 +78,7 @@ func newServer(store *memStore) *httptest.Server {
 					{Tenant: "beta", Tier: "pro", WindowStart: from, WindowEnd: to, Cost: 2, Currency: "USD", NoisyNeighbour: neighbour},
 				}}, nil
 		},
-		Metrics: intake.NewMetrics(prometheus.NewRegistry()),
+		Metrics: allocations.NewMetrics(prometheus.NewRegistry()),
 		Tiers:   map[string]float64{"pro": 1, "budget": 0.7},
 	}
 	mux := http.NewServeMux()
@@ -144,8 +145,8 @@ func TestAPI(t *testing.T) {
 }
 
 func TestPostConflict(t *testing.T) {
-	store := &memStore{put: func([]intake.Allocation) (intake.Result, error) {
-		return intake.Result{}, fmt.Errorf("%w: allocation \"a1\" overlaps allocation \"a0\"", intake.ErrRefused)
+	store := &memStore{put: func([]allocation.Allocation) (allocations.Result, error) {
+		return allocations.Result{}, fmt.Errorf("%w: allocation \"a1\" overlaps allocation \"a0\"", allocations.ErrRefused)
 	}}
 	srv := newServer(store)
 	defer srv.Close()

@@ -18,8 +18,8 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/api"
-	"github.com/slicemeter/slicemeter/attribution/intake"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/internal/chconn"
@@ -78,10 +78,10 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	s.runner = NewRunner(conn, cfg.Book, cfg.Passes, s.sla, logger)
 	s.sla.watchLag(reg, s.runner)
 	srv := &api.Server{
-		Store:   intake.NewStore(conn),
+		Store:   allocations.NewStore(conn),
 		Report:  s.report,
 		Auth:    api.AllowAll{}, // the seam for authentication: a tenant principal sees only its own rows
-		Metrics: intake.NewMetrics(reg),
+		Metrics: allocations.NewMetrics(reg),
 		Tiers:   cfg.Book.Tiers,
 		Logger:  logger,
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/slicemeter/slicemeter/attribution/intake"
+	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/internal/chconn"
 )
 
@@ -27,7 +27,7 @@ type allocationsCmd struct {
 
 func newAllocationsCmd(app *kingpin.Application, stdout io.Writer) *allocationsCmd {
 	c := app.Command("allocations", "Manage tenants' allocations.")
-	imp := c.Command("import", "Import allocations from a CSV (header: "+strings.Join(intake.Columns, ",")+") or JSON file; all or none.")
+	imp := c.Command("import", "Import allocations from a CSV (header: "+strings.Join(allocations.Columns, ",")+") or JSON file; all or none.")
 	return &allocationsCmd{
 		stdout: stdout,
 		dsn:    dsnFlag(imp),
@@ -40,7 +40,7 @@ func (c *allocationsCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if err != nil {
 		return usage.Errorf("allocations file: %v", err)
 	}
-	allocs, err := intake.Decode(*c.file, data)
+	allocs, err := allocations.Decode(*c.file, data)
 	if err != nil {
 		return usage.Wrap(err)
 	}
@@ -49,8 +49,8 @@ func (c *allocationsCmd) run(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	defer conn.Close()
-	res, err := intake.NewStore(conn).Put(ctx, allocs)
-	if errors.Is(err, intake.ErrRefused) {
+	res, err := allocations.NewStore(conn).Put(ctx, allocs)
+	if errors.Is(err, allocations.ErrRefused) {
 		return usage.Wrap(fmt.Errorf("%s: %w", *c.file, err))
 	}
 	if err != nil {

@@ -1,9 +1,11 @@
-package intake
+package allocations
 
 import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slicemeter/slicemeter/schemas/allocation"
 )
 
 func TestDecodeJSON(t *testing.T) {
@@ -99,49 +101,6 @@ func TestDecodeCSV(t *testing.T) {
 	}
 }
 
-func TestOverlaps(t *testing.T) {
-	at := func(m int) time.Time { return time.Date(2026, 1, 5, 0, m, 0, 0, time.UTC) }
-	alloc := func(id, tenant, inst string, from, to int) Allocation {
-		a := Allocation{ID: id, Tenant: tenant, Tier: "pro", Node: "n", Instance: inst, RequestedAt: at(from), StartedAt: at(from)}
-		if to >= 0 {
-			a.EndedAt = at(to)
-		}
-		return a
-	}
-	tests := []struct {
-		name              string
-		incoming, current []Allocation
-		want              []string // each a reason that must name both
-	}{
-		{"back to back", []Allocation{alloc("b", "beta", "gpu0", 10, 20)}, []Allocation{alloc("a", "acme", "gpu0", 0, 10)}, nil},
-		{"other instance", []Allocation{alloc("b", "beta", "gpu1", 0, 20)}, []Allocation{alloc("a", "acme", "gpu0", 0, 20)}, nil},
-		{"overlap", []Allocation{alloc("b", "beta", "gpu0", 5, 20)}, []Allocation{alloc("a", "acme", "gpu0", 0, 10)}, []string{`"b" of tenant "beta"`, `"a" of tenant "acme"`, "n/gpu0"}},
-		{"running one", []Allocation{alloc("b", "beta", "gpu0", 30, 40)}, []Allocation{alloc("a", "acme", "gpu0", 0, -1)}, []string{`"a"`, "running"}},
-		{"within the batch", []Allocation{alloc("a", "acme", "gpu0", 0, 10), alloc("b", "beta", "gpu0", 9, 12)}, nil, []string{`"b"`, `"a"`}},
-		{"a new version replaces", []Allocation{alloc("a", "acme", "gpu0", 20, 30)}, []Allocation{alloc("a", "acme", "gpu0", 0, 25)}, nil},
-		{"moved away", []Allocation{alloc("a", "acme", "gpu1", 0, 10), alloc("b", "beta", "gpu0", 0, 10)}, []Allocation{alloc("a", "acme", "gpu0", 0, 10)}, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			errs := overlaps(tt.incoming, tt.current)
-			if len(tt.want) == 0 {
-				if len(errs) > 0 {
-					t.Errorf("unexpected: %v", errs)
-				}
-				return
-			}
-			if len(errs) != 1 {
-				t.Fatalf("got %v, want one overlap", errs)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(errs[0].Error(), w) {
-					t.Errorf("%v should contain %q", errs[0], w)
-				}
-			}
-		})
-	}
-}
-
 func FuzzDecodeJSON(f *testing.F) {
 	f.Add([]byte(`[{"allocation_id":"a","tenant":"t","tier":"pro","node":"n","instance_id":"i","requested_at":"2026-01-05T00:00:00Z","started_at":"2026-01-05T00:00:00Z"}]`))
 	f.Add([]byte(`{"tenant": 1}`))
@@ -162,7 +121,7 @@ func FuzzDecodeCSV(f *testing.F) {
 }
 
 // checkDecoded: a decoder either fails naming the source, or returns only valid allocations.
-func checkDecoded(t *testing.T, allocs []Allocation, err error) {
+func checkDecoded(t *testing.T, allocs []allocation.Allocation, err error) {
 	if err != nil {
 		if allocs != nil || !strings.HasPrefix(err.Error(), "f.") {
 			t.Fatalf("error %v with %d allocations, or not naming the source", err, len(allocs))
@@ -170,7 +129,7 @@ func checkDecoded(t *testing.T, allocs []Allocation, err error) {
 		return
 	}
 	for _, a := range allocs {
-		if err := a.validate("f", 0); err != nil {
+		if err := a.Validate("f", 0); err != nil {
 			t.Fatalf("decoded an invalid allocation %+v: %v", a, err)
 		}
 	}

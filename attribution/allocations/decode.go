@@ -1,4 +1,8 @@
-package intake
+// Package allocations takes tenants' allocations in over HTTP and from files: it decodes and
+// validates them, refuses overlaps on an instance, and stores them in ClickHouse's allocations
+// table, idempotently by allocation id. The Kafka topic is consumed by the collector, which
+// stores the events itself under the same overlap rule (allocation.CheckEvents).
+package allocations
 
 import (
 	"bytes"
@@ -10,39 +14,29 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/slicemeter/slicemeter/schemas/allocation"
 )
 
 // Columns are the CSV header of an allocations file, in this order or any other.
-var Columns = []string{"allocation_id", "tenant", "tier", "node", "instance_id", "requested_at", "started_at", "ended_at"}
+var Columns = allocation.Fields
 
 // Decode reads allocations from a file's content: CSV when the name ends in .csv, JSON
 // otherwise (an array of objects, one object, or one object per line).
-func Decode(source string, data []byte) ([]Allocation, error) {
+func Decode(source string, data []byte) ([]allocation.Allocation, error) {
 	if strings.EqualFold(filepath.Ext(source), ".csv") {
 		return DecodeCSV(source, data)
 	}
 	return DecodeJSON(source, data)
 }
 
-// jsonAllocation is the wire form: times as strings so that errors can quote them.
-type jsonAllocation struct {
-	ID          string  `json:"allocation_id"`
-	Tenant      string  `json:"tenant"`
-	Tier        string  `json:"tier"`
-	Node        string  `json:"node"`
-	Instance    string  `json:"instance_id"`
-	RequestedAt string  `json:"requested_at"`
-	StartedAt   string  `json:"started_at"`
-	EndedAt     *string `json:"ended_at"`
-}
-
 // DecodeJSON reads a JSON array of allocations, a single allocation, or one per line. Unknown
 // fields are refused. Every error names source, line and field.
-func DecodeJSON(source string, data []byte) ([]Allocation, error) {
+func DecodeJSON(source string, data []byte) ([]allocation.Allocation, error) {
 	lineAt := func(offset int64) int { return 1 + bytes.Count(data[:min(int(offset), len(data))], []byte("\n")) }
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
-		return nil, &Error{Source: source, Line: 1, Value: "no allocations", Expected: "a JSON array of allocations or one allocation object"}
+		return nil, &allocation.Error{Source: source, Line: 1, Value: "no allocations", Expected: "a JSON array of allocations or one allocation object"}
 	}
 	var raws []json.RawMessage
 	var offsets []int64
@@ -77,7 +71,7 @@ func DecodeJSON(source string, data []byte) ([]Allocation, error) {
 			raws = append(raws, raw)
 		}
 	}
-	out := make([]Allocation, 0, len(raws))
+	out := make([]allocation.Allocation, 0, len(raws))
 	for i, raw := range raws {
 		// The object starts after the whitespace that precedes it.
 		line := lineAt(offsets[i] + int64(len(data[offsets[i]:])-len(bytes.TrimLeft(data[offsets[i]:], " \t\r\n,"))))
@@ -91,7 +85,7 @@ func DecodeJSON(source string, data []byte) ([]Allocation, error) {
 }
 
 func jsonSyntax(source string, line int, err error) error {
-	return &Error{Source: source, Line: line, Value: "malformed JSON (" + err.Error() + ")", Expected: "a JSON array of allocation objects"}
+	return &allocation.Error{Source: source, Line: line, Value: "malformed JSON (" + err.Error() + ")", Expected: "a JSON array of allocation objects"}
 }
 
 // syntaxLine is the line of a JSON syntax error (its offset counts from the input's start), or
@@ -104,32 +98,28 @@ func syntaxLine(lineAt func(int64) int, err error, fallback int64) int {
 	return lineAt(fallback)
 }
 
-func decodeObject(source string, line int, raw json.RawMessage) (Allocation, error) {
+func decodeObject(source string, line int, raw json.RawMessage) (allocation.Allocation, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	var j jsonAllocation
+	var j allocation.JSON
 	if err := dec.Decode(&j); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &typeErr):
-			return Allocation{}, &Error{Source: source, Line: line, Field: typeErr.Field, Value: "a JSON " + typeErr.Value, Expected: "a string"}
+			return allocation.Allocation{}, &allocation.Error{Source: source, Line: line, Field: typeErr.Field, Value: "a JSON " + typeErr.Value, Expected: "a string"}
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return Allocation{}, &Error{Source: source, Line: line, Field: field, Value: "unknown field", Expected: "one of " + strings.Join(Columns, ", ")}
+			return allocation.Allocation{}, &allocation.Error{Source: source, Line: line, Field: field, Value: "unknown field", Expected: "one of " + strings.Join(Columns, ", ")}
 		default:
-			return Allocation{}, &Error{Source: source, Line: line, Value: "not an allocation object (" + err.Error() + ")", Expected: "an object with " + strings.Join(Columns, ", ")}
+			return allocation.Allocation{}, &allocation.Error{Source: source, Line: line, Value: "not an allocation object (" + err.Error() + ")", Expected: "an object with " + strings.Join(Columns, ", ")}
 		}
 	}
-	ended := ""
-	if j.EndedAt != nil {
-		ended = *j.EndedAt
-	}
-	return build(source, line, []string{j.ID, j.Tenant, j.Tier, j.Node, j.Instance, j.RequestedAt, j.StartedAt, ended})
+	return build(source, line, j.Values())
 }
 
 // build parses the text of the columns (in Columns order) into a validated allocation.
-func build(source string, line int, v []string) (Allocation, error) {
-	a := Allocation{ID: v[0], Tenant: v[1], Tier: v[2], Node: v[3], Instance: v[4]}
+func build(source string, line int, v []string) (allocation.Allocation, error) {
+	a := allocation.Allocation{ID: v[0], Tenant: v[1], Tier: v[2], Node: v[3], Instance: v[4]}
 	for i, dst := range []*time.Time{&a.RequestedAt, &a.StartedAt, &a.EndedAt} {
 		text := strings.TrimSpace(v[5+i])
 		if text == "" {
@@ -137,25 +127,25 @@ func build(source string, line int, v []string) (Allocation, error) {
 		}
 		t, err := time.Parse(time.RFC3339Nano, text)
 		if err != nil {
-			return Allocation{}, &Error{Source: source, Line: line, Field: Columns[5+i], Value: fmt.Sprintf("%q", text), Expected: "an RFC 3339 time such as 2026-01-05T00:00:00Z"}
+			return allocation.Allocation{}, &allocation.Error{Source: source, Line: line, Field: Columns[5+i], Value: fmt.Sprintf("%q", text), Expected: "an RFC 3339 time such as 2026-01-05T00:00:00Z"}
 		}
 		*dst = t.UTC()
 	}
-	if err := a.validate(source, line); err != nil {
-		return Allocation{}, err
+	if err := a.Validate(source, line); err != nil {
+		return allocation.Allocation{}, err
 	}
 	return a, nil
 }
 
 // DecodeCSV reads a CSV file whose header names the Columns (any order; ended_at may be left
 // out). Every error names source, line and field.
-func DecodeCSV(source string, data []byte) ([]Allocation, error) {
+func DecodeCSV(source string, data []byte) ([]allocation.Allocation, error) {
 	r := csv.NewReader(bytes.NewReader(data))
 	r.FieldsPerRecord = -1
 	r.TrimLeadingSpace = true
 	header, err := r.Read()
 	if errors.Is(err, io.EOF) {
-		return nil, &Error{Source: source, Line: 1, Value: "empty file", Expected: "a header: " + strings.Join(Columns, ",")}
+		return nil, &allocation.Error{Source: source, Line: 1, Value: "empty file", Expected: "a header: " + strings.Join(Columns, ",")}
 	}
 	if err != nil {
 		return nil, csvSyntax(source, err)
@@ -164,19 +154,19 @@ func DecodeCSV(source string, data []byte) ([]Allocation, error) {
 	for i, name := range header {
 		name = strings.TrimSpace(name)
 		if !containsString(Columns, name) {
-			return nil, &Error{Source: source, Line: 1, Field: name, Value: "unknown column", Expected: "columns " + strings.Join(Columns, ",")}
+			return nil, &allocation.Error{Source: source, Line: 1, Field: name, Value: "unknown column", Expected: "columns " + strings.Join(Columns, ",")}
 		}
 		if _, dup := index[name]; dup {
-			return nil, &Error{Source: source, Line: 1, Field: name, Value: "column given twice", Expected: "each column once"}
+			return nil, &allocation.Error{Source: source, Line: 1, Field: name, Value: "column given twice", Expected: "each column once"}
 		}
 		index[name] = i
 	}
 	for _, name := range Columns[:7] {
 		if _, ok := index[name]; !ok {
-			return nil, &Error{Source: source, Line: 1, Field: name, Value: "missing column", Expected: "columns " + strings.Join(Columns, ",")}
+			return nil, &allocation.Error{Source: source, Line: 1, Field: name, Value: "missing column", Expected: "columns " + strings.Join(Columns, ",")}
 		}
 	}
-	var out []Allocation
+	var out []allocation.Allocation
 	for {
 		record, err := r.Read()
 		if errors.Is(err, io.EOF) {
@@ -187,7 +177,7 @@ func DecodeCSV(source string, data []byte) ([]Allocation, error) {
 		}
 		line, _ := r.FieldPos(0)
 		if len(record) != len(header) {
-			return nil, &Error{Source: source, Line: line, Value: fmt.Sprintf("%d fields", len(record)), Expected: fmt.Sprintf("%d, as in the header", len(header))}
+			return nil, &allocation.Error{Source: source, Line: line, Value: fmt.Sprintf("%d fields", len(record)), Expected: fmt.Sprintf("%d, as in the header", len(header))}
 		}
 		values := make([]string, len(Columns))
 		for i, name := range Columns {
@@ -202,7 +192,7 @@ func DecodeCSV(source string, data []byte) ([]Allocation, error) {
 		out = append(out, a)
 	}
 	if len(out) == 0 {
-		return nil, &Error{Source: source, Line: 2, Value: "no allocations", Expected: "one allocation per line after the header"}
+		return nil, &allocation.Error{Source: source, Line: 2, Value: "no allocations", Expected: "one allocation per line after the header"}
 	}
 	return out, nil
 }
@@ -214,7 +204,7 @@ func csvSyntax(source string, err error) error {
 		line = pe.Line
 		err = pe.Err
 	}
-	return &Error{Source: source, Line: line, Value: "malformed CSV (" + err.Error() + ")", Expected: "comma-separated values with a header"}
+	return &allocation.Error{Source: source, Line: line, Value: "malformed CSV (" + err.Error() + ")", Expected: "comma-separated values with a header"}
 }
 
 func containsString(list []string, s string) bool {

@@ -1,4 +1,4 @@
-package intake
+package allocation
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // Event is an allocation event as the slicemeter.allocations.v1 topic carries it: one version
@@ -22,7 +23,7 @@ func EventOf(e *pb.AllocationEvent) Event {
 	return Event{
 		Allocation: Allocation{
 			ID: e.GetAllocationId(), Tenant: e.GetTenant(), Tier: e.GetTier(), Node: e.GetNode(), Instance: e.GetInstanceId(),
-			RequestedAt: fromNS(e.GetRequestedAtNs()), StartedAt: fromNS(e.GetStartedAtNs()), EndedAt: fromNS(e.GetEndedAtNs()),
+			RequestedAt: FromNS(e.GetRequestedAtNs()), StartedAt: FromNS(e.GetStartedAtNs()), EndedAt: FromNS(e.GetEndedAtNs()),
 		},
 		Version: e.GetVersion(),
 		Deleted: e.GetDeleted(),
@@ -41,13 +42,8 @@ const eventChunk = 1000
 
 // latestQuery: the latest version of the allocations with some ids or on some targets,
 // deleted ones included (a replayed old version of a deleted allocation is not news).
-const latestQuery = `
-SELECT allocation_id, argMax(tenant, version), argMax(tier, version), argMax(node, version), argMax(instance_id, version),
-    argMax(requested_ns, version), argMax(started_ns, version), argMax(ended_ns, version), max(version), argMax(deleted, version)
-FROM allocations
-WHERE allocation_id IN (SELECT id FROM (SELECT ? AS ids) ARRAY JOIN ids AS id)
-    OR (node, instance_id) IN (SELECT tn, ti FROM (SELECT ? AS tns, ? AS tis) ARRAY JOIN tns AS tn, tis AS ti)
-GROUP BY allocation_id`
+var latestQuery = tables.LatestAllocations(`allocation_id IN (SELECT id FROM (SELECT ? AS ids) ARRAY JOIN ids AS id)
+    OR (node, instance_id) IN (SELECT tn, ti FROM (SELECT ? AS tns, ? AS tis) ARRAY JOIN tns AS tn, tis AS ti)`)
 
 // CheckEvents applies the HTTP API's and the import's overlap rule to a batch of Kafka events,
 // in the order they arrived: it returns the events that would hold an instance while another
@@ -72,24 +68,24 @@ func CheckEvents(ctx context.Context, conn driver.Conn, events []Event) ([]Refus
 	}
 	// live: per target, the ids of the allocations on it that are not deleted.
 	live := map[string]map[string]bool{}
-	hold := func(s stored, deleted bool) {
-		if prev, ok := state[s.ID]; ok {
-			delete(live[prev.Target()], s.ID)
+	hold := func(e Event) {
+		if prev, ok := state[e.ID]; ok {
+			delete(live[prev.Target()], e.ID)
 		}
-		state[s.ID] = storedState{stored: s, deleted: deleted}
-		if !deleted {
-			if live[s.Target()] == nil {
-				live[s.Target()] = map[string]bool{}
+		state[e.ID] = e
+		if !e.Deleted {
+			if live[e.Target()] == nil {
+				live[e.Target()] = map[string]bool{}
 			}
-			live[s.Target()][s.ID] = true
+			live[e.Target()][e.ID] = true
 		}
 	}
 	for _, s := range state {
-		hold(s.stored, s.deleted)
+		hold(s)
 	}
 	var refused []Refusal
 	for i, e := range events {
-		if cur, ok := state[e.ID]; ok && (e.Version < cur.version || e.Version == cur.version && e.Deleted == cur.deleted && e.same(cur.Allocation)) {
+		if cur, ok := state[e.ID]; ok && (e.Version < cur.Version || e.Version == cur.Version && e.Deleted == cur.Deleted && e.Same(cur.Allocation)) {
 			continue // an older version or a replay: the stored state stays what it is
 		}
 		if !e.Deleted {
@@ -98,20 +94,14 @@ func CheckEvents(ctx context.Context, conn driver.Conn, events []Event) ([]Refus
 				continue
 			}
 		}
-		hold(stored{Allocation: e.Allocation, version: e.Version}, e.Deleted)
+		hold(e)
 	}
 	return refused, nil
 }
 
-// storedState is an allocation's latest version, deleted or not.
-type storedState struct {
-	stored
-	deleted bool
-}
-
 // firstOverlap is the reason a may not hold its instance while one of ids does, nil when none
 // does; with several, the one that starts first is named.
-func firstOverlap(a Allocation, ids map[string]bool, state map[string]storedState) error {
+func firstOverlap(a Allocation, ids map[string]bool, state map[string]Event) error {
 	var first *Allocation
 	for id := range ids {
 		b := state[id].Allocation
@@ -127,7 +117,7 @@ func firstOverlap(a Allocation, ids map[string]bool, state map[string]storedStat
 
 // latestOf reads the latest stored version of the events' allocations and of every allocation
 // on their targets.
-func latestOf(ctx context.Context, conn driver.Conn, events []Event) (map[string]storedState, error) {
+func latestOf(ctx context.Context, conn driver.Conn, events []Event) (map[string]Event, error) {
 	var (
 		ids, nodes, instances []string
 		seenID, seenTarget    = map[string]bool{}, map[string]bool{}
@@ -142,7 +132,7 @@ func latestOf(ctx context.Context, conn driver.Conn, events []Event) (map[string
 			nodes, instances = append(nodes, e.Node), append(instances, e.Instance)
 		}
 	}
-	state := map[string]storedState{}
+	state := map[string]Event{}
 	for start := 0; start < max(len(ids), len(nodes)); start += eventChunk {
 		if err := readLatest(ctx, conn, state, window(ids, start), window(nodes, start), window(instances, start)); err != nil {
 			return nil, fmt.Errorf("read the allocations of %d events and on their %d instances: %w", len(events), len(nodes), err)
@@ -159,7 +149,7 @@ func window(list []string, start int) []string {
 	return list[start:min(start+eventChunk, len(list))]
 }
 
-func readLatest(ctx context.Context, conn driver.Conn, state map[string]storedState, ids, nodes, instances []string) error {
+func readLatest(ctx context.Context, conn driver.Conn, state map[string]Event, ids, nodes, instances []string) error {
 	rows, err := conn.Query(ctx, latestQuery, ids, nodes, instances)
 	if err != nil {
 		return err
@@ -167,15 +157,15 @@ func readLatest(ctx context.Context, conn driver.Conn, state map[string]storedSt
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			s                        storedState
+			s                        Event
 			requested, started, ends int64
 			deleted                  uint8
 		)
-		if err := rows.Scan(&s.ID, &s.Tenant, &s.Tier, &s.Node, &s.Instance, &requested, &started, &ends, &s.version, &deleted); err != nil {
+		if err := rows.Scan(&s.ID, &s.Tenant, &s.Tier, &s.Node, &s.Instance, &requested, &started, &ends, &s.Version, &deleted); err != nil {
 			return err
 		}
-		s.RequestedAt, s.StartedAt, s.EndedAt = fromNS(requested), fromNS(started), fromNS(ends)
-		s.deleted = deleted == 1
+		s.RequestedAt, s.StartedAt, s.EndedAt = FromNS(requested), FromNS(started), FromNS(ends)
+		s.Deleted = deleted == 1
 		state[s.ID] = s
 	}
 	return rows.Err()

@@ -1,8 +1,8 @@
-package intake
+package allocations
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Metrics count what the intake accepted, refused and flagged.
+// Metrics count what the store and the API accepted, refused and flagged.
 type Metrics struct {
 	stored    prometheus.Counter
 	unchanged prometheus.Counter
@@ -17,7 +17,7 @@ const (
 	ReasonForbidden = "forbidden" // another tenant's allocation (403)
 )
 
-// NewMetrics registers the intake's counters on reg.
+// NewMetrics registers the allocation counters on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		stored: prometheus.NewCounter(prometheus.CounterOpts{

@@ -1,4 +1,4 @@
-package intake
+package allocations
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // ErrRefused wraps every reason a batch of allocations was refused (overlaps, an id given twice),
@@ -37,23 +40,17 @@ func NewStore(conn driver.Conn) *Store { return &Store{conn: conn, now: time.Now
 
 // currentQuery: the current state of the allocations on some targets or with some ids (the
 // highest version of each id, not deleted).
-const currentQuery = `
+var currentQuery = `
 SELECT allocation_id, cur_tenant, cur_tier, cur_node, cur_instance_id, cur_requested_ns, cur_started_ns, cur_ended_ns, cur_version
 FROM (
-    SELECT allocation_id,
-        argMax(tenant, version) AS cur_tenant, argMax(tier, version) AS cur_tier,
-        argMax(node, version) AS cur_node, argMax(instance_id, version) AS cur_instance_id,
-        argMax(requested_ns, version) AS cur_requested_ns, argMax(started_ns, version) AS cur_started_ns,
-        argMax(ended_ns, version) AS cur_ended_ns, max(version) AS cur_version, argMax(deleted, version) AS cur_deleted
-    FROM allocations
-    GROUP BY allocation_id
+    ` + tables.LatestAllocations("") + `
 )
 WHERE cur_deleted = 0 AND %s
 ORDER BY cur_started_ns, allocation_id`
 
 // stored is an allocation with the version it was stored at.
 type stored struct {
-	Allocation
+	allocation.Allocation
 	version uint64
 }
 
@@ -72,31 +69,17 @@ func (s *Store) query(ctx context.Context, where string, args ...any) ([]stored,
 		if err := rows.Scan(&a.ID, &a.Tenant, &a.Tier, &a.Node, &a.Instance, &requested, &started, &ends, &a.version); err != nil {
 			return nil, err
 		}
-		a.RequestedAt, a.StartedAt, a.EndedAt = fromNS(requested), fromNS(started), fromNS(ends)
+		a.RequestedAt, a.StartedAt, a.EndedAt = allocation.FromNS(requested), allocation.FromNS(started), allocation.FromNS(ends)
 		out = append(out, a)
 	}
 	return out, rows.Err()
-}
-
-func fromNS(ns int64) time.Time {
-	if ns == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, ns).UTC()
-}
-
-func toNS(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
 }
 
 // Put stores validated allocations, all or none: it refuses the batch (ErrRefused) when an id
 // appears twice in it or when two allocations would hold one instance at the same time,
 // naming both. An allocation whose current state is already the same is left as it is; a
 // changed one gets the next version.
-func (s *Store) Put(ctx context.Context, allocs []Allocation) (Result, error) {
+func (s *Store) Put(ctx context.Context, allocs []allocation.Allocation) (Result, error) {
 	var res Result
 	if len(allocs) == 0 {
 		return res, nil
@@ -119,28 +102,27 @@ func (s *Store) Put(ctx context.Context, allocs []Allocation) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("read the current allocations on %d targets: %w", len(allocs), err)
 	}
-	var plain []Allocation
+	var plain []allocation.Allocation
 	byID := map[string]stored{}
 	for _, c := range current {
 		plain = append(plain, c.Allocation)
 		byID[c.ID] = c
 	}
-	if errs := overlaps(allocs, plain); len(errs) > 0 {
+	if errs := allocation.Overlaps(allocs, plain); len(errs) > 0 {
 		return res, fmt.Errorf("%w: %w", ErrRefused, errors.Join(errs...))
 	}
-	batch, err := s.conn.PrepareBatch(ctx, `INSERT INTO allocations (allocation_id, tenant, tier, node, instance_id,
-		requested_ns, started_ns, ended_ns, version, deleted, received)`)
+	batch, err := s.conn.PrepareBatch(ctx, tables.Insert(tables.Allocations, tables.AllocationColumns))
 	if err != nil {
 		return res, fmt.Errorf("prepare the insert of allocations: %w", err)
 	}
 	received := s.now().UTC().Truncate(time.Second)
 	for _, a := range allocs {
 		prev, ok := byID[a.ID]
-		if ok && prev.same(a) {
+		if ok && prev.Same(a) {
 			res.Unchanged = append(res.Unchanged, a.ID)
 			continue
 		}
-		if err := batch.Append(a.ID, a.Tenant, a.Tier, a.Node, a.Instance, toNS(a.RequestedAt), toNS(a.StartedAt), toNS(a.EndedAt),
+		if err := batch.Append(a.ID, a.Tenant, a.Tier, a.Node, a.Instance, allocation.ToNS(a.RequestedAt), allocation.ToNS(a.StartedAt), allocation.ToNS(a.EndedAt),
 			prev.version+1, uint8(0), received); err != nil {
 			_ = batch.Abort()
 			return res, fmt.Errorf("append allocation %q: %w", a.ID, err)
@@ -159,7 +141,7 @@ func (s *Store) Put(ctx context.Context, allocs []Allocation) (Result, error) {
 }
 
 // unseen returns the targets of allocs that no sample mentions.
-func (s *Store) unseen(ctx context.Context, allocs []Allocation) ([]string, error) {
+func (s *Store) unseen(ctx context.Context, allocs []allocation.Allocation) ([]string, error) {
 	var nodes, instances []string
 	for _, a := range allocs {
 		nodes = append(nodes, a.Node)
@@ -194,14 +176,14 @@ func (s *Store) unseen(ctx context.Context, allocs []Allocation) ([]string, erro
 
 // List returns the current allocations of a tenant (every tenant when tenant is empty) that
 // are billed at some time in [from, to) (zero times: unbounded), by started_at.
-func (s *Store) List(ctx context.Context, tenant string, from, to time.Time) ([]Allocation, error) {
+func (s *Store) List(ctx context.Context, tenant string, from, to time.Time) ([]allocation.Allocation, error) {
 	where := `(? = '' OR cur_tenant = ?) AND (? = 0 OR cur_ended_ns = 0 OR cur_ended_ns > ?) AND (? = 0 OR cur_started_ns < ?)`
-	f, t := toNS(from), toNS(to)
+	f, t := allocation.ToNS(from), allocation.ToNS(to)
 	rows, err := s.query(ctx, where, tenant, tenant, f, f, t, t)
 	if err != nil {
 		return nil, fmt.Errorf("list the allocations of tenant %q: %w", tenant, err)
 	}
-	out := make([]Allocation, 0, len(rows))
+	out := make([]allocation.Allocation, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, r.Allocation)
 	}

@@ -1,0 +1,120 @@
+package allocations_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/slicemeter/slicemeter/attribution/allocations"
+	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/migrations"
+)
+
+var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+
+// migratedDatabase starts a ClickHouse 18.16 server for the test and returns a connection to
+// a migrated database on it.
+func migratedDatabase(t *testing.T) driver.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
+	if err != nil {
+		t.Fatalf("start ClickHouse (the clickhouse-server package must be installed): %v", err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	conn, err := migrations.OpenMigrated(ctx, ch.DSN("allocations"), "", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// TestStore stores allocations in ClickHouse: new, repeated, changed,
+// overlapping (refused, nothing written), for an instance never sampled (accepted, flagged).
+func TestStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs ClickHouse")
+	}
+	ctx := context.Background()
+	conn := migratedDatabase(t)
+	const sampled = "gpu0/mig1"
+	// One sample of the instance, so that its allocations are not flagged unseen.
+	sample, err := conn.PrepareBatch(ctx, `INSERT INTO samples (time, ts_ns, interval_ns, node, instance_id, kind)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sample.Append(t0, uint64(t0.UnixNano()), uint64(time.Second), "node-a", sampled, "mig"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sample.Send(); err != nil {
+		t.Fatal(err)
+	}
+	store := allocations.NewStore(conn)
+	alloc := func(id, tenant, instance string, from, to time.Duration) allocation.Allocation {
+		a := allocation.Allocation{ID: id, Tenant: tenant, Tier: "pro", Node: "node-a", Instance: instance, RequestedAt: t0.Add(from), StartedAt: t0.Add(from)}
+		if to > 0 {
+			a.EndedAt = t0.Add(to)
+		}
+		return a
+	}
+	a1 := alloc("a1", "acme", sampled, 0, time.Hour)
+	res, err := store.Put(ctx, []allocation.Allocation{a1, alloc("b1", "beta", "gpu7", 0, 0)})
+	if err != nil || len(res.Stored) != 2 || len(res.Unseen) != 1 || res.Unseen[0] != "node-a/gpu7" {
+		t.Fatalf("first put: %+v, %v; want 2 stored and node-a/gpu7 unseen", res, err)
+	}
+	if res, err = store.Put(ctx, []allocation.Allocation{a1}); err != nil || len(res.Unchanged) != 1 || len(res.Stored) != 0 {
+		t.Fatalf("repeat: %+v, %v; want it unchanged", res, err)
+	}
+	// The allocation ends earlier: a new version; then another tenant may follow it.
+	a1.EndedAt = t0.Add(30 * time.Minute)
+	if res, err = store.Put(ctx, []allocation.Allocation{a1}); err != nil || len(res.Stored) != 1 {
+		t.Fatalf("change: %+v, %v", res, err)
+	}
+	// Overlapping a1 on its instance: the whole batch is refused and nothing of it written.
+	_, err = store.Put(ctx, []allocation.Allocation{alloc("c1", "gamma", "gpu9", 0, 0), alloc("c2", "gamma", sampled, 20*time.Minute, time.Hour)})
+	if !errors.Is(err, allocations.ErrRefused) || !strings.Contains(err.Error(), `"c2" of tenant "gamma"`) || !strings.Contains(err.Error(), `"a1" of tenant "acme"`) {
+		t.Fatalf("overlap: %v; want a refusal naming c2 and a1", err)
+	}
+	if res, err = store.Put(ctx, []allocation.Allocation{alloc("c2", "gamma", sampled, 30*time.Minute, time.Hour)}); err != nil || len(res.Stored) != 1 {
+		t.Fatalf("back to back: %+v, %v", res, err)
+	}
+	_, err = store.Put(ctx, []allocation.Allocation{alloc("d1", "x", "gpu5", 0, 0), alloc("d1", "x", "gpu6", 0, 0)})
+	if !errors.Is(err, allocations.ErrRefused) || !strings.Contains(err.Error(), `"d1" is given twice`) {
+		t.Fatalf("id twice: %v", err)
+	}
+
+	ids := func(tenant string, from, to time.Time) string {
+		t.Helper()
+		list, err := store.List(ctx, tenant, from, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, a := range list {
+			out = append(out, a.ID+"@"+a.EndedAt.Format("15:04"))
+		}
+		return strings.Join(out, " ")
+	}
+	for _, tc := range []struct {
+		tenant   string
+		from, to time.Time
+		want     string
+	}{
+		{"", time.Time{}, time.Time{}, "a1@00:30 b1@00:00 c2@01:00"},
+		{"acme", time.Time{}, time.Time{}, "a1@00:30"},
+		{"", t0.Add(40 * time.Minute), time.Time{}, "b1@00:00 c2@01:00"},
+		{"gamma", t0, t0.Add(30 * time.Minute), ""},
+	} {
+		if got := ids(tc.tenant, tc.from, tc.to); got != tc.want {
+			t.Errorf("List(%q, %s, %s) = %q, want %q", tc.tenant, tc.from.Format(time.RFC3339), tc.to.Format(time.RFC3339), got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,113 @@
+// Package allocation is the allocation contract every component shares: the record (a tenant
+// holding an instance at a tier for a time), its validation, its one JSON wire form, and the
+// overlap rule (no two live allocations hold one instance at the same time), also for the
+// events of the slicemeter.allocations.v1 topic checked against the allocations table.
+//
+// It sits below the collector and attribution in the data flow, so both import it and neither
+// imports the other.
+package allocation
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Fields are the names of an allocation's fields on the wire: JSON keys, and the CSV header
+// of an allocations file, in this order.
+var Fields = []string{"allocation_id", "tenant", "tier", "node", "instance_id", "requested_at", "started_at", "ended_at"}
+
+// Allocation is a tenant holding a target (node + instance id) at a tier from StartedAt
+// (billing starts) to EndedAt (zero: still running).
+type Allocation struct {
+	ID          string
+	Tenant      string
+	Tier        string
+	Node        string
+	Instance    string
+	RequestedAt time.Time
+	StartedAt   time.Time
+	EndedAt     time.Time // zero: still running
+}
+
+// Target is the allocation's node/instance.
+func (a Allocation) Target() string { return a.Node + "/" + a.Instance }
+
+// end is EndedAt, or the end of time for a running allocation.
+func (a Allocation) end() time.Time {
+	if a.EndedAt.IsZero() {
+		return time.Unix(1<<62, 0)
+	}
+	return a.EndedAt
+}
+
+// Same reports whether two allocations say the same thing (a repeat is not a change).
+func (a Allocation) Same(b Allocation) bool {
+	return a.ID == b.ID && a.Tenant == b.Tenant && a.Tier == b.Tier && a.Node == b.Node && a.Instance == b.Instance &&
+		a.RequestedAt.Equal(b.RequestedAt) && a.StartedAt.Equal(b.StartedAt) && a.EndedAt.Equal(b.EndedAt)
+}
+
+// Error is one thing wrong with an allocation in an input: where (source and line, or the
+// index in a request), which field, the value and what was expected.
+type Error struct {
+	Source   string // file name or "request"
+	Line     int    // 0 when not known
+	Field    string // empty for the whole record
+	Value    string
+	Expected string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Source)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	if e.Field != "" {
+		fmt.Fprintf(&b, ": %s", e.Field)
+	}
+	fmt.Fprintf(&b, ": %s; expected %s", e.Value, e.Expected)
+	return b.String()
+}
+
+// Validate checks one allocation; source and line say where it came from (an *Error names them).
+func (a Allocation) Validate(source string, line int) error {
+	fail := func(field, value, expected string) error {
+		return &Error{Source: source, Line: line, Field: field, Value: value, Expected: expected}
+	}
+	for _, f := range []struct{ name, value string }{
+		{"allocation_id", a.ID}, {"tenant", a.Tenant}, {"tier", a.Tier}, {"node", a.Node}, {"instance_id", a.Instance},
+	} {
+		if strings.TrimSpace(f.value) == "" {
+			return fail(f.name, "empty", "a non-empty name")
+		}
+	}
+	switch {
+	case a.StartedAt.IsZero():
+		return fail("started_at", "missing", "an RFC 3339 time when the instance was ready (billing starts)")
+	case a.RequestedAt.IsZero():
+		return fail("requested_at", "missing", "an RFC 3339 time when the tenant asked for the instance")
+	case a.StartedAt.Before(a.RequestedAt):
+		return fail("started_at", a.StartedAt.Format(time.RFC3339Nano), "a time at or after requested_at "+a.RequestedAt.Format(time.RFC3339Nano))
+	case !a.EndedAt.IsZero() && !a.EndedAt.After(a.StartedAt):
+		return fail("ended_at", a.EndedAt.Format(time.RFC3339Nano), "a time after started_at "+a.StartedAt.Format(time.RFC3339Nano)+", or null while running")
+	}
+	return nil
+}
+
+// FromNS is the time of a stored or published nanosecond timestamp; 0 is the zero time
+// (not yet started, still running).
+func FromNS(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}
+
+// ToNS is FromNS reversed: the zero time is 0.
+func ToNS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}

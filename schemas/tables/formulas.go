@@ -1,0 +1,23 @@
+package tables
+
+// Formulas over attribution_minutes rows, for a query that sums them (any grouping).
+const (
+	// Efficiency is the mean per-sample efficiency weighted by measured time:
+	// Σ efficiency_ns / Σ active_ns. Time whose activity was not measured is metered but says
+	// nothing about use, so it is not in the denominator; with none measured it is 0.
+	Efficiency = "sum(efficiency_ns) / greatest(sum(active_ns), 1)"
+	// Metered is the time covered by samples, measured or not, in ns.
+	Metered = "sum(metered_ns)"
+	// Active is the part of Metered whose activity was measured, in ns.
+	Active = "sum(active_ns)"
+)
+
+// Formulas of a rollup row (samples_1s, samples_1m) from the samples it rolls up, in the
+// column order of RollupColumns' counters.
+const (
+	SamplesCount  = "count()"
+	Covered       = "sum(interval_ns)"
+	SMActiveSum   = "sumIf(sm_active, " + Measured + ")"
+	ActiveSamples = "countIf(" + Measured + ")"
+	ActiveNS      = "sumIf(interval_ns, " + Measured + ")"
+)

@@ -1,0 +1,71 @@
+// Package tables is the contract of slicemeter's ClickHouse tables, as schemas/migrations
+// creates them: each table's columns (the explicit column lists that ClickHouse 18.16 needs in
+// an INSERT), the canonical reads that deduplicate them, and the formulas derived from their
+// columns, as SQL fragments. Writers and readers use these instead of spelling them out, so
+// that the collector, attribution and the dashboards cannot drift apart; a test compares every
+// column list with DESCRIBE TABLE on a migrated server.
+package tables
+
+import "strings"
+
+// Table names.
+const (
+	Samples            = "samples"
+	Samples1s          = "samples_1s"
+	Samples1m          = "samples_1m"
+	Allocations        = "allocations"
+	AttributionMinutes = "attribution_minutes"
+	SchemaMigrations   = "schema_migrations"
+)
+
+// SampleColumns are the columns of samples, one row per sample as the exporter took it.
+var SampleColumns = []string{
+	"time", "ts_ns", "interval_ns", "node", "gpu_uuid", "gpu_index", "model", "kind",
+	"instance_id", "profile", "attached", "sm_active", "mem_used_bytes", "mem_total_bytes",
+	"power_watts", "compute_slices", "sm_count", "gpu_sm_count", "gpu_mem_total_bytes",
+	"vgpu_run_ns", "vgpu_switch_ns", "vgpu_waits_ns", "sm_active_unavailable",
+}
+
+// RollupColumns are the columns of samples_1s and samples_1m, one row per (node, instance,
+// second or minute) as the collector last recomputed it.
+var RollupColumns = []string{
+	"time", "node", "instance_id", "gpu_uuid", "gpu_index", "model", "kind", "profile",
+	"compute_slices", "sm_count", "gpu_sm_count", "mem_total_bytes", "gpu_mem_total_bytes", "interval_ns",
+	"samples", "covered_ns", "sm_active_sum", "attached_sum", "vgpu_switch_ns_sum", "vgpu_run_ns_sum",
+	"first_attached_ns", "mem_used_bytes_sum", "power_watts_sum", "wait_ns", "wait_count", "active_samples",
+	"active_ns",
+}
+
+// AllocationColumns are the columns of allocations, one row per version of an allocation.
+var AllocationColumns = []string{
+	"allocation_id", "tenant", "tier", "node", "instance_id", "requested_ns", "started_ns",
+	"ended_ns", "version", "deleted", "received",
+}
+
+// AttributionMinuteColumns are the columns of attribution_minutes, one row per (minute,
+// tenant, allocation) of each pass of the attribution service.
+var AttributionMinuteColumns = []string{
+	"minute", "tenant", "allocation_id", "tier", "node", "instance_id", "requested_ns", "started_ns",
+	"sliced", "billed_ns", "metered_ns", "list_cost", "cost", "waste_cost", "overhead_cost", "efficiency_ns",
+	"cold_start_ns", "cold_start_sla_ns", "wait_ns", "wait_count", "currency", "computed_ns", "active_ns",
+}
+
+// SchemaMigrationColumns are the columns of schema_migrations, one row per applied migration.
+var SchemaMigrationColumns = []string{"version", "name", "applied_at"}
+
+// Columns maps every table to its columns, in the order DESCRIBE TABLE lists them.
+func Columns() map[string][]string {
+	return map[string][]string{
+		Samples: SampleColumns, Samples1s: RollupColumns, Samples1m: RollupColumns, Allocations: AllocationColumns,
+		AttributionMinutes: AttributionMinuteColumns, SchemaMigrations: SchemaMigrationColumns,
+	}
+}
+
+// List is columns as SQL lists them: "a, b, c".
+func List(columns []string) string { return strings.Join(columns, ", ") }
+
+// Insert is the INSERT of columns into table, with the explicit column list ClickHouse 18.16
+// needs (a later migration may add columns, and positional inserts would shift).
+func Insert(table string, columns []string) string {
+	return "INSERT INTO " + table + " (" + List(columns) + ")"
+}

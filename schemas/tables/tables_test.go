@@ -1,0 +1,105 @@
+package tables_test
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/schemas/migrations"
+	"github.com/slicemeter/slicemeter/schemas/tables"
+)
+
+// TestColumnsAreTheMigratedTables compares every column list with DESCRIBE TABLE on a
+// ClickHouse 18.16 server after all migrations, and checks no migrated table is missing.
+func TestColumnsAreTheMigratedTables(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs ClickHouse")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
+	if err != nil {
+		t.Fatalf("start ClickHouse (the clickhouse-server package must be installed): %v", err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	conn, err := migrations.OpenMigrated(ctx, ch.DSN("tables"), "", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var migrated []string
+	rows, err := conn.Query(ctx, "SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		migrated = append(migrated, name)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	contract := tables.Columns()
+	for _, name := range migrated {
+		if _, ok := contract[name]; !ok {
+			t.Errorf("the migrations create table %s, which schemas/tables does not describe", name)
+		}
+	}
+	for table, want := range contract {
+		if !slices.Contains(migrated, table) {
+			t.Errorf("table %s: not created by the migrations", table)
+			continue
+		}
+		rows, err := conn.Query(ctx, "DESCRIBE TABLE "+table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for rows.Next() {
+			// DESCRIBE's columns differ between versions; the name is the first on all.
+			cols := rows.Columns()
+			dst := make([]any, len(cols))
+			var name string
+			dst[0] = &name
+			for i := 1; i < len(dst); i++ {
+				dst[i] = new(string)
+			}
+			if err := rows.Scan(dst...); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, name)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		if !slices.Equal(got, want) {
+			t.Errorf("table %s:\n DESCRIBE %s\n contract %s", table, strings.Join(got, ", "), strings.Join(want, ", "))
+		}
+	}
+}
+
+func TestSQLFragments(t *testing.T) {
+	for _, tc := range []struct{ name, got, want string }{
+		{"insert", tables.Insert(tables.Samples1s, []string{"time", "node"}), "INSERT INTO samples_1s (time, node)"},
+		{"latest pass", tables.LatestPass("$__timeFilter(minute)"), `$__timeFilter(minute)
+    AND (minute, computed_ns) IN (
+        SELECT minute, max(computed_ns) FROM attribution_minutes
+        WHERE $__timeFilter(minute)
+        GROUP BY minute)`},
+		{"efficiency over measured time", tables.Efficiency, "sum(efficiency_ns) / greatest(sum(active_ns), 1)"},
+		{"latest allocations unfiltered", tables.LatestAllocations(""), strings.TrimSuffix(tables.LatestAllocations("x"), "\n    WHERE x\n    GROUP BY allocation_id") + "\n    GROUP BY allocation_id"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, tc.got, tc.want)
+		}
+	}
+}
