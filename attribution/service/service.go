@@ -26,15 +26,14 @@ import (
 	"github.com/slicemeter/slicemeter/internal/lograte"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
+	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
 
 // Config is what the service runs with.
 type Config struct {
 	DSN     string // ClickHouse, native protocol
 	Cluster string // the ClickHouse cluster used through its Distributed tables; empty: one server
-	// CheckCluster refuses a cluster whose servers lack the settings its clients need.
-	CheckCluster func(ctx context.Context, conn driver.Conn, cluster string) error
-	Book         *pricebook.PriceBook
+	Book    *pricebook.PriceBook
 	// Interval: how often closed minutes are attributed and the trailing window refreshed.
 	Interval time.Duration
 	// Window: the trailing window that the slicemeter_tenant_* gauges describe.
@@ -65,10 +64,8 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 		return err
 	}
 	defer conn.Close()
-	if cfg.CheckCluster != nil {
-		if err := cfg.CheckCluster(ctx, conn, cfg.Cluster); err != nil {
-			return err
-		}
+	if err := migrations.RequireClusterSettings(ctx, conn, cfg.Cluster); err != nil {
+		return err
 	}
 	// A model the fleet has and the price book lacks would fail every pass: refuse to start.
 	if err := attribution.CheckFleetPriced(ctx, conn, cfg.Book, max(cfg.Window, cfg.Backfill, 24*time.Hour)); err != nil {

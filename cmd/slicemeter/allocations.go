@@ -9,12 +9,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/slicemeter/slicemeter/internal/usage"
-
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/internal/chconn"
+	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
 // allocationsCmd is `slicemeter allocations import FILE`: allocations from a CSV or JSON file

@@ -53,7 +53,7 @@ func (c *attributionCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if cfg.Book, err = c.book.load(); err != nil {
 		return err
 	}
-	cfg.DSN, cfg.Cluster, cfg.CheckCluster = *c.dsn, *c.cluster, requireClusterSettings
+	cfg.DSN, cfg.Cluster = *c.dsn, *c.cluster
 	cfg.Samples = sampleSource(*c.samples)
 	return service.Run(ctx, cfg, webserver.NewRegistry(), logger)
 }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/slicemeter/slicemeter/internal/usage"
-
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
 
@@ -37,7 +35,7 @@ func (c *migrateCmd) run(ctx context.Context, logger *slog.Logger) error {
 			return usage.Errorf("--cluster: %w", err)
 		}
 	}
-	conn, err := openMigratedCluster(ctx, *c.dsn, *c.cluster, logger)
+	conn, err := migrations.OpenMigrated(ctx, *c.dsn, *c.cluster, logger)
 	if err != nil {
 		return err
 	}
@@ -50,19 +48,4 @@ func clusterFlag(c *kingpin.CmdClause) *string {
 	return c.Flag("clickhouse.cluster", "The ClickHouse cluster whose Distributed tables this process uses (as created by "+
 		"migrate --cluster NAME); its servers' user profile must set insert_distributed_sync=1 and "+
 		"distributed_product_mode='global'. Empty: a single server.").Default("").String()
-}
-
-// requireClusterSettings is migrations.RequireClusterSettings.
-func requireClusterSettings(ctx context.Context, conn driver.Conn, cluster string) error {
-	return migrations.RequireClusterSettings(ctx, conn, cluster)
-}
-
-// openMigrated is migrations.OpenMigrated for a single server.
-func openMigrated(ctx context.Context, dsn string, logger *slog.Logger) (driver.Conn, error) {
-	return migrations.OpenMigrated(ctx, dsn, "", logger)
-}
-
-// openMigratedCluster is migrations.OpenMigrated.
-func openMigratedCluster(ctx context.Context, dsn, cluster string, logger *slog.Logger) (driver.Conn, error) {
-	return migrations.OpenMigrated(ctx, dsn, cluster, logger)
 }

@@ -7,13 +7,12 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/slicemeter/slicemeter/internal/usage"
-
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/internal/chconn"
+	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
 // pricebookCmd is `slicemeter pricebook check FILE`: validate a price book and, with a

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/exporter-toolkit/web"
 
@@ -55,34 +56,83 @@ func (c Config) check() ([]string, error) {
 	return brokers, nil
 }
 
-// Run runs the collector service until ctx ends; reg is served on /metrics and holds the
-// collector's metrics. /readyz answers ready once the schema is in place and the collector
-// consumes.
-func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog.Logger) error {
+// Service is a collector ready to consume: its topics exist and its ClickHouse schema is in
+// place.
+type Service struct {
+	cfg    Config
+	reg    *prometheus.Registry
+	logger *slog.Logger
+	conn   driver.Conn
+	col    *collector.Collector
+	ready  atomic.Bool
+	webErr <-chan error
+	stop   context.CancelFunc
+}
+
+// New checks cfg, starts serving reg (so /healthz answers while ClickHouse or Kafka are still
+// awaited; /readyz answers ready once Run consumes), makes sure the topics exist, opens and
+// migrates ClickHouse and sets up the collector. Close releases what it opened.
+func New(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog.Logger) (*Service, error) {
 	brokers, err := cfg.check()
 	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, reg: reg, logger: logger}
+	webCtx, stop := context.WithCancel(ctx)
+	s.stop = stop
+	s.webErr = webserver.Serve(webCtx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Logger: logger})
+	if err := s.open(ctx, brokers); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Service) open(ctx context.Context, brokers []string) error {
+	if err := kafkaconn.EnsureTopics(ctx, brokers, s.cfg.Partitions, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
 		return err
 	}
-	var ready atomic.Bool
-	webErr := webserver.Serve(ctx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &ready, Logger: logger})
-	if err := kafkaconn.EnsureTopics(ctx, brokers, cfg.Partitions, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
-		return err
-	}
-	conn, err := migrations.OpenMigrated(ctx, cfg.DSN, cfg.Cluster, logger)
+	conn, err := migrations.OpenMigrated(ctx, s.cfg.DSN, s.cfg.Cluster, s.logger)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	if err := migrations.RequireClusterSettings(ctx, conn, cfg.Cluster); err != nil {
+	s.conn = conn
+	if err := migrations.RequireClusterSettings(ctx, conn, s.cfg.Cluster); err != nil {
 		return err
 	}
-	colCfg := cfg.Collector
+	colCfg := s.cfg.Collector
 	colCfg.Brokers = brokers
-	colCfg.Retention.Cluster = cfg.Cluster
-	col, err := collector.New(colCfg, conn, reg, logger)
+	colCfg.Retention.Cluster = s.cfg.Cluster
+	s.col, err = collector.New(colCfg, conn, s.reg, s.logger)
+	return err
+}
+
+// Run consumes until ctx ends or serving fails.
+func (s *Service) Run(ctx context.Context) error {
+	s.ready.Store(true)
+	return webserver.RunServing(s.webErr, func() error { return s.col.Run(ctx) })
+}
+
+// Stored is how many samples and allocation events the collector has stored so far.
+func (s *Service) Stored() (samples, allocations uint64) { return s.col.Stored() }
+
+// Conn is the migrated ClickHouse connection the collector writes through.
+func (s *Service) Conn() driver.Conn { return s.conn }
+
+// Close stops serving and closes the ClickHouse connection.
+func (s *Service) Close() {
+	s.stop()
+	if s.conn != nil {
+		s.conn.Close()
+	}
+}
+
+// Run runs the collector service until ctx ends: New, then Service.Run.
+func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog.Logger) error {
+	s, err := New(ctx, cfg, reg, logger)
 	if err != nil {
 		return err
 	}
-	ready.Store(true)
-	return webserver.RunServing(webErr, func() error { return col.Run(ctx) })
+	defer s.Close()
+	return s.Run(ctx)
 }

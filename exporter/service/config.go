@@ -49,9 +49,4 @@ type Config struct {
 	Web *web.FlagConfig
 	// Ready, if set, is set once sampling starts (for a caller that serves its own /readyz).
 	Ready *atomic.Bool
-
-	// Embedded runs the service inside a command that logs and traces the run itself (the demo):
-	// the source neither logs nor registers its metrics, the service logs neither the start nor
-	// the end of sampling, and sets up no tracing.
-	Embedded bool
 }

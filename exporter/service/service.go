@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/slicemeter/slicemeter/exporter"
 	"github.com/slicemeter/slicemeter/exporter/nvmlsource"
@@ -24,14 +23,7 @@ type Service struct {
 
 // New opens the source cfg names, registering its metrics in reg. A bad Config is a usage error.
 func New(cfg Config, reg *prometheus.Registry, logger *slog.Logger) (*Service, error) {
-	var m *nvmlsource.Metrics // nil: counted, not registered
-	srcLogger := logger
-	if cfg.Embedded {
-		srcLogger = slog.New(slog.DiscardHandler)
-	} else {
-		m = nvmlsource.NewMetrics(reg)
-	}
-	src, err := openSource(&cfg, m, srcLogger)
+	src, err := openSource(&cfg, nvmlsource.NewMetrics(reg), logger)
 	if err != nil {
 		return nil, err
 	}
@@ -53,15 +45,11 @@ func (s *Service) Close() error {
 // or until ctx ends, serving the registry meanwhile; then it delivers what is still spooled. It
 // returns the samples taken.
 func (s *Service) Run(ctx context.Context) (int64, error) {
-	var tp trace.TracerProvider
-	if !s.cfg.Embedded {
-		var stopTracing func()
-		var err error
-		if tp, stopTracing, err = tracerProvider(ctx); err != nil {
-			return 0, err
-		}
-		defer stopTracing()
+	tp, stopTracing, err := tracerProvider(ctx)
+	if err != nil {
+		return 0, err
 	}
+	defer stopTracing()
 
 	ready := s.cfg.Ready
 	if ready == nil {
@@ -89,16 +77,12 @@ func (s *Service) Run(ctx context.Context) (int64, error) {
 		Source: src.Source, Clock: src.clock, Sinks: sinks, Start: src.start, End: src.end, Interval: src.interval,
 		FlushEvery: s.cfg.FlushInterval, Logger: s.logger, Metrics: exporter.NewLoopMetrics(s.reg),
 	}
-	if !s.cfg.Embedded {
-		s.logger.Info("exporter sampling", append(src.describe, "interval", src.interval)...)
-	}
+	s.logger.Info("exporter sampling", append(src.describe, "interval", src.interval)...)
 	var taken atomic.Int64 // read here while a failure to serve may leave the loop running
 	err = webserver.RunServing(webErr, func() error {
 		n, err := loop.Run(ctx)
 		taken.Store(n)
-		if !s.cfg.Embedded {
-			s.logger.Info("exporter finished sampling", "samples", n)
-		}
+		s.logger.Info("exporter finished sampling", "samples", n)
 		stopBg()
 		<-senderDone
 		// Deliver what is still spooled before exiting; what is left stays for the next start.

@@ -1,0 +1,220 @@
+// Package demo runs the whole pipeline on a simulated fleet in one process: the collector
+// service, the scheduler's announcements of the scenario's allocations, the exporter service on
+// the simulated fleet, then the one report — the same services the separate commands run, over
+// an embedded Kafka broker and a ClickHouse server of its own unless it is given both.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/allocations"
+	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/collector"
+	collectorsvc "github.com/slicemeter/slicemeter/collector/service"
+	"github.com/slicemeter/slicemeter/deploy/local"
+	exportersvc "github.com/slicemeter/slicemeter/exporter/service"
+	"github.com/slicemeter/slicemeter/internal/usage"
+	"github.com/slicemeter/slicemeter/internal/webserver"
+)
+
+// Config is what the demo's flags set.
+type Config struct {
+	ScenarioPath  string
+	SimStart      string        // move the scenario to start then: RFC 3339 or "now"; empty: as written
+	Fast          bool          // the simulated clock as fast as the pipeline allows
+	FlushInterval time.Duration // sampled time per SampleBatch; 0: 1s, 10s with Fast
+	Report        io.Writer     // where the report goes, unless ReportPath names a file
+	ReportPath    string
+	Format        string   // of the report: csv or json
+	Brokers       []string // Kafka; none: an embedded broker (kfake)
+	DSN           string   // ClickHouse; empty: a server started in a temporary directory
+	Partitions    int      // of the topics when they have to be created
+	Web           *web.FlagConfig
+}
+
+// Run runs the demo: it starts what cfg does not name, runs the services on the scenario and
+// writes the report of the scenario's window to cfg.Report. Bad input is a usage error.
+func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	began := time.Now()
+	sc, err := exportersvc.LoadScenario(cfg.ScenarioPath)
+	if err != nil {
+		return err
+	}
+	if cfg.SimStart != "" {
+		start := time.Now().UTC().Truncate(time.Second)
+		if cfg.SimStart != "now" {
+			if start, err = time.Parse(time.RFC3339Nano, cfg.SimStart); err != nil {
+				return usage.Errorf("--sim.start %q: expected an RFC 3339 time such as 2026-01-05T00:00:00Z", cfg.SimStart)
+			}
+		}
+		sc.Start = start.UTC()
+	}
+	out := cfg.Report
+	if cfg.ReportPath != "" {
+		f, err := os.Create(cfg.ReportPath)
+		if err != nil {
+			return usage.Errorf("--report: %v", err)
+		}
+		defer f.Close()
+		out = f
+	}
+	brokers, dsn, stopLocal, err := cfg.localServices(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer stopLocal()
+
+	reg := webserver.NewRegistry()
+	var ready atomic.Bool
+	webCtx, stopWeb := context.WithCancel(ctx)
+	defer stopWeb()
+	webErr := webserver.Serve(webCtx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &ready, Logger: logger})
+
+	col, err := collectorsvc.New(ctx, collectorsvc.Config{Brokers: strings.Join(brokers, ","), Partitions: cfg.Partitions, DSN: dsn,
+		Collector: collector.Config{GroupID: "slicemeter-demo-" + sc.Name, FlushRows: 200000, FlushInterval: 100 * time.Millisecond}}, reg, logger)
+	if err != nil {
+		return err
+	}
+	defer col.Close()
+	servicesUp := time.Now()
+	colCtx, stopCollector := context.WithCancel(ctx)
+	defer stopCollector()
+	colDone := make(chan error, 1)
+	go func() { colDone <- col.Run(colCtx) }()
+
+	// Allocations, as a scheduler would announce them.
+	events := sc.AllocationEvents()
+	if err := allocations.Announce(ctx, brokers, events, logger); err != nil {
+		return err
+	}
+
+	flush := cfg.FlushInterval
+	if flush <= 0 {
+		flush = time.Second
+		if cfg.Fast {
+			flush = 10 * time.Second
+		}
+	}
+	exp, err := exportersvc.New(exportersvc.Config{Source: "sim", Scenario: sc, Fast: cfg.Fast, FlushInterval: flush,
+		Brokers: brokers, Partitions: cfg.Partitions, Ready: &ready}, reg, logger)
+	if err != nil {
+		return err
+	}
+	defer exp.Close()
+	produced, err := exp.Run(ctx)
+	if err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	sampled := time.Now()
+
+	if err := waitStored(ctx, col, uint64(produced), uint64(len(events)), colDone, webErr); err != nil {
+		return err
+	}
+	stored := time.Now()
+	stopCollector()
+	if err := <-colDone; err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("collector: %w", err)
+	}
+
+	res, err := attribution.Report(ctx, col.Conn(), pricebook.FromScenario(sc), attribution.Options{From: sc.Start, To: sc.End()})
+	attribution.LogNotes(ctx, logger, res.Report)
+	if err != nil {
+		return fmt.Errorf("attributing: %w", err)
+	}
+	f, err := report.ParseFormat(cfg.Format)
+	if err != nil {
+		return usage.Wrap(err)
+	}
+	if err := res.Report.Write(out, f); err != nil {
+		return fmt.Errorf("writing the report: %w", err)
+	}
+	done := time.Now()
+	logger.Info("demo finished",
+		"samples", produced,
+		"wall", done.Sub(began).Round(time.Millisecond),
+		"samples_per_second_end_to_end", int(float64(produced)/stored.Sub(servicesUp).Seconds()),
+		"startup", servicesUp.Sub(began).Round(time.Millisecond),
+		"sample_and_publish", sampled.Sub(servicesUp).Round(time.Millisecond),
+		"drain_to_clickhouse", stored.Sub(sampled).Round(time.Millisecond),
+		"attribution", done.Sub(stored).Round(time.Millisecond))
+	return nil
+}
+
+// localServices are the given Kafka brokers and ClickHouse, or an embedded broker (kfake) and a
+// ClickHouse server started in a temporary directory; stop ends what was started.
+func (c Config) localServices(ctx context.Context, logger *slog.Logger) (brokers []string, dsn string, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	brokers, dsn = c.Brokers, c.DSN
+	if len(brokers) == 0 {
+		cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			return nil, "", stop, fmt.Errorf("starting the embedded Kafka broker: %w", err)
+		}
+		stops = append(stops, cluster.Close)
+		brokers = cluster.ListenAddrs()
+		logger.Info("embedded Kafka broker (kfake) started", "brokers", brokers)
+	}
+	if dsn == "" {
+		ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
+		if err != nil {
+			stop()
+			return nil, "", func() {}, fmt.Errorf("starting a local ClickHouse server (or pass --clickhouse.dsn): %w", err)
+		}
+		stops = append(stops, func() {
+			if err := ch.Close(); err != nil {
+				logger.Warn("stopping the local ClickHouse server", "err", err)
+			}
+		})
+		dsn = ch.DSN("slicemeter")
+		logger.Info("local ClickHouse server started", "addr", ch.Addr())
+	}
+	return brokers, dsn, stop, nil
+}
+
+// waitStored polls the collector until it stored at least the produced samples and allocations.
+func waitStored(ctx context.Context, col *collectorsvc.Service, samples, allocations uint64, colDone <-chan error, webErr <-chan error) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Minute)
+	for {
+		s, a := col.Stored()
+		if s >= samples && a >= allocations {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-colDone:
+			return fmt.Errorf("collector stopped with %d of %d samples and %d of %d allocations stored: %v", s, samples, a, allocations, err)
+		case err, ok := <-webErr:
+			if ok && err != nil {
+				return fmt.Errorf("serving /metrics: %w", err)
+			}
+			webErr = nil
+		case <-deadline:
+			return fmt.Errorf("timed out: %d of %d samples and %d of %d allocations stored", s, samples, a, allocations)
+		case <-tick.C:
+		}
+	}
+}
