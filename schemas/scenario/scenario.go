@@ -1,5 +1,5 @@
 // Package scenario loads and validates scenario files (format version 1): the simulator's input
-// and the ground truth of the acceptance tests. See DESIGN.md, "Scenario files".
+// and the ground truth of the acceptance tests. See schemas/README.md, "Scenario files".
 package scenario
 
 import (

@@ -154,7 +154,7 @@ type Sample struct {
 	InstanceId       string                 `protobuf:"bytes,7,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"` // gpuN / gpuN/migM / gpuN/vgpuM (sim) or the UUID on hardware
 	Profile          string                 `protobuf:"bytes,8,opt,name=profile,proto3" json:"profile,omitempty"`                         // MIG or vGPU profile name; empty for a whole GPU
 	Attached         bool                   `protobuf:"varint,9,opt,name=attached,proto3" json:"attached,omitempty"`                      // a tenant's process (MIG, GPU) or VM (vGPU) is on the instance
-	SmActive         float64                `protobuf:"fixed64,10,opt,name=sm_active,json=smActive,proto3" json:"sm_active,omitempty"`    // 0..1, see DESIGN.md
+	SmActive         float64                `protobuf:"fixed64,10,opt,name=sm_active,json=smActive,proto3" json:"sm_active,omitempty"`    // 0..1, see README.md, "A sample"
 	MemUsedBytes     uint64                 `protobuf:"varint,11,opt,name=mem_used_bytes,json=memUsedBytes,proto3" json:"mem_used_bytes,omitempty"`
 	MemTotalBytes    uint64                 `protobuf:"varint,12,opt,name=mem_total_bytes,json=memTotalBytes,proto3" json:"mem_total_bytes,omitempty"`
 	PowerWatts       float64                `protobuf:"fixed64,13,opt,name=power_watts,json=powerWatts,proto3" json:"power_watts,omitempty"`                      // GPU-level

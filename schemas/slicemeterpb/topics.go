@@ -1,6 +1,6 @@
 package slicemeterpb
 
-// Kafka topics (DESIGN.md, "Kafka"). The version suffix changes only with an incompatible format.
+// Kafka topics (README.md, "Kafka"). The version suffix changes only with an incompatible format.
 const (
 	TopicSamples     = "slicemeter.samples.v1"     // key: node; value: SampleBatch
 	TopicAllocations = "slicemeter.allocations.v1" // key: tenant; value: AllocationEvent
