@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/slicemeter/slicemeter/"
+
+// wing ranks a package by where it sits in the data flow (exporter → collector → attribution
+// over the contracts in schemas): a package may import only packages of a lower or equal rank.
+// Plumbing (internal/, deploy/local) sits below the contracts; the binary, the demo and the
+// end-to-end tests sit above everything.
+func wing(pkg string) (rank int, name string) {
+	p := strings.TrimPrefix(pkg, module)
+	switch {
+	case strings.HasPrefix(p, "internal/"), p == "deploy/local":
+		return 0, "plumbing"
+	case strings.HasPrefix(p, "schemas/"), p == "deploy/local/localtest":
+		return 1, "schemas"
+	case p == "exporter" || strings.HasPrefix(p, "exporter/"):
+		return 2, "exporter"
+	case p == "collector" || strings.HasPrefix(p, "collector/"):
+		return 3, "collector"
+	case p == "attribution" || strings.HasPrefix(p, "attribution/"), p == "dashboards", p == "alerts":
+		return 4, "attribution"
+	}
+	return 5, "top"
+}
+
+// No wing imports a wing above it: the collector never reaches into attribution, the
+// contracts never into a component.
+func TestWingsImportOnlyDownstream(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "../../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		from, fromName := wing(fields[0])
+		for _, imp := range fields[1:] {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			if to, toName := wing(imp); to > from {
+				t.Errorf("%s (%s) imports %s (%s), a wing above it", fields[0], fromName, imp, toName)
+			}
+		}
+	}
+}
+
+// The binary only parses flags into the services' configs: its code stays small.
+func TestCommandIsOnlyFlagsAndWiring(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines += bytes.Count(b, []byte("\n"))
+	}
+	if lines > 800 {
+		t.Errorf("cmd/slicemeter has %d non-test lines, more than 800: move what is not flags and wiring into its wing", lines)
+	}
+}
