@@ -5,7 +5,6 @@ import (
 	"context"
 	"log/slog"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,15 +20,13 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
-// server is the package's ClickHouse 18.16, started by the first test that needs one and
-// stopped by TestMain.
-var server chtest.Server
-
-func TestMain(m *testing.M) { os.Exit(server.Main(m)) }
+// The tests share the binary's ClickHouse 18.16 (chtest.NewDatabase); TestMain stops it.
+func TestMain(m *testing.M) { localtest.Main(m) }
 
 var book = chtest.Book()
 
@@ -52,7 +49,7 @@ func TestContinuousMinutesSumToReports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := server.NewDatabase(t, nil)
+	conn := chtest.NewDatabase(t, nil)
 	chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { chtest.InsertSamples(t, conn, node, samples) })
 	chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
 	book := pricebook.FromScenario(sc)
@@ -176,7 +173,7 @@ func TestContinuousScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			conn := server.NewDatabase(t, nil)
+			conn := chtest.NewDatabase(t, nil)
 			chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { chtest.InsertSamples(t, conn, node, samples) })
 			chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
 			book := pricebook.FromScenario(sc)
@@ -238,7 +235,7 @@ func TestContinuousScenarios(t *testing.T) {
 // presence of only the minutes the last one had not: the stored minutes still sum to the hour.
 func checkPassByPass(t *testing.T, sc *scenario.Scenario) {
 	ctx := context.Background()
-	conn := server.NewDatabase(t, nil)
+	conn := chtest.NewDatabase(t, nil)
 	chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { chtest.InsertSamples(t, conn, node, samples) })
 	chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
 	book := pricebook.FromScenario(sc)
@@ -257,11 +254,8 @@ func checkPassByPass(t *testing.T, sc *scenario.Scenario) {
 // allocations (as Kafka may deliver them) recur in every minute and every pass recomputes ten
 // of them; the service logs each kind of problem at most once a minute, with a count.
 func TestContinuousProblemLogs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs ClickHouse")
-	}
 	ctx := context.Background()
-	conn := server.NewDatabase(t, nil)
+	conn := chtest.NewDatabase(t, nil)
 	var samples []*pb.Sample
 	for at := time.Duration(0); at < 12*time.Minute; at += time.Second {
 		samples = append(samples, chtest.MigA100.Sample(at, time.Second, true, 0.5))
