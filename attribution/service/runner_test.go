@@ -50,8 +50,7 @@ func TestContinuousMinutesSumToReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn := chtest.NewDatabase(t, nil)
-	chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { chtest.InsertSamples(t, conn, node, samples) })
-	chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
+	chtest.InsertScenario(t, conn, sc)
 	book := pricebook.FromScenario(sc)
 
 	clock := sc.End().Add(30 * time.Second)
@@ -174,8 +173,7 @@ func TestContinuousScenarios(t *testing.T) {
 				t.Fatal(err)
 			}
 			conn := chtest.NewDatabase(t, nil)
-			chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { chtest.InsertSamples(t, conn, node, samples) })
-			chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
+			chtest.InsertScenario(t, conn, sc)
 			book := pricebook.FromScenario(sc)
 			rep, err := reportOf(ctx, conn, sc.Start, sc.End(), book, store.RawSamples)
 			if err != nil {
@@ -236,8 +234,7 @@ func TestContinuousScenarios(t *testing.T) {
 func checkPassByPass(t *testing.T, sc *scenario.Scenario) {
 	ctx := context.Background()
 	conn := chtest.NewDatabase(t, nil)
-	chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { chtest.InsertSamples(t, conn, node, samples) })
-	chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
+	chtest.InsertScenario(t, conn, sc)
 	book := pricebook.FromScenario(sc)
 	cfg := service.Passes{Delay: 30 * time.Second, Lookback: 2 * time.Minute, Backfill: time.Minute, MaxRecompute: time.Hour, MaxMinutes: 120, Presence: time.Hour}
 	runner := service.NewRunner(conn, book, cfg, nil, slog.New(slog.DiscardHandler))

@@ -8,7 +8,6 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
-	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
 // The tests share the binary's ClickHouse 18.16 (chtest.NewDatabase); TestMain stops it.
@@ -43,8 +42,7 @@ tenants:
 		t.Fatal(err)
 	}
 	conn := chtest.NewDatabase(t, nil)
-	chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { chtest.InsertSamples(t, conn, node, samples) })
-	chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
+	chtest.InsertScenario(t, conn, sc)
 	top, err := store.NoisyNeighbours(context.Background(), conn, sc.Start, sc.End())
 	if err != nil {
 		t.Fatal(err)

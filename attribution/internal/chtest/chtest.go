@@ -166,6 +166,13 @@ func Simulate(t testing.TB, sc *scenario.Scenario, write func(node string, sampl
 	flush()
 }
 
+// InsertScenario writes every sample of the scenario (Simulate) and its allocations.
+func InsertScenario(t testing.TB, conn driver.Conn, sc *scenario.Scenario) {
+	t.Helper()
+	Simulate(t, sc, func(node string, samples []*pb.Sample) { InsertSamples(t, conn, node, samples) })
+	InsertAllocations(t, conn, ScenarioAllocations(sc))
+}
+
 // ScenarioAllocations are the scenario's allocations as the allocations table holds them.
 func ScenarioAllocations(sc *scenario.Scenario) []AllocationRow {
 	var rows []AllocationRow
