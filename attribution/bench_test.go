@@ -13,6 +13,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // The fleet of the benchmarks: SLICEMETER_BENCH_INSTANCES MIG instances (7 per A100, 8 A100s
@@ -109,7 +110,7 @@ FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers L
 		b.Fatalf("generate attribution_minutes: %v", err)
 	}
 	end := f.start.Add(time.Duration(f.seconds) * time.Second).UnixNano()
-	allocs := fmt.Sprintf(`INSERT INTO allocations (allocation_id, tenant, tier, node, instance_id, requested_ns, started_ns, ended_ns, version, deleted, received)
+	allocs := tables.Insert(tables.Allocations, tables.AllocationColumns) + fmt.Sprintf(`
 SELECT concat('a', toString(inst)), concat('tenant-', toString(inst %% 10)), 'pro', concat('node-', toString(intDiv(inst, 56))),
     concat('gpu', toString(intDiv(inst, 7) %% 8), '/mig', toString(inst %% 7)), toInt64(%d), toInt64(%d), toInt64(%d), toUInt64(1), toUInt8(0), now()
 FROM (SELECT number AS inst FROM system.numbers LIMIT %d)`, start, start, end, f.instances)
@@ -126,9 +127,6 @@ var benchBook = &pricebook.PriceBook{Currency: "USD", Prices: map[string]float64
 // BenchmarkReport: the per-tenant report of the whole generated period (the daily report at
 // the target scale), from the raw samples and from the per-second rollup.
 func BenchmarkReport(b *testing.B) {
-	if testing.Short() {
-		b.Skip("needs ClickHouse")
-	}
 	f := newBenchFleet(b)
 	to := f.start.Add(time.Duration(f.seconds) * time.Second)
 	b.Run("attribution_minutes", func(b *testing.B) {
@@ -158,9 +156,6 @@ func BenchmarkReport(b *testing.B) {
 // BenchmarkMinute: one minute of the fleet attributed per allocation (what the service does
 // every minute).
 func BenchmarkMinute(b *testing.B) {
-	if testing.Short() {
-		b.Skip("needs ClickHouse")
-	}
 	f := newBenchFleet(b)
 	from := f.start.Add(time.Duration(f.seconds/2) * time.Second).Truncate(time.Minute)
 	for _, source := range []store.Samples{store.MinuteRollup, store.SecondRollup, store.RawSamples} {

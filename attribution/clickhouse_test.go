@@ -2,32 +2,29 @@ package attribution_test
 
 import (
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
-// server is the package's ClickHouse 18.16, started by the first test that needs one and
-// stopped by TestMain.
-var server chtest.Server
-
-func TestMain(m *testing.M) { os.Exit(server.Main(m)) }
+// The tests share the binary's ClickHouse 18.16 (chtest.NewDatabase); TestMain stops it.
+func TestMain(m *testing.M) { localtest.Main(m) }
 
 // newDatabase returns a connection to a fresh database with slicemeter's schema.
 func newDatabase(t testing.TB) driver.Conn {
 	t.Helper()
-	return server.NewDatabase(t, nil)
+	return chtest.NewDatabase(t, nil)
 }
 
 // newDatabaseLogged is newDatabase with the driver logging to logger (nil: nowhere).
 func newDatabaseLogged(t testing.TB, logger *slog.Logger) driver.Conn {
 	t.Helper()
-	return server.NewDatabase(t, logger)
+	return chtest.NewDatabase(t, logger)
 }
 
 // insertSamples writes samples of one node as the collector does, column by column.

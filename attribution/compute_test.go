@@ -278,9 +278,6 @@ func TestComputeErrors(t *testing.T) {
 // TestComputeOverlap: two allocations from Kafka (which the intakes' overlap check never saw)
 // on one instance at once are reported, and break the overlap invariant.
 func TestComputeOverlap(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs ClickHouse")
-	}
 	conn := newDatabase(t)
 	insertSamples(t, conn, "node-a", []*pb.Sample{wholeA100.sample(0, time.Second, true, 1)})
 	insertAllocations(t, conn, []allocationRow{

@@ -15,7 +15,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
-	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
@@ -93,11 +93,7 @@ func TestCurrentClickHouseDialect(t *testing.T) {
 	for _, f := range migrations.Files() {
 		files = append(files, filepath.Join("..", "schemas", "migrations", f))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := local.CheckWithChDB(ctx, append(files, script)...); err != nil {
-		t.Fatal(err)
-	}
+	localtest.CheckWithChDB(t, append(files, script)...)
 }
 
 // TestServiceQueriesCurrentDialect runs the queries of the presence lookback (every sample
@@ -137,11 +133,7 @@ func TestServiceQueriesCurrentDialect(t *testing.T) {
 	for _, f := range migrations.Files() {
 		files = append(files, filepath.Join("..", "schemas", "migrations", f))
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := local.CheckWithChDB(ctx, append(files, script)...); err != nil {
-		t.Fatal(err)
-	}
+	localtest.CheckWithChDB(t, append(files, script)...)
 }
 
 // queryRecorder is a slog.Handler that keeps the queries clickhouse-go logs as it sends them.

@@ -19,7 +19,6 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/schemas/hardware"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
-	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
 // TestPropertyRandomScenarios generates random fleets (MIG layouts, whole GPUs, time-sliced
@@ -49,8 +48,7 @@ func TestPropertyRandomScenarios(t *testing.T) {
 				t.Fatalf("generated scenario: %v\n%s", err, text)
 			}
 			conn := newDatabase(t)
-			chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { insertSamples(t, conn, node, samples) })
-			chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
+			chtest.InsertScenario(t, conn, sc)
 			chtest.RollUp(t, conn)
 			want := groundTruth(sc)
 			for _, source := range sources {

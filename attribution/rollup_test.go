@@ -10,6 +10,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // TestRollupKeepsCompleteRows: a rollup row written before all of its samples arrived (fewer
@@ -50,16 +51,12 @@ func TestRollupKeepsCompleteRows(t *testing.T) {
 				return b.String()
 			}
 			complete := csv()
-			const columns = `time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile, compute_slices, sm_count,
-    gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns, samples, covered_ns, sm_active_sum, attached_sum,
-    vgpu_switch_ns_sum, vgpu_run_ns_sum, first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count,
-    active_samples, active_ns`
-			err := conn.Exec(ctx, fmt.Sprintf(`INSERT INTO %[1]s (%[2]s)
+			err := conn.Exec(ctx, tables.Insert(tt.table, tables.RollupColumns)+fmt.Sprintf(`
 SELECT time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile, compute_slices, sm_count,
-    gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns, samples - %[3]d, intDiv(covered_ns, 2), 0., attached_sum,
+    gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns, samples - %[2]d, intDiv(covered_ns, 2), 0., attached_sum,
     vgpu_switch_ns_sum, vgpu_run_ns_sum, first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count,
-    active_samples - %[3]d, intDiv(active_ns, 2)
-FROM %[1]s`, tt.table, columns, tt.fewer))
+    active_samples - %[2]d, intDiv(active_ns, 2)
+FROM %[1]s`, tt.table, tt.fewer))
 			if err != nil {
 				t.Fatalf("insert the partial rows: %v", err)
 			}

@@ -12,7 +12,6 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
-	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
 // TestScenarios runs the public scenarios through the simulator into ClickHouse and checks that
@@ -33,8 +32,7 @@ func TestScenarios(t *testing.T) {
 				t.Fatal(err)
 			}
 			conn := newDatabase(t)
-			chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { insertSamples(t, conn, node, samples) })
-			chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
+			chtest.InsertScenario(t, conn, sc)
 
 			r, err := reportOf(context.Background(), conn, sc.Start, sc.End(), pricebook.FromScenario(sc), store.RawSamples)
 			if err != nil {

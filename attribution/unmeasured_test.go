@@ -159,8 +159,7 @@ func TestScenarioWithoutGPM(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn := newDatabase(t)
-	chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { insertSamples(t, conn, node, samples) })
-	chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
+	chtest.InsertScenario(t, conn, sc)
 	chtest.RollUp(t, conn)
 	book := pricebook.FromScenario(sc)
 

@@ -5,10 +5,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,66 +14,14 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
-	"github.com/slicemeter/slicemeter/schemas/migrations"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
-// One ClickHouse server for the package, started on first use; each test has its own database.
-var (
-	sharedOnce sync.Once
-	sharedCH   *local.ClickHouse
-	sharedErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if sharedCH != nil {
-		sharedCH.Close()
-	}
-	os.Exit(code)
-}
-
-func clickHouse(t testing.TB) *local.ClickHouse {
-	t.Helper()
-	sharedOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		sharedCH, sharedErr = local.StartClickHouse(ctx, local.ClickHouseOptions{})
-	})
-	if sharedErr != nil {
-		t.Fatalf("start clickhouse: %v", sharedErr)
-	}
-	return sharedCH
-}
-
-// migratedDatabase creates database name on ch, applies the migrations and returns a connection.
-func migratedDatabase(t testing.TB, ch *local.ClickHouse, name string) driver.Conn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := migrations.OpenMigrated(ctx, ch.DSN(name), "", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
-
-func fakeKafka(t testing.TB) []string {
-	t.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1),
-		kfake.SeedTopics(1, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	return cluster.ListenAddrs()
-}
+func TestMain(m *testing.M) { localtest.Main(m) }
 
 func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -248,8 +194,8 @@ func readDeadLetters(t testing.TB, brokers []string, n int) []kafka.Message {
 }
 
 func TestStoresValidAndDeadLettersInvalid(t *testing.T) {
-	brokers := fakeKafka(t)
-	conn := migratedDatabase(t, clickHouse(t), "collector_stores")
+	brokers := localtest.FakeKafka(t)
+	conn := localtest.Database(t).Conn
 
 	garbage := kafka.Message{Topic: pb.TopicSamples, Key: []byte("node-x"), Value: []byte{0xff, 0xff, 0xff},
 		Headers: []kafka.Header{{Key: "trace", Value: []byte("t1")}}}
@@ -408,18 +354,15 @@ func TestStoresValidAndDeadLettersInvalid(t *testing.T) {
 func TestCommitsOnlyAfterInsert(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.Close() })
+	ch := localtest.NewClickHouse(t) // of its own: the test stops it
 	// ClickHouse 18.16 waits for open client connections when stopped (10 s, then SIGKILL):
 	// close ours first and give the collector a connection that dials lazily.
-	migratedDatabase(t, ch, "collector_down").Close()
+	db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Server: ch})
+	db.Conn.Close()
 	if err := ch.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	opts, err := clickhouse.ParseDSN(ch.DSN("collector_down"))
+	opts, err := clickhouse.ParseDSN(db.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +372,7 @@ func TestCommitsOnlyAfterInsert(t *testing.T) {
 	}
 	t.Cleanup(func() { conn.Close() })
 
-	brokers := fakeKafka(t)
+	brokers := localtest.FakeKafka(t)
 	batch := func(seq uint64) kafka.Message {
 		return sampleMessage(t, &pb.SampleBatch{Node: "node-a", Seq: seq, Samples: []*pb.Sample{
 			sample(pb.Kind_KIND_GPU, "gpu0", base+seq*100_000_000),
@@ -488,8 +431,8 @@ func TestCommitsOnlyAfterInsert(t *testing.T) {
 
 // TestFinalFlushOnShutdown: what is pending when Run's context ends is stored and committed.
 func TestFinalFlushOnShutdown(t *testing.T) {
-	brokers := fakeKafka(t)
-	conn := migratedDatabase(t, clickHouse(t), "collector_shutdown")
+	brokers := localtest.FakeKafka(t)
+	conn := localtest.Database(t).Conn
 	produce(t, brokers, sampleMessage(t, &pb.SampleBatch{Node: "node-a", Samples: []*pb.Sample{
 		sample(pb.Kind_KIND_GPU, "gpu0", base), sample(pb.Kind_KIND_GPU, "gpu1", base),
 	}}))

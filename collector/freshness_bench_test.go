@@ -11,7 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -24,18 +24,13 @@ import (
 //	go test ./collector -run '^$' -bench Freshness50k -benchtime 1x
 func BenchmarkFreshness50k(b *testing.B) {
 	const nodes, instances, tick, seconds = 715, 7, 100 * time.Millisecond, 20
+	brokers := kafkaBroker(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	k, err := local.StartKafka(ctx, local.KafkaOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer k.Close()
-	brokers := kafkaconn.ParseBrokers(k.Brokers())
 	if err := kafkaconn.EnsureTopics(ctx, brokers, 4, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
 		b.Fatal(err)
 	}
-	conn := migratedDatabase(b, clickHouse(b), "collector_freshness_bench")
+	conn := localtest.Database(b).Conn
 	reg := prometheus.NewRegistry()
 	c, err := New(Config{Brokers: brokers, GroupID: "freshness"}, conn, reg, nil)
 	if err != nil {

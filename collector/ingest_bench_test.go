@@ -16,7 +16,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -36,14 +36,10 @@ func BenchmarkIngestVsKafkaEngine(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("SLICEMETER_BENCH_SAMPLES")); err == nil && v > 0 {
 		total = v
 	}
+	k := localtest.NewKafka(b) // of its own: its topics get the partitions below
+	brokers := kafkaconn.ParseBrokers(k.Brokers())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	k, err := local.StartKafka(ctx, local.KafkaOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer k.Close()
-	brokers := kafkaconn.ParseBrokers(k.Brokers())
 	const partitions = 4
 	const jsonTopic = "bench.samples.json"
 	if err := kafkaconn.EnsureTopics(ctx, brokers, partitions, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter, jsonTopic); err != nil {
@@ -51,18 +47,14 @@ func BenchmarkIngestVsKafkaEngine(b *testing.B) {
 	}
 	// A server of its own: the Kafka engine's consumer must start at the oldest message (its
 	// librdkafka default is the newest), which is server configuration.
-	ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ch.Close()
+	ch := localtest.NewClickHouse(b)
 	if err := ch.AddConfig("kafka", kafkaEngineConfig); err != nil {
 		b.Fatal(err)
 	}
 	if err := ch.Restart(ctx); err != nil {
 		b.Fatal(err)
 	}
-	conn := migratedDatabase(b, ch, "collector_ingest_bench")
+	conn := localtest.DatabaseWith(b, localtest.DatabaseOptions{Server: ch}).Conn
 
 	// 7 instances × 100 ticks per message: one node's 10 s, as an exporter flushing every 10 s sends.
 	const perMessage = 700

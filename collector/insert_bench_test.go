@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -16,7 +17,7 @@ import (
 //	go test ./collector -run '^$' -bench InsertSamples100k -benchtime 5x
 func BenchmarkInsertSamples100k(b *testing.B) {
 	const rows = 100_000
-	conn := migratedDatabase(b, clickHouse(b), "collector_bench")
+	conn := localtest.Database(b).Conn
 	var cols sampleColumns
 	kinds := []pb.Kind{pb.Kind_KIND_GPU, pb.Kind_KIND_MIG, pb.Kind_KIND_VGPU}
 	for i := range rows {
@@ -43,8 +44,8 @@ func BenchmarkCollect100k(b *testing.B) {
 	var elapsed time.Duration
 	for i := range b.N {
 		b.StopTimer()
-		brokers := fakeKafka(b)
-		conn := migratedDatabase(b, clickHouse(b), fmt.Sprintf("collector_bench_e2e_%d", i))
+		brokers := localtest.FakeKafka(b)
+		conn := localtest.DatabaseWith(b, localtest.DatabaseOptions{Name: fmt.Sprintf("collector_bench_e2e_%d", i)}).Conn
 		for n := range batches {
 			batch := &pb.SampleBatch{Node: fmt.Sprintf("node-%03d", n)}
 			for j := range perBatch {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -14,8 +15,8 @@ import (
 // the dead-letter topic with a reason naming both, counted — while a newer version of an
 // allocation never overlaps itself, and a refused event blocks nothing.
 func TestRefusesOverlappingAllocations(t *testing.T) {
-	brokers := fakeKafka(t)
-	conn := migratedDatabase(t, clickHouse(t), "collector_overlaps")
+	brokers := localtest.FakeKafka(t)
+	conn := localtest.Database(t).Conn
 	event := func(id, tenant string, start, end int64, version uint64) *pb.AllocationEvent {
 		return &pb.AllocationEvent{AllocationId: id, Tenant: tenant, Tier: "pro", Node: "node-a", InstanceId: "gpu0",
 			RequestedAtNs: start, StartedAtNs: start, EndedAtNs: end, Version: version}

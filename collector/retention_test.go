@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
@@ -28,12 +29,9 @@ func TestIsDayPartition(t *testing.T) {
 // TestDropExpired stores samples and rollups on four days and expires raw samples after 2
 // days and rollups after 3 (seconds) and never (minutes).
 func TestDropExpired(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts ClickHouse")
-	}
+	conn := localtest.Database(t).Conn
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	conn := migratedDatabase(t, clickHouse(t), "collector_retention")
 	day0 := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC) // partitions 20260105 .. 20260108
 	var cols sampleColumns
 	var tr touched
@@ -86,13 +84,10 @@ func TestHasTTL(t *testing.T) {
 // TestApplyTTL: nothing on 18.16 (no TTL there; partitions are dropped instead), and the
 // statements it would run elsewhere run on current ClickHouse (chDB) after the migrations.
 func TestApplyTTL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts ClickHouse and runs chDB")
-	}
+	conn := localtest.Database(t).Conn
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	r := Retention{Raw: 48 * time.Hour, Rollup1m: 720 * time.Hour}
-	conn := migratedDatabase(t, clickHouse(t), "collector_ttl")
 	if set, err := ApplyTTL(ctx, conn, r); err != nil || set {
 		t.Fatalf("ApplyTTL on 18.16: set %v, %v; want nothing set", set, err)
 	}
@@ -110,26 +105,17 @@ func TestApplyTTL(t *testing.T) {
 	for _, f := range migrations.Files() {
 		files = append(files, filepath.Join("..", "schemas", "migrations", f))
 	}
-	if err := local.CheckWithChDB(ctx, append(files, file)...); err != nil {
-		t.Fatal(err)
-	}
+	localtest.CheckWithChDB(t, append(files, file)...)
 }
 
 // TestDropExpiredCluster: on a two-shard cluster the day partitions live in samples_local on
 // each shard; DropExpired finds the days through the Distributed table and drops them ON
 // CLUSTER, from both shards.
 func TestDropExpiredCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts ZooKeeper and two ClickHouse servers")
-	}
+	const name = "retention_test"
+	cl := localtest.NewCluster(t, local.ClusterOptions{Name: name, Shards: 2, Profile: migrations.ClusterSettings})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	const name = "retention_test"
-	cl, err := local.StartCluster(ctx, local.ClusterOptions{Name: name, Shards: 2, Profile: migrations.ClusterSettings})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	const db = "collector_retention_cluster"
 	if err := chconn.EnsureDatabase(ctx, cl.Nodes[0].DSN(db)); err != nil {
 		t.Fatal(err)

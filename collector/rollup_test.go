@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 	"github.com/slicemeter/slicemeter/schemas/tables"
@@ -100,12 +100,9 @@ func readRollup(t testing.TB, ctx context.Context, conn interface {
 // TestRollupsExactlyOnce stores samples, stores some of them again (a replay after a crash),
 // recomputes after each, and checks the rollups against sums computed here.
 func TestRollupsExactlyOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts ClickHouse")
-	}
+	conn := localtest.Database(t).Conn
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	conn := migratedDatabase(t, clickHouse(t), "collector_rollups")
 
 	// Two nodes, 10 Hz, 2.5 minutes starting 0.7 s into a second, so seconds and minutes
 	// are partly covered at both ends; gpu0 attaches 3 s in; vGPU waits vary; gpu0's activity
@@ -239,12 +236,9 @@ func TestRollupsExactlyOnce(t *testing.T) {
 // samples_1s and samples_1m alike, and that rows written before those columns existed read as
 // all measured.
 func TestRollupActiveSamples(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts ClickHouse")
-	}
+	conn := localtest.Database(t).Conn
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	conn := migratedDatabase(t, clickHouse(t), "collector_rollup_active")
 
 	type want struct {
 		samples, coveredNs, activeSamples, activeNs uint64
@@ -372,11 +366,7 @@ func compareRollup(got, want rollupRow) string {
 // ClickHouse) after the migrations, with two samples in place, the second not measured; 18.16
 // runs them in TestRollupsExactlyOnce and TestRollupActiveSamples.
 func TestRollupQueriesOnCurrentClickHouse(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs chDB")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	localtest.SkipShort(t, "chDB (python)")
 	bind := func(q string) string {
 		for _, arg := range []string{"('node-a', 'node-b')", "1767571200", "1767571319"} {
 			q = strings.Replace(q, "?", arg, 1)
@@ -401,7 +391,5 @@ SELECT toDateTime(1767571200), 1767571200100000000, 100000000, 'node-a', 'GPU-1'
 	for _, f := range migrations.Files() {
 		files = append(files, filepath.Join("..", "schemas", "migrations", f))
 	}
-	if err := local.CheckWithChDB(ctx, append(files, file)...); err != nil {
-		t.Fatal(err)
-	}
+	localtest.CheckWithChDB(t, append(files, file)...)
 }

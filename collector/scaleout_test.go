@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -13,17 +14,14 @@ import (
 // TestTwoCollectorsSplitPartitions runs two collectors in one consumer group on a real broker
 // with a 4-partition topic: both get partitions and store samples, and together they store each sample once.
 func TestTwoCollectorsSplitPartitions(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts ClickHouse")
-	}
 	// A real broker: the group protocol (join, sync, rebalance) is what is tested here.
+	brokers := kafkaBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	brokers := kafkaBroker(ctx, t)
 	if err := kafkaconn.EnsureTopics(ctx, brokers, 4, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
 		t.Fatal(err)
 	}
-	conn := migratedDatabase(t, clickHouse(t), fmt.Sprintf("collector_scaleout_%d", time.Now().UnixNano())) // fresh under -count
+	conn := localtest.Database(t).Conn
 	cfg := Config{Brokers: brokers, GroupID: "scaleout", FlushInterval: 100 * time.Millisecond}
 	a, regA, stopA := startCollector(t, cfg, conn)
 	b, regB, stopB := startCollector(t, cfg, conn)

@@ -3,48 +3,25 @@ package allocations_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
 	"github.com/slicemeter/slicemeter/attribution/allocations"
-	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
-	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
 
 var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 
-// migratedDatabase starts a ClickHouse 18.16 server for the test and returns a connection to
-// a migrated database on it.
-func migratedDatabase(t *testing.T) driver.Conn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
-	if err != nil {
-		t.Fatalf("start ClickHouse (the clickhouse-server package must be installed): %v", err)
-	}
-	t.Cleanup(func() { ch.Close() })
-	conn, err := migrations.OpenMigrated(ctx, ch.DSN("allocations"), "", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
+// The ClickHouse test shares the binary's server (localtest.Database); TestMain stops it.
+func TestMain(m *testing.M) { localtest.Main(m) }
 
 // TestStore stores allocations in ClickHouse: new, repeated, changed,
 // overlapping (refused, nothing written), for an instance never sampled (accepted, flagged).
 func TestStore(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs ClickHouse")
-	}
 	ctx := context.Background()
-	conn := migratedDatabase(t)
+	conn := localtest.Database(t).Conn
 	const sampled = "gpu0/mig1"
 	// One sample of the instance, so that its allocations are not flagged unseen.
 	sample, err := conn.PrepareBatch(ctx, `INSERT INTO samples (time, ts_ns, interval_ns, node, instance_id, kind)`)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"log/slog"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,15 +20,13 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
-// server is the package's ClickHouse 18.16, started by the first test that needs one and
-// stopped by TestMain.
-var server chtest.Server
-
-func TestMain(m *testing.M) { os.Exit(server.Main(m)) }
+// The tests share the binary's ClickHouse 18.16 (chtest.NewDatabase); TestMain stops it.
+func TestMain(m *testing.M) { localtest.Main(m) }
 
 var book = chtest.Book()
 
@@ -52,9 +49,8 @@ func TestContinuousMinutesSumToReports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := server.NewDatabase(t, nil)
-	chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { chtest.InsertSamples(t, conn, node, samples) })
-	chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
+	conn := chtest.NewDatabase(t, nil)
+	chtest.InsertScenario(t, conn, sc)
 	book := pricebook.FromScenario(sc)
 
 	clock := sc.End().Add(30 * time.Second)
@@ -176,9 +172,8 @@ func TestContinuousScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			conn := server.NewDatabase(t, nil)
-			chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { chtest.InsertSamples(t, conn, node, samples) })
-			chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
+			conn := chtest.NewDatabase(t, nil)
+			chtest.InsertScenario(t, conn, sc)
 			book := pricebook.FromScenario(sc)
 			rep, err := reportOf(ctx, conn, sc.Start, sc.End(), book, store.RawSamples)
 			if err != nil {
@@ -238,9 +233,8 @@ func TestContinuousScenarios(t *testing.T) {
 // presence of only the minutes the last one had not: the stored minutes still sum to the hour.
 func checkPassByPass(t *testing.T, sc *scenario.Scenario) {
 	ctx := context.Background()
-	conn := server.NewDatabase(t, nil)
-	chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { chtest.InsertSamples(t, conn, node, samples) })
-	chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
+	conn := chtest.NewDatabase(t, nil)
+	chtest.InsertScenario(t, conn, sc)
 	book := pricebook.FromScenario(sc)
 	cfg := service.Passes{Delay: 30 * time.Second, Lookback: 2 * time.Minute, Backfill: time.Minute, MaxRecompute: time.Hour, MaxMinutes: 120, Presence: time.Hour}
 	runner := service.NewRunner(conn, book, cfg, nil, slog.New(slog.DiscardHandler))
@@ -257,11 +251,8 @@ func checkPassByPass(t *testing.T, sc *scenario.Scenario) {
 // allocations (as Kafka may deliver them) recur in every minute and every pass recomputes ten
 // of them; the service logs each kind of problem at most once a minute, with a count.
 func TestContinuousProblemLogs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs ClickHouse")
-	}
 	ctx := context.Background()
-	conn := server.NewDatabase(t, nil)
+	conn := chtest.NewDatabase(t, nil)
 	var samples []*pb.Sample
 	for at := time.Duration(0); at < 12*time.Minute; at += time.Second {
 		samples = append(samples, chtest.MigA100.Sample(at, time.Second, true, 0.5))

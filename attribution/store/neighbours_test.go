@@ -2,20 +2,16 @@ package store_test
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
-	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
-// server is the package's ClickHouse 18.16, started by the first test that needs one and
-// stopped by TestMain.
-var server chtest.Server
-
-func TestMain(m *testing.M) { os.Exit(server.Main(m)) }
+// The tests share the binary's ClickHouse 18.16 (chtest.NewDatabase); TestMain stops it.
+func TestMain(m *testing.M) { localtest.Main(m) }
 
 // TestNoisyNeighbours: on one time-sliced H100, "steady" and "heavy" run all along, "brief"
 // only for two minutes, "idle" never: each busy tenant's top neighbour is the co-tenant that
@@ -45,9 +41,8 @@ tenants:
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := server.NewDatabase(t, nil)
-	chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { chtest.InsertSamples(t, conn, node, samples) })
-	chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
+	conn := chtest.NewDatabase(t, nil)
+	chtest.InsertScenario(t, conn, sc)
 	top, err := store.NoisyNeighbours(context.Background(), conn, sc.Start, sc.End())
 	if err != nil {
 		t.Fatal(err)

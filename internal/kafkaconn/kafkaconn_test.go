@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 )
 
@@ -50,26 +49,12 @@ func TestEnsureTopicsUnreachable(t *testing.T) {
 // TestKfake and TestKafka run the same produce / consumer-group / commit / restart sequence
 // against kfake and a real Kafka broker.
 func TestKfake(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	roundTrip(t, cluster.ListenAddrs())
+	roundTrip(t, localtest.FakeKafka(t))
 }
 
 func TestKafka(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Kafka broker")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	k, err := local.StartKafka(ctx, local.KafkaOptions{})
-	if err != nil {
-		t.Fatalf("start kafka: %v", err)
-	}
-	t.Cleanup(func() { k.Close() })
-	roundTrip(t, kafkaconn.ParseBrokers(k.Brokers()))
+	// A broker of its own: roundTrip wants its topic empty, under -count too.
+	roundTrip(t, kafkaconn.ParseBrokers(localtest.NewKafka(t).Brokers()))
 }
 
 func roundTrip(t *testing.T, brokers []string) {

@@ -2,38 +2,21 @@ package allocation_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
-	"github.com/slicemeter/slicemeter/schemas/migrations"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 
-// migratedDatabase starts a ClickHouse 18.16 server for the test and returns a connection to
-// a migrated database on it.
-func migratedDatabase(t *testing.T) driver.Conn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
-	if err != nil {
-		t.Fatalf("start ClickHouse (the clickhouse-server package must be installed): %v", err)
-	}
-	t.Cleanup(func() { ch.Close() })
-	conn, err := migrations.OpenMigrated(ctx, ch.DSN("allocation"), "", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
+// The ClickHouse test shares the binary's server (localtest.Database); TestMain stops it.
+func TestMain(m *testing.M) { localtest.Main(m) }
 
 type allocationRow struct {
 	id, tenant, tier, node, instance string
@@ -44,8 +27,7 @@ type allocationRow struct {
 
 func insertAllocations(t *testing.T, conn driver.Conn, rows []allocationRow) {
 	t.Helper()
-	batch, err := conn.PrepareBatch(context.Background(), `INSERT INTO allocations (allocation_id, tenant, tier, node, instance_id,
-		requested_ns, started_ns, ended_ns, version, deleted, received)`)
+	batch, err := conn.PrepareBatch(context.Background(), tables.Insert(tables.Allocations, tables.AllocationColumns))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +52,8 @@ func insertAllocations(t *testing.T, conn driver.Conn, rows []allocationRow) {
 // version of an allocation never overlaps itself; replays, deletions and refused events do not
 // block an instance.
 func TestCheckEvents(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs ClickHouse")
-	}
 	ctx := context.Background()
-	conn := migratedDatabase(t)
+	conn := localtest.Database(t).Conn
 	row := func(id, instance string, from, to time.Duration, version uint64, deleted bool) allocationRow {
 		r := allocationRow{id: id, tenant: "t-" + id, tier: "pro", node: "node-a", instance: instance,
 			requested: t0.Add(from), started: t0.Add(from), version: version, deleted: deleted}

@@ -2,35 +2,24 @@ package tables_test
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/slicemeter/slicemeter/deploy/local"
-	"github.com/slicemeter/slicemeter/schemas/migrations"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
+
+// The ClickHouse test shares the binary's server (localtest.Database); TestMain stops it.
+func TestMain(m *testing.M) { localtest.Main(m) }
 
 // TestColumnsAreTheMigratedTables compares every column list with DESCRIBE TABLE on a
 // ClickHouse 18.16 server after all migrations, and checks no migrated table is missing.
 func TestColumnsAreTheMigratedTables(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs ClickHouse")
-	}
+	conn := localtest.Database(t).Conn
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ch, err := local.StartClickHouse(ctx, local.ClickHouseOptions{})
-	if err != nil {
-		t.Fatalf("start ClickHouse (the clickhouse-server package must be installed): %v", err)
-	}
-	t.Cleanup(func() { ch.Close() })
-	conn, err := migrations.OpenMigrated(ctx, ch.DSN("tables"), "", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	var migrated []string
 	rows, err := conn.Query(ctx, "SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name")
 	if err != nil {

@@ -1,5 +1,5 @@
-// Package chtest is what attribution's tests that need ClickHouse share: a ClickHouse 18.16
-// started once per test binary with a fresh database per test, and the writers of samples,
+// Package chtest is what attribution's tests that need ClickHouse share: a fresh database per
+// test on the test binary's ClickHouse 18.16 (from localtest), and the writers of samples,
 // rollups and allocations as the collector and the intakes write them.
 package chtest
 
@@ -7,79 +7,31 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"regexp"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/exporter/sim"
-	"github.com/slicemeter/slicemeter/schemas/migrations"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
-// Server is a test binary's ClickHouse, started by the first test that needs one; its
-// TestMain closes it.
-type Server struct {
-	once sync.Once
-	ch   *local.ClickHouse
-	err  error
-}
-
-// Main runs a test binary's tests, then stops the server: TestMain's os.Exit(server.Main(m)).
-func (s *Server) Main(m *testing.M) int {
-	code := m.Run()
-	s.Close()
-	return code
-}
-
-// Close stops the server, if it was started.
-func (s *Server) Close() {
-	if s.ch != nil {
-		s.ch.Close()
-	}
-}
-
-// NewDatabase returns a connection to a fresh database with slicemeter's schema, the driver
+// NewDatabase is a connection to a fresh database of t with slicemeter's schema, on the test
+// binary's shared ClickHouse (localtest: its TestMain calls localtest.Main), the driver
 // logging to logger (nil: nowhere); the schema is applied through another connection.
-func (s *Server) NewDatabase(t testing.TB, logger *slog.Logger) driver.Conn {
+func NewDatabase(t testing.TB, logger *slog.Logger) driver.Conn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s.once.Do(func() { s.ch, s.err = local.StartClickHouse(ctx, local.ClickHouseOptions{}) })
-	if s.err != nil {
-		t.Fatalf("start ClickHouse (the clickhouse-server package must be installed): %v", s.err)
-	}
-	db := strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "_"))
-	if err := s.ch.CreateDatabase(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	open := func(logger *slog.Logger) driver.Conn {
-		conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{s.ch.Addr()}, Auth: clickhouse.Auth{Database: db}, Logger: logger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return conn
-	}
-	if _, err := migrations.Apply(ctx, open(nil)); err != nil {
-		t.Fatal(err)
-	}
-	return open(logger)
+	return localtest.DatabaseWith(t, localtest.DatabaseOptions{Logger: logger}).Conn
 }
 
 // InsertSamples writes samples of one node as the collector does, column by column.
 func InsertSamples(t testing.TB, conn driver.Conn, node string, samples []*pb.Sample) {
 	t.Helper()
 	ctx := context.Background()
-	batch, err := conn.PrepareBatch(ctx, `INSERT INTO samples (time, ts_ns, interval_ns, node, gpu_uuid, gpu_index, model, kind,
-		instance_id, profile, attached, sm_active, mem_used_bytes, mem_total_bytes, power_watts, compute_slices, sm_count,
-		gpu_sm_count, gpu_mem_total_bytes, vgpu_run_ns, vgpu_switch_ns, vgpu_waits_ns, sm_active_unavailable)`)
+	batch, err := conn.PrepareBatch(ctx, tables.Insert(tables.Samples, tables.SampleColumns))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,8 +112,7 @@ func ns(t time.Time) int64 {
 func InsertAllocations(t testing.TB, conn driver.Conn, rows []AllocationRow) {
 	t.Helper()
 	ctx := context.Background()
-	batch, err := conn.PrepareBatch(ctx, `INSERT INTO allocations (allocation_id, tenant, tier, node, instance_id,
-		requested_ns, started_ns, ended_ns, version, deleted, received)`)
+	batch, err := conn.PrepareBatch(ctx, tables.Insert(tables.Allocations, tables.AllocationColumns))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,6 +166,13 @@ func Simulate(t testing.TB, sc *scenario.Scenario, write func(node string, sampl
 	flush()
 }
 
+// InsertScenario writes every sample of the scenario (Simulate) and its allocations.
+func InsertScenario(t testing.TB, conn driver.Conn, sc *scenario.Scenario) {
+	t.Helper()
+	Simulate(t, sc, func(node string, samples []*pb.Sample) { InsertSamples(t, conn, node, samples) })
+	InsertAllocations(t, conn, ScenarioAllocations(sc))
+}
+
 // ScenarioAllocations are the scenario's allocations as the allocations table holds them.
 func ScenarioAllocations(sc *scenario.Scenario) []AllocationRow {
 	var rows []AllocationRow
@@ -235,10 +193,7 @@ func ScenarioAllocations(sc *scenario.Scenario) []AllocationRow {
 // does (one complete row per node, instance and second or minute, duplicates dropped).
 func RollUp(t testing.TB, conn driver.Conn) {
 	t.Helper()
-	err := conn.Exec(context.Background(), `INSERT INTO samples_1s (time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
-    compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
-    samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
-    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count, active_samples, active_ns)
+	err := conn.Exec(context.Background(), tables.Insert(tables.Samples1s, tables.RollupColumns)+`
 SELECT time, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(kind), any(profile),
     any(compute_slices), any(sm_count), any(gpu_sm_count), any(mem_total_bytes), any(gpu_mem_total_bytes), any(interval_ns),
     count(), sum(interval_ns), sumIf(sm_active, sm_active_unavailable = 0), sum(toUInt64(attached)), sum(vgpu_switch_ns), sum(vgpu_run_ns),
@@ -251,10 +206,7 @@ GROUP BY node, instance_id, time`)
 	if err != nil {
 		t.Fatalf("roll the samples up into samples_1s: %v", err)
 	}
-	err = conn.Exec(context.Background(), `INSERT INTO samples_1m (time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
-    compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
-    samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
-    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count, active_samples, active_ns)
+	err = conn.Exec(context.Background(), tables.Insert(tables.Samples1m, tables.RollupColumns)+`
 SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(kind), any(profile),
     any(compute_slices), any(sm_count), any(gpu_sm_count), any(mem_total_bytes), any(gpu_mem_total_bytes), any(interval_ns),
     sum(samples), sum(covered_ns), sum(sm_active_sum), sum(attached_sum), sum(vgpu_switch_ns_sum), sum(vgpu_run_ns_sum),
