@@ -108,17 +108,6 @@ func parseTime(flag, s string) (time.Time, error) {
 	return t.UTC(), nil
 }
 
-func writeReport(w io.Writer, rep report.Report, format string) error {
-	f, err := report.ParseFormat(format)
-	if err != nil {
-		return usage.Wrap(err)
-	}
-	if err := rep.Write(w, f); err != nil {
-		return fmt.Errorf("writing the report: %w", err)
-	}
-	return nil
-}
-
 // pricebookFlags choose the price book: a price book file, or the one a scenario carries.
 type pricebookFlags struct {
 	file, scenario *string
