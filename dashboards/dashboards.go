@@ -42,8 +42,10 @@ func All() ([]Generated, error) {
 
 // rollup1m reads the collector's per-minute rollup, taking per (node, instance, minute) the row
 // with the most samples (a minute recomputed after late samples has several; the fullest wins).
+// The SM activity columns keep their names, for tables.SMActivity.
 var rollup1m = `(SELECT time, node, instance_id, any(gpu_uuid) AS gpu_uuid, any(model) AS model, any(kind) AS kind,
-    max(samples) AS n, ` + tables.Fullest("attached_sum") + ` AS attached, ` + tables.Fullest("sm_active_sum") + ` AS sm_active
+    max(samples) AS n, ` + tables.Fullest("attached_sum") + ` AS attached,
+    ` + tables.Fullest("sm_active_sum") + ` AS sm_active_sum, ` + tables.Fullest("active_samples") + ` AS active_samples
   FROM samples_1m WHERE $__timeFilter(time) GROUP BY ` + tables.RollupKey + `)`
 
 // minutesWindow selects the minutes of the dashboard's time range.
@@ -71,7 +73,7 @@ func fleet() *dashboard.DashboardBuilder {
 FROM `+rollup1m+`
 GROUP BY time, kind ORDER BY time`)).
 		WithPanel(chSeries("SM activity by GPU model", "percentunit",
-			`SELECT time, model, sum(sm_active) / sum(n) AS sm_active
+			`SELECT time, model, `+tables.SMActivity+` AS sm_active
 FROM `+rollup1m+`
 GROUP BY time, model ORDER BY time`)).
 		WithRow(dashboard.NewRowBuilder("Cost")).
@@ -116,10 +118,10 @@ func tenant() *dashboard.DashboardBuilder {
   if(cur_ended_ns = 0, 'running', toString(toDateTime(intDiv(cur_ended_ns, 1000000000)))) AS ended
 FROM (`+tables.LatestAllocations("tenant IN ($tenant)")+`)
 WHERE cur_deleted = 0 ORDER BY requested`)).
-		WithPanel(chSeries("SM activity of its instances", "percentunit", `SELECT time, concat(node, '/', instance_id) AS instance, sm_active / n AS sm_active
+		WithPanel(chSeries("SM activity of its instances", "percentunit", `SELECT time, concat(node, '/', instance_id) AS instance, `+tables.SMActivity+` AS sm_active
 FROM `+rollup1m+`
 WHERE attached > 0 AND (node, instance_id) IN (SELECT node, instance_id FROM allocations WHERE tenant IN ($tenant))
-ORDER BY time`)).
+GROUP BY time, node, instance_id ORDER BY time`)).
 		WithPanel(chSeries("Cost, waste and overhead per hour", "currencyUSD", `SELECT toStartOfHour(minute) AS time, sum(cost) AS cost, sum(waste_cost) AS waste, sum(overhead_cost) AS overhead
 FROM `+minutes+`
 WHERE tenant IN ($tenant)

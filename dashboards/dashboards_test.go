@@ -86,6 +86,14 @@ func TestQueriesUseTheTableContracts(t *testing.T) {
 			if n := strings.Count(q.Text, "efficiency_ns"); n != strings.Count(q.Text, tables.Efficiency) {
 				t.Errorf("%s: %q uses efficiency_ns other than in tables.Efficiency (%s):\n%s", g.File, q.Panel, tables.Efficiency, q.Text)
 			}
+			// Every mean SM activity of the rollups is Σ sm_active_sum / Σ active_samples (not
+			// over all samples: unmeasured ones are not in sm_active_sum), read from the fullest
+			// row under the column's name.
+			rest := strings.ReplaceAll(q.Text, tables.SMActivity, "")
+			rest = strings.ReplaceAll(rest, tables.Fullest("sm_active_sum")+" AS sm_active_sum", "")
+			if strings.Contains(rest, "sm_active_sum") {
+				t.Errorf("%s: %q uses sm_active_sum other than in tables.SMActivity (%s):\n%s", g.File, q.Panel, tables.SMActivity, q.Text)
+			}
 			// Every read of the stored minutes keeps only the latest pass: the outer read and
 			// the one inside tables.LatestPass.
 			if n := strings.Count(q.Text, "attribution_minutes"); n != 2*strings.Count(q.Text, latestPass) {

@@ -8,23 +8,14 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
-const allocationsQuery = `
+// allocationsQuery reads the current version of every allocation (tables.LatestAllocations)
+// that is not deleted and is billed in [start, end): its arguments are end, start.
+var allocationsQuery = `
 SELECT allocation_id, cur_tenant, cur_tier, cur_node, cur_instance_id, cur_requested_ns, cur_started_ns, cur_ended_ns
-FROM (
-    SELECT allocation_id,
-        argMax(tenant, version) AS cur_tenant,
-        argMax(tier, version) AS cur_tier,
-        argMax(node, version) AS cur_node,
-        argMax(instance_id, version) AS cur_instance_id,
-        argMax(requested_ns, version) AS cur_requested_ns,
-        argMax(started_ns, version) AS cur_started_ns,
-        argMax(ended_ns, version) AS cur_ended_ns,
-        argMax(deleted, version) AS cur_deleted
-    FROM allocations
-    GROUP BY allocation_id
-)
+FROM (` + tables.LatestAllocations("") + `)
 WHERE cur_deleted = 0 AND cur_started_ns > 0 AND cur_started_ns < ? AND (cur_ended_ns = 0 OR cur_ended_ns > ?)
 ORDER BY allocation_id`
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // maxSampleInterval is how far before a billed interval a sample may start and still cover
@@ -23,11 +24,11 @@ const allocationsTable = `
     ARRAY JOIN ids AS allocation_id, nodes AS node, insts AS instance_id, b_starts AS b_start, b_ends AS b_end,
         fracs AS frac, sliced_flags AS sliced`
 
-// dedupSamples ends a subquery that selects one row per (node, instance_id, ts_ns) of the
-// chunk's targets in a time range; it follows "SELECT node, instance_id, toInt64(ts_ns) AS t,"
-// and the columns.
-const dedupSamples = `
-    FROM samples FINAL
+// dedupSamples ends a subquery that selects one row per sample (tables.SampleKey, read with
+// tables.Final) of the chunk's targets in a time range; it follows
+// "SELECT node, instance_id, toInt64(ts_ns) AS t," and the columns.
+var dedupSamples = `
+    FROM ` + tables.Final(tables.Samples) + `
     PREWHERE time >= toDateTime(?) AND time <= toDateTime(?)
     WHERE ts_ns >= ? AND ts_ns < ? AND (node, instance_id) IN (` + targetsTable + `)`
 
@@ -36,13 +37,13 @@ const dedupSamples = `
 // switch share weighted by it, and the vGPU waits of the samples taken in its billed time as a
 // histogram (wait → count; the p99 is computed in Go from it). One pass over the samples
 // answers all of it.
-const usageQuery = `
+var usageQuery = `
 SELECT allocation_id, sum(overlap), sum(active), sum(efficiency * active), sum(o_tick * overlap),
     tupleElement(sumMap(ws, cs), 1), tupleElement(sumMap(ws, cs), 2)
 FROM (
     SELECT allocation_id,
         least(t + iv, billed_end) - greatest(t, billed_start) AS overlap,
-        if(unavailable = 0, overlap, toInt64(0)) AS active,
+        if(measured, overlap, toInt64(0)) AS active,
         if(iv > 0, sw / iv, 0.) AS o_tick,
         if(sliced = 1, if(frac * (1. - o_tick) > 0., least(1., sm / (frac * (1. - o_tick))), 0.), sm) AS efficiency,
         if(sliced = 1 AND t >= billed_start, waits, emptyArrayUInt64()) AS ws,
@@ -50,7 +51,7 @@ FROM (
     FROM (
         SELECT node, instance_id, toInt64(ts_ns) AS t,
             toInt64(interval_ns) AS iv, sm_active AS sm, toInt64(vgpu_switch_ns) AS sw,
-            sm_active_unavailable AS unavailable, vgpu_waits_ns AS waits` + dedupSamples + `
+            ` + tables.Measured + ` AS measured, vgpu_waits_ns AS waits` + dedupSamples + `
     ) AS s ALL INNER JOIN (` + allocationsTable + `
     ) AS a USING (node, instance_id)
     WHERE t < billed_end AND t + iv > billed_start
@@ -77,7 +78,7 @@ GROUP BY allocation_id`
 // bound as seconds (partitions), ns (the key) and the targets' arrays.
 const firstAttachedSearch = `
     SELECT node, instance_id, toInt64(ts_ns) AS t
-    FROM samples
+    FROM ` + tables.Samples + `
     PREWHERE time >= toDateTime(?) AND time <= toDateTime(?)
     WHERE attached = 1 AND ts_ns >= ? AND ts_ns < ? AND (node, instance_id) IN (` + targetsTable + `)`
 

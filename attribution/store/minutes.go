@@ -9,6 +9,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // Both sides of attribution_minutes (tenant × allocation × minute, one row set per pass):
@@ -16,11 +17,12 @@ import (
 // sum them back (FromMinutes, Totals).
 
 // minutesQuery sums, per allocation, the stored minutes of [from, to) as the service last
-// attributed each (the rows of the minute's highest computed_ns; see migration 0020).
-const minutesQuery = `
+// attributed each (tables.LatestPass; its arguments from, to, from, to). The inner query's
+// aliases are the columns' names, so that the outer one sums them with tables' formulas.
+var minutesQuery = `
 SELECT tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max(sliced),
-    sum(billed_ns), sum(metered_ns), sum(active_ns), sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
-    sum(efficiency_ns), max(cold_start_ns), any(cold_start_sla_ns), any(currency),
+    sum(billed_ns), ` + tables.Metered + `, ` + tables.Active + `, sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
+    ` + tables.Efficiency + `, max(cold_start_ns), any(cold_start_sla_ns), any(currency),
     tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), uniqExact(minute)
 FROM (
     SELECT minute, tenant, allocation_id, any(tier) AS tier, any(requested_ns) AS requested_ns, any(started_ns) AS started_ns,
@@ -29,25 +31,16 @@ FROM (
         any(cost) AS cost, any(waste_cost) AS waste_cost, any(overhead_cost) AS overhead_cost, any(efficiency_ns) AS efficiency_ns,
         any(cold_start_ns) AS cold_start_ns, any(cold_start_sla_ns) AS cold_start_sla_ns, any(currency) AS currency,
         any(wait_ns) AS wait_ns, any(wait_count) AS wait_count
-    FROM attribution_minutes
-    WHERE ` + LatestPass + `
+    FROM ` + tables.AttributionMinutes + `
+    WHERE ` + tables.LatestPass(tables.MinuteWindow) + `
     GROUP BY minute, tenant, allocation_id
 )
 GROUP BY tenant, allocation_id`
 
-// LatestPass is the condition on attribution_minutes that keeps, of each minute of
-// [from, to), only the rows of its latest pass (the highest computed_ns): an allocation deleted
-// since an earlier pass has no row in it. Its arguments are from, to, from, to (Unix seconds).
-const LatestPass = `minute >= toDateTime(?) AND minute < toDateTime(?)
-    AND (minute, computed_ns) IN (
-        SELECT minute, max(computed_ns) FROM attribution_minutes
-        WHERE minute >= toDateTime(?) AND minute < toDateTime(?)
-        GROUP BY minute)`
-
 // FromMinutes is the report of [from, to), whole minutes, built from the minutes the
 // attribution service stored (table attribution_minutes) instead of from the samples: money
 // and seconds are sums of the minutes, efficiency their mean weighted by measured time
-// (Σ efficiency_ns / Σ active_ns: minutes without a measured sample do not count), jitter the
+// (tables.Efficiency: minutes without a measured sample do not count), jitter the
 // p99 of their summed wait histograms, cold start the largest known. It equals Compute's
 // report of the window (within float rounding) once every minute of it is attributed, and
 // fails naming how many are not.
@@ -70,13 +63,13 @@ func FromMinutes(ctx context.Context, conn Querier, from, to time.Time) (report.
 			sliced                                  uint8
 			requested, started                      int64
 			billed, metered, active, coldStart, sla int64
-			listCost, effNS                         float64
+			listCost                                float64
 			rowCurrency                             string
 			waits, counts                           []uint64
 			n                                       uint64
 		)
 		err := scan(&l.Tenant, &l.AllocationID, &l.Tier, &requested, &started, &sliced,
-			&billed, &metered, &active, &listCost, &l.Cost, &l.WasteCost, &l.OverheadCost, &effNS, &coldStart, &sla, &rowCurrency, &waits, &counts, &n)
+			&billed, &metered, &active, &listCost, &l.Cost, &l.WasteCost, &l.OverheadCost, &l.Efficiency, &coldStart, &sla, &rowCurrency, &waits, &counts, &n)
 		if err != nil {
 			return err
 		}
@@ -87,9 +80,6 @@ func FromMinutes(ctx context.Context, conn Querier, from, to time.Time) (report.
 		}
 		l.Requested, l.Started = billing.UTC(requested), billing.UTC(started)
 		l.Billed, l.Metered, l.Active, l.ListCost = time.Duration(billed), time.Duration(metered), time.Duration(active), listCost
-		if active > 0 {
-			l.Efficiency = effNS / float64(active)
-		}
 		l.TimeSliced, l.ColdStartSLA = sliced == 1, time.Duration(sla)
 		if coldStart >= 0 {
 			d := time.Duration(coldStart)
@@ -124,9 +114,25 @@ type Minute struct {
 	Lines  []billing.Line
 }
 
-const insertMinutes = `INSERT INTO attribution_minutes (minute, tenant, allocation_id, tier, node, instance_id,
-    requested_ns, started_ns, sliced, billed_ns, metered_ns, active_ns, list_cost, cost, waste_cost, overhead_cost, efficiency_ns,
-    cold_start_ns, cold_start_sla_ns, wait_ns, wait_count, currency, computed_ns)`
+var insertMinutes = tables.Insert(tables.AttributionMinutes, tables.AttributionMinuteColumns)
+
+// minuteRow is a row of attribution_minutes in the order of tables.AttributionMinuteColumns,
+// from its values by column name: values land in their columns whatever the order, and a
+// column without a value, or a value without a column, is an error.
+func minuteRow(values map[string]any) ([]any, error) {
+	row := make([]any, len(tables.AttributionMinuteColumns))
+	for i, c := range tables.AttributionMinuteColumns {
+		v, ok := values[c]
+		if !ok {
+			return nil, fmt.Errorf("no value for column %s of %s", c, tables.AttributionMinutes)
+		}
+		row[i] = v
+	}
+	if len(values) != len(row) {
+		return nil, fmt.Errorf("%d values for the %d columns of %s", len(values), len(row), tables.AttributionMinutes)
+	}
+	return row, nil
+}
 
 // WriteMinutes stores the minutes as one pass (computed_ns), in one batch.
 func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, computed time.Time) error {
@@ -149,9 +155,18 @@ func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 			for w, n := range l.Waits {
 				waits, counts = append(waits, w), append(counts, n)
 			}
-			err := batch.Append(m.Start, l.Tenant, l.AllocationID, l.Tier, l.Node, l.Instance, l.Requested.UnixNano(), l.Started.UnixNano(),
-				sliced, int64(l.Billed), int64(l.Metered), int64(l.Active), l.ListCost, l.Cost, l.WasteCost, l.OverheadCost, l.Efficiency*float64(l.Active),
-				coldStart, int64(l.ColdStartSLA), waits, counts, m.Report.Currency, version)
+			row, err := minuteRow(map[string]any{
+				"minute": m.Start, "tenant": l.Tenant, "allocation_id": l.AllocationID, "tier": l.Tier, "node": l.Node,
+				"instance_id": l.Instance, "requested_ns": l.Requested.UnixNano(), "started_ns": l.Started.UnixNano(),
+				"sliced": sliced, "billed_ns": int64(l.Billed), "metered_ns": int64(l.Metered), "active_ns": int64(l.Active),
+				"list_cost": l.ListCost, "cost": l.Cost, "waste_cost": l.WasteCost, "overhead_cost": l.OverheadCost,
+				"efficiency_ns": l.Efficiency * float64(l.Active), "cold_start_ns": coldStart,
+				"cold_start_sla_ns": int64(l.ColdStartSLA), "wait_ns": waits, "wait_count": counts,
+				"currency": m.Report.Currency, "computed_ns": version,
+			})
+			if err == nil {
+				err = batch.Append(row...)
+			}
 			if err != nil {
 				_ = batch.Abort()
 				return fmt.Errorf("append minute %s of allocation %s: %w", m.Start.Format(time.RFC3339), l.AllocationID, err)
@@ -159,8 +174,17 @@ func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 		}
 		// The unallocated row is written even when no tenant held anything: the minute is
 		// then known to be attributed (and its capacity is in it).
-		err := batch.Append(m.Start, report.Unallocated, "", "", "", "", int64(0), int64(0), uint8(0), int64(0), int64(0), int64(0),
-			m.Report.UnallocatedListCost, 0., 0., 0., 0., int64(-1), int64(0), []uint64{}, []uint64{}, m.Report.Currency, version)
+		row, err := minuteRow(map[string]any{
+			"minute": m.Start, "tenant": report.Unallocated, "allocation_id": "", "tier": "", "node": "", "instance_id": "",
+			"requested_ns": int64(0), "started_ns": int64(0), "sliced": uint8(0), "billed_ns": int64(0),
+			"metered_ns": int64(0), "active_ns": int64(0), "list_cost": m.Report.UnallocatedListCost, "cost": 0.,
+			"waste_cost": 0., "overhead_cost": 0., "efficiency_ns": 0., "cold_start_ns": int64(-1),
+			"cold_start_sla_ns": int64(0), "wait_ns": []uint64{}, "wait_count": []uint64{},
+			"currency": m.Report.Currency, "computed_ns": version,
+		})
+		if err == nil {
+			err = batch.Append(row...)
+		}
 		if err != nil {
 			_ = batch.Abort()
 			return fmt.Errorf("append minute %s of the unallocated capacity: %w", m.Start.Format(time.RFC3339), err)
@@ -181,16 +205,17 @@ type Total struct {
 }
 
 // latestRows selects, per minute of [from, to), the rows of its latest pass, one per
-// allocation (a batch sent twice would repeat them).
-const latestRows = `
-SELECT minute, tenant, allocation_id, any(billed_ns) AS b, any(metered_ns) AS m, any(list_cost) AS l, any(cost) AS c,
-    any(waste_cost) AS w, any(overhead_cost) AS o, any(efficiency_ns) AS e
-FROM attribution_minutes
-WHERE ` + LatestPass + `
+// allocation (a batch sent twice would repeat them), under the columns' names.
+var latestRows = `
+SELECT minute, tenant, allocation_id, any(billed_ns) AS billed_ns, any(metered_ns) AS metered_ns,
+    any(list_cost) AS list_cost, any(cost) AS cost, any(waste_cost) AS waste_cost, any(overhead_cost) AS overhead_cost,
+    any(efficiency_ns) AS efficiency_ns
+FROM ` + tables.AttributionMinutes + `
+WHERE ` + tables.LatestPass(tables.MinuteWindow) + `
 GROUP BY minute, tenant, allocation_id`
 
-const totalsQuery = `
-SELECT tenant, sum(b), sum(m), sum(l), sum(c), sum(w), sum(o), sum(e)
+var totalsQuery = `
+SELECT tenant, sum(billed_ns), ` + tables.Metered + `, sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost), sum(efficiency_ns)
 FROM (` + latestRows + `)
 GROUP BY tenant
 ORDER BY tenant`

@@ -10,6 +10,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // Presence says which GPUs were sampled in which minute, so that a short window (the minute
@@ -36,8 +37,8 @@ SELECT node, gpu_uuid, model, intDiv(toInt64(ts_ns), 60000000000) * 60 AS m
 FROM samples
 WHERE time >= toDateTime(?) AND time <= toDateTime(?) AND ts_ns >= ? AND ts_ns < ?
 GROUP BY node, gpu_uuid, model, m`,
-	SecondRollup: rollupPresenceQuery("samples_1s"),
-	MinuteRollup: rollupPresenceQuery("samples_1m"),
+	SecondRollup: rollupPresenceQuery(tables.Samples1s),
+	MinuteRollup: rollupPresenceQuery(tables.Samples1m),
 }
 
 func rollupPresenceQuery(table string) string {

@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // Samples says which table the sample aggregates are read from.
@@ -40,11 +42,11 @@ const (
 func (s Samples) String() string {
 	switch s {
 	case SecondRollup:
-		return "samples_1s"
+		return tables.Samples1s
 	case MinuteRollup:
-		return "samples_1m"
+		return tables.Samples1m
 	}
-	return "samples"
+	return tables.Samples
 }
 
 // sampleQueries are the queries that read sample aggregates, for one source.
@@ -85,8 +87,8 @@ func (s Samples) queries() (sampleQueries, error) {
 
 var queriesOf = map[Samples]sampleQueries{
 	RawSamples:   {instancesInWindowQuery, instancesEverQuery, usageQuery, firstAttachedQuery, firstAttachedSearch, 10},
-	SecondRollup: rollupQueries("samples_1s", time.Second),
-	MinuteRollup: rollupQueries("samples_1m", time.Minute),
+	SecondRollup: rollupQueries(tables.Samples1s, time.Second),
+	MinuteRollup: rollupQueries(tables.Samples1m, time.Minute),
 }
 
 // rollupQueries are the rollup queries for a rollup table of rows step long.
@@ -127,14 +129,13 @@ GROUP BY node, instance_id, gpu_uuid, model`
 // dedupSeconds ends a subquery that selects the complete row of each second of the chunk's
 // targets; it follows "SELECT node, instance_id, toInt64(time) * 1000000000 AS t," and columns.
 //
-// FINAL keeps, per (node, instance_id, time), the row with the most samples (the table is a
-// ReplacingMergeTree(samples)): the complete row, whether or not the parts were merged. It
-// merges the parts it reads in key order, so it neither sorts nor holds the rows, where
-// ORDER BY samples DESC LIMIT 1 BY sorted all of them (9× slower over a day, and ~250 bytes a
-// row of memory). Its filters are on key columns only, the same for every version of a row,
-// so filtering before the merge cannot pick an incomplete one.
-const dedupSeconds = `
-    FROM {{table}} FINAL
+// tables.Final keeps, per (node, instance_id, time), the row with the most samples (the
+// table is a ReplacingMergeTree(samples)), the row tables.FullestRollup keeps, whether or not
+// the parts were merged; over a day it is 9× faster than FullestRollup's sort, and holds no
+// rows. Its filters are on key columns only, the same for every version of a row, so
+// filtering before the merge cannot pick an incomplete one.
+var dedupSeconds = `
+    FROM ` + tables.Final("{{table}}") + `
     PREWHERE time >= toDateTime(?) - {{seconds}} AND time <= toDateTime(?)
     WHERE toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ?
         AND (node, instance_id) IN (` + targetsTable + `)`
@@ -142,7 +143,7 @@ const dedupSeconds = `
 // rollupUsageQuery: a row's measured samples (active_samples, covering active_ns) are those
 // whose activity was available; sm_active_sum sums only them. The waits are those of the rows
 // that start in the billed time.
-const rollupUsageQuery = `
+var rollupUsageQuery = `
 SELECT allocation_id, toInt64(sum(metered)), toInt64(sum(active)), sum(efficiency * active), sum(o_sec * metered),
     tupleElement(sumMap(w, c), 1), tupleElement(sumMap(w, c), 2)
 FROM (

@@ -8,11 +8,14 @@ package store
 //
 // All SQL runs on ClickHouse 18.16 and on current ClickHouse: no DateTime64, no server-side
 // parameters (clickhouse-go binds ? on the client), functions 18.16 has. Nothing relies on
-// merges having happened:
-//   - allocations: argMax(column, version) per allocation_id; deleted ones dropped after that.
-//   - samples: FROM samples FINAL collapses, as it reads, the rows that were delivered more
-//     than once (at-least-once; the table is a ReplacingMergeTree by (node, instance_id,
-//     ts_ns)); min() and argMax() need no deduplication. FINAL merges the parts it reads in
+// merges having happened; the deduplicating reads are schemas/tables', shared with the
+// collector and the dashboards:
+//   - allocations: tables.LatestAllocations; deleted ones dropped after that.
+//   - attribution_minutes: tables.LatestPass.
+//   - samples and their rollups: tables.Final (FROM samples FINAL) collapses, as it reads,
+//     the rows that were delivered more than once (at-least-once; the table is a
+//     ReplacingMergeTree by tables.SampleKey) and keeps a rollup row's fullest version;
+//     min() and argMax() need no deduplication. FINAL merges the parts it reads in
 //     key order: no sort, no hash table of every sample, unlike GROUP BY ts_ns (which needed
 //     about 100 bytes of memory a sample and 4 GB for a day of a few hundred instances).
 //     Its filters (node, instance_id, ts_ns and time, which is ts_ns in seconds) are the same

@@ -12,6 +12,15 @@ const (
 	Active = "sum(active_ns)"
 )
 
+// Formulas over rollup rows (samples_1s, samples_1m, each its fullest version), for a query
+// that sums them (any grouping).
+const (
+	// SMActivity is the mean sm_active of the measured samples: Σ sm_active_sum /
+	// Σ active_samples. Samples whose activity was not measured are not in sm_active_sum, so
+	// dividing by all samples would read them as idle; with none measured it is 0.
+	SMActivity = "sum(sm_active_sum) / greatest(sum(active_samples), 1)"
+)
+
 // Formulas of a rollup row (samples_1s, samples_1m) from the samples it rolls up, in the
 // column order of RollupColumns' counters.
 const (

@@ -19,6 +19,14 @@ const FullestRollup = "ORDER BY samples DESC\n    LIMIT 1 BY " + RollupKey
 // Fullest is column of a rollup row's fullest version, in a query grouped by RollupKey.
 func Fullest(column string) string { return "argMax(" + column + ", samples)" }
 
+// Final is table read with FINAL, which collapses the rows of each key as it reads them and
+// keeps the row LIMIT 1 BY SampleKey (samples) or FullestRollup (samples_1s, samples_1m:
+// ReplacingMergeTree(samples)) keeps. It merges the parts it reads in key order, neither
+// sorting nor holding the rows, so it suits reads of many rows, where LIMIT 1 BY sorts them all
+// (~100 bytes of memory a row). Its conditions apply before the merge: they must be the same
+// for every copy and version of a row (key columns, time), or it could keep an incomplete one.
+func Final(table string) string { return table + " FINAL" }
+
 // Measured is the condition on samples whose sm_active was measured: a MIG instance on a GPU
 // without GPM reports sm_active_unavailable = 1, metered time but no activity.
 const Measured = "sm_active_unavailable = 0"

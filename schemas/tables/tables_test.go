@@ -85,6 +85,8 @@ func TestSQLFragments(t *testing.T) {
         WHERE $__timeFilter(minute)
         GROUP BY minute)`},
 		{"efficiency over measured time", tables.Efficiency, "sum(efficiency_ns) / greatest(sum(active_ns), 1)"},
+		{"SM activity over measured samples", tables.SMActivity, "sum(sm_active_sum) / greatest(sum(active_samples), 1)"},
+		{"final", tables.Final(tables.Samples1s), "samples_1s FINAL"},
 		{"latest allocations unfiltered", tables.LatestAllocations(""), strings.TrimSuffix(tables.LatestAllocations("x"), "\n    WHERE x\n    GROUP BY allocation_id") + "\n    GROUP BY allocation_id"},
 	} {
 		if tc.got != tc.want {
