@@ -153,23 +153,23 @@ func (c *Collector) process(msg kafka.Message, now time.Time) {
 	}
 	switch msg.Topic {
 	case pb.TopicSamples:
-		c.processSamples(msg)
+		c.processSamples(msg, now)
 	case pb.TopicAllocations:
 		c.processAllocation(msg, now)
 	default:
-		c.refuse(msg, &refusal{reasonUnknownTopic, "collector does not read topic " + msg.Topic})
+		c.refuse(msg, &refusal{reason: reasonUnknownTopic, detail: "collector does not read topic " + msg.Topic})
 	}
 }
 
-func (c *Collector) processSamples(msg kafka.Message) {
+func (c *Collector) processSamples(msg kafka.Message, now time.Time) {
 	d := &c.decoder
 	if err := d.decode(msg.Value); err != nil {
-		c.refuse(msg, &refusal{reasonDecode, "not a SampleBatch: " + err.Error()})
+		c.refuse(msg, &refusal{reason: reasonDecode, detail: "not a SampleBatch: " + err.Error()})
 		return
 	}
 	if d.node == "" {
 		c.metrics.samplesDropped.WithLabelValues(reasonMissingNode).Add(float64(len(d.samples)))
-		c.refuse(msg, &refusal{reasonMissingNode, fmt.Sprintf("batch node is empty (%d samples dropped)", len(d.samples))})
+		c.refuse(msg, &refusal{reason: reasonMissingNode, field: "node", detail: fmt.Sprintf("batch node is empty (%d samples dropped)", len(d.samples))})
 		return
 	}
 	var (
@@ -180,7 +180,7 @@ func (c *Collector) processSamples(msg kafka.Message) {
 	c.touched.addNode(d.node)
 	for i := range d.samples {
 		s := &d.samples[i]
-		if r := checkWireSample(s); r != nil {
+		if r := checkWireSample(s, now); r != nil {
 			c.metrics.samplesDropped.WithLabelValues(r.reason).Inc()
 			if first == nil {
 				first, firstIndex = r, i
@@ -194,7 +194,7 @@ func (c *Collector) processSamples(msg kafka.Message) {
 	if first != nil {
 		// The valid samples are stored; the message is dead-lettered once, with the reason of
 		// its first invalid sample.
-		c.refuse(msg, &refusal{first.reason, fmt.Sprintf("node %s: %d of %d samples dropped; first: sample %d: %s",
+		c.refuse(msg, &refusal{reason: first.reason, field: first.field, detail: fmt.Sprintf("node %s: %d of %d samples dropped; first: sample %d: %s",
 			d.node, dropped, len(d.samples), firstIndex, first.detail)})
 	}
 }
@@ -202,11 +202,11 @@ func (c *Collector) processSamples(msg kafka.Message) {
 func (c *Collector) processAllocation(msg kafka.Message, now time.Time) {
 	var event pb.AllocationEvent
 	if err := proto.Unmarshal(msg.Value, &event); err != nil {
-		c.refuse(msg, &refusal{reasonDecode, "not an AllocationEvent: " + err.Error()})
+		c.refuse(msg, &refusal{reason: reasonDecode, detail: "not an AllocationEvent: " + err.Error()})
 		return
 	}
 	if r := checkAllocation(&event); r != nil {
-		c.refuse(msg, &refusal{r.reason, fmt.Sprintf("allocation %q: %s", event.GetAllocationId(), r.detail)})
+		c.refuse(msg, &refusal{reason: r.reason, field: r.field, detail: fmt.Sprintf("allocation %q: %s", event.GetAllocationId(), r.detail)})
 		return
 	}
 	c.allocs.add(&event, now)

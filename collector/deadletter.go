@@ -16,6 +16,7 @@ import (
 const (
 	HeaderReason          = "slicemeter-reason"        // a fixed code, e.g. "decode", "missing_ts"
 	HeaderReasonDetail    = "slicemeter-reason-detail" // for people: which field, which sample
+	HeaderField           = "slicemeter-field"         // the refused field (proto name), e.g. "sm_active"; absent for a whole message
 	HeaderSourceTopic     = "slicemeter-source-topic"
 	HeaderSourcePartition = "slicemeter-source-partition"
 	HeaderSourceOffset    = "slicemeter-source-offset"
@@ -48,6 +49,9 @@ func (c *Collector) refuseInto(b *batch, msg kafka.Message, r *refusal) {
 		kafka.Header{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(msg.Partition))},
 		kafka.Header{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))},
 	)
+	if r.field != "" {
+		headers = append(headers, kafka.Header{Key: HeaderField, Value: []byte(r.field)})
+	}
 	value := msg.Value
 	if len(msg.Key)+len(value) > maxDeadLetterValue {
 		value = nil

@@ -44,7 +44,7 @@ func (c *Collector) refuseOverlaps(ctx context.Context, b *batch) error {
 	drop := make(map[int]bool, len(refused))
 	for _, r := range refused {
 		drop[r.Index] = true
-		c.refuseInto(b, b.allocChecks.msgs[r.Index], &refusal{reasonOverlap, r.Err.Error()})
+		c.refuseInto(b, b.allocChecks.msgs[r.Index], &refusal{reason: reasonOverlap, detail: r.Err.Error()})
 	}
 	if len(drop) > 0 {
 		b.allocs.drop(drop)

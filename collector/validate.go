@@ -1,91 +1,72 @@
 package collector
 
 import (
-	"fmt"
-	"math"
+	"time"
 
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // Reasons a message or sample is refused. They are metric label values and the value of the
-// dead-letter header slicemeter-reason, so the set is small and fixed.
+// dead-letter header slicemeter-reason, so the set is small and fixed. Those of a single
+// sample or allocation are validate's (the one validator every door shares).
 const (
 	reasonDecode               = "decode"
 	reasonUnknownTopic         = "unknown_topic"
-	reasonMissingNode          = "missing_node"
-	reasonMissingInstanceID    = "missing_instance_id"
-	reasonUnknownKind          = "unknown_kind"
-	reasonMissingTimestamp     = "missing_ts"
-	reasonTimestampOutOfRange  = "ts_out_of_range"
-	reasonMissingInterval      = "missing_interval"
-	reasonMissingAllocationID  = "missing_allocation_id"
-	reasonMissingTenant        = "missing_tenant"
-	reasonMissingTier          = "missing_tier"
-	reasonStartedBeforeRequest = "started_before_requested"
-	reasonEndedNotAfterStarted = "ended_not_after_started"
 	reasonOverlap              = "overlap" // holds an instance another live allocation holds (allocation.CheckEvents)
+	reasonInvalid              = validate.ReasonInvalid
+	reasonMissingNode          = validate.ReasonMissingNode
+	reasonMissingInstanceID    = validate.ReasonMissingInstanceID
+	reasonUnknownKind          = validate.ReasonUnknownKind
+	reasonMissingTimestamp     = validate.ReasonMissingTimestamp
+	reasonTimestampOutOfRange  = validate.ReasonTimestampOutOfRange
+	reasonMissingInterval      = validate.ReasonMissingInterval
+	reasonMissingAllocationID  = validate.ReasonMissingAllocationID
+	reasonMissingTenant        = validate.ReasonMissingTenant
+	reasonMissingTier          = validate.ReasonMissingTier
+	reasonStartedBeforeRequest = validate.ReasonStartedBeforeRequest
+	reasonEndedNotAfterStarted = validate.ReasonEndedNotAfterStarted
 )
 
-// maxTimestampNs is the last nanosecond a ClickHouse DateTime (UInt32 seconds) can hold. A
-// later ts_ns would make the whole batch insert fail, over and over: refusing it here keeps
-// one bad sample from blocking the stream.
-const maxTimestampNs = uint64(math.MaxUint32)*1e9 + 999_999_999
+// maxTimestampNs is the last nanosecond a ClickHouse DateTime (UInt32 seconds) can hold.
+const maxTimestampNs = validate.MaxTimestampNs
 
-// refusal says why something was refused: reason is the label, detail is for people.
+// refusal says why something was refused: reason is the label, field the field of the
+// sample or event at fault (empty for a whole message), detail is for people.
 type refusal struct {
 	reason string
 	detail string
+	field  string
 }
 
 func (r *refusal) Error() string { return r.reason + ": " + r.detail }
 
-// checkSample validates one sample of a batch; nil means it can be stored.
-func checkSample(s *pb.Sample) *refusal {
-	return checkSampleFields(s.GetInstanceId(), s.GetKind(), s.GetTsNs(), s.GetIntervalNs())
+func fromValidate(r *validate.Refusal) *refusal {
+	if r == nil {
+		return nil
+	}
+	return &refusal{reason: r.Reason, detail: r.Error(), field: r.Field}
+}
+
+// checkSample validates one sample of a batch against the collector's clock reading now;
+// nil means it can be stored.
+func checkSample(s *pb.Sample, now time.Time) *refusal {
+	return fromValidate(validate.ProtoSample(s, now))
 }
 
 // checkWireSample is checkSample for a sample decoded by sampleDecoder.
-func checkWireSample(s *wireSample) *refusal {
-	return checkSampleFields(s.instanceID, s.kind, s.tsNs, s.intervalNs)
+func checkWireSample(s *wireSample, now time.Time) *refusal {
+	return fromValidate(validate.CheckSample(validate.Sample{
+		InstanceID: s.instanceID, Kind: s.kind, TsNs: s.tsNs, IntervalNs: s.intervalNs,
+		MemUsedBytes: s.memUsed, MemTotalBytes: s.memTotal, SMActive: s.smActive, PowerWatts: s.powerWatts,
+	}, now))
 }
 
-func checkSampleFields(instanceID string, kind pb.Kind, tsNs, intervalNs uint64) *refusal {
-	switch {
-	case instanceID == "":
-		return &refusal{reasonMissingInstanceID, "instance_id is empty"}
-	case !knownKind(kind):
-		return &refusal{reasonUnknownKind, fmt.Sprintf("kind %d is not gpu, mig or vgpu", int32(kind))}
-	case tsNs == 0:
-		return &refusal{reasonMissingTimestamp, "ts_ns is 0"}
-	case tsNs > maxTimestampNs:
-		return &refusal{reasonTimestampOutOfRange, fmt.Sprintf("ts_ns %d is past what a DateTime holds (2106)", tsNs)}
-	case intervalNs == 0:
-		return &refusal{reasonMissingInterval, "interval_ns is 0"}
-	}
-	return nil
-}
-
-func knownKind(k pb.Kind) bool {
-	return k == pb.Kind_KIND_GPU || k == pb.Kind_KIND_MIG || k == pb.Kind_KIND_VGPU
-}
-
-// checkAllocation validates an allocation event; nil means it can be stored.
+// checkAllocation validates an allocation event; nil means it can be stored. Tiers are not
+// checked: the collector has no price book (an unknown tier is attribution's to report).
 func checkAllocation(a *pb.AllocationEvent) *refusal {
-	switch {
-	case a.GetAllocationId() == "":
-		return &refusal{reasonMissingAllocationID, "allocation_id is empty"}
-	case a.GetTenant() == "":
-		return &refusal{reasonMissingTenant, "tenant is empty"}
-	case a.GetTier() == "":
-		return &refusal{reasonMissingTier, "tier is empty"}
-	case a.GetNode() == "":
-		return &refusal{reasonMissingNode, "node is empty"}
-	case a.GetInstanceId() == "":
-		return &refusal{reasonMissingInstanceID, "instance_id is empty"}
-	case a.GetStartedAtNs() < a.GetRequestedAtNs():
-		return &refusal{reasonStartedBeforeRequest, fmt.Sprintf("started_at_ns %d is before requested_at_ns %d", a.GetStartedAtNs(), a.GetRequestedAtNs())}
-	case a.GetEndedAtNs() != 0 && a.GetEndedAtNs() <= a.GetStartedAtNs():
-		return &refusal{reasonEndedNotAfterStarted, fmt.Sprintf("ended_at_ns %d is not after started_at_ns %d", a.GetEndedAtNs(), a.GetStartedAtNs())}
-	}
-	return nil
+	return fromValidate(validate.CheckAllocation(validate.Allocation{
+		ID: a.GetAllocationId(), Tenant: a.GetTenant(), Tier: a.GetTier(), Node: a.GetNode(), InstanceID: a.GetInstanceId(),
+		RequestedAtNs: a.GetRequestedAtNs(), StartedAtNs: a.GetStartedAtNs(), EndedAtNs: a.GetEndedAtNs(),
+	}))
 }

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -14,7 +15,8 @@ func TestCheckSample(t *testing.T) {
 	valid := func() *pb.Sample {
 		return &pb.Sample{TsNs: 1_767_571_200_000_000_000, IntervalNs: 1e8, Kind: pb.Kind_KIND_MIG, InstanceId: "gpu0/mig0"}
 	}
-	if r := checkSample(valid()); r != nil {
+	now := time.Unix(0, 1_767_571_200_000_000_000)
+	if r := checkSample(valid(), now); r != nil {
 		t.Fatalf("valid sample refused: %v", r)
 	}
 	for reason, mutate := range map[string]func(*pb.Sample){
@@ -23,16 +25,17 @@ func TestCheckSample(t *testing.T) {
 		reasonMissingTimestamp:    func(s *pb.Sample) { s.TsNs = 0 },
 		reasonTimestampOutOfRange: func(s *pb.Sample) { s.TsNs = maxTimestampNs + 1 },
 		reasonMissingInterval:     func(s *pb.Sample) { s.IntervalNs = 0 },
+		reasonInvalid:             func(s *pb.Sample) { s.SmActive = math.NaN() },
 	} {
 		s := valid()
 		mutate(s)
-		if r := checkSample(s); r == nil || r.reason != reason {
+		if r := checkSample(s, now); r == nil || r.reason != reason {
 			t.Errorf("%s: got %v", reason, r)
 		}
 	}
 	s := valid()
 	s.Kind = 42
-	if r := checkSample(s); r == nil || r.reason != reasonUnknownKind {
+	if r := checkSample(s, now); r == nil || r.reason != reasonUnknownKind {
 		t.Errorf("kind 42: got %v", r)
 	}
 }
@@ -60,6 +63,7 @@ func TestCheckAllocation(t *testing.T) {
 		reasonMissingInstanceID:    func(a *pb.AllocationEvent) { a.InstanceId = "" },
 		reasonStartedBeforeRequest: func(a *pb.AllocationEvent) { a.StartedAtNs = 99 },
 		reasonEndedNotAfterStarted: func(a *pb.AllocationEvent) { a.EndedAtNs = 200 },
+		reasonInvalid:              func(a *pb.AllocationEvent) { a.Tenant = "__unallocated__" },
 	} {
 		a := valid()
 		mutate(a)

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // Fields are the names of an allocation's fields on the wire: JSON keys, and the CSV header
@@ -75,22 +77,23 @@ func (a Allocation) Validate(source string, line int) error {
 	fail := func(field, value, expected string) error {
 		return &Error{Source: source, Line: line, Field: field, Value: value, Expected: expected}
 	}
-	for _, f := range []struct{ name, value string }{
-		{"allocation_id", a.ID}, {"tenant", a.Tenant}, {"tier", a.Tier}, {"node", a.Node}, {"instance_id", a.Instance},
-	} {
-		if strings.TrimSpace(f.value) == "" {
-			return fail(f.name, "empty", "a non-empty name")
-		}
+	v := validate.Allocation{
+		ID: a.ID, Tenant: a.Tenant, Tier: a.Tier, Node: a.Node, InstanceID: a.Instance,
+		RequestedAtNs: ToNS(a.RequestedAt), StartedAtNs: ToNS(a.StartedAt), EndedAtNs: ToNS(a.EndedAt),
 	}
+	if r := validate.CheckAllocationNames(v); r != nil {
+		return fail(r.Field, r.Value, r.Expected)
+	}
+	// Files and requests must say when the allocation was asked for and started; a topic
+	// event may leave them 0 (validate.CheckAllocation).
 	switch {
 	case a.StartedAt.IsZero():
 		return fail("started_at", "missing", "an RFC 3339 time when the instance was ready (billing starts)")
 	case a.RequestedAt.IsZero():
 		return fail("requested_at", "missing", "an RFC 3339 time when the tenant asked for the instance")
-	case a.StartedAt.Before(a.RequestedAt):
-		return fail("started_at", a.StartedAt.Format(time.RFC3339Nano), "a time at or after requested_at "+a.RequestedAt.Format(time.RFC3339Nano))
-	case !a.EndedAt.IsZero() && !a.EndedAt.After(a.StartedAt):
-		return fail("ended_at", a.EndedAt.Format(time.RFC3339Nano), "a time after started_at "+a.StartedAt.Format(time.RFC3339Nano)+", or null while running")
+	}
+	if r := validate.CheckAllocationTimes(v); r != nil {
+		return fail(r.Field, r.Value, r.Expected)
 	}
 	return nil
 }

@@ -1,0 +1,95 @@
+package collector
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+// TestInvalidValuesAreDeadLetteredAndTheRestStored: a NaN sample is dropped while the other
+// samples of its batch are stored, a reserved tenant name is refused while the next
+// allocation is stored, and each dead letter says reason invalid and the field.
+func TestInvalidValuesAreDeadLetteredAndTheRestStored(t *testing.T) {
+	brokers := localtest.FakeKafka(t)
+	conn := localtest.Database(t).Conn
+
+	nan := sample(pb.Kind_KIND_GPU, "gpu1", base)
+	nan.SmActive = math.NaN()
+	produce(t, brokers,
+		sampleMessage(t, &pb.SampleBatch{Node: "node-a", Seq: 1, Samples: []*pb.Sample{
+			sample(pb.Kind_KIND_GPU, "gpu0", base), nan, sample(pb.Kind_KIND_GPU, "gpu2", base),
+		}}),
+		allocationMessage(t, &pb.AllocationEvent{AllocationId: "a1", Tenant: "__unallocated__", Tier: "pro",
+			Node: "node-a", InstanceId: "gpu0", RequestedAtNs: 1, StartedAtNs: 2, Version: 1}),
+		allocationMessage(t, &pb.AllocationEvent{AllocationId: "a2", Tenant: "acme", Tier: "pro",
+			Node: "node-a", InstanceId: "gpu2", RequestedAtNs: 1, StartedAtNs: 2, Version: 1}),
+	)
+	c, reg, stop := startCollector(t, Config{Brokers: brokers, GroupID: "invalid", FlushInterval: 100 * time.Millisecond}, conn)
+	waitFor(t, 20*time.Second, "2 samples and 1 allocation stored", func() bool {
+		s, a := c.Stored()
+		return s == 2 && a == 1
+	})
+	var ids []string
+	rows, err := conn.Query(t.Context(), "SELECT instance_id FROM samples ORDER BY instance_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if len(ids) != 2 || ids[0] != "gpu0" || ids[1] != "gpu2" {
+		t.Errorf("stored samples %v, want gpu0 and gpu2", ids)
+	}
+	var tenants []string
+	rows, err = conn.Query(t.Context(), "SELECT tenant FROM allocations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var tenant string
+		if err := rows.Scan(&tenant); err != nil {
+			t.Fatal(err)
+		}
+		tenants = append(tenants, tenant)
+	}
+	rows.Close()
+	if len(tenants) != 1 || tenants[0] != "acme" {
+		t.Errorf("stored tenants %v, want acme", tenants)
+	}
+
+	fields := map[string]string{} // source topic: field
+	for _, m := range readDeadLetters(t, brokers, 2) {
+		if r := header(m, HeaderReason); r != reasonInvalid {
+			t.Errorf("dead letter from %s: reason %q, want %q", header(m, HeaderSourceTopic), r, reasonInvalid)
+		}
+		fields[header(m, HeaderSourceTopic)] = header(m, HeaderField)
+	}
+	if fields[pb.TopicSamples] != "sm_active" || fields[pb.TopicAllocations] != "tenant" {
+		t.Errorf("dead-letter fields by topic %v, want sm_active for samples and tenant for allocations", fields)
+	}
+	waitFor(t, 10*time.Second, "dead letters counted", func() bool {
+		return metricValue(t, reg, "slicemeter_collector_deadlettered_total", map[string]string{"topic": pb.TopicAllocations, "reason": reasonInvalid}) == 1
+	})
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"slicemeter_collector_deadlettered_total", map[string]string{"topic": pb.TopicSamples, "reason": reasonInvalid}},
+		{"slicemeter_collector_samples_dropped_total", map[string]string{"reason": reasonInvalid}},
+	} {
+		if got := metricValue(t, reg, tc.name, tc.labels); got != 1 {
+			t.Errorf("%s%v = %v, want 1", tc.name, tc.labels, got)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}

@@ -1,0 +1,100 @@
+package validate
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxTenantLen is the longest tenant name, in characters.
+const MaxTenantLen = 128
+
+// Tenant checks a tenant name: 1–128 characters of letters, digits and `. _ - : @ /`, not
+// starting with `_` (reserved for report rows such as __unallocated__) nor with `= + - @`
+// (a spreadsheet would read the name as a formula).
+func Tenant(name string) *Refusal {
+	const expected = "1-128 letters, digits or . _ - : @ /, not starting with _ = + - @"
+	n := 0
+	for _, r := range name {
+		n++
+		if !tenantRune(r) {
+			return invalid("tenant", strconv.Quote(name), expected+fmt.Sprintf(" (%q is not allowed)", r))
+		}
+	}
+	switch {
+	case n == 0:
+		return &Refusal{ReasonMissingTenant, "tenant", "empty", "a non-empty name"}
+	case n > MaxTenantLen:
+		return invalid("tenant", strconv.Quote(name[:32])+fmt.Sprintf("… (%d characters)", n), expected)
+	case strings.ContainsRune("_=+-@", rune(name[0])):
+		return invalid("tenant", strconv.Quote(name), expected+" (_ is reserved, = + - @ start a formula)")
+	}
+	return nil
+}
+
+// tenantRune is a character a tenant name may hold. Letters and digits are ASCII only:
+// look-alike letters from other scripts would let two tenants read the same on a bill.
+func tenantRune(r rune) bool {
+	switch {
+	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+		return true
+	}
+	return strings.ContainsRune("._-:@/", r)
+}
+
+// Allocation is an allocation's fields as the validator reads them: times as ns since the Unix
+// epoch, 0 for not set (EndedAtNs 0: still running), as on the wire.
+type Allocation struct {
+	ID, Tenant, Tier, Node, InstanceID    string
+	RequestedAtNs, StartedAtNs, EndedAtNs int64
+}
+
+// CheckAllocation validates a; nil means it can be stored. A known tier is not checked here:
+// only a door with a price book can (CheckTier).
+func CheckAllocation(a Allocation) *Refusal {
+	if r := CheckAllocationNames(a); r != nil {
+		return r
+	}
+	return CheckAllocationTimes(a)
+}
+
+// CheckAllocationNames checks the ids, the tenant name and that a tier is given.
+func CheckAllocationNames(a Allocation) *Refusal {
+	for _, f := range []struct{ name, value, reason string }{
+		{"allocation_id", a.ID, ReasonMissingAllocationID},
+		{"tenant", a.Tenant, ReasonMissingTenant},
+		{"tier", a.Tier, ReasonMissingTier},
+		{"node", a.Node, ReasonMissingNode},
+		{"instance_id", a.InstanceID, ReasonMissingInstanceID},
+	} {
+		if strings.TrimSpace(f.value) == "" {
+			return &Refusal{f.reason, f.name, "empty", "a non-empty name"}
+		}
+	}
+	return Tenant(a.Tenant)
+}
+
+// CheckAllocationTimes checks that the allocation started at or after it was requested and,
+// when it ended, ended after it started.
+func CheckAllocationTimes(a Allocation) *Refusal {
+	switch {
+	case a.StartedAtNs < a.RequestedAtNs:
+		return &Refusal{ReasonStartedBeforeRequest, "started_at", nsTime(a.StartedAtNs), "a time at or after requested_at " + nsTime(a.RequestedAtNs)}
+	case a.EndedAtNs != 0 && a.EndedAtNs <= a.StartedAtNs:
+		return &Refusal{ReasonEndedNotAfterStarted, "ended_at", nsTime(a.EndedAtNs), "a time after started_at " + nsTime(a.StartedAtNs) + ", or null while running"}
+	}
+	return nil
+}
+
+// CheckTier checks that tier is one of a price book's tiers.
+func CheckTier(tier string, tiers map[string]float64) *Refusal {
+	if _, ok := tiers[tier]; ok {
+		return nil
+	}
+	return invalid("tier", strconv.Quote(tier), "a tier of the price book ("+strings.Join(slices.Sorted(maps.Keys(tiers)), ", ")+")")
+}
+
+func nsTime(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }

@@ -1,0 +1,88 @@
+package validate
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+// Limits of a sample's values.
+const (
+	// MaxInterval is the longest time one sample may stand for: a longer one would meter time
+	// nobody measured (a 10-year interval once metered its whole minute).
+	MaxInterval = 60 * time.Second
+	// MaxAhead is how far ahead of the validating clock a sample may be (clock skew between
+	// hosts); later ones would bill the future.
+	MaxAhead = 10 * time.Minute
+)
+
+// MinTimestamp is the earliest sample time accepted: anything before is a clock that was never set.
+var MinTimestamp = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// MaxTimestampNs is the last nanosecond a ClickHouse DateTime (UInt32 seconds) can hold. A
+// later ts_ns would make the whole batch insert fail, over and over.
+const MaxTimestampNs = uint64(math.MaxUint32)*1e9 + 999_999_999
+
+// Sample is the part of a pb.Sample the validator reads, as plain values so that the
+// collector's wire decoder can be validated without building a pb.Sample.
+type Sample struct {
+	InstanceID                  string
+	Kind                        pb.Kind
+	TsNs, IntervalNs            uint64
+	MemUsedBytes, MemTotalBytes uint64
+	SMActive, PowerWatts        float64
+}
+
+// FromProto is the validated view of s.
+func FromProto(s *pb.Sample) Sample {
+	return Sample{
+		InstanceID: s.GetInstanceId(), Kind: s.GetKind(), TsNs: s.GetTsNs(), IntervalNs: s.GetIntervalNs(),
+		MemUsedBytes: s.GetMemUsedBytes(), MemTotalBytes: s.GetMemTotalBytes(),
+		SMActive: s.GetSmActive(), PowerWatts: s.GetPowerWatts(),
+	}
+}
+
+// ProtoSample validates s against the clock reading now; nil means it can be stored.
+func ProtoSample(s *pb.Sample, now time.Time) *Refusal { return CheckSample(FromProto(s), now) }
+
+// CheckSample validates s against the clock reading now; nil means it can be stored.
+func CheckSample(s Sample, now time.Time) *Refusal {
+	switch {
+	case s.InstanceID == "":
+		return &Refusal{ReasonMissingInstanceID, "instance_id", `""`, "a non-empty instance id"}
+	case !KnownKind(s.Kind):
+		return &Refusal{ReasonUnknownKind, "kind", strconv.Itoa(int(s.Kind)), "gpu, mig or vgpu (1, 2 or 3)"}
+	case s.TsNs == 0:
+		return &Refusal{ReasonMissingTimestamp, "ts_ns", "0", "ns since the Unix epoch"}
+	case s.TsNs > MaxTimestampNs:
+		return &Refusal{ReasonTimestampOutOfRange, "ts_ns", strconv.FormatUint(s.TsNs, 10), "a time a DateTime holds (before 2106)"}
+	case s.TsNs < uint64(MinTimestamp.UnixNano()):
+		return invalid("ts_ns", tsValue(s.TsNs), "a time at or after "+MinTimestamp.Format(time.RFC3339))
+	case s.TsNs > uint64(now.Add(MaxAhead).UnixNano()):
+		return invalid("ts_ns", tsValue(s.TsNs), fmt.Sprintf("a time at most %s after the validating clock (%s)", MaxAhead, now.UTC().Format(time.RFC3339)))
+	case s.IntervalNs == 0:
+		return &Refusal{ReasonMissingInterval, "interval_ns", "0", "an interval in (0, 60s]"}
+	case s.IntervalNs > uint64(MaxInterval):
+		return invalid("interval_ns", strconv.FormatUint(s.IntervalNs, 10), fmt.Sprintf("an interval in (0, %s]", MaxInterval))
+	case !(s.SMActive >= 0 && s.SMActive <= 1): // also NaN
+		return invalid("sm_active", formatFloat(s.SMActive), "a ratio in [0, 1]")
+	case !(s.PowerWatts >= 0 && s.PowerWatts <= math.MaxFloat64): // also NaN and +Inf
+		return invalid("power_watts", formatFloat(s.PowerWatts), "a finite power >= 0")
+	case s.MemUsedBytes > s.MemTotalBytes:
+		return invalid("mem_used_bytes", strconv.FormatUint(s.MemUsedBytes, 10), fmt.Sprintf("at most mem_total_bytes (%d)", s.MemTotalBytes))
+	}
+	return nil
+}
+
+// KnownKind reports whether k is a kind of instance attribution knows.
+func KnownKind(k pb.Kind) bool {
+	return k == pb.Kind_KIND_GPU || k == pb.Kind_KIND_MIG || k == pb.Kind_KIND_VGPU
+}
+
+func tsValue(ns uint64) string {
+	t := time.Unix(0, int64(min(ns, math.MaxInt64))).UTC()
+	return fmt.Sprintf("%d (%s)", ns, t.Format(time.RFC3339Nano))
+}

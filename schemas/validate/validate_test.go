@@ -1,0 +1,168 @@
+package validate
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+var testNow = time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+
+func validSample() Sample {
+	return Sample{
+		InstanceID: "gpu0/mig0", Kind: pb.Kind_KIND_MIG, TsNs: uint64(testNow.UnixNano()), IntervalNs: 1e8,
+		MemUsedBytes: 1 << 30, MemTotalBytes: 10 << 30, SMActive: 0.5, PowerWatts: 300,
+	}
+}
+
+func TestCheckSample(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		mutate        func(*Sample)
+		reason, field string // empty: valid
+	}{
+		{"valid", func(*Sample) {}, "", ""},
+		{"sm_active 0", func(s *Sample) { s.SMActive = 0 }, "", ""},
+		{"sm_active 1", func(s *Sample) { s.SMActive = 1 }, "", ""},
+		{"mem used = total", func(s *Sample) { s.MemUsedBytes = s.MemTotalBytes }, "", ""},
+		{"interval 60 s", func(s *Sample) { s.IntervalNs = uint64(60 * time.Second) }, "", ""},
+		{"10 min ahead", func(s *Sample) { s.TsNs = uint64(testNow.Add(MaxAhead).UnixNano()) }, "", ""},
+		{"year 2000", func(s *Sample) { s.TsNs = uint64(MinTimestamp.UnixNano()) }, "", ""},
+		{"no instance", func(s *Sample) { s.InstanceID = "" }, ReasonMissingInstanceID, "instance_id"},
+		{"unknown kind", func(s *Sample) { s.Kind = 42 }, ReasonUnknownKind, "kind"},
+		{"no ts", func(s *Sample) { s.TsNs = 0 }, ReasonMissingTimestamp, "ts_ns"},
+		{"past 2106", func(s *Sample) { s.TsNs = MaxTimestampNs + 1 }, ReasonTimestampOutOfRange, "ts_ns"},
+		{"before 2000", func(s *Sample) { s.TsNs = uint64(MinTimestamp.UnixNano()) - 1 }, ReasonInvalid, "ts_ns"},
+		{"over 10 min ahead", func(s *Sample) { s.TsNs = uint64(testNow.Add(MaxAhead).UnixNano()) + 1 }, ReasonInvalid, "ts_ns"},
+		{"no interval", func(s *Sample) { s.IntervalNs = 0 }, ReasonMissingInterval, "interval_ns"},
+		{"interval over 60 s", func(s *Sample) { s.IntervalNs = uint64(60*time.Second) + 1 }, ReasonInvalid, "interval_ns"},
+		{"10-year interval", func(s *Sample) { s.IntervalNs = uint64(10 * 365 * 24 * time.Hour) }, ReasonInvalid, "interval_ns"},
+		{"sm_active NaN", func(s *Sample) { s.SMActive = math.NaN() }, ReasonInvalid, "sm_active"},
+		{"sm_active +Inf", func(s *Sample) { s.SMActive = math.Inf(1) }, ReasonInvalid, "sm_active"},
+		{"sm_active 5", func(s *Sample) { s.SMActive = 5 }, ReasonInvalid, "sm_active"},
+		{"sm_active -3", func(s *Sample) { s.SMActive = -3 }, ReasonInvalid, "sm_active"},
+		{"power NaN", func(s *Sample) { s.PowerWatts = math.NaN() }, ReasonInvalid, "power_watts"},
+		{"power +Inf", func(s *Sample) { s.PowerWatts = math.Inf(1) }, ReasonInvalid, "power_watts"},
+		{"power -Inf", func(s *Sample) { s.PowerWatts = math.Inf(-1) }, ReasonInvalid, "power_watts"},
+		{"power negative", func(s *Sample) { s.PowerWatts = -1 }, ReasonInvalid, "power_watts"},
+		{"mem used > total", func(s *Sample) { s.MemUsedBytes = s.MemTotalBytes + 1 }, ReasonInvalid, "mem_used_bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := validSample()
+			tc.mutate(&s)
+			r := CheckSample(s, testNow)
+			switch {
+			case tc.reason == "" && r != nil:
+				t.Fatalf("refused: %v", r)
+			case tc.reason == "":
+				return
+			case r == nil:
+				t.Fatalf("accepted, want %s on %s", tc.reason, tc.field)
+			case r.Reason != tc.reason || r.Field != tc.field || r.Value == "" || r.Expected == "":
+				t.Fatalf("got %+v, want reason %s field %s with a value and what was expected", r, tc.reason, tc.field)
+			}
+			if !strings.HasPrefix(r.Error(), tc.field+": ") {
+				t.Errorf("message %q does not start with the field", r.Error())
+			}
+		})
+	}
+}
+
+func TestProtoSampleReadsEveryCheckedField(t *testing.T) {
+	s := &pb.Sample{TsNs: uint64(testNow.UnixNano()), IntervalNs: 1e8, Kind: pb.Kind_KIND_GPU, InstanceId: "gpu0",
+		SmActive: 0.5, PowerWatts: 100, MemUsedBytes: 1, MemTotalBytes: 2}
+	if r := ProtoSample(s, testNow); r != nil {
+		t.Fatalf("refused: %v", r)
+	}
+	s.MemUsedBytes = 3
+	if r := ProtoSample(s, testNow); r == nil || r.Field != "mem_used_bytes" {
+		t.Errorf("mem used > total: got %v", r)
+	}
+}
+
+func TestTenant(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		reason string // empty: valid
+	}{
+		{"acme", ""},
+		{"team.a_b-c:d@e/f", ""},
+		{"A9", ""},
+		{"a", ""},
+		{"a-", ""},
+		{strings.Repeat("x", MaxTenantLen), ""},
+		{"", ReasonMissingTenant},
+		{strings.Repeat("x", MaxTenantLen+1), ReasonInvalid},
+		{"__unallocated__", ReasonInvalid},
+		{"_x", ReasonInvalid},
+		{"=HYPERLINK(\"http://x\")", ReasonInvalid},
+		{"=cmd", ReasonInvalid},
+		{"+1", ReasonInvalid},
+		{"-1", ReasonInvalid},
+		{"@sum", ReasonInvalid},
+		{"a b", ReasonInvalid},
+		{"a,b", ReasonInvalid},
+		{"a\tb", ReasonInvalid},
+		{"a\nb", ReasonInvalid},
+		{"ünïcode", ReasonInvalid},
+		{"a\xff", ReasonInvalid},
+		{"a\"b", ReasonInvalid},
+	} {
+		r := Tenant(tc.name)
+		switch {
+		case tc.reason == "" && r != nil:
+			t.Errorf("%q refused: %v", tc.name, r)
+		case tc.reason != "" && (r == nil || r.Reason != tc.reason || r.Field != "tenant"):
+			t.Errorf("%q: got %v, want %s", tc.name, r, tc.reason)
+		}
+	}
+}
+
+func TestCheckAllocation(t *testing.T) {
+	valid := func() Allocation {
+		return Allocation{ID: "a1", Tenant: "acme", Tier: "pro", Node: "node-a", InstanceID: "gpu0",
+			RequestedAtNs: 100, StartedAtNs: 200}
+	}
+	for _, tc := range []struct {
+		name          string
+		mutate        func(*Allocation)
+		reason, field string
+	}{
+		{"valid", func(*Allocation) {}, "", ""},
+		{"ended", func(a *Allocation) { a.EndedAtNs = 201 }, "", ""},
+		{"started = requested", func(a *Allocation) { a.StartedAtNs = 100 }, "", ""},
+		{"no id", func(a *Allocation) { a.ID = " " }, ReasonMissingAllocationID, "allocation_id"},
+		{"no tenant", func(a *Allocation) { a.Tenant = "" }, ReasonMissingTenant, "tenant"},
+		{"reserved tenant", func(a *Allocation) { a.Tenant = "__unallocated__" }, ReasonInvalid, "tenant"},
+		{"formula tenant", func(a *Allocation) { a.Tenant = "=1+1" }, ReasonInvalid, "tenant"},
+		{"no tier", func(a *Allocation) { a.Tier = "" }, ReasonMissingTier, "tier"},
+		{"no node", func(a *Allocation) { a.Node = "" }, ReasonMissingNode, "node"},
+		{"no instance", func(a *Allocation) { a.InstanceID = "" }, ReasonMissingInstanceID, "instance_id"},
+		{"started before requested", func(a *Allocation) { a.StartedAtNs = 99 }, ReasonStartedBeforeRequest, "started_at"},
+		{"ended at start", func(a *Allocation) { a.EndedAtNs = 200 }, ReasonEndedNotAfterStarted, "ended_at"},
+	} {
+		a := valid()
+		tc.mutate(&a)
+		r := CheckAllocation(a)
+		switch {
+		case tc.reason == "" && r != nil:
+			t.Errorf("%s: refused: %v", tc.name, r)
+		case tc.reason != "" && (r == nil || r.Reason != tc.reason || r.Field != tc.field):
+			t.Errorf("%s: got %+v, want %s on %s", tc.name, r, tc.reason, tc.field)
+		}
+	}
+}
+
+func TestCheckTier(t *testing.T) {
+	tiers := map[string]float64{"pro": 1, "budget": 0.7}
+	if r := CheckTier("pro", tiers); r != nil {
+		t.Errorf("pro refused: %v", r)
+	}
+	r := CheckTier("gold", tiers)
+	if r == nil || r.Reason != ReasonInvalid || r.Field != "tier" || !strings.Contains(r.Expected, "budget, pro") {
+		t.Errorf("gold: got %+v", r)
+	}
+}
