@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // Columns are the CSV header of an allocations file, in this order or any other.
@@ -24,15 +25,25 @@ var Columns = allocation.Fields
 // Decode reads allocations from a file's content: CSV when the name ends in .csv, JSON
 // otherwise (an array of objects, one object, or one object per line).
 func Decode(source string, data []byte) ([]allocation.Allocation, error) {
+	return DecodeKnownTiers(source, data, nil)
+}
+
+// DecodeKnownTiers is Decode that also refuses an allocation whose tier is not one of tiers
+// (a price book's; nil: any tier), naming its line: it could not be priced.
+func DecodeKnownTiers(source string, data []byte, tiers map[string]float64) ([]allocation.Allocation, error) {
 	if strings.EqualFold(filepath.Ext(source), ".csv") {
-		return DecodeCSV(source, data)
+		return decodeCSV(source, data, tiers)
 	}
-	return DecodeJSON(source, data)
+	return decodeJSON(source, data, tiers)
 }
 
 // DecodeJSON reads a JSON array of allocations, a single allocation, or one per line. Unknown
 // fields are refused. Every error names source, line and field.
 func DecodeJSON(source string, data []byte) ([]allocation.Allocation, error) {
+	return decodeJSON(source, data, nil)
+}
+
+func decodeJSON(source string, data []byte, tiers map[string]float64) ([]allocation.Allocation, error) {
 	lineAt := func(offset int64) int { return 1 + bytes.Count(data[:min(int(offset), len(data))], []byte("\n")) }
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
@@ -75,7 +86,7 @@ func DecodeJSON(source string, data []byte) ([]allocation.Allocation, error) {
 	for i, raw := range raws {
 		// The object starts after the whitespace that precedes it.
 		line := lineAt(offsets[i] + int64(len(data[offsets[i]:])-len(bytes.TrimLeft(data[offsets[i]:], " \t\r\n,"))))
-		a, err := decodeObject(source, line, raw)
+		a, err := decodeObject(source, line, raw, tiers)
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +109,7 @@ func syntaxLine(lineAt func(int64) int, err error, fallback int64) int {
 	return lineAt(fallback)
 }
 
-func decodeObject(source string, line int, raw json.RawMessage) (allocation.Allocation, error) {
+func decodeObject(source string, line int, raw json.RawMessage, tiers map[string]float64) (allocation.Allocation, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var j allocation.JSON
@@ -114,11 +125,12 @@ func decodeObject(source string, line int, raw json.RawMessage) (allocation.Allo
 			return allocation.Allocation{}, &allocation.Error{Source: source, Line: line, Value: "not an allocation object (" + err.Error() + ")", Expected: "an object with " + strings.Join(Columns, ", ")}
 		}
 	}
-	return build(source, line, j.Values())
+	return build(source, line, j.Values(), tiers)
 }
 
-// build parses the text of the columns (in Columns order) into a validated allocation.
-func build(source string, line int, v []string) (allocation.Allocation, error) {
+// build parses the text of the columns (in Columns order) into a validated allocation, at one
+// of tiers unless tiers is nil.
+func build(source string, line int, v []string, tiers map[string]float64) (allocation.Allocation, error) {
 	a := allocation.Allocation{ID: v[0], Tenant: v[1], Tier: v[2], Node: v[3], Instance: v[4]}
 	for i, dst := range []*time.Time{&a.RequestedAt, &a.StartedAt, &a.EndedAt} {
 		text := strings.TrimSpace(v[5+i])
@@ -134,12 +146,21 @@ func build(source string, line int, v []string) (allocation.Allocation, error) {
 	if err := a.Validate(source, line); err != nil {
 		return allocation.Allocation{}, err
 	}
+	if tiers != nil {
+		if r := validate.CheckTier(a.Tier, tiers); r != nil {
+			return allocation.Allocation{}, &allocation.Error{Source: source, Line: line, Field: r.Field, Value: r.Value, Expected: r.Expected}
+		}
+	}
 	return a, nil
 }
 
 // DecodeCSV reads a CSV file whose header names the Columns (any order; ended_at may be left
 // out). Every error names source, line and field.
 func DecodeCSV(source string, data []byte) ([]allocation.Allocation, error) {
+	return decodeCSV(source, data, nil)
+}
+
+func decodeCSV(source string, data []byte, tiers map[string]float64) ([]allocation.Allocation, error) {
 	r := csv.NewReader(bytes.NewReader(data))
 	r.FieldsPerRecord = -1
 	r.TrimLeadingSpace = true
@@ -185,7 +206,7 @@ func DecodeCSV(source string, data []byte) ([]allocation.Allocation, error) {
 				values[i] = record[j]
 			}
 		}
-		a, err := build(source, line, values)
+		a, err := build(source, line, values, tiers)
 		if err != nil {
 			return nil, err
 		}

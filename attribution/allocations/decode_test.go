@@ -69,6 +69,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"json wrong type", "a.json", obj("tenant", "42"), []string{"a.json:1", "tenant: a JSON number; expected a string"}},
 		{"json bad time", "a.json", "[" + obj("started_at", `"yesterday"`) + "]", []string{"started_at", `"yesterday"`, "RFC 3339"}},
 		{"json missing tenant", "a.json", obj("tenant", `""`), []string{"tenant: empty"}},
+		{"json reserved tenant", "a.json", obj("tenant", `"__unallocated__"`), []string{"a.json:1", `tenant: "__unallocated__"`, "not starting with _"}},
+		{"json formula tenant", "a.json", obj("tenant", `"=HYPERLINK(\"http://x\")"`), []string{"a.json:1", "tenant: ", "= + - @"}},
 		{"json missing started", "a.json", obj("started_at", `""`), []string{"started_at: missing"}},
 		{"json started before requested", "a.json", obj("requested_at", `"2026-01-05T00:01:00Z"`), []string{"started_at: 2026-01-05T00:00:10Z", "at or after requested_at"}},
 		{"json ended before started", "a.json", obj("ended_at", `"2026-01-05T00:00:05Z"`), []string{"ended_at: 2026-01-05T00:00:05Z", "after started_at"}},
@@ -77,6 +79,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"csv missing column", "a.csv", "allocation_id,tenant,tier,node,instance_id,requested_at\n", []string{"started_at: missing column"}},
 		{"csv short row", "a.csv", header + row + "a2,acme\n", []string{"a.csv:3", "2 fields; expected 8"}},
 		{"csv bad time", "a.csv", header + row + strings.Replace(row, "2026-01-05T01:00:00Z", "soon", 1), []string{"a.csv:3", `ended_at: "soon"`}},
+		{"csv formula tenant", "a.csv", header + row + strings.Replace(row, "acme", "+cmd", 1), []string{"a.csv:3", `tenant: "+cmd"`}},
 		{"csv quote", "a.csv", header + "\"a1,acme\n", []string{"a.csv:", "malformed CSV"}},
 		{"csv header only", "a.csv", header, []string{"a.csv:2", "no allocations"}},
 	}

@@ -13,15 +13,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // Principal is who is calling: an operator (Tenant empty) sees everything, a tenant only its own.
@@ -138,10 +136,12 @@ func (s *Server) postAllocations(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for i, a := range allocs {
-		if _, ok := s.Tiers[a.Tier]; s.Tiers != nil && !ok {
-			s.Metrics.Refused(allocations.ReasonMalformed, len(allocs))
-			s.fail(w, http.StatusBadRequest, fmt.Errorf("request: allocation %d (%q): tier: %q; expected a tier of the price book (%s)", i+1, a.ID, a.Tier, tierList(s.Tiers)))
-			return
+		if s.Tiers != nil {
+			if r := validate.CheckTier(a.Tier, s.Tiers); r != nil {
+				s.Metrics.Refused(allocations.ReasonMalformed, len(allocs))
+				s.fail(w, http.StatusBadRequest, fmt.Errorf("request: allocation %d (%q): %w", i+1, a.ID, r))
+				return
+			}
 		}
 		if !p.may(a.Tenant) {
 			s.Metrics.Refused(allocations.ReasonForbidden, len(allocs))
@@ -297,9 +297,4 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 	if err := series.Write(w, f); err != nil {
 		s.logger().ErrorContext(r.Context(), "writing a report failed", "err", err)
 	}
-}
-
-func tierList(tiers map[string]float64) string {
-	names := slices.Sorted(maps.Keys(tiers))
-	return strings.Join(names, ", ")
 }

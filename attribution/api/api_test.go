@@ -99,6 +99,8 @@ func TestAPI(t *testing.T) {
 		{"post", "POST", "/api/v1/allocations", "", body, 200, []string{`"stored":["a1"]`}, nil},
 		{"post malformed", "POST", "/api/v1/allocations", "", "[\n{\"tenant\": 1}]", 400, []string{"request:2", "tenant"}, nil},
 		{"post unknown tier", "POST", "/api/v1/allocations", "", strings.Replace(body, `"pro"`, `"gold"`, 1), 400, []string{`tier: \"gold\"`, "budget, pro"}, nil},
+		{"post reserved tenant", "POST", "/api/v1/allocations", "", strings.Replace(body, `"acme"`, `"__unallocated__"`, 1), 400, []string{`tenant: \"__unallocated__\"`, "not starting with _"}, nil},
+		{"post formula tenant", "POST", "/api/v1/allocations", "", strings.Replace(body, `"acme"`, `"=HYPERLINK(1)"`, 1), 400, []string{`tenant: \"=HYPERLINK(1)\"`}, nil},
 		{"post other tenant", "POST", "/api/v1/allocations", "beta", body, 403, []string{`tenant \"acme\", not to \"beta\"`}, nil},
 		{"unauthenticated", "GET", "/api/v1/allocations", "nobody", "", 401, []string{"unknown caller"}, nil},
 		{"list", "GET", "/api/v1/allocations?tenant=acme", "", "", 200, []string{`"allocation_id":"a1"`, `"ended_at":null`}, nil},

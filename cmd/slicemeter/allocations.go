@@ -12,6 +12,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution/allocations"
+	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/internal/usage"
 )
@@ -22,6 +23,7 @@ type allocationsCmd struct {
 	stdout io.Writer
 	dsn    *string
 	file   *string
+	book   *string
 }
 
 func newAllocationsCmd(app *kingpin.Application, stdout io.Writer) *allocationsCmd {
@@ -31,6 +33,7 @@ func newAllocationsCmd(app *kingpin.Application, stdout io.Writer) *allocationsC
 		stdout: stdout,
 		dsn:    dsnFlag(imp),
 		file:   imp.Arg("file", "CSV (.csv) or JSON file of allocations.").Required().String(),
+		book:   imp.Flag("pricebook", "Price book file: refuse allocations at a tier it lacks (they could not be priced).").String(),
 	}
 }
 
@@ -39,7 +42,15 @@ func (c *allocationsCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if err != nil {
 		return usage.Errorf("allocations file: %v", err)
 	}
-	allocs, err := allocations.Decode(*c.file, data)
+	var tiers map[string]float64 // nil: any tier
+	if *c.book != "" {
+		book, err := pricebook.Load(*c.book)
+		if err != nil {
+			return usage.Wrap(err)
+		}
+		tiers = book.Tiers
+	}
+	allocs, err := allocations.DecodeKnownTiers(*c.file, data, tiers)
 	if err != nil {
 		return usage.Wrap(err)
 	}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -42,5 +45,37 @@ func TestEnvironmentVariables(t *testing.T) {
 	code := run([]string{"report", "--to", "2026-01-05T01:00:00Z", "--scenario", "x.yaml"}, &stdout, &stderr)
 	if code != exitUsage || !strings.Contains(stderr.String(), `"not-a-time"`) {
 		t.Errorf("SLICEMETER_FROM was not read as --from: exit %d\n%s", code, stderr.String())
+	}
+}
+
+// An import refused for a tier the price book lacks or an invalid tenant exits 2 naming the
+// line, the field and the value, before it reaches ClickHouse (none runs here).
+func TestImportRefusesUnknownTierAndInvalidTenant(t *testing.T) {
+	const header = "allocation_id,tenant,tier,node,instance_id,requested_at,started_at,ended_at\n"
+	const row = "a1,%s,%s,node-a,gpu0,2026-01-05T00:00:00Z,2026-01-05T00:00:10Z,\n"
+	dir := t.TempDir()
+	book := "../../attribution/pricebook/testdata/prices.yaml"
+	for _, tc := range []struct {
+		name, tenant, tier string
+		pricebook          bool
+		want               string
+	}{
+		{"gold.csv", "acme", "gold", true, `gold.csv:3: tier: "gold"; expected a tier of the price book (budget, pro)`},
+		{"reserved.csv", "__unallocated__", "pro", false, `reserved.csv:3: tenant: "__unallocated__"`},
+		{"formula.csv", "=HYPERLINK(1)", "pro", true, `formula.csv:3: tenant: "=HYPERLINK(1)"`},
+	} {
+		file := filepath.Join(dir, tc.name)
+		content := header + fmt.Sprintf(row, "acme", "pro") + fmt.Sprintf(row, tc.tenant, tc.tier)
+		if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"allocations", "import", "--clickhouse.dsn", "clickhouse://127.0.0.1:1/none", file}
+		if tc.pricebook {
+			args = append(args, "--pricebook", book)
+		}
+		var stdout, stderr bytes.Buffer
+		if code := run(args, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: exit %d, want %d and %q:\n%s%s", args, code, exitUsage, tc.want, stdout.String(), stderr.String())
+		}
 	}
 }
