@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // Loop samples a Source at start + n·Interval (n = 0, 1, …) until End (if set) or ctx ends.
@@ -31,6 +34,9 @@ type LoopMetrics struct {
 	SourceErrors prometheus.Counter
 	SinkErrors   *prometheus.CounterVec
 	Jitter       prometheus.Histogram
+	// Refused counts samples the validator refused (by reason and field): they are dropped,
+	// never published, so that one bad reading cannot reach the bill.
+	Refused *prometheus.CounterVec
 }
 
 // NewLoopMetrics registers the loop's metrics.
@@ -53,9 +59,12 @@ func NewLoopMetrics(reg prometheus.Registerer) *LoopMetrics {
 			Help:    "How late a tick was taken: actual minus intended time.",
 			Buckets: []float64{.0001, .0005, .001, .002, .005, .01, .025, .05, .1, .25, 1},
 		}),
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slicemeter_exporter_samples_refused_total", Help: "Samples the validator refused (NaN, a ratio outside [0, 1], ...), by reason and field; they are dropped, not published.",
+		}, []string{"reason", "field"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Ticks, m.Samples, m.SourceErrors, m.SinkErrors, m.Jitter)
+		reg.MustRegister(m.Ticks, m.Samples, m.SourceErrors, m.SinkErrors, m.Jitter, m.Refused)
 	}
 	return m
 }
@@ -90,9 +99,10 @@ func (l *Loop) Run(ctx context.Context) (int64, error) {
 			logger.Warn("reading the source failed; this tick is missing", "tick", t, "err", err)
 			continue
 		}
-		for _, ns := range samples {
-			taken += int64(len(ns.Samples))
-			l.Metrics.Samples.Add(float64(len(ns.Samples)))
+		for i := range samples {
+			taken += int64(len(samples[i].Samples))
+			l.Metrics.Samples.Add(float64(len(samples[i].Samples)))
+			samples[i].Samples = l.valid(samples[i].Node, samples[i].Samples, t, logger)
 		}
 		for _, s := range l.Sinks {
 			if err := s.Write(ctx, t, samples); err != nil {
@@ -115,6 +125,31 @@ func (l *Loop) Run(ctx context.Context) (int64, error) {
 		return taken, ctx.Err()
 	}
 	return taken, nil
+}
+
+// valid is samples without those the validator refuses, counted in Metrics.Refused. The
+// validating clock is tick time t, the source's wall clock. A new slice is made only when one
+// is refused: the source may own the one it returned.
+func (l *Loop) valid(node string, samples []*pb.Sample, t time.Time, logger *slog.Logger) []*pb.Sample {
+	var kept []*pb.Sample
+	for i, s := range samples {
+		r := validate.ProtoSample(s, t)
+		if r == nil {
+			if kept != nil {
+				kept = append(kept, s)
+			}
+			continue
+		}
+		if kept == nil {
+			kept = append(make([]*pb.Sample, 0, len(samples)-1), samples[:i]...)
+		}
+		l.Metrics.Refused.WithLabelValues(r.Reason, r.Field).Inc()
+		logger.Warn("sample refused, not published", "node", node, "instance_id", s.GetInstanceId(), "tick", t, "err", r)
+	}
+	if kept == nil {
+		return samples
+	}
+	return kept
 }
 
 func (l *Loop) flush(ctx context.Context, logger *slog.Logger) {

@@ -3,8 +3,12 @@ package exporter
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -21,7 +25,40 @@ func (s *countingSource) Read(_ context.Context, t time.Time, interval time.Dura
 	if s.fail[n] {
 		return nil, errors.New("nvml: GPU is lost")
 	}
-	return []NodeSamples{{Node: "n", Samples: []*pb.Sample{{TsNs: uint64(t.UnixNano()), IntervalNs: uint64(interval)}}}}, nil
+	return []NodeSamples{{Node: "n", Samples: []*pb.Sample{{TsNs: uint64(t.UnixNano()), IntervalNs: uint64(interval), Kind: pb.Kind_KIND_GPU, InstanceId: "gpu0"}}}}, nil
+}
+
+// badValueSource returns, every tick, a valid sample, one with sm_active NaN and one with
+// memory used above total.
+type badValueSource struct{}
+
+func (badValueSource) Read(_ context.Context, t time.Time, interval time.Duration) ([]NodeSamples, error) {
+	sample := func(id string) *pb.Sample {
+		return &pb.Sample{TsNs: uint64(t.UnixNano()), IntervalNs: uint64(interval), Kind: pb.Kind_KIND_GPU, InstanceId: id, SmActive: 0.5}
+	}
+	nan, mem := sample("gpu1"), sample("gpu2")
+	nan.SmActive = math.NaN()
+	mem.MemUsedBytes, mem.MemTotalBytes = 2, 1
+	return []NodeSamples{{Node: "n", Samples: []*pb.Sample{sample("gpu0"), nan, mem}}}, nil
+}
+
+func TestLoopDropsAndCountsInvalidSamples(t *testing.T) {
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	sink := &recordingSink{}
+	reg := prometheus.NewRegistry()
+	l := &Loop{Source: badValueSource{}, Clock: FastClock{}, Sinks: []Sink{sink}, Start: start, End: start.Add(time.Second),
+		Interval: 100 * time.Millisecond, Metrics: NewLoopMetrics(reg)}
+	if _, err := l.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if sink.samples != 10 {
+		t.Errorf("sink got %d samples, want the 10 valid ones", sink.samples)
+	}
+	for field, want := range map[string]float64{"sm_active": 10, "mem_used_bytes": 10} {
+		if got := testutil.ToFloat64(l.Metrics.Refused.WithLabelValues("invalid", field)); got != want {
+			t.Errorf("refused{field=%s} = %v, want %v", field, got, want)
+		}
+	}
 }
 
 type recordingSink struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/slicemeter/slicemeter/schemas/hardware"
+	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // Error is a validation error: the file, the field and what was wrong. Callers treat it as a
@@ -111,6 +113,14 @@ func Parse(name string, data []byte) (*Scenario, error) {
 	return s, nil
 }
 
+// Caps on what a scenario may ask the simulator to build, far above any real fleet, so that a
+// typo or a hostile file is refused with the field named instead of exhausting memory.
+const (
+	MaxNodes       = 10_000
+	MaxGPUsPerNode = 16 // the densest servers hold 8 or 16
+	MaxVGPUsPerGPU = 64 // no vGPU profile is smaller than 1/64 of a GPU's framebuffer
+)
+
 type validator struct {
 	file string
 	errs []error
@@ -144,6 +154,10 @@ func (v *validator) number(field, s string, lo, hi float64, what string) float64
 		return 0
 	}
 	f, err := strconv.ParseFloat(s, 64)
+	if err == nil && (math.IsNaN(f) || math.IsInf(f, 0)) {
+		v.fail(field, "%q: expected a finite number, %s", s, what)
+		return 0
+	}
 	if err != nil || f < lo || f > hi {
 		v.fail(field, "%q: expected %s", s, what)
 		return 0
@@ -178,6 +192,8 @@ func (v *validator) scenario(raw *rawScenario) *Scenario {
 	s.Interval = v.duration("interval", raw.Interval, true)
 	if raw.Interval != "" && s.Interval <= 0 {
 		v.fail("interval", "%q: expected a duration > 0", raw.Interval)
+	} else if s.Interval > validate.MaxInterval {
+		v.fail("interval", "%s: expected at most %s (what a sample may stand for)", s.Interval, validate.MaxInterval)
 	} else if s.Interval > 0 && s.Duration > 0 && s.Interval > s.Duration {
 		v.fail("interval", "%s is longer than duration %s", s.Interval, s.Duration)
 	}
@@ -229,6 +245,10 @@ func (v *validator) nodes(raw []rawNode, s *Scenario) []Node {
 	if len(raw) == 0 {
 		v.fail("nodes", "missing; expected at least one node")
 	}
+	if len(raw) > MaxNodes {
+		v.fail("nodes", "%d nodes: expected at most %d", len(raw), MaxNodes)
+		return nil
+	}
 	seen := map[string]bool{}
 	var nodes []Node
 	for i, rn := range raw {
@@ -250,6 +270,10 @@ func (v *validator) nodes(raw []rawNode, s *Scenario) []Node {
 		}
 		if len(rn.GPUs) == 0 {
 			v.fail(f+".gpus", "missing; expected at least one GPU")
+		}
+		if len(rn.GPUs) > MaxGPUsPerNode {
+			v.fail(f+".gpus", "%d GPUs: expected at most %d per node", len(rn.GPUs), MaxGPUsPerNode)
+			continue
 		}
 		for j, rg := range rn.GPUs {
 			gf := fmt.Sprintf("%s.gpus[%d]", f, j)
@@ -297,8 +321,9 @@ func (v *validator) vgpu(f, profile, count, scheduler, timeslice, sw string, mod
 		v.fail(f+".profile", "%v", err)
 	}
 	n, err := strconv.Atoi(count)
-	if err != nil || n < 1 {
-		v.fail(f+".count", "%q: expected a whole number >= 1", count)
+	if err != nil || n < 1 || n > MaxVGPUsPerGPU {
+		v.fail(f+".count", "%q: expected a whole number from 1 to %d", count, MaxVGPUsPerGPU)
+		n = 0
 	}
 	g.Count = n
 	if known && fb > 0 && n > 0 && fb*uint64(n) > model.MemoryBytes {
@@ -328,8 +353,8 @@ func (v *validator) tenants(raw []rawTenant, s *Scenario) []Tenant {
 	for i, rt := range raw {
 		f := fmt.Sprintf("tenants[%d]", i)
 		t := Tenant{Name: rt.Name, Tier: rt.Tier}
-		if rt.Name == "" || rt.Name == "__unallocated__" {
-			v.fail(f+".name", "%q: expected a non-empty tenant name", rt.Name)
+		if r := validate.Tenant(rt.Name); r != nil {
+			v.fail(f+".name", "%s: expected %s", r.Value, r.Expected)
 		} else if seen[rt.Name] {
 			v.fail(f+".name", "%q is used by another tenant", rt.Name)
 		}

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -119,6 +120,16 @@ func TestParseErrors(t *testing.T) {
 		{"overlap", "target: n/gpu1/vgpu3", "target: n/gpu0/mig1", "overlaps tenants[0].allocations[0]"},
 		{"currency", "currency: USD", "currency: dollars", `currency: "dollars": expected an ISO 4217 code`},
 		{"jitter tier", "tiers: {pro: 1.0}", "tiers: {pro: 1.0}\nsla: {jitter_p99: {gold: 5ms}}", `sla.jitter_p99.gold: tier "gold" is not in tiers`},
+		{"price NaN", "H100-SXM5-80GB: 2.40}", "H100-SXM5-80GB: NaN}", `prices.H100-SXM5-80GB: "NaN": expected a finite number`},
+		{"tier Inf", "tiers: {pro: 1.0}", "tiers: {pro: +Inf}", `tiers.pro: "+Inf": expected a finite number`},
+		{"sm NaN", "sm: 0.5", "sm: NaN", `allocations[0].workload.sm: "NaN": expected a finite number`},
+		{"mem NaN", "mem: 0.1", "mem: nan", `allocations[0].workload.mem: "nan": expected a finite number`},
+		{"step sm Inf", "[10m, 1]", "[10m, Infinity]", `steps[1][1]: "Infinity": expected a finite number`},
+		{"vgpu count absurd", "count: 4", "count: 9223372036854775807", `vgpu.count: "9223372036854775807": expected a whole number from 1 to 64`},
+		{"vgpu count 65", "count: 4", "count: 65", `vgpu.count: "65": expected a whole number from 1 to 64`},
+		{"interval over 60 s", "interval: 100ms", "interval: 61s", "interval: 1m1s: expected at most 1m0s"},
+		{"reserved tenant", "  - name: a\n", "  - name: __unallocated__\n", `tenants[0].name: "__unallocated__": expected`},
+		{"formula tenant", "  - name: a\n", "  - name: \"=HYPERLINK(1)\"\n", `tenants[0].name: "=HYPERLINK(1)": expected`},
 		{"jitter zero", "tiers: {pro: 1.0}", "tiers: {pro: 1.0}\nsla: {jitter_p99: {pro: 0s}}", `sla.jitter_p99.pro: "0s": expected a duration > 0`},
 	}
 	for _, tt := range tests {
@@ -138,6 +149,31 @@ func TestParseErrors(t *testing.T) {
 	}
 	if _, err := Parse("ok.yaml", []byte(valid)); err != nil {
 		t.Fatalf("valid scenario: %v", err)
+	}
+}
+
+// Counts that would make the simulator exhaust memory are refused, naming the field.
+func TestParseRefusesHugeCounts(t *testing.T) {
+	gpu := "      - {model: A100-SXM4-40GB}\n"
+	node := func(name string, gpus int) string { return "  - name: " + name + "\n    gpus:\n" + strings.Repeat(gpu, gpus) }
+	head := strings.SplitAfter(valid, "nodes:\n")[0]
+	var many strings.Builder
+	for i := range MaxNodes + 1 {
+		many.WriteString(node(fmt.Sprintf("n%d", i), 1))
+	}
+	for _, tc := range []struct{ name, nodes, want string }{
+		{"too many GPUs", node("n", MaxGPUsPerNode+1), "nodes[0].gpus: 17 GPUs: expected at most 16 per node"},
+		{"too many nodes", many.String(), "nodes: 10001 nodes: expected at most 10000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("big.yaml", []byte(head+tc.nodes))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := Parse("ok.yaml", []byte(head+node("n", MaxGPUsPerNode))); err != nil {
+		t.Errorf("%d GPUs on a node refused: %v", MaxGPUsPerNode, err)
 	}
 }
 
