@@ -155,7 +155,9 @@ func TestParseErrors(t *testing.T) {
 // Counts that would make the simulator exhaust memory are refused, naming the field.
 func TestParseRefusesHugeCounts(t *testing.T) {
 	gpu := "      - {model: A100-SXM4-40GB}\n"
-	node := func(name string, gpus int) string { return "  - name: " + name + "\n    gpus:\n" + strings.Repeat(gpu, gpus) }
+	node := func(name string, gpus int) string {
+		return "  - name: " + name + "\n    gpus:\n" + strings.Repeat(gpu, gpus)
+	}
 	head := strings.SplitAfter(valid, "nodes:\n")[0]
 	var many strings.Builder
 	for i := range MaxNodes + 1 {
