@@ -214,3 +214,46 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+func TestCSVEscapesFormulaCells(t *testing.T) {
+	r := migBasic()
+	r.Currency = "@USD"
+	r.Tenants[0].Tenant = `=HYPERLINK("http://x","y")`
+	r.Tenants[0].Tier = "+pro"
+	r.Tenants[1].Tenant = "-1"
+	r.Tenants[2].Tenant = "\tcmd"
+	var buf bytes.Buffer
+	if err := r.WriteCSV(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{`"'=HYPERLINK(""http://x"",""y"")",'+pro,`, "\n'-1,", "\n'\tcmd,", ",'@USD\n", "\n__unallocated__,,"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("CSV lacks %q:\n%s", want, out)
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		if f := strings.Split(line, ","); len(f) > 4 && strings.HasPrefix(f[4], "'") {
+			t.Errorf("a number cell was escaped: %s", line)
+		}
+	}
+	// JSON is not evaluated by spreadsheets: its strings stay as they are.
+	buf.Reset()
+	if err := r.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"tenant": "-1"`) {
+		t.Errorf("JSON changed the tenant:\n%s", buf.String())
+	}
+}
+
+func TestSpreadsheetSafe(t *testing.T) {
+	for in, want := range map[string]string{
+		"": "", "acme": "acme", "=1+1": "'=1+1", "+1": "'+1", "-1": "'-1", "@a": "'@a",
+		"\ta": "'\ta", "\ra": "'\ra", "__unallocated__": "__unallocated__", "a=b": "a=b", "2026-01-05T00:00:00Z": "2026-01-05T00:00:00Z",
+	} {
+		if got := spreadsheetSafe(in); got != want {
+			t.Errorf("spreadsheetSafe(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Format is how a report is written.
@@ -67,6 +68,9 @@ func (s Series) WriteCSV(w io.Writer) error {
 		record := make([]string, len(cells))
 		for i, c := range cells {
 			record[i] = c.text
+			if !c.number {
+				record[i] = spreadsheetSafe(c.text)
+			}
 		}
 		if err := cw.Write(record); err != nil {
 			return fmt.Errorf("write report: %w", err)
@@ -77,6 +81,18 @@ func (s Series) WriteCSV(w io.Writer) error {
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
+}
+
+// spreadsheetSafe is a text cell that a spreadsheet opening the CSV shows as text: one
+// starting with = + - @, tab or CR would be evaluated as a formula (CSV injection), so it gets
+// a leading '. Tenant names are already refused with those starts at every door; this also
+// covers tiers, currencies and names stored before that rule. Number cells are never changed:
+// a spreadsheet must still read them as numbers.
+func spreadsheetSafe(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
 }
 
 // WriteJSON writes one array of the rows of every window (see Report.WriteJSON), each with
