@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -175,6 +176,16 @@ func FuzzDecodeMatchesProto(f *testing.F) {
 		}
 		if err == nil && !proto.Equal(fromWire(&d), comparableBatch(&want)) {
 			t.Fatalf("for %x:\ndecoded %v\nproto   %v", value, fromWire(&d), comparableBatch(&want))
+		}
+		// Both paths refuse the same samples for the same reason and field.
+		for i, s := range want.GetSamples() {
+			if i >= len(d.samples) {
+				break
+			}
+			now := time.Unix(0, int64(base))
+			if p, w := checkSample(s, now), checkWireSample(&d.samples[i], now); (p == nil) != (w == nil) || p != nil && (p.reason != w.reason || p.field != w.field) {
+				t.Fatalf("sample %d of %x: checkSample %v, checkWireSample %v", i, value, p, w)
+			}
 		}
 	})
 }
