@@ -137,3 +137,15 @@ func checkDecoded(t *testing.T, allocs []allocation.Allocation, err error) {
 		}
 	}
 }
+
+func TestLineCounter(t *testing.T) {
+	c := newLineCounter([]byte("a\nbc\n\nd"))
+	for _, tc := range []struct {
+		offset int64
+		want   int
+	}{{0, 1}, {1, 1}, {2, 2}, {5, 3}, {6, 4}, {3, 2}, {99, 4}, {-1, 1}} {
+		if got := c.at(tc.offset); got != tc.want {
+			t.Errorf("at(%d) = %d, want %d", tc.offset, got, tc.want)
+		}
+	}
+}

@@ -1,9 +1,13 @@
 package allocations
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,17 +37,33 @@ type Store struct {
 	// mu makes the read-check-write of Put atomic within this process, so that two requests
 	// cannot both pass the overlap check for one instance.
 	mu sync.Mutex
+	// lookupBytes bounds the names one lookup query carries, and insertRows the rows of one
+	// insert (defaults; tests make them tiny to see the chunking).
+	lookupBytes, insertRows int
 }
 
+// lookupBytes: ids and targets are bound into the query text, which ClickHouse refuses
+// beyond max_query_size (256 KiB by default: 10,000 allocations did not fit); half of it
+// leaves room for the quoting and the query itself.
+const defaultLookupBytes = 128 << 10
+
+// defaultInsertRows is the rows of one INSERT: one native block, which ClickHouse writes as one
+// part of the (unpartitioned) allocations table, all or nothing. The 100,000 allocations a
+// request or file may carry fit in one; a larger input is written in several (see Put).
+const defaultInsertRows = 100_000
+
 // NewStore stores allocations through conn.
-func NewStore(conn driver.Conn) *Store { return &Store{conn: conn, now: time.Now} }
+func NewStore(conn driver.Conn) *Store {
+	return &Store{conn: conn, now: time.Now, lookupBytes: defaultLookupBytes, insertRows: defaultInsertRows}
+}
 
 // currentQuery: the current state of the allocations on some targets or with some ids (the
-// highest version of each id, not deleted).
+// highest version of each id, not deleted). The first %s filters the rows before grouping
+// (by id: uses the table's order), the second the current states.
 var currentQuery = `
 SELECT allocation_id, cur_tenant, cur_tier, cur_node, cur_instance_id, cur_requested_ns, cur_started_ns, cur_ended_ns, cur_version
 FROM (
-    ` + tables.LatestAllocations("") + `
+    %s
 )
 WHERE cur_deleted = 0 AND %s
 ORDER BY cur_started_ns, allocation_id`
@@ -54,8 +74,8 @@ type stored struct {
 	version uint64
 }
 
-func (s *Store) query(ctx context.Context, where string, args ...any) ([]stored, error) {
-	rows, err := s.conn.Query(ctx, fmt.Sprintf(currentQuery, where), args...)
+func (s *Store) query(ctx context.Context, before, where string, args ...any) ([]stored, error) {
+	rows, err := s.conn.Query(ctx, fmt.Sprintf(currentQuery, tables.LatestAllocations(before), where), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -77,62 +97,61 @@ func (s *Store) query(ctx context.Context, where string, args ...any) ([]stored,
 
 // Put stores validated allocations, all or none: it refuses the batch (ErrRefused) when an id
 // appears twice in it or when two allocations would hold one instance at the same time,
-// naming both. An allocation whose current state is already the same is left as it is; a
-// changed one gets the next version.
+// naming the first such pair. An allocation whose current state is already the same is left
+// as it is; a changed one gets the next version.
+//
+// Everything is read and checked before the first row is written. The rows are then written
+// in inserts of up to 100,000 (one part each, all or nothing). ClickHouse has no transactions
+// across inserts: when a larger input fails midway, the inserts before the failure stay, but
+// as versions like any other: Put again with the same input (a retry) finds those unchanged,
+// writes the rest and so ends where one successful Put would have; a corrected input gets
+// the next versions, which supersede them.
 func (s *Store) Put(ctx context.Context, allocs []allocation.Allocation) (Result, error) {
 	var res Result
 	if len(allocs) == 0 {
 		return res, nil
 	}
-	seen := map[string]bool{}
-	var ids, nodes, instances []string
+	seen := make(map[string]bool, len(allocs))
 	for _, a := range allocs {
 		if seen[a.ID] {
 			return res, fmt.Errorf("%w: allocation %q is given twice in one input", ErrRefused, a.ID)
 		}
 		seen[a.ID] = true
-		ids = append(ids, a.ID)
-		nodes = append(nodes, a.Node)
-		instances = append(instances, a.Instance)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	current, err := s.query(ctx, `(allocation_id IN (SELECT id FROM (SELECT ? AS ids) ARRAY JOIN ids AS id)
-        OR (cur_node, cur_instance_id) IN (SELECT tn, ti FROM (SELECT ? AS tns, ? AS tis) ARRAY JOIN tns AS tn, tis AS ti))`, ids, nodes, instances)
+	current, err := s.current(ctx, allocs)
 	if err != nil {
-		return res, fmt.Errorf("read the current allocations on %d targets: %w", len(allocs), err)
+		return res, err
 	}
-	var plain []allocation.Allocation
-	byID := map[string]stored{}
+	plain := make([]allocation.Allocation, 0, len(current))
+	byID := make(map[string]stored, len(current))
 	for _, c := range current {
 		plain = append(plain, c.Allocation)
 		byID[c.ID] = c
 	}
-	if errs := allocation.Overlaps(allocs, plain); len(errs) > 0 {
-		return res, fmt.Errorf("%w: %w", ErrRefused, errors.Join(errs...))
+	if err := allocation.FirstOverlap(allocs, plain); err != nil {
+		return res, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
-	batch, err := s.conn.PrepareBatch(ctx, tables.Insert(tables.Allocations, tables.AllocationColumns))
-	if err != nil {
-		return res, fmt.Errorf("prepare the insert of allocations: %w", err)
-	}
-	received := s.now().UTC().Truncate(time.Second)
+	var changed []stored
 	for _, a := range allocs {
 		prev, ok := byID[a.ID]
 		if ok && prev.Same(a) {
 			res.Unchanged = append(res.Unchanged, a.ID)
 			continue
 		}
-		if err := batch.Append(a.ID, a.Tenant, a.Tier, a.Node, a.Instance, allocation.ToNS(a.RequestedAt), allocation.ToNS(a.StartedAt), allocation.ToNS(a.EndedAt),
-			prev.version+1, uint8(0), received); err != nil {
-			_ = batch.Abort()
-			return res, fmt.Errorf("append allocation %q: %w", a.ID, err)
-		}
-		res.Stored = append(res.Stored, a.ID)
+		changed = append(changed, stored{a, prev.version + 1})
 	}
-	if len(res.Stored) == 0 {
-		_ = batch.Abort()
-	} else if err := batch.Send(); err != nil {
-		return Result{}, fmt.Errorf("insert %d allocations: %w", len(res.Stored), err)
+	received := s.now().UTC().Truncate(time.Second)
+	for from := 0; from < len(changed); from += s.insertRows {
+		part := changed[from:min(from+s.insertRows, len(changed))]
+		if err := s.insert(ctx, part, received); err != nil {
+			return Result{}, fmt.Errorf("insert allocations %d to %d of the %d changed (%d written before; the same input again completes it): %w",
+				from+1, from+len(part), len(changed), from, err)
+		}
+	}
+	for _, c := range changed {
+		res.Stored = append(res.Stored, c.ID)
 	}
 	if res.Unseen, err = s.unseen(ctx, allocs); err != nil {
 		return res, err
@@ -140,38 +159,132 @@ func (s *Store) Put(ctx context.Context, allocs []allocation.Allocation) (Result
 	return res, nil
 }
 
+// current is the current state of the allocations with the ids of allocs or on their
+// targets, by started_at and id, read in queries that each fit in max_query_size.
+func (s *Store) current(ctx context.Context, allocs []allocation.Allocation) ([]stored, error) {
+	ids := make([]string, len(allocs))
+	for i, a := range allocs {
+		ids[i] = a.ID
+	}
+	nodes, instances := targets(allocs)
+	byID := map[string]stored{}
+	keep := func(rows []stored) {
+		for _, r := range rows {
+			byID[r.ID] = r
+		}
+	}
+	for _, c := range chunks(ids, nil, s.lookupBytes) {
+		rows, err := s.query(ctx, "allocation_id IN (SELECT id FROM (SELECT ? AS ids) ARRAY JOIN ids AS id)", "1", ids[c.from:c.to])
+		if err != nil {
+			return nil, fmt.Errorf("read the current allocations with ids %d to %d of %d: %w", c.from+1, c.to, len(ids), err)
+		}
+		keep(rows)
+	}
+	for _, c := range chunks(nodes, instances, s.lookupBytes) {
+		rows, err := s.query(ctx, "", "(cur_node, cur_instance_id) IN (SELECT tn, ti FROM (SELECT ? AS tns, ? AS tis) ARRAY JOIN tns AS tn, tis AS ti)",
+			nodes[c.from:c.to], instances[c.from:c.to])
+		if err != nil {
+			return nil, fmt.Errorf("read the current allocations on targets %d to %d of %d: %w", c.from+1, c.to, len(nodes), err)
+		}
+		keep(rows)
+	}
+	out := slices.Collect(maps.Values(byID))
+	// The order one query gave: the overlap check names the first conflict in it.
+	slices.SortFunc(out, func(a, b stored) int {
+		return cmp.Or(a.StartedAt.Compare(b.StartedAt), strings.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// insert writes rows as one INSERT.
+func (s *Store) insert(ctx context.Context, rows []stored, received time.Time) error {
+	batch, err := s.conn.PrepareBatch(ctx, tables.Insert(tables.Allocations, tables.AllocationColumns))
+	if err != nil {
+		return fmt.Errorf("prepare the insert: %w", err)
+	}
+	for _, a := range rows {
+		if err := batch.Append(a.ID, a.Tenant, a.Tier, a.Node, a.Instance, allocation.ToNS(a.RequestedAt), allocation.ToNS(a.StartedAt), allocation.ToNS(a.EndedAt),
+			a.version, uint8(0), received); err != nil {
+			_ = batch.Abort()
+			return fmt.Errorf("append allocation %q: %w", a.ID, err)
+		}
+	}
+	return batch.Send()
+}
+
+// targets are the distinct targets of allocs, as nodes and instances, in first-seen order:
+// 100,000 allocations are often on a few hundred instances.
+func targets(allocs []allocation.Allocation) (nodes, instances []string) {
+	seen := map[[2]string]bool{}
+	for _, a := range allocs {
+		if t := [2]string{a.Node, a.Instance}; !seen[t] {
+			seen[t] = true
+			nodes, instances = append(nodes, a.Node), append(instances, a.Instance)
+		}
+	}
+	return nodes, instances
+}
+
+// span is the half-open range [from, to) of a list.
+type span struct{ from, to int }
+
+// chunks splits the names of a and b (b: nil, or as long as a, bound alongside) into spans
+// whose names come to at most maxBytes, counting each name's quotes and separator; every
+// span has at least one entry, so a name longer than maxBytes gets a query of its own.
+func chunks(a, b []string, maxBytes int) []span {
+	var out []span
+	from, size := 0, 0
+	for i := range a {
+		n := len(a[i]) + 4
+		if b != nil {
+			n += len(b[i]) + 4
+		}
+		if i > from && size+n > maxBytes {
+			out = append(out, span{from, i})
+			from, size = i, 0
+		}
+		size += n
+	}
+	if from < len(a) {
+		out = append(out, span{from, len(a)})
+	}
+	return out
+}
+
 // unseen returns the targets of allocs that no sample mentions.
 func (s *Store) unseen(ctx context.Context, allocs []allocation.Allocation) ([]string, error) {
-	var nodes, instances []string
-	for _, a := range allocs {
-		nodes = append(nodes, a.Node)
-		instances = append(instances, a.Instance)
-	}
-	rows, err := s.conn.Query(ctx, `SELECT DISTINCT node, instance_id FROM samples
-        WHERE (node, instance_id) IN (SELECT tn, ti FROM (SELECT ? AS tns, ? AS tis) ARRAY JOIN tns AS tn, tis AS ti)`, nodes, instances)
-	if err != nil {
-		return nil, fmt.Errorf("look up the targets of %d allocations in the samples: %w", len(allocs), err)
-	}
-	defer rows.Close()
+	nodes, instances := targets(allocs)
 	known := map[string]bool{}
-	for rows.Next() {
-		var node, instance string
-		if err := rows.Scan(&node, &instance); err != nil {
-			return nil, err
+	for _, c := range chunks(nodes, instances, s.lookupBytes) {
+		if err := s.sampled(ctx, nodes[c.from:c.to], instances[c.from:c.to], known); err != nil {
+			return nil, fmt.Errorf("look up targets %d to %d of %d in the samples: %w", c.from+1, c.to, len(nodes), err)
 		}
-		known[node+"/"+instance] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
 	}
 	var out []string
-	for _, a := range allocs {
-		if t := a.Target(); !known[t] {
-			known[t] = true // once each
+	for i := range nodes {
+		if t := nodes[i] + "/" + instances[i]; !known[t] {
 			out = append(out, t)
 		}
 	}
 	return out, nil
+}
+
+// sampled adds to known the targets (node/instance) among nodes and instances that a sample mentions.
+func (s *Store) sampled(ctx context.Context, nodes, instances []string, known map[string]bool) error {
+	rows, err := s.conn.Query(ctx, `SELECT DISTINCT node, instance_id FROM samples
+        WHERE (node, instance_id) IN (SELECT tn, ti FROM (SELECT ? AS tns, ? AS tis) ARRAY JOIN tns AS tn, tis AS ti)`, nodes, instances)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var node, instance string
+		if err := rows.Scan(&node, &instance); err != nil {
+			return err
+		}
+		known[node+"/"+instance] = true
+	}
+	return rows.Err()
 }
 
 // List returns the current allocations of a tenant (every tenant when tenant is empty) that
@@ -179,7 +292,7 @@ func (s *Store) unseen(ctx context.Context, allocs []allocation.Allocation) ([]s
 func (s *Store) List(ctx context.Context, tenant string, from, to time.Time) ([]allocation.Allocation, error) {
 	where := `(? = '' OR cur_tenant = ?) AND (? = 0 OR cur_ended_ns = 0 OR cur_ended_ns > ?) AND (? = 0 OR cur_started_ns < ?)`
 	f, t := allocation.ToNS(from), allocation.ToNS(to)
-	rows, err := s.query(ctx, where, tenant, tenant, f, f, t, t)
+	rows, err := s.query(ctx, "", where, tenant, tenant, f, f, t, t)
 	if err != nil {
 		return nil, fmt.Errorf("list the allocations of tenant %q: %w", tenant, err)
 	}

@@ -95,3 +95,28 @@ func TestStore(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreChunked: with lookups of two ids and inserts of two rows, five allocations take
+// three of each; an overlap with a stored allocation in the last lookup chunk is still found,
+// and a repeat finds every one unchanged.
+func TestStoreChunked(t *testing.T) {
+	ctx := context.Background()
+	store := allocations.NewStore(localtest.Database(t).Conn)
+	allocations.SetLimits(store, 2*(len("bulk-0000000")+4), 2)
+	allocs := bulk(5, 5)
+	if res, err := store.Put(ctx, allocs); err != nil || len(res.Stored) != 5 {
+		t.Fatalf("put: %+v, %v", res, err)
+	}
+	if res, err := store.Put(ctx, allocs); err != nil || len(res.Unchanged) != 5 {
+		t.Fatalf("repeat: %+v, %v", res, err)
+	}
+	list, err := store.List(ctx, "", time.Time{}, time.Time{})
+	if err != nil || len(list) != 5 {
+		t.Fatalf("list: %d, %v", len(list), err)
+	}
+	clash := allocs[4]
+	clash.ID = "clash"
+	if _, err := store.Put(ctx, append(bulk(4, 4)[:4:4], clash)); !errors.Is(err, allocations.ErrRefused) || !strings.Contains(err.Error(), `overlaps allocation "bulk-0000004"`) {
+		t.Fatalf("overlap with the fifth: %v", err)
+	}
+}

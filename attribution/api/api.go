@@ -67,9 +67,14 @@ type Server struct {
 	// at another tier could not be priced, so it is refused at the door.
 	Tiers  map[string]float64
 	Logger *slog.Logger
-	// MaxBody bounds a POST body (default 16 MiB).
+	// MaxBody bounds a POST body (default DefaultMaxBody); a larger one is refused with 413.
 	MaxBody int64
 }
+
+// DefaultMaxBody is the POST body limit unless Server.MaxBody says otherwise: 64 MiB holds the
+// 100,000 allocations a request may carry (about 23 MiB as compact JSON) with room for
+// longer names and indentation, while bounding what one request makes the server hold.
+const DefaultMaxBody = 64 << 20
 
 // Register adds the API's routes to mux.
 func (s *Server) Register(mux *http.ServeMux) {
@@ -119,14 +124,8 @@ func (s *Server) postAllocations(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	limit := s.MaxBody
-	if limit <= 0 {
-		limit = 16 << 20
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		s.Metrics.Refused(allocations.ReasonMalformed, 1)
-		s.fail(w, http.StatusRequestEntityTooLarge, fmt.Errorf("read the request body: %w", err))
+	body, ok := s.readBody(w, r)
+	if !ok {
 		return
 	}
 	allocs, err := allocations.DecodeJSON("request", body)
@@ -165,6 +164,36 @@ func (s *Server) postAllocations(w http.ResponseWriter, r *http.Request) {
 		s.logger().WarnContext(r.Context(), "allocations for instances not seen in any sample yet", "targets", len(res.Unseen), "first", res.Unseen[0])
 	}
 	writeJSON(w, http.StatusOK, postResponse{Stored: nonNil(res.Stored), Unchanged: nonNil(res.Unchanged), Unseen: nonNil(res.Unseen)})
+}
+
+// readBody reads a POST body up to the limit, answering 413 (naming the limit) beyond it and
+// 400 when it cannot be read.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	limit := s.MaxBody
+	if limit <= 0 {
+		limit = DefaultMaxBody
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		s.Metrics.Refused(allocations.ReasonMalformed, 1)
+		s.fail(w, http.StatusRequestEntityTooLarge, fmt.Errorf("request body: over the limit of %s; expected at most that (split the allocations into several requests)", bytesText(limit)))
+		return nil, false
+	case err != nil:
+		s.Metrics.Refused(allocations.ReasonMalformed, 1)
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("read the request body: %w", err))
+		return nil, false
+	}
+	return body, true
+}
+
+// bytesText is n bytes in MiB when whole, else in bytes.
+func bytesText(n int64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func nonNil(s []string) []string {

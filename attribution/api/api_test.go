@@ -162,3 +162,46 @@ func TestPostConflict(t *testing.T) {
 		t.Errorf("status %d: %s", resp.StatusCode, b)
 	}
 }
+
+// TestPostBulk: 100,000 allocations fit in one request under the default limit; a body over
+// the limit is refused with 413 naming it.
+func TestPostBulk(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("[\n")
+	for i := range 100_000 {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, `{"allocation_id": "bulk-%07d", "tenant": "acme", "tier": "pro", "node": "node-bulk", "instance_id": "gpu%d/mig%d", `+
+			`"requested_at": "2026-01-05T00:00:00Z", "started_at": "2026-01-05T00:00:10Z", "ended_at": "2026-01-05T01:00:00Z"}`, i, i/7, i%7)
+	}
+	b.WriteString("\n]\n")
+	big := b.String()
+	tests := []struct {
+		name    string
+		maxBody int64
+		status  int
+		want    string
+	}{
+		{"default limit", 0, 200, `"bulk-0099999"`},
+		{"over the limit", 1 << 20, 413, "request body: over the limit of 1 MiB"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := &memStore{}
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				(&Server{Store: store, MaxBody: tt.maxBody}).postAllocations(w, r)
+			}))
+			defer srv.Close()
+			resp, err := http.Post(srv.URL+"/api/v1/allocations", "application/json", strings.NewReader(big))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			got, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tt.status || !strings.Contains(string(got), tt.want) {
+				t.Errorf("%d bytes: status %d, want %d with %s: %.300s", len(big), resp.StatusCode, tt.status, tt.want, got)
+			}
+		})
+	}
+}

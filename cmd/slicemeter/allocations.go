@@ -66,8 +66,9 @@ func (c *allocationsCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("import %s: %w", *c.file, err)
 	}
-	for _, t := range res.Unseen {
-		logger.Warn("allocation for an instance not seen in any sample yet", "target", t)
+	// One line however many: a bulk import may name thousands of instances not sampled yet.
+	if n := len(res.Unseen); n > 0 {
+		logger.Warn("allocations for instances not seen in any sample yet", "instances", n, "first", res.Unseen[:min(n, 10)])
 	}
 	_, err = fmt.Fprintf(c.stdout, "%s: %d allocations stored, %d unchanged, %d on instances not seen yet\n",
 		*c.file, len(res.Stored), len(res.Unchanged), len(res.Unseen))

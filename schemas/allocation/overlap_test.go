@@ -30,19 +30,19 @@ func TestOverlaps(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			errs := Overlaps(tt.incoming, tt.current)
+			err := FirstOverlap(tt.incoming, tt.current)
 			if len(tt.want) == 0 {
-				if len(errs) > 0 {
-					t.Errorf("unexpected: %v", errs)
+				if err != nil {
+					t.Errorf("unexpected: %v", err)
 				}
 				return
 			}
-			if len(errs) != 1 {
-				t.Fatalf("got %v, want one overlap", errs)
+			if err == nil {
+				t.Fatalf("no overlap found, want one")
 			}
 			for _, w := range tt.want {
-				if !strings.Contains(errs[0].Error(), w) {
-					t.Errorf("%v should contain %q", errs[0], w)
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%v should contain %q", err, w)
 				}
 			}
 		})
