@@ -68,7 +68,7 @@ func (c *allocationsCmd) run(ctx context.Context, logger *slog.Logger) error {
 	}
 	// One line however many: a bulk import may name thousands of instances not sampled yet.
 	if n := len(res.Unseen); n > 0 {
-		logger.Warn("allocations for instances not seen in any sample yet", "instances", n, "first", res.Unseen[:min(n, 10)])
+		logger.Warn("allocations for instances not seen in any sample yet", "targets", n, "first", res.Unseen[:min(n, 10)])
 	}
 	_, err = fmt.Fprintf(c.stdout, "%s: %d allocations stored, %d unchanged, %d on instances not seen yet\n",
 		*c.file, len(res.Stored), len(res.Unchanged), len(res.Unseen))
