@@ -166,7 +166,7 @@ type truth struct {
 // groundTruth applies the README's definitions to the scenario itself, tick by tick: samples at
 // start + n·interval, none during an outage; a vGPU scheduler round-robin over the busy vGPUs
 // (each waits (k−1)·timeslice + k·switch, the switch share of the GPU is switch/(timeslice +
-// switch) while any is busy).
+// switch) while k ≥ 2 are busy; a vGPU alone runs without switches: waits 0, no switch share).
 func groundTruth(sc *scenario.Scenario) map[string]*truth {
 	out := map[string]*truth{}
 	type gpuKey struct {
@@ -238,16 +238,20 @@ func groundTruth(sc *scenario.Scenario) map[string]*truth {
 					continue
 				}
 				k := busy(gpuKey{a.Target.Node, a.Target.GPU}, tick)
+				tsw := sw // the switch after each slice: none for a vGPU alone with work
+				if k < 2 {
+					tsw = 0
+				}
 				oTick := 0.0
 				if k > 0 {
-					oTick = float64(sw) / float64(ts+sw)
+					oTick = float64(tsw) / float64(ts+tsw)
 				}
 				oSum += oTick
 				if sm >= 1 {
-					share := float64(ts) / float64(time.Duration(k)*(ts+sw))
+					share := float64(ts) / float64(time.Duration(k)*(ts+tsw))
 					effSum += min(1, share/(fraction*(1-oTick)))
 					// One wait per round while it has work.
-					tr.waits[time.Duration(k-1)*ts+time.Duration(k)*sw] += float64(sc.Interval) / float64(time.Duration(k)*(ts+sw))
+					tr.waits[time.Duration(k-1)*ts+time.Duration(k)*tsw] += float64(sc.Interval) / float64(time.Duration(k)*(ts+tsw))
 				}
 			}
 			eff := 0.0
