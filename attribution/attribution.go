@@ -42,6 +42,42 @@ type Options struct {
 	// Presence, when set, adds to the capacity (and the unallocated row) the GPUs it saw
 	// sampled within its lookback before To but not in the window (whole-minute windows).
 	Presence *store.Presence
+	// Now is when the report is made (zero: time.Now()); Delay the attribution delay (zero:
+	// DefaultDelay; negative: none). The report bills up to its horizon, the earlier of To
+	// and Now − Delay: never the future. Open allocations are billed to the horizon, and the
+	// report's window ends there.
+	Now   time.Time
+	Delay time.Duration
+}
+
+// DefaultDelay is how long after a moment its samples are taken as complete.
+const DefaultDelay = 30 * time.Second
+
+// Horizon is where the report of the options' window stops billing: the earlier of To and
+// Now − Delay, not before From; for the stored minutes, the last whole minute.
+func (o Options) Horizon() time.Time {
+	now, delay := o.Now, o.Delay
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if delay == 0 {
+		delay = DefaultDelay
+	}
+	h := minTime(o.To, now.Add(-max(delay, 0)))
+	if o.FromMinutes || o.Presence != nil {
+		h = h.Truncate(time.Minute)
+	}
+	if h.Before(o.From) {
+		return o.From
+	}
+	return h
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // Result is a window's report and what came with it.
@@ -73,6 +109,19 @@ func Report(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, 
 		res Result
 		err error
 	)
+	if !o.From.Before(o.To) {
+		return res, fmt.Errorf("report window [%s, %s): the start must be before the end", o.From, o.To)
+	}
+	to := o.Horizon()
+	if !to.After(o.From) {
+		// Nothing of the window has happened yet: an empty bill, not a failure.
+		res.Report = report.Report{WindowStart: o.From.UTC(), WindowEnd: o.From.UTC()}
+		if book != nil {
+			res.Report.Currency = book.Currency
+		}
+		return res, nil
+	}
+	o.To = to
 	if o.FromMinutes {
 		res.Report, err = store.FromMinutes(ctx, conn, o.From, o.To)
 	} else {

@@ -3,51 +3,131 @@ package attribution_test
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
+	"github.com/slicemeter/slicemeter/schemas/scenario/expected"
 )
 
-// TestScenarios runs the public scenarios through the simulator into ClickHouse and checks that
-// Compute recovers each scenario's expected report from the samples and allocations alone.
+// TestScenarios runs every public scenario through the simulator into ClickHouse and checks
+// that the report from raw samples, samples_1s and samples_1m each recovers the scenario's
+// expected report within the scenario checks' tolerances, and that the three agree with each
+// other to 1e-6 on money and seconds and 1e-4 on ratios (one bill whatever the path).
 func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates an hour of a fleet per scenario")
 	}
-	for _, name := range []string{"mig-basic", "outage-coldstart", "vgpu-timeslice"} {
+	dir := filepath.Join("..", "schemas", "scenario", "testdata")
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) < 4 {
+		t.Fatalf("public scenarios: %v, %v", files, err)
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
 		t.Run(name, func(t *testing.T) {
-			dir := filepath.Join("..", "schemas", "scenario", "testdata")
-			sc, err := scenario.Load(filepath.Join(dir, name+".yaml"))
+			sc, err := scenario.Load(file)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := os.ReadFile(filepath.Join(dir, name+".expected.csv"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			want := readCSV(t, filepath.Join(dir, name+".expected.csv"))
 			conn := newDatabase(t)
 			chtest.InsertScenario(t, conn, sc)
+			chtest.RollUp(t, conn)
 
-			r, err := reportOf(context.Background(), conn, sc.Start, sc.End(), pricebook.FromScenario(sc), store.RawSamples)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if errs := billing.CheckInvariants(r); len(errs) > 0 {
-				t.Errorf("invariants: %v", errs)
-			}
-			var got bytes.Buffer
-			if err := r.WriteCSV(&got); err != nil {
-				t.Fatal(err)
-			}
-			if got.String() != string(want) {
-				t.Errorf("report:\n%s\nwant:\n%s", got.String(), want)
+			var raw report.Report
+			for _, source := range []store.Samples{store.RawSamples, store.SecondRollup, store.MinuteRollup} {
+				r, err := reportOf(context.Background(), conn, sc.Start, sc.End(), pricebook.FromScenario(sc), source)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if errs := billing.CheckInvariants(r); len(errs) > 0 {
+					t.Errorf("%s: invariants: %v", source, errs)
+				}
+				var got bytes.Buffer
+				if err := r.WriteCSV(&got); err != nil {
+					t.Fatal(err)
+				}
+				rows, err := csv.NewReader(&got).ReadAll()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := expected.Compare(rows, want, sc.Interval.Seconds()); len(d) > 0 {
+					t.Errorf("%s: report differs from the expected one:\n  %s", source, strings.Join(d, "\n  "))
+				}
+				if source == store.RawSamples {
+					raw = r
+					continue
+				}
+				d, money, ratio := samePaths(raw, r)
+				t.Logf("%s against raw samples: money and seconds within %.3g, ratios within %.3g", source, money, ratio)
+				if len(d) > 0 {
+					t.Errorf("%s disagrees with raw samples:\n  %s", source, strings.Join(d, "\n  "))
+				}
 			}
 		})
 	}
+}
+
+// samePaths lists where two reports of one window differ by more than one bill allows: 1e-6
+// on money and seconds, 1e-4 on ratios.
+func samePaths(a, b report.Report) (d []string, money, ratio float64) {
+	near := func(what string, x, y, tol float64) {
+		if tol < 1e-5 {
+			money = max(money, math.Abs(x-y))
+		} else {
+			ratio = max(ratio, math.Abs(x-y))
+		}
+		if math.Abs(x-y) > tol {
+			d = append(d, what+": "+ftoa(x)+" vs "+ftoa(y))
+		}
+	}
+	near("unallocated", a.UnallocatedListCost, b.UnallocatedListCost, 1e-6)
+	rows := map[string]report.Row{}
+	for _, r := range b.Tenants {
+		rows[r.Tenant] = r
+	}
+	if len(a.Tenants) != len(b.Tenants) {
+		d = append(d, "tenants differ")
+	}
+	for _, x := range a.Tenants {
+		y := rows[x.Tenant]
+		near(x.Tenant+" allocated", x.Allocated.Seconds(), y.Allocated.Seconds(), 1e-6)
+		near(x.Tenant+" unmetered", x.Unmetered.Seconds(), y.Unmetered.Seconds(), 1e-6)
+		near(x.Tenant+" list_cost", x.ListCost, y.ListCost, 1e-6)
+		near(x.Tenant+" cost", x.Cost, y.Cost, 1e-6)
+		near(x.Tenant+" waste_cost", x.WasteCost, y.WasteCost, 1e-6)
+		near(x.Tenant+" overhead_cost", x.OverheadCost, y.OverheadCost, 1e-6)
+		if (x.Efficiency == nil) != (y.Efficiency == nil) {
+			d = append(d, x.Tenant+" efficiency present in one only")
+		} else if x.Efficiency != nil {
+			near(x.Tenant+" efficiency", *x.Efficiency, *y.Efficiency, 1e-4)
+		}
+	}
+	return d, money, ratio
+}
+
+func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', 12, 64) }
+
+func readCSV(t *testing.T, path string) [][]string {
+	t.Helper()
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(bytes.NewReader(text)).ReadAll()
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return rows
 }

@@ -26,7 +26,9 @@ import (
 // sm_active_sum, active_samples or active_ns: their sm_active of 0 would read as idle time.
 
 // rollupSecondsQuery recomputes samples_1s for the nodes (a GroupSet) and the seconds
-// [from, to] (UInt32 Unix seconds). LIMIT 1 BY drops duplicate deliveries of a sample.
+// [from, to] (UInt32 Unix seconds). FINAL keeps, of the copies of one sample key, the one
+// received last, as every reader of samples does (tables.Final): a duplicate with conflicting
+// values must give one bill whatever the table.
 var rollupSecondsQuery = tables.Insert(tables.Samples1s, tables.RollupColumns) + `
 SELECT time, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(kind), any(profile),
     any(compute_slices), any(sm_count), any(gpu_sm_count), any(mem_total_bytes),
@@ -42,14 +44,14 @@ FROM (
         compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes,
         interval_ns, sm_active, attached, vgpu_switch_ns, vgpu_run_ns, mem_used_bytes,
         power_watts, vgpu_waits_ns, sm_active_unavailable
-    FROM samples
+    FROM ` + tables.Final(tables.Samples) + `
     WHERE node IN ? AND time >= toDateTime(?) AND time <= toDateTime(?)
-    LIMIT 1 BY ` + tables.SampleKey + `
 )
 GROUP BY node, instance_id, time`
 
 // rollupMinutesQuery recomputes samples_1m for the nodes and the minutes starting in
-// [from, to] from the complete (most samples) samples_1s row of each second.
+// [from, to] from the complete (most samples; of equals, the last written) samples_1s row of
+// each second, the row attribution reads (tables.Final).
 var rollupMinutesQuery = tables.Insert(tables.Samples1m, tables.RollupColumns) + `
 SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gpu_index), any(model),
     any(kind), any(profile), any(compute_slices), any(sm_count), any(gpu_sm_count),
@@ -61,9 +63,8 @@ SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gp
     sum(active_samples), sum(active_ns)
 FROM (
     SELECT ` + tables.List(tables.RollupColumns) + `
-    FROM samples_1s
+    FROM ` + tables.Final(tables.Samples1s) + `
     WHERE node IN ? AND time >= toDateTime(?) AND time <= toDateTime(?)
-    ` + tables.FullestRollup + `
 )
 GROUP BY node, instance_id, minute`
 

@@ -106,8 +106,9 @@ type Usage struct {
 	// Active is the part of Metered covered by samples whose activity was measured (not
 	// sm_active_unavailable: a MIG instance on a GPU without GPM is metered but unmeasured).
 	Active time.Duration
-	// EfficiencyNS is Σ per-sample efficiency × overlap (ns) over the measured samples:
-	// sm_active for a whole GPU or MIG, min(1, sm_active / (fraction × (1 − o_tick))) for a vGPU.
+	// EfficiencyNS is Σ efficiency × measured overlap (ns): per sample sm_active for a whole GPU
+	// or MIG; for a vGPU per allocation-minute min(1, Σ sm_active·overlap / Σ fraction·(1 −
+	// o_tick)·overlap) over the minute's measured samples, times the minute's measured ns.
 	EfficiencyNS float64
 	// SwitchNS is Σ vgpu_switch_ns/interval_ns × overlap (ns): the vGPU overhead, time-weighted.
 	SwitchNS float64
@@ -147,13 +148,21 @@ func attribute(billed time.Duration, t Terms, u Usage) line {
 	if u.Active > 0 {
 		l.efficiency = clamp01(u.EfficiencyNS / float64(u.Active))
 	}
+	l.wasteCost, l.overheadCost = Charges(l.cost, l.overhead, l.efficiency, l.active, billed)
+	return l
+}
+
+// Charges are the waste and overhead costs of cost with overhead fraction o and efficiency
+// over active measured of billed time. Every path computes them from its sums over the
+// window, never by adding up those of parts of it: a vGPU's o and efficiency vary from minute
+// to minute, and the bill is the formula of the window's means.
+func Charges(cost, o, efficiency float64, active, billed time.Duration) (waste, overhead float64) {
 	// Unmetered time (an exporter outage) and unmeasured time are never waste: only the
 	// measured share can be.
-	if billed > 0 && l.active > 0 {
-		l.wasteCost = l.cost * (1 - l.overhead) * (float64(l.active) / float64(billed)) * (1 - l.efficiency)
+	if billed > 0 && active > 0 {
+		waste = cost * (1 - o) * (float64(active) / float64(billed)) * (1 - efficiency)
 	}
-	l.overheadCost = l.cost * l.overhead
-	return l
+	return waste, cost * o
 }
 
 func clamp01(v float64) float64 { return min(1, max(0, v)) }

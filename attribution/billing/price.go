@@ -123,7 +123,7 @@ func Lines(priced []Billed, m Measured, book *pricebook.PriceBook) (lines []Line
 		l := Line{
 			AllocationID: b.ID, Tenant: b.Tenant, Tier: b.Tier, Node: b.Target.Node, Instance: b.Target.Instance,
 			Billed: a.billed, Metered: a.metered, Active: a.active, ListCost: a.listCost, Cost: a.cost,
-			WasteCost: a.wasteCost, OverheadCost: a.overheadCost, Efficiency: a.efficiency,
+			WasteCost: a.wasteCost, OverheadCost: a.overheadCost, Overhead: a.overhead, Efficiency: a.efficiency,
 			ColdStartSLA: book.ColdStartSLA(b.Tier),
 			Requested:    UTC(b.Requested), Started: UTC(b.Started),
 			TimeSliced: b.Terms.TimeSliced, Waits: m.Waits[b.ID],

@@ -16,6 +16,7 @@ type Line struct {
 	Billed, Metered                            time.Duration
 	Active                                     time.Duration // the measured part of Metered (sm_active available)
 	ListCost, Cost, WasteCost, OverheadCost    float64
+	Overhead                                   float64        // the overhead fraction o (vGPU: time-averaged over Metered)
 	Efficiency                                 float64        // mean over the measured time; valid when Active > 0
 	ColdStart                                  *time.Duration // nil: no attached sample found
 	ColdStartSLA                               time.Duration  // the cold-start limit of its tier

@@ -133,7 +133,8 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	var minutes []store.Minute
 	var violations [][]error
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
-		res, err := attribution.Report(ctx, r.conn, r.book, attribution.Options{From: m, To: m.Add(time.Minute), Samples: r.cfg.Samples, Lines: true, Presence: presence})
+		res, err := attribution.Report(ctx, r.conn, r.book, attribution.Options{From: m, To: m.Add(time.Minute), Samples: r.cfg.Samples, Lines: true, Presence: presence,
+			Now: now, Delay: reportDelay(r.cfg.Delay)})
 		if err != nil && !errors.Is(err, attribution.ErrInvariants) {
 			return p, fmt.Errorf("attribute the minute %s: %w", m.Format(time.RFC3339), err)
 		}
@@ -270,6 +271,14 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// reportDelay is the report's delay for the runner's: none (negative) when it has none.
+func reportDelay(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // SetClock replaces the wall clock (tests replay simulated time).

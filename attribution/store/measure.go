@@ -33,30 +33,51 @@ var dedupSamples = `
     WHERE ts_ns >= ? AND ts_ns < ? AND (node, instance_id) IN (` + targetsTable + `)`
 
 // usageQuery: per allocation, the overlap of every sample with the billed interval, the part
-// of it whose activity was measured, the per-sample efficiency (measured samples only) and vGPU
-// switch share weighted by it, and the vGPU waits of the samples taken in its billed time as a
+// of it whose activity was measured, the efficiency (measured samples only) and vGPU switch
+// share weighted by it, and the vGPU waits of the samples taken in its billed time as a
 // histogram (wait → count; the p99 is computed in Go from it). One pass over the samples
 // answers all of it.
-var usageQuery = `
-SELECT allocation_id, sum(overlap), sum(active), sum(efficiency * active), sum(o_tick * overlap),
-    tupleElement(sumMap(ws, cs), 1), tupleElement(sumMap(ws, cs), 2)
+//
+// The efficiency is summed per allocation-minute (usageByMinute): for a time-sliced instance
+// the clipped ratio of the minute's sums (README.md, "Definitions"), for the others the plain
+// Σ sm_active × measured time.
+var usageQuery = usageByMinute(`
+        SELECT allocation_id, t, sliced, frac, sm,
+            least(t + iv, billed_end) - greatest(t, billed_start) AS overlap,
+            if(measured, overlap, toInt64(0)) AS active,
+            if(iv > 0, sw / iv, 0.) AS o_tick,
+            if(sliced = 1 AND t >= billed_start, waits, emptyArrayUInt64()) AS ws,
+            arrayMap(w -> toUInt64(1), ws) AS cs
+        FROM (
+            SELECT node, instance_id, toInt64(ts_ns) AS t,
+                toInt64(interval_ns) AS iv, sm_active AS sm, toInt64(vgpu_switch_ns) AS sw,
+                ` + tables.Measured + ` AS measured, vgpu_waits_ns AS waits` + dedupSamples + `
+        ) AS s ALL INNER JOIN (` + allocationsTable + `
+        ) AS a USING (node, instance_id)
+        WHERE t < billed_end AND t + iv > billed_start`)
+
+// usageByMinute sums the per-row usage of rows (a subquery with one row per sample, second or
+// minute: allocation_id, t (ns), sliced, frac, sm (mean sm_active), overlap and active (ns in the
+// billed time), o_tick (switch share), ws and cs (waits histogram)) per allocation-minute, the
+// UTC minute of t, then per allocation. A vGPU's efficiency in a minute is
+// min(1, Σ sm·active / Σ fraction·(1 − o)·active): clipping each 100 ms tick would turn the
+// scheduler's phase noise into waste, and sums of sums are the same whatever the table.
+func usageByMinute(rows string) string {
+	return `
+SELECT allocation_id, toInt64(sum(m_overlap)), toInt64(sum(m_active)),
+    sum(if(m_sliced = 1, if(m_den > 0., least(1., m_num / m_den), 0.) * m_active, m_num)), sum(m_switch),
+    tupleElement(sumMap(m_ws, m_cs), 1), tupleElement(sumMap(m_ws, m_cs), 2)
 FROM (
-    SELECT allocation_id,
-        least(t + iv, billed_end) - greatest(t, billed_start) AS overlap,
-        if(measured, overlap, toInt64(0)) AS active,
-        if(iv > 0, sw / iv, 0.) AS o_tick,
-        if(sliced = 1, if(frac * (1. - o_tick) > 0., least(1., sm / (frac * (1. - o_tick))), 0.), sm) AS efficiency,
-        if(sliced = 1 AND t >= billed_start, waits, emptyArrayUInt64()) AS ws,
-        arrayMap(w -> toUInt64(1), ws) AS cs
-    FROM (
-        SELECT node, instance_id, toInt64(ts_ns) AS t,
-            toInt64(interval_ns) AS iv, sm_active AS sm, toInt64(vgpu_switch_ns) AS sw,
-            ` + tables.Measured + ` AS measured, vgpu_waits_ns AS waits` + dedupSamples + `
-    ) AS s ALL INNER JOIN (` + allocationsTable + `
-    ) AS a USING (node, instance_id)
-    WHERE t < billed_end AND t + iv > billed_start
+    SELECT allocation_id, intDiv(t, 60000000000) AS minute, any(sliced) AS m_sliced,
+        sum(overlap) AS m_overlap, sum(active) AS m_active, sum(o_tick * overlap) AS m_switch,
+        sum(sm * active) AS m_num, sum(frac * (1. - o_tick) * active) AS m_den,
+        tupleElement(sumMap(ws, cs), 1) AS m_ws, tupleElement(sumMap(ws, cs), 2) AS m_cs
+    FROM (` + rows + `
+    )
+    GROUP BY allocation_id, minute
 )
 GROUP BY allocation_id`
+}
 
 // firstAttachedQuery: per allocation, the first sample in its cold-start search range in
 // which its target is attached. min() needs no deduplication.
@@ -169,6 +190,12 @@ func (m measured) measureChunk(ctx context.Context, conn Querier, q sampleQuerie
 	nodes, instances := targetArrays(distinct(chunk, func(b billing.Billed) billing.Target { return b.Target }))
 	table := allocationArgs(chunk)
 	sampleArgs := append([]any{seconds(samples.Start), seconds(samples.End), samples.Start, samples.End, nodes, instances}, table...)
+	if q.partialMinutes {
+		pn, pi, pm := partialMinutes(chunk)
+		sampleArgs = append(sampleArgs, seconds(samples.Start), seconds(samples.End), pn, pi, pm,
+			samples.Start, samples.End, nodes, instances)
+		sampleArgs = append(sampleArgs, table...)
+	}
 
 	err := queryEach(ctx, conn, q.usage, sampleArgs, func(scan func(...any) error) error {
 		var (
@@ -192,6 +219,27 @@ func (m measured) measureChunk(ctx context.Context, conn Querier, q sampleQuerie
 	}
 
 	return m.findFirstAttached(ctx, conn, q, chunk)
+}
+
+// partialMinutes are the minutes (Unix seconds / 60) of each allocation's target in which its
+// billed time starts or ends inside the minute, as the arrays of partialMinutesTable.
+func partialMinutes(chunk []billing.Billed) (nodes, instances []string, minutes []uint32) {
+	const minute = int64(time.Minute)
+	add := func(t billing.Target, ns int64) {
+		nodes, instances, minutes = append(nodes, t.Node), append(instances, t.Instance), append(minutes, uint32(ns/minute))
+	}
+	for _, b := range chunk {
+		if b.Billed.Start%minute != 0 {
+			add(b.Target, b.Billed.Start)
+		}
+		if b.Billed.End%minute != 0 && (b.Billed.End/minute != b.Billed.Start/minute || b.Billed.Start%minute == 0) {
+			add(b.Target, b.Billed.End)
+		}
+	}
+	if len(nodes) == 0 { // an empty IN set: ClickHouse needs the arrays' type
+		nodes, instances, minutes = []string{""}, []string{""}, []uint32{0}
+	}
+	return nodes, instances, minutes
 }
 
 // histogram is the waits of sumMap's two arrays (lengths, counts).

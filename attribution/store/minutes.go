@@ -23,14 +23,15 @@ var minutesQuery = `
 SELECT tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max(sliced),
     sum(billed_ns), ` + tables.Metered + `, ` + tables.Active + `, sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
     ` + tables.Efficiency + `, max(cold_start_ns), any(cold_start_sla_ns), any(currency),
-    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), uniqExact(minute)
+    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), uniqExact(minute),
+    sum(overhead_ns)
 FROM (
     SELECT minute, tenant, allocation_id, any(tier) AS tier, any(requested_ns) AS requested_ns, any(started_ns) AS started_ns,
         any(sliced) AS sliced, any(billed_ns) AS billed_ns, any(metered_ns) AS metered_ns, any(active_ns) AS active_ns,
         any(list_cost) AS list_cost,
         any(cost) AS cost, any(waste_cost) AS waste_cost, any(overhead_cost) AS overhead_cost, any(efficiency_ns) AS efficiency_ns,
         any(cold_start_ns) AS cold_start_ns, any(cold_start_sla_ns) AS cold_start_sla_ns, any(currency) AS currency,
-        any(wait_ns) AS wait_ns, any(wait_count) AS wait_count
+        any(wait_ns) AS wait_ns, any(wait_count) AS wait_count, any(overhead_ns) AS overhead_ns
     FROM ` + tables.AttributionMinutes + `
     WHERE ` + tables.LatestPass(tables.MinuteWindow) + `
     GROUP BY minute, tenant, allocation_id
@@ -67,9 +68,11 @@ func FromMinutes(ctx context.Context, conn Querier, from, to time.Time) (report.
 			rowCurrency                             string
 			waits, counts                           []uint64
 			n                                       uint64
+			overheadNS                              float64
 		)
 		err := scan(&l.Tenant, &l.AllocationID, &l.Tier, &requested, &started, &sliced,
-			&billed, &metered, &active, &listCost, &l.Cost, &l.WasteCost, &l.OverheadCost, &l.Efficiency, &coldStart, &sla, &rowCurrency, &waits, &counts, &n)
+			&billed, &metered, &active, &listCost, &l.Cost, &l.WasteCost, &l.OverheadCost, &l.Efficiency, &coldStart, &sla, &rowCurrency, &waits, &counts, &n,
+			&overheadNS)
 		if err != nil {
 			return err
 		}
@@ -81,6 +84,9 @@ func FromMinutes(ctx context.Context, conn Querier, from, to time.Time) (report.
 		l.Requested, l.Started = billing.UTC(requested), billing.UTC(started)
 		l.Billed, l.Metered, l.Active, l.ListCost = time.Duration(billed), time.Duration(metered), time.Duration(active), listCost
 		l.TimeSliced, l.ColdStartSLA = sliced == 1, time.Duration(sla)
+		// The window's charges from its sums, as Compute does, not the sum of the minutes'.
+		l.Overhead = overheadOf(overheadNS, l.Metered, l.OverheadCost, l.Cost)
+		l.WasteCost, l.OverheadCost = billing.Charges(l.Cost, l.Overhead, l.Efficiency, l.Active, l.Billed)
 		if coldStart >= 0 {
 			d := time.Duration(coldStart)
 			l.ColdStart = &d
@@ -105,6 +111,19 @@ func FromMinutes(ctx context.Context, conn Querier, from, to time.Time) (report.
 		WindowStart: from.UTC(), WindowEnd: to.UTC(), Currency: currency, Tenants: rows,
 		UnallocatedListCost: unallocated, CapacityListCost: capacity, Notes: notes,
 	}, nil
+}
+
+// overheadOf is a window's overhead fraction from its minutes: Σ overhead_ns / Σ metered_ns,
+// time-averaged over the metered time as from the samples; without metered time (a fixed MIG
+// overhead then) that of the cost.
+func overheadOf(overheadNS float64, metered time.Duration, overheadCost, cost float64) float64 {
+	switch {
+	case metered > 0:
+		return min(1, max(0, overheadNS/float64(metered)))
+	case cost > 0:
+		return overheadCost / cost
+	}
+	return 0
 }
 
 // Minute is one attributed minute: the window's report and its allocations' lines.
@@ -162,7 +181,7 @@ func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 				"list_cost": l.ListCost, "cost": l.Cost, "waste_cost": l.WasteCost, "overhead_cost": l.OverheadCost,
 				"efficiency_ns": l.Efficiency * float64(l.Active), "cold_start_ns": coldStart,
 				"cold_start_sla_ns": int64(l.ColdStartSLA), "wait_ns": waits, "wait_count": counts,
-				"currency": m.Report.Currency, "computed_ns": version,
+				"currency": m.Report.Currency, "computed_ns": version, "overhead_ns": l.Overhead * float64(l.Metered),
 			})
 			if err == nil {
 				err = batch.Append(row...)
@@ -180,7 +199,7 @@ func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 			"metered_ns": int64(0), "active_ns": int64(0), "list_cost": m.Report.UnallocatedListCost, "cost": 0.,
 			"waste_cost": 0., "overhead_cost": 0., "efficiency_ns": 0., "cold_start_ns": int64(-1),
 			"cold_start_sla_ns": int64(0), "wait_ns": []uint64{}, "wait_count": []uint64{},
-			"currency": m.Report.Currency, "computed_ns": version,
+			"currency": m.Report.Currency, "computed_ns": version, "overhead_ns": 0.,
 		})
 		if err == nil {
 			err = batch.Append(row...)
@@ -208,15 +227,27 @@ type Total struct {
 // allocation (a batch sent twice would repeat them), under the columns' names.
 var latestRows = `
 SELECT minute, tenant, allocation_id, any(billed_ns) AS billed_ns, any(metered_ns) AS metered_ns,
-    any(list_cost) AS list_cost, any(cost) AS cost, any(waste_cost) AS waste_cost, any(overhead_cost) AS overhead_cost,
-    any(efficiency_ns) AS efficiency_ns
+    any(active_ns) AS active_ns, any(list_cost) AS list_cost, any(cost) AS cost, any(overhead_cost) AS overhead_cost,
+    any(efficiency_ns) AS efficiency_ns, any(overhead_ns) AS overhead_ns
 FROM ` + tables.AttributionMinutes + `
 WHERE ` + tables.LatestPass(tables.MinuteWindow) + `
 GROUP BY minute, tenant, allocation_id`
 
+// totalsQuery sums the minutes per allocation and charges each allocation its window's waste
+// and overhead from the sums (billing.Charges, overheadOf), then sums per tenant.
 var totalsQuery = `
-SELECT tenant, sum(billed_ns), ` + tables.Metered + `, sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost), sum(efficiency_ns)
-FROM (` + latestRows + `)
+SELECT tenant, sum(b), sum(m), sum(lc), sum(c),
+    sum(if(a > 0 AND b > 0, c * (1. - o) * (a / b) * (1. - least(1., greatest(0., e / a))), 0.)), sum(c * o), sum(e)
+FROM (
+    SELECT tenant, b, m, a, lc, c, e,
+        if(m > 0, least(1., greatest(0., ons / m)), if(c > 0., ocs / c, 0.)) AS o
+    FROM (
+        SELECT tenant, allocation_id, sum(billed_ns) AS b, sum(metered_ns) AS m, sum(active_ns) AS a,
+            sum(list_cost) AS lc, sum(cost) AS c, sum(efficiency_ns) AS e, sum(overhead_ns) AS ons, sum(overhead_cost) AS ocs
+        FROM (` + latestRows + `)
+        GROUP BY tenant, allocation_id
+    )
+)
 GROUP BY tenant
 ORDER BY tenant`
 

@@ -8,8 +8,9 @@ package store
 // What changes at second granularity, all within the report's tolerances (README.md):
 //   - a second's samples count for the billed time by the share of the second that lies in it
 //     (exact for allocations on whole seconds, as schedulers report them);
-//   - a vGPU's efficiency min(1, sm / (fraction × (1 − o))) is applied to the second's mean
-//     sm_active and switch share, not sample by sample;
+//   - a vGPU's efficiency in a minute, min(1, Σ sm·active / Σ fraction·(1 − o)·active), sums
+//     each second's mean sm_active and switch share (exact when a second's samples have one
+//     interval);
 //   - the cold start is the first attached sample of the first second with one at or after
 //     requested_at (off by less than a second only if requested_at falls inside a second in
 //     which the instance was already attached before it).
@@ -33,9 +34,8 @@ const (
 	// raw samples' retention.
 	SecondRollup
 	// MinuteRollup reads samples_1m: 600× fewer rows than 10 Hz samples, for long windows.
-	// Allocations that start or end inside a minute are counted by the share of the minute
-	// they hold (exact when the minute is fully metered; their waits and mean load over that
-	// minute are the instance's, which may include the previous holder's tail).
+	// The minutes in which an allocation starts or ends inside are read from samples_1s, so
+	// that its report is the per-second rollup's.
 	MinuteRollup
 )
 
@@ -56,6 +56,9 @@ type sampleQueries struct {
 	firstAttachedSearch string
 	// rowsPerSecond is about how many rows a target has per second (raw samples at 10 Hz).
 	rowsPerSecond float64
+	// partialMinutes: usage reads an allocation's partial minutes from samples_1s, a second
+	// leg that is bound to the chunk's partial minutes after the first's arguments.
+	partialMinutes bool
 }
 
 // ParseSamples is the source a flag names: raw, rollup-1s or rollup-1m.
@@ -86,7 +89,7 @@ func (s Samples) queries() (sampleQueries, error) {
 }
 
 var queriesOf = map[Samples]sampleQueries{
-	RawSamples:   {instancesInWindowQuery, instancesEverQuery, usageQuery, firstAttachedQuery, firstAttachedSearch, 10},
+	RawSamples:   {instancesInWindowQuery, instancesEverQuery, usageQuery, firstAttachedQuery, firstAttachedSearch, 10, false},
 	SecondRollup: rollupQueries(tables.Samples1s, time.Second),
 	MinuteRollup: rollupQueries(tables.Samples1m, time.Minute),
 }
@@ -95,8 +98,8 @@ var queriesOf = map[Samples]sampleQueries{
 func rollupQueries(table string, step time.Duration) sampleQueries {
 	r := strings.NewReplacer("{{table}}", table, "{{step}}", strconv.FormatInt(int64(step), 10),
 		"{{seconds}}", strconv.FormatInt(int64(step/time.Second), 10))
-	return sampleQueries{r.Replace(rollupInstancesInWindowQuery), r.Replace(rollupInstancesEverQuery), r.Replace(rollupUsageQuery),
-		r.Replace(rollupFirstAttachedQuery), r.Replace(rollupFirstAttachedSearch), 1 / step.Seconds()}
+	return sampleQueries{r.Replace(rollupInstancesInWindowQuery), r.Replace(rollupInstancesEverQuery), rollupUsage(table, step),
+		r.Replace(rollupFirstAttachedQuery), r.Replace(rollupFirstAttachedSearch), 1 / step.Seconds(), step >= time.Minute}
 }
 
 // rollupInstanceColumns are instanceColumns over a rollup: the latest row's facts.
@@ -140,31 +143,62 @@ var dedupSeconds = `
     WHERE toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ?
         AND (node, instance_id) IN (` + targetsTable + `)`
 
-// rollupUsageQuery: a row's measured samples (active_samples, covering active_ns) are those
-// whose activity was available; sm_active_sum sums only them. The waits are those of the rows
-// that start in the billed time.
-var rollupUsageQuery = `
-SELECT allocation_id, toInt64(sum(metered)), toInt64(sum(active)), sum(efficiency * active), sum(o_sec * metered),
-    tupleElement(sumMap(w, c), 1), tupleElement(sumMap(w, c), 2)
-FROM (
-    SELECT allocation_id,
-        (least(t + {{step}}, billed_end) - greatest(t, billed_start)) / {{step}} AS share,
-        covered * share AS metered,
-        active_covered * share AS active,
-        if(covered > 0, sw / covered, 0.) AS o_sec,
-        if(n > 0, sm_sum / n, 0.) AS sm,
-        if(sliced = 1, if(frac * (1. - o_sec) > 0., least(1., sm / (frac * (1. - o_sec))), 0.), sm) AS efficiency,
-        if(sliced = 1 AND t >= billed_start, ws, emptyArrayUInt64()) AS w,
-        if(sliced = 1 AND t >= billed_start, cs, emptyArrayUInt64()) AS c
-    FROM (
-        SELECT node, instance_id, toInt64(time) * 1000000000 AS t, toInt64(covered_ns) AS covered,
-            toInt64(active_ns) AS active_covered, toInt64(active_samples) AS n, sm_active_sum AS sm_sum,
-            toInt64(vgpu_switch_ns_sum) AS sw, wait_ns AS ws, wait_count AS cs` + dedupSeconds + `
-    ) AS s ALL INNER JOIN (` + allocationsTable + `
-    ) AS a USING (node, instance_id)
-    WHERE t < billed_end AND t + {{step}} > billed_start
-)
-GROUP BY allocation_id`
+// rollupUsageRows is usageByMinute's rows from a rollup: a row's measured samples
+// (active_samples, covering active_ns) are those whose activity was available; sm_active_sum
+// sums only them. The waits are those of the rows that start in the billed time. {{dedup}} is
+// the FROM of the rows (dedupSeconds, or dedupPartialSeconds), {{only}} a further condition on
+// which rows count.
+const rollupUsageRows = `
+        SELECT allocation_id, t, sliced, frac,
+            (least(t + {{step}}, billed_end) - greatest(t, billed_start)) / {{step}} AS share,
+            covered * share AS overlap,
+            active_covered * share AS active,
+            if(covered > 0, sw / covered, 0.) AS o_tick,
+            if(n > 0, sm_sum / n, 0.) AS sm,
+            if(sliced = 1 AND t >= billed_start, w, emptyArrayUInt64()) AS ws,
+            if(sliced = 1 AND t >= billed_start, c, emptyArrayUInt64()) AS cs
+        FROM (
+            SELECT node, instance_id, toInt64(time) * 1000000000 AS t, toInt64(covered_ns) AS covered,
+                toInt64(active_ns) AS active_covered, toInt64(active_samples) AS n, sm_active_sum AS sm_sum,
+                toInt64(vgpu_switch_ns_sum) AS sw, wait_ns AS w, wait_count AS c{{dedup}}
+        ) AS s ALL INNER JOIN (` + allocationsTable + `
+        ) AS a USING (node, instance_id)
+        WHERE t < billed_end AND t + {{step}} > billed_start{{only}}`
+
+// dedupPartialSeconds is dedupSeconds over samples_1s limited to the partial minutes of the
+// chunk's allocations (partialMinutesTable, minutes as Unix seconds / 60): the per-minute rollup
+// cannot say which part of a minute an allocation held, so those minutes are read per second.
+var dedupPartialSeconds = `
+    FROM ` + tables.Final(tables.Samples1s) + `
+    PREWHERE time >= toDateTime(?) - 1 AND time <= toDateTime(?)
+        AND (node, instance_id, intDiv(toUInt32(time), 60)) IN (` + partialMinutesTable + `)
+    WHERE toInt64(time) * 1000000000 + 1000000000 > ? AND toInt64(time) * 1000000000 < ?
+        AND (node, instance_id) IN (` + targetsTable + `)`
+
+// partialMinutesTable is the minutes (Unix seconds / 60) of targets that some allocation of a
+// chunk holds only in part.
+const partialMinutesTable = `SELECT pn, pi, pm FROM (SELECT ? AS pns, ? AS pis, ? AS pms) ARRAY JOIN pns AS pn, pis AS pi, pms AS pm`
+
+// minuteOf is the UTC minute (ns) of a row's start t, in SQL.
+const minuteOf = "intDiv(t, 60000000000) * 60000000000"
+
+// rollupUsage is usageByMinute over a rollup of rows step long. samples_1m counts only the
+// minutes an allocation holds whole and reads the others from samples_1s, so that its report
+// is the per-second rollup's (one bill whatever the path).
+func rollupUsage(table string, step time.Duration) string {
+	leg := func(table string, step time.Duration, dedup, only string) string {
+		rows := strings.NewReplacer("{{dedup}}", dedup, "{{only}}", only).Replace(rollupUsageRows)
+		return strings.NewReplacer("{{table}}", table, "{{step}}", strconv.FormatInt(int64(step), 10),
+			"{{seconds}}", strconv.FormatInt(int64(step/time.Second), 10)).Replace(rows)
+	}
+	if step < time.Minute {
+		return usageByMinute(leg(table, step, dedupSeconds, ""))
+	}
+	return usageByMinute(leg(table, step, dedupSeconds, " AND t >= billed_start AND t + {{step}} <= billed_end") +
+		"\n        UNION ALL" +
+		leg(tables.Samples1s, time.Second, dedupPartialSeconds,
+			" AND ("+minuteOf+" < billed_start OR "+minuteOf+" + 60000000000 > billed_end)"))
+}
 
 // rollupFirstAttachedQuery is firstAttachedQuery over a rollup: a row's first_attached_ns is
 // its first attached sample, inside the row's [time, time + step).

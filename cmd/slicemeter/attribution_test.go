@@ -29,6 +29,9 @@ func TestRunExitCodes(t *testing.T) {
 		{[]string{"collector", "--kafka.brokers", ","}, exitUsage, "names no broker"},
 		{[]string{"collector", "--kafka.brokers", "127.0.0.1:1", "--clickhouse.cluster", "a-b"}, exitUsage, "--clickhouse.cluster"},
 		{[]string{"demo", "--scenario", "../../schemas/scenario/testdata/missing.yaml"}, exitUsage, "missing.yaml"},
+		// A fast demo starting now would stamp samples an hour ahead, which the collector refuses.
+		{[]string{"demo", "--scenario", "../../schemas/scenario/testdata/mig-basic.yaml", "--fast", "--sim.start", "now", "--web.listen-address="},
+			exitUsage, "samples more than 10m0s ahead are refused"},
 	}
 	for _, tt := range tests {
 		var stdout, stderr bytes.Buffer

@@ -28,6 +28,7 @@ import (
 	exportersvc "github.com/slicemeter/slicemeter/exporter/service"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
+	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // Config is what the demo's flags set.
@@ -61,6 +62,12 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			}
 		}
 		sc.Start = start.UTC()
+	}
+	// The collector refuses samples stamped further ahead of its clock than validate.MaxAhead:
+	// a fast demo cannot run ahead of the wall clock into the future.
+	if ahead := time.Until(sc.End()); cfg.Fast && ahead > validate.MaxAhead {
+		return usage.Errorf("--fast with --sim.start %q: the scenario would end %s ahead of now, and samples more than %s ahead are refused; "+
+			"start it at least %s ago, or drop --fast to run it in real time", cfg.SimStart, ahead.Round(time.Second), validate.MaxAhead, sc.Duration)
 	}
 	out := cfg.Report
 	if cfg.ReportPath != "" {
@@ -132,7 +139,10 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("collector: %w", err)
 	}
 
-	res, err := attribution.Report(ctx, col.Conn(), pricebook.FromScenario(sc), attribution.Options{From: sc.Start, To: sc.End()})
+	// Every sample of the simulated window is stored by now, even where --sim.start put the
+	// window ahead of the wall clock (a fast live demo): its end is the demo's present.
+	res, err := attribution.Report(ctx, col.Conn(), pricebook.FromScenario(sc), attribution.Options{From: sc.Start, To: sc.End(),
+		Now: later(time.Now(), sc.End()), Delay: -1})
 	attribution.LogNotes(ctx, logger, res.Report)
 	if err != nil {
 		return fmt.Errorf("attributing: %w", err)
@@ -217,4 +227,11 @@ func waitStored(ctx context.Context, col *collectorsvc.Service, samples, allocat
 		case <-tick.C:
 		}
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -3,8 +3,9 @@ package sim
 import "time"
 
 // scheduler is the equal-share vGPU scheduler of one physical GPU: round-robin over the vGPUs
-// that have work, one time slice each, a switch after every slice. When the set of busy vGPUs
-// changes (at a tick boundary) a new cycle starts and a slice in progress is cut short.
+// that have work, one time slice each, a switch after every slice. A vGPU alone with work runs
+// slice after slice without switches: there is no other context to switch to. When the set of
+// busy vGPUs changes (at a tick boundary) a new cycle starts and a slice in progress is cut short.
 type scheduler struct {
 	timeslice, switching time.Duration
 
@@ -43,7 +44,7 @@ func (s *scheduler) slices(dst []runSlice, t, interval time.Duration, busy, busy
 	if k == 0 {
 		return dst
 	}
-	slot := s.timeslice + s.switching
+	slot := s.timeslice + s.switchTime(k)
 	period := k * slot
 	end := t + interval
 	cut := !equal(busy, busyNext)
@@ -64,6 +65,14 @@ func (s *scheduler) slices(dst []runSlice, t, interval time.Duration, busy, busy
 	}
 	sortSlices(dst[first:])
 	return dst
+}
+
+// switchTime is the switch after each slice with k vGPUs busy: none for a vGPU alone.
+func (s *scheduler) switchTime(k time.Duration) time.Duration {
+	if k < 2 {
+		return 0
+	}
+	return s.switching
 }
 
 // sortSlices orders runs by start (insertion sort: a tick holds a few dozen, nearly sorted).

@@ -49,6 +49,9 @@ func (s *refScheduler) tick(t, interval time.Duration, busy []bool) []vgpuTick {
 		return out
 	}
 	slot := s.timeslice + s.switching
+	if k == 1 {
+		slot = s.timeslice // alone with work: no switches
+	}
 	period := k * slot
 	end := t + interval
 	var switching time.Duration

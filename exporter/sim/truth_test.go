@@ -17,6 +17,7 @@ import (
 func TestSamplesMatchGroundTruth(t *testing.T) {
 	for _, path := range []string{
 		"../../schemas/scenario/testdata/vgpu-timeslice.yaml",
+		"../../schemas/scenario/testdata/vgpu-phase.yaml", // vGPUs alone with work, slices not dividing the tick
 		"../../schemas/scenario/testdata/outage-coldstart.yaml",
 		"../../deploy/demo/fleet.yaml", // vGPUs joining and leaving, steps, an outage on a node
 		"../testdata/mig-nogpm.yaml",   // MIG without GPM: activity unavailable, never served as 0

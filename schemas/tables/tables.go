@@ -47,7 +47,7 @@ var AllocationColumns = []string{
 var AttributionMinuteColumns = []string{
 	"minute", "tenant", "allocation_id", "tier", "node", "instance_id", "requested_ns", "started_ns",
 	"sliced", "billed_ns", "metered_ns", "list_cost", "cost", "waste_cost", "overhead_cost", "efficiency_ns",
-	"cold_start_ns", "cold_start_sla_ns", "wait_ns", "wait_count", "currency", "computed_ns", "active_ns",
+	"cold_start_ns", "cold_start_sla_ns", "wait_ns", "wait_count", "currency", "computed_ns", "active_ns", "overhead_ns",
 }
 
 // SchemaMigrationColumns are the columns of schema_migrations, one row per applied migration.

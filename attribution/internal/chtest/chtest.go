@@ -190,7 +190,8 @@ func ScenarioAllocations(sc *scenario.Scenario) []AllocationRow {
 }
 
 // RollUp fills samples_1s from the samples and samples_1m from samples_1s as the collector
-// does (one complete row per node, instance and second or minute, duplicates dropped).
+// does (one complete row per node, instance and second or minute; of the copies of a sample
+// the one received last).
 func RollUp(t testing.TB, conn driver.Conn) {
 	t.Helper()
 	err := conn.Exec(context.Background(), tables.Insert(tables.Samples1s, tables.RollupColumns)+`
@@ -201,7 +202,7 @@ SELECT time, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(k
     tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 1),
     tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 2),
     countIf(sm_active_unavailable = 0), sumIf(interval_ns, sm_active_unavailable = 0)
-FROM (SELECT * FROM samples LIMIT 1 BY node, instance_id, ts_ns)
+FROM samples FINAL
 GROUP BY node, instance_id, time`)
 	if err != nil {
 		t.Fatalf("roll the samples up into samples_1s: %v", err)
@@ -213,7 +214,7 @@ SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gp
     minIf(first_attached_ns, first_attached_ns > 0), sum(mem_used_bytes_sum), sum(power_watts_sum),
     tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2),
     sum(active_samples), sum(active_ns)
-FROM (SELECT * FROM samples_1s ORDER BY samples DESC LIMIT 1 BY node, instance_id, time)
+FROM samples_1s FINAL
 GROUP BY node, instance_id, minute`)
 	if err != nil {
 		t.Fatalf("roll samples_1s up into samples_1m: %v", err)
