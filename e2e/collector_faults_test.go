@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slicemeter/slicemeter/attribution/allocations"
+
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/segmentio/kafka-go"
 	"google.golang.org/protobuf/proto"
@@ -197,28 +199,21 @@ func (l *faultLoad) run(ctx context.Context, t *testing.T, brokers []string, per
 // requested and started at faultBase, open-ended, each sent twice (versions 1 and 2: the
 // second, identical, must not count twice either).
 func produceAllocations(ctx context.Context, brokers []string) (int, error) {
-	w := kafkaconn.NewWriter(brokers, pb.TopicAllocations, nil)
-	defer w.Close()
-	var msgs []kafka.Message
+	var events []*pb.AllocationEvent
 	ids := 0
 	for _, tn := range faultTenants {
 		for n := range faultNodes {
 			for _, i := range tn.instances {
 				ids++
 				for version := uint64(1); version <= 2; version++ {
-					e := &pb.AllocationEvent{AllocationId: fmt.Sprintf("%s-%02d-%d", tn.name, n, i), Tenant: tn.name, Tier: tn.tier,
+					events = append(events, &pb.AllocationEvent{AllocationId: fmt.Sprintf("%s-%02d-%d", tn.name, n, i), Tenant: tn.name, Tier: tn.tier,
 						Node: fmt.Sprintf("node-%02d", n), InstanceId: faultLayout[i].id,
-						RequestedAtNs: int64(faultBase), StartedAtNs: int64(faultBase), Version: version}
-					v, err := proto.Marshal(e)
-					if err != nil {
-						return 0, err
-					}
-					msgs = append(msgs, kafka.Message{Key: []byte(tn.name), Value: v})
+						RequestedAtNs: int64(faultBase), StartedAtNs: int64(faultBase), Version: version})
 				}
 			}
 		}
 	}
-	if err := w.WriteMessages(ctx, msgs...); err != nil {
+	if err := allocations.Announce(ctx, brokers, events, nil); err != nil {
 		return 0, fmt.Errorf("produce allocations: %w", err)
 	}
 	return ids, nil

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slicemeter/slicemeter/attribution/allocations"
+
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/segmentio/kafka-go"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/e2e/apptest"
@@ -101,17 +102,9 @@ func freshTopics(t *testing.T, ctx context.Context, brokers []string, partitions
 // by tenant, as a scheduler does, and returns them.
 func announceAllocations(t *testing.T, ctx context.Context, brokers []string, sc *scenario.Scenario) []*pb.AllocationEvent {
 	t.Helper()
-	w := kafkaconn.NewWriter(brokers, pb.TopicAllocations, nil)
-	defer w.Close()
 	events := sc.AllocationEvents()
-	for _, e := range events {
-		v, err := proto.Marshal(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.WriteMessages(ctx, kafka.Message{Key: []byte(e.Tenant), Value: v}); err != nil {
-			t.Fatalf("announcing allocation %s: %v", e.AllocationId, err)
-		}
+	if err := allocations.Announce(ctx, brokers, events, nil); err != nil {
+		t.Fatal(err)
 	}
 	return events
 }
