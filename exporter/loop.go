@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/slicemeter/slicemeter/internal/lograte"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 	"github.com/slicemeter/slicemeter/schemas/validate"
 )
@@ -81,6 +82,8 @@ func (l *Loop) Run(ctx context.Context) (int64, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	// A source that keeps returning a bad value would log it every tick: once a minute per reason.
+	refusals := lograte.New(logger, time.Minute)
 	flushTicks := int64(max(1, l.FlushEvery/l.Interval))
 	var taken int64
 	for n := int64(0); ; n++ {
@@ -102,7 +105,7 @@ func (l *Loop) Run(ctx context.Context) (int64, error) {
 		for i := range samples {
 			taken += int64(len(samples[i].Samples))
 			l.Metrics.Samples.Add(float64(len(samples[i].Samples)))
-			samples[i].Samples = l.valid(samples[i].Node, samples[i].Samples, t, logger)
+			samples[i].Samples = l.valid(ctx, samples[i].Node, samples[i].Samples, t, refusals)
 		}
 		for _, s := range l.Sinks {
 			if err := s.Write(ctx, t, samples); err != nil {
@@ -130,7 +133,7 @@ func (l *Loop) Run(ctx context.Context) (int64, error) {
 // valid is samples without those the validator refuses, counted in Metrics.Refused. The
 // validating clock is tick time t, the source's wall clock. A new slice is made only when one
 // is refused: the source may own the one it returned.
-func (l *Loop) valid(node string, samples []*pb.Sample, t time.Time, logger *slog.Logger) []*pb.Sample {
+func (l *Loop) valid(ctx context.Context, node string, samples []*pb.Sample, t time.Time, refusals *lograte.Limiter) []*pb.Sample {
 	var kept []*pb.Sample
 	for i, s := range samples {
 		r := validate.ProtoSample(s, t)
@@ -144,7 +147,8 @@ func (l *Loop) valid(node string, samples []*pb.Sample, t time.Time, logger *slo
 			kept = append(make([]*pb.Sample, 0, len(samples)-1), samples[:i]...)
 		}
 		l.Metrics.Refused.WithLabelValues(r.Reason, r.Field).Inc()
-		logger.Warn("sample refused, not published", "node", node, "instance_id", s.GetInstanceId(), "tick", t, "err", r)
+		refusals.Log(ctx, time.Now(), slog.LevelWarn, r.Reason+" "+r.Field, "sample refused, not published",
+			"node", node, "instance_id", s.GetInstanceId(), "tick", t, "err", r)
 	}
 	if kept == nil {
 		return samples
