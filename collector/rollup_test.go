@@ -280,7 +280,7 @@ func TestRollupActiveSamples(t *testing.T) {
 			var tr touched
 			tr.addNode(node)
 			for i, x := range tc.in {
-				ts := (minute+x.sec)*1e9 + uint64(i)*1e6
+				ts := (minute+x.sec)*1e9 + uint64(i)*1e8 // apart by the interval: no overlap
 				s := sample(pb.Kind_KIND_MIG, "gpu0/mig0", ts)
 				s.SmActive, s.SmActiveUnavailable = x.smActive, x.unavailable
 				cols.add(node, s)
@@ -368,7 +368,7 @@ func compareRollup(got, want rollupRow) string {
 func TestRollupQueriesOnCurrentClickHouse(t *testing.T) {
 	localtest.SkipShort(t, "chDB (python)")
 	bind := func(q string) string {
-		for _, arg := range []string{"('node-a', 'node-b')", "1767571200", "1767571319"} {
+		for _, arg := range []string{"('node-a', 'node-b')", "1767571200", "1767571319", "1767571200", "1767571319"} {
 			q = strings.Replace(q, "?", arg, 1)
 		}
 		return q + ";\n"
