@@ -175,9 +175,10 @@ func insertStaleCopies(t *testing.T, conn driver.Conn, sc *scenario.Scenario, r 
 // insertWithClockSteps writes the scenario's samples and, after a random fifth of them, the
 // sample of an exporter whose clock stepped back: a copy taken again δ (10 ms to 90 % of the
 // interval) earlier, overlapping the sample before it and this one. Only where the sample
-// before it is there (no outage, the same attachment), so that the union of the intervals, and
-// the cold start, are the scenario's; its waits were reported already (none). Summed instead
-// of united, those intervals would meter up to twice the time.
+// before it is there (no outage, the same attachment, the same load), so that the union of the
+// intervals, the cold start and the time-weighted means are the scenario's; its waits were
+// reported already (none). Summed instead of united, those intervals would meter up to twice
+// the time.
 func insertWithClockSteps(t *testing.T, conn driver.Conn, sc *scenario.Scenario, r *rand.Rand) {
 	t.Helper()
 	type key struct{ node, instance string }
@@ -188,7 +189,7 @@ func insertWithClockSteps(t *testing.T, conn driver.Conn, sc *scenario.Scenario,
 			k := key{node, s.InstanceId}
 			p := prev[k]
 			prev[k] = s
-			if p == nil || p.TsNs+p.IntervalNs != s.TsNs || p.Attached != s.Attached || r.IntN(5) != 0 {
+			if p == nil || p.TsNs+p.IntervalNs != s.TsNs || p.Attached != s.Attached || !sameLoad(p, s) || r.IntN(5) != 0 {
 				continue
 			}
 			c := proto.Clone(s).(*pb.Sample)
@@ -201,6 +202,15 @@ func insertWithClockSteps(t *testing.T, conn driver.Conn, sc *scenario.Scenario,
 		}
 		chtest.InsertSamples(t, conn, node, out)
 	})
+}
+
+// sameLoad: two samples of one instance report the same activity, a vGPU's within its
+// scheduler's phase noise (a slice of the interval).
+func sameLoad(a, b *pb.Sample) bool {
+	if a.Kind == pb.Kind_KIND_VGPU {
+		return math.Abs(a.SmActive-b.SmActive) <= 0.02
+	}
+	return a.SmActive == b.SmActive
 }
 
 // randomScenario writes a scenario of one or two nodes over ten minutes; every time is a

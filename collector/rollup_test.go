@@ -393,3 +393,77 @@ SELECT toDateTime(1767571200), 1767571200100000000, 100000000, 'node-a', 'GPU-1'
 	}
 	localtest.CheckWithChDB(t, append(files, file)...)
 }
+
+// TestRollupPieces checks that a rollup row holds the pieces of the samples inside its second:
+// a sample spanning seconds counts in each by its part (and the flush recomputes each of them),
+// overlapping samples cover their union once (covered_ns, active_ns) while piece_ns sums them,
+// and samples and the per-sample sums stay those of the samples taken in the row.
+func TestRollupPieces(t *testing.T) {
+	conn := localtest.Database(t).Conn
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const node = "pieces"
+	minute := (base/1e9)/60*60 + 60
+	s0 := minute + 58 // the seconds s0, s0+1 (59) and s0+2 (the next minute)
+	var cols sampleColumns
+	var tr touched
+	tr.addNode(node)
+	for _, x := range []struct {
+		at, interval uint64 // ns after s0
+		sm           float64
+	}{
+		{800e6, 1500e6, 0.2}, // [0.8, 2.3): three seconds, two minutes
+		{1000e6, 100e6, 1},   // [1.0, 1.1): inside the first
+		{1050e6, 100e6, 1},   // [1.05, 1.15): a clock step back
+	} {
+		s := sample(pb.Kind_KIND_MIG, "gpu0/mig0", s0*1e9+x.at)
+		s.IntervalNs, s.SmActive = x.interval, x.sm
+		cols.add(node, s)
+		tr.addSample(s.TsNs, s.IntervalNs)
+	}
+	if err := insertColumns(ctx, conn, "samples", tables.SampleColumns, cols.columns()); err != nil {
+		t.Fatal(err)
+	}
+	if err := recomputeRollups(ctx, conn, &tr); err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		sec                                     uint64
+		samples, covered, active, piece, aPiece uint64
+		smNS, smSum                             float64
+	}
+	read := func(table string) []row {
+		rows, err := conn.Query(ctx, `SELECT toUInt64(time), samples, covered_ns, active_ns, piece_ns, active_piece_ns,
+            sm_active_ns, sm_active_sum FROM `+table+` FINAL WHERE node = ? ORDER BY time`, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.sec, &r.samples, &r.covered, &r.active, &r.piece, &r.aPiece, &r.smNS, &r.smSum); err != nil {
+				t.Fatal(err)
+			}
+			r.smNS, r.smSum = float64(int64(r.smNS+0.5)), float64(int64(r.smSum*1e6+0.5))/1e6
+			out = append(out, r)
+		}
+		return out
+	}
+	want1s := []row{
+		{s0, 1, 200e6, 200e6, 200e6, 200e6, 0.2 * 200e6, 0.2},
+		// [1.0, 2.0) ∪ [1.0, 1.1) ∪ [1.05, 1.15): 1 s covered, 1.2 s of pieces.
+		{s0 + 1, 2, 1e9, 1e9, 1200e6, 1200e6, 0.2*1e9 + 200e6, 2},
+		{s0 + 2, 0, 300e6, 300e6, 300e6, 300e6, 0.2 * 300e6, 0},
+	}
+	if got := read("samples_1s"); !reflect.DeepEqual(got, want1s) {
+		t.Errorf("samples_1s:\n%+v\nwant\n%+v", got, want1s)
+	}
+	want1m := []row{
+		{minute, 3, 1200e6, 1200e6, 1400e6, 1400e6, 0.2*1200e6 + 200e6, 2.2},
+		{minute + 60, 0, 300e6, 300e6, 300e6, 300e6, 0.2 * 300e6, 0},
+	}
+	if got := read("samples_1m"); !reflect.DeepEqual(got, want1m) {
+		t.Errorf("samples_1m:\n%+v\nwant\n%+v", got, want1m)
+	}
+}

@@ -120,16 +120,16 @@ const rollupInstancesInWindowQuery = `
 SELECT ` + rollupInstanceColumns + `
 FROM {{table}}
 PREWHERE time >= toDateTime(?) - {{seconds}} AND time <= toDateTime(?)
-WHERE toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ? AND taken > 0
+WHERE toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ? AND samples > 0
 GROUP BY node, instance_id, gpu_uuid, model`
 
 // rollupInstancesEverQuery: as rollupInstancesInWindowQuery, the rows with a sample taken in
-// them (taken > 0), as raw samples count by ts: a row only covered by a sample taken in an
+// them (samples > 0), as raw samples count by ts: a row only covered by a sample taken in an
 // earlier one does not say that the instance was there then.
 const rollupInstancesEverQuery = `
 SELECT ` + rollupInstanceColumns + `
 FROM {{table}}
-WHERE (node, instance_id) IN (` + targetsTable + `) AND taken > 0
+WHERE (node, instance_id) IN (` + targetsTable + `) AND samples > 0
 GROUP BY node, instance_id, gpu_uuid, model`
 
 // dedupSeconds ends a subquery that selects the complete row of each second of the chunk's

@@ -31,8 +31,8 @@ func Union(starts, ends string) string {
 // (FINAL: of the copies of one sample key the one received last, as every reader of samples
 // keeps). samples is a condition on the samples read (it must select every sample that covers
 // part of a recomputed second: up to MaxInterval before it), seconds one on the recomputed
-// seconds (sec, a DateTime). Per-sample sums count the samples taken in the row (taken: ts
-// in it); the time sums count the pieces.
+// seconds (sec, a DateTime). samples and the per-sample sums count the samples taken in the
+// row (ts in it), the times the pieces.
 func RollupSeconds(samples, seconds string) string {
 	return Insert(Samples1s, RollupColumns) + `
 SELECT sec, node, instance_id, r_gpu_uuid, r_gpu_index, r_model, r_kind, r_profile, r_compute_slices, r_sm_count,
@@ -41,20 +41,20 @@ SELECT sec, node, instance_id, r_gpu_uuid, r_gpu_index, r_model, r_kind, r_profi
     sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum, first_attached_ns, mem_used_bytes_sum, power_watts_sum,
     wait_ns, wait_count, active_samples,
     toUInt64(` + Union("alos", "ahis") + `),
-    taken, piece_ns, active_piece_ns, sm_active_ns, switch_ns
+    piece_ns, active_piece_ns, sm_active_ns, switch_ns
 FROM (
     SELECT sec, node, instance_id, any(gpu_uuid) AS r_gpu_uuid, any(gpu_index) AS r_gpu_index, any(model) AS r_model,
         any(kind) AS r_kind, any(profile) AS r_profile, any(compute_slices) AS r_compute_slices, any(sm_count) AS r_sm_count,
         any(gpu_sm_count) AS r_gpu_sm_count, any(mem_total_bytes) AS r_mem_total_bytes,
         any(gpu_mem_total_bytes) AS r_gpu_mem_total_bytes, any(interval_ns) AS r_interval_ns,
-        count() AS samples, groupArray(lo) AS los, groupArray(hi) AS his,
+        countIf(taken_here) AS samples, groupArray(lo) AS los, groupArray(hi) AS his,
         groupArrayIf(lo, measured) AS alos, groupArrayIf(hi, measured) AS ahis,
         sumIf(sm_active, measured AND taken_here) AS sm_active_sum, sumIf(toUInt64(attached), taken_here) AS attached_sum,
         sumIf(vgpu_switch_ns, taken_here) AS vgpu_switch_ns_sum, sumIf(vgpu_run_ns, taken_here) AS vgpu_run_ns_sum,
         minIf(ts_ns, attached = 1 AND taken_here) AS first_attached_ns,
         sumIf(toFloat64(mem_used_bytes), taken_here) AS mem_used_bytes_sum, sumIf(power_watts, taken_here) AS power_watts_sum,
         tupleElement(sumMap(ws, cs), 1) AS wait_ns, tupleElement(sumMap(ws, cs), 2) AS wait_count,
-        countIf(measured AND taken_here) AS active_samples, countIf(taken_here) AS taken,
+        countIf(measured AND taken_here) AS active_samples,
         toUInt64(sum(hi - lo)) AS piece_ns, toUInt64(sumIf(hi - lo, measured)) AS active_piece_ns,
         sumIf(sm_active * (hi - lo), measured) AS sm_active_ns,
         sum(if(iv > 0, vgpu_switch_ns / iv, 0.) * (hi - lo)) AS switch_ns
@@ -91,7 +91,7 @@ SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gp
     sum(vgpu_run_ns_sum), minIf(first_attached_ns, first_attached_ns > 0), sum(mem_used_bytes_sum),
     sum(power_watts_sum),
     tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2),
-    sum(active_samples), sum(active_ns), sum(taken), sum(piece_ns), sum(active_piece_ns), sum(sm_active_ns), sum(switch_ns)
+    sum(active_samples), sum(active_ns), sum(piece_ns), sum(active_piece_ns), sum(sm_active_ns), sum(switch_ns)
 FROM (
     SELECT ` + List(RollupColumns) + `
     FROM ` + Final(Samples1s) + `
