@@ -26,7 +26,8 @@ import (
 //     neighbours (and straddling the second, and at 59 s the minute). The exporter is down
 //     [200 s, 230 s). The sum of the intervals (1.1 s a second) would hide the outage; the
 //     union leaves 29.95 s of it unmetered (the last sample before it covers 50 ms of it).
-//     The stepped samples run at sm 1, the others at 0.5.
+//     The stepped samples run at sm 1, the others at 0.5: where two overlap, the instant
+//     counts once at their mean.
 //   - gpu0/mig0 (MIG 1g.5gb, tenant dup): 1 s samples at sm 0.9, then the samples of
 //     [180 s, 300 s) again, same keys, received last, with a 500 ms interval and sm 0.1: the
 //     last received wins, so 60 s are unmetered.
@@ -101,9 +102,10 @@ func TestMeteredUnion(t *testing.T) {
 	}
 	// The union's unmetered seconds of the whole window, by hand.
 	wantUnmetered := map[string]float64{"step": 29.95, "dup": 60, "vee": 0}
-	// The efficiency of step: per minute the mean sm_active weighted by each sample's time
-	// (ten at 0.5, one at 1 a second), the same in every minute it holds.
-	wantStep := (10*0.1*0.5 + 0.1*1) / 1.1
+	// The efficiency of step: each instant counts once, with the mean of the samples covering
+	// it: a second is 0.9 s at 0.5 and 0.1 s covered by a stepped sample (1) and a regular one
+	// (0.5), at 0.75.
+	wantStep := 0.9*0.5 + 0.1*0.75
 	for sub := range 11 * 10 / 2 { // every whole-minute window [i, j), the whole one first
 		i, j := subWindow(sub, 10)
 		from, to := t0.Add(time.Duration(i)*time.Minute), t0.Add(time.Duration(j)*time.Minute)

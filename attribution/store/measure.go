@@ -39,67 +39,64 @@ var dedupSamples = `
 // from it). One pass over the samples answers all of it.
 //
 // Each sample's part of the billed time is cut at the UTC minutes it spans (at most two: an
-// interval is at most tables.MaxInterval), and each allocation-minute sums its pieces
-// (usageByMinute): the unions of all and of the measured pieces by an event sweep
-// (tables.Union), the sums of their lengths, of sm_active and of the switch share weighted by
-// them. The rollups hold the same sums per second, and a union is additive over disjoint
-// slices of time, so every path sums the same numbers. The waits count in the piece in which
-// the sample was taken.
+// interval is at most tables.MaxInterval), and each allocation-minute sweeps its pieces
+// (tables.Sweep): the unions of all and of the measured pieces, and the integrals over them of
+// the mean switch share and mean sm_active of the samples covering each instant (where samples
+// overlap, each instant counts once). The rollups hold the same unions and integrals per
+// second, and both are additive over disjoint slices of time, so every path sums the same
+// numbers per minute (usageByMinute). The waits count in the piece in which the sample was taken.
 var usageQuery = usageByMinute(`
         SELECT allocation_id, minute, sliced AS m_sliced, frac AS m_frac,
-            toFloat64(` + tables.Union("los", "his") + `) AS m_overlap,
-            toFloat64(` + tables.Union("alos", "ahis") + `) AS m_active,
-            m_piece, m_active_piece, m_sm, m_switch, m_ws, m_cs
+            toFloat64(u_union) AS m_overlap, toFloat64(a_union) AS m_active, a_integral AS m_sm, u_integral AS m_switch,
+            m_ws, m_cs
         FROM (
-            SELECT allocation_id, minute, any(sliced) AS sliced, any(frac) AS frac,
-                groupArray(lo) AS los, groupArray(hi) AS his,
-                groupArrayIf(lo, measured) AS alos, groupArrayIf(hi, measured) AS ahis,
-                toFloat64(sum(hi - lo)) AS m_piece, toFloat64(sumIf(hi - lo, measured)) AS m_active_piece,
-                sumIf(sm * (hi - lo), measured) AS m_sm, sum(o_tick * (hi - lo)) AS m_switch,
-                tupleElement(sumMap(ws, cs), 1) AS m_ws, tupleElement(sumMap(ws, cs), 2) AS m_cs
+            SELECT *,
+                ` + tables.Sweep("u", "los", "his", "os") + `,
+                ` + tables.Sweep("a", "alos", "ahis", "sms") + `
             FROM (
-                SELECT allocation_id, sliced, frac, sm, measured, o_tick,
-                    greatest(t, billed_start) AS b_lo, least(t + iv, billed_end) AS b_hi,
-                    intDiv(b_lo, 60000000000) AS first_minute,
-                    arrayJoin(if(intDiv(b_hi - 1, 60000000000) = first_minute, [first_minute], [first_minute, first_minute + 1])) AS minute,
-                    greatest(b_lo, minute * 60000000000) - minute * 60000000000 AS lo,
-                    least(b_hi, (minute + 1) * 60000000000) - minute * 60000000000 AS hi,
-                    if(sliced = 1 AND t >= billed_start AND minute = first_minute, waits, emptyArrayUInt64()) AS ws,
-                    arrayMap(w -> toUInt64(1), ws) AS cs
+                SELECT allocation_id, minute, any(sliced) AS sliced, any(frac) AS frac,
+                    groupArray(lo) AS los, groupArray(hi) AS his, groupArray(o_tick) AS os,
+                    groupArrayIf(lo, measured) AS alos, groupArrayIf(hi, measured) AS ahis, groupArrayIf(sm, measured) AS sms,
+                    tupleElement(sumMap(ws, cs), 1) AS m_ws, tupleElement(sumMap(ws, cs), 2) AS m_cs
                 FROM (
-                    SELECT node, instance_id, toInt64(ts_ns) AS t,
-                        toInt64(least(interval_ns, ` + tables.MaxInterval + `)) AS iv, sm_active AS sm,
-                        if(iv > 0, vgpu_switch_ns / iv, 0.) AS o_tick,
-                        ` + tables.Measured + ` AS measured, vgpu_waits_ns AS waits` + dedupSamples + `
-                ) AS s ALL INNER JOIN (` + allocationsTable + `
-                ) AS a USING (node, instance_id)
-                WHERE t < billed_end AND t + iv > billed_start
+                    SELECT allocation_id, sliced, frac, sm, measured, o_tick,
+                        greatest(t, billed_start) AS b_lo, least(t + iv, billed_end) AS b_hi,
+                        intDiv(b_lo, 60000000000) AS first_minute,
+                        arrayJoin(if(intDiv(b_hi - 1, 60000000000) = first_minute, [first_minute], [first_minute, first_minute + 1])) AS minute,
+                        greatest(b_lo, minute * 60000000000) - minute * 60000000000 AS lo,
+                        least(b_hi, (minute + 1) * 60000000000) - minute * 60000000000 AS hi,
+                        if(sliced = 1 AND t >= billed_start AND minute = first_minute, waits, emptyArrayUInt64()) AS ws,
+                        arrayMap(w -> toUInt64(1), ws) AS cs
+                    FROM (
+                        SELECT node, instance_id, toInt64(ts_ns) AS t,
+                            toInt64(least(interval_ns, ` + tables.MaxInterval + `)) AS iv, sm_active AS sm,
+                            if(iv > 0, vgpu_switch_ns / iv, 0.) AS o_tick,
+                            ` + tables.Measured + ` AS measured, vgpu_waits_ns AS waits` + dedupSamples + `
+                    ) AS s ALL INNER JOIN (` + allocationsTable + `
+                    ) AS a USING (node, instance_id)
+                    WHERE t < billed_end AND t + iv > billed_start
+                )
+                WHERE hi > lo
+                GROUP BY allocation_id, minute
             )
-            WHERE hi > lo
-            GROUP BY allocation_id, minute
         )`)
 
 // usageByMinute sums per allocation the allocation-minutes of minutes (a subquery with one row
 // per allocation and UTC minute: allocation_id, m_sliced, m_frac (billed fraction), m_overlap
-// and m_active (the unions of all and of the measured pieces in the billed time, ns), m_piece and
-// m_active_piece (the sums of their lengths), m_sm (Σ sm_active × measured piece), m_switch
-// (Σ switch share × piece), m_ws and m_cs (waits histogram)). In a minute the mean sm_active is
-// m_sm / m_active_piece and the switch share o = m_switch / m_piece, both weighted by time;
-// overlapping samples weigh for their own intervals there, but the minute's time is the union.
-// A vGPU's efficiency in a minute is min(1, mean sm_active / (fraction·(1 − o))): clipping each
-// 100 ms tick would turn the scheduler's phase noise into waste. The minute's efficiency and
-// switch time weigh by its measured and metered unions, so sums of them are the same whatever
-// the table.
+// and m_active (the covered and the measured time in the billed time, ns), m_sm (the integral
+// of sm_active over the measured time) and m_switch (that of the switch share over the
+// covered time), m_ws and m_cs (waits histogram)). A vGPU's efficiency in a minute is
+// min(1, m_sm / (fraction·(1 − o)·m_active)), o = m_switch / m_overlap the minute's switch
+// share: clipping each 100 ms tick would turn the scheduler's phase noise into waste. Sums of
+// the minutes are the same whatever the table.
 func usageByMinute(minutes string) string {
 	return `
 SELECT allocation_id, toInt64(round(sum(m_overlap))), toInt64(round(sum(m_active))),
-    sum(if(m_sliced = 1, if(m_den > 0., least(1., m_mean / m_den), 0.), m_mean) * m_active), sum(m_o * m_overlap),
+    sum(if(m_sliced = 1, if(m_den > 0., least(1., m_sm / m_den), 0.) * m_active, m_sm)), sum(m_switch),
     tupleElement(sumMap(m_ws, m_cs), 1), tupleElement(sumMap(m_ws, m_cs), 2)
 FROM (
-    SELECT allocation_id, m_sliced, m_overlap, m_active, m_ws, m_cs,
-        if(m_piece > 0., m_switch / m_piece, 0.) AS m_o,
-        if(m_active_piece > 0., m_sm / m_active_piece, 0.) AS m_mean,
-        m_frac * (1. - m_o) AS m_den
+    SELECT allocation_id, m_sliced, m_active, m_sm, m_switch, m_ws, m_cs, m_overlap,
+        m_frac * (m_active - if(m_overlap > 0., m_switch / m_overlap, 0.) * m_active) AS m_den
     FROM (` + minutes + `
     )
 )

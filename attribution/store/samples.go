@@ -9,8 +9,8 @@ package store
 //   - a second's samples count for the billed time by the share of the second that lies in it
 //     (exact for allocations on whole seconds, as schedulers report them);
 //   - nothing else: a row holds the pieces of the samples inside its second, with their
-//     unions and time-weighted sums (tables.RollupSeconds), so that the sums per minute are
-//     those of the raw samples;
+//     unions and integrals (tables.RollupSeconds), so that the sums per minute are those of
+//     the raw samples;
 //   - the cold start is the first attached sample of the first second with one at or after
 //     requested_at (off by less than a second only if requested_at falls inside a second in
 //     which the instance was already attached before it).
@@ -148,23 +148,22 @@ var dedupSeconds = `
 
 // rollupUsageRows is the rows of usageByMinute's minutes from a rollup. A row holds the pieces
 // of the samples inside its [t, t + step) (tables.RollupSeconds): covered_ns and active_ns are
-// their unions, all and measured, piece_ns, active_piece_ns, sm_active_ns and switch_ns the sums
-// usageByMinute divides per minute; a row counts for the billed time by the share of it that
-// lies there. The waits are those of the rows that start in the billed time. {{dedup}} is the
-// FROM of the rows (dedupSeconds, or dedupPartialSeconds), {{only}} a further condition on
+// their unions, all and measured, sm_active_ns and switch_ns the integrals of the mean
+// sm_active and switch share over them; a row counts for the billed time by the share of it
+// that lies there. The waits are those of the rows that start in the billed time. {{dedup}} is
+// the FROM of the rows (dedupSeconds, or dedupPartialSeconds), {{only}} a further condition on
 // which rows count.
 const rollupUsageRows = `
         SELECT allocation_id, intDiv(t, 60000000000) AS minute, sliced, frac,
             (least(t + {{step}}, billed_end) - greatest(t, billed_start)) / {{step}} AS share,
             covered * share AS r_overlap, active_covered * share AS r_active,
-            piece * share AS r_piece, active_piece * share AS r_active_piece,
             sm_ns * share AS r_sm, sw_ns * share AS r_switch,
             if(sliced = 1 AND t >= billed_start, w, emptyArrayUInt64()) AS ws,
             if(sliced = 1 AND t >= billed_start, c, emptyArrayUInt64()) AS cs
         FROM (
             SELECT node, instance_id, toInt64(time) * 1000000000 AS t, toInt64(covered_ns) AS covered,
-                toInt64(active_ns) AS active_covered, toInt64(piece_ns) AS piece, toInt64(active_piece_ns) AS active_piece,
-                sm_active_ns AS sm_ns, switch_ns AS sw_ns, wait_ns AS w, wait_count AS c{{dedup}}
+                toInt64(active_ns) AS active_covered, sm_active_ns AS sm_ns, switch_ns AS sw_ns,
+                wait_ns AS w, wait_count AS c{{dedup}}
         ) AS s ALL INNER JOIN (` + allocationsTable + `
         ) AS a USING (node, instance_id)
         WHERE t < billed_end AND t + {{step}} > billed_start{{only}}`
@@ -173,8 +172,7 @@ const rollupUsageRows = `
 func rollupMinutes(rows string) string {
 	return `
         SELECT allocation_id, minute, any(sliced) AS m_sliced, any(frac) AS m_frac,
-            sum(r_overlap) AS m_overlap, sum(r_active) AS m_active, sum(r_piece) AS m_piece,
-            sum(r_active_piece) AS m_active_piece, sum(r_sm) AS m_sm, sum(r_switch) AS m_switch,
+            sum(r_overlap) AS m_overlap, sum(r_active) AS m_active, sum(r_sm) AS m_sm, sum(r_switch) AS m_switch,
             tupleElement(sumMap(ws, cs), 1) AS m_ws, tupleElement(sumMap(ws, cs), 2) AS m_cs
         FROM (` + rows + `
         )

@@ -12,19 +12,31 @@ import "strings"
 // MaxInterval is the longest interval a sample covers, in ns: every door refuses longer ones,
 // and readers clamp to it (a stored 10-year interval would otherwise meter whole minutes, and
 // cut into a row per second it spans).
+//
+// Where samples overlap, each instant counts once, with the mean of the samples covering it:
+// the time-weighted means (sm_active, the vGPU switch share) are integrals of those means
+// over the covered time, additive like the union itself, and with no overlap the plain
+// Σ value × covered time.
 const MaxInterval = "60000000000"
 
-// Union is the measure of the union of the intervals [starts[i], ends[i]), two arrays of
-// non-negative Int64 offsets below 2^61: an event sweep. Ends are encoded 2x and starts 2x+1,
-// so that sorted, an end and a start at one instant meet without a gap or a double count;
-// the running sum of ±1 is how many intervals cover each stretch between two events.
-func Union(starts, ends string) string {
-	r := strings.NewReplacer("{{s}}", starts, "{{e}}", ends)
-	return r.Replace(`arraySum(arrayMap((a, b, k) -> if(k > 0, intDiv(b, 2) - intDiv(a, 2), 0),
-        arrayPopBack(arraySort(arrayConcat(arrayMap(x -> x * 2 + 1, {{s}}), arrayMap(x -> x * 2, {{e}})))),
-        arrayPopFront(arraySort(arrayConcat(arrayMap(x -> x * 2 + 1, {{s}}), arrayMap(x -> x * 2, {{e}})))),
-        arrayPopBack(arrayCumSum(arrayMap(x -> if(x % 2 = 1, 1, -1),
-            arraySort(arrayConcat(arrayMap(x -> x * 2 + 1, {{s}}), arrayMap(x -> x * 2, {{e}}))))))))`)
+// Sweep is the SELECT items, aliased prefix_union and prefix_integral, of an event sweep over
+// the intervals [starts[i], ends[i]) (arrays of non-negative Int64 offsets below 2^61) carrying
+// values[i] (Float64): the measure of their union, and the integral over it of the mean value
+// of the intervals covering each instant. Both are additive over disjoint slices of time, and
+// with no overlap the integral is Σ value × length. Ends are encoded 2x and starts 2x+1, so
+// that sorted, an end and a start at one instant meet without a gap or a double count; the
+// running sums of ±1 and ±value are how many intervals cover each stretch between two events
+// and the sum of their values. Its other aliases (prefix_ev, _t, _k, _s) are its own.
+func Sweep(prefix, starts, ends, values string) string {
+	r := strings.NewReplacer("{{p}}", prefix, "{{s}}", starts, "{{e}}", ends, "{{v}}", values)
+	return r.Replace(`arrayConcat(arrayMap(x -> x * 2 + 1, {{s}}), arrayMap(x -> x * 2, {{e}})) AS {{p}}_ev,
+        arraySort({{p}}_ev) AS {{p}}_t,
+        arrayCumSum(arraySort((d, k) -> k, arrayConcat(arrayMap(x -> 1, {{s}}), arrayMap(x -> -1, {{e}})), {{p}}_ev)) AS {{p}}_k,
+        arrayCumSum(arraySort((d, k) -> k, arrayConcat({{v}}, arrayMap(x -> -x, {{v}})), {{p}}_ev)) AS {{p}}_s,
+        arraySum(arrayMap((a, b, k) -> if(k > 0, intDiv(b, 2) - intDiv(a, 2), 0),
+            arrayPopBack({{p}}_t), arrayPopFront({{p}}_t), arrayPopBack({{p}}_k))) AS {{p}}_union,
+        arraySum(arrayMap((a, b, k, v) -> if(k > 0, (intDiv(b, 2) - intDiv(a, 2)) * v / k, 0.),
+            arrayPopBack({{p}}_t), arrayPopFront({{p}}_t), arrayPopBack({{p}}_k), arrayPopBack({{p}}_s))) AS {{p}}_integral`)
 }
 
 // RollupSeconds is the INSERT of samples_1s rows recomputed from the deduplicated samples
@@ -32,49 +44,48 @@ func Union(starts, ends string) string {
 // keeps). samples is a condition on the samples read (it must select every sample that covers
 // part of a recomputed second: up to MaxInterval before it), seconds one on the recomputed
 // seconds (sec, a DateTime). samples and the per-sample sums count the samples taken in the
-// row (ts in it), the times the pieces.
+// row (ts in it); covered_ns, active_ns, sm_active_ns and switch_ns sweep the pieces (Sweep).
 func RollupSeconds(samples, seconds string) string {
 	return Insert(Samples1s, RollupColumns) + `
 SELECT sec, node, instance_id, r_gpu_uuid, r_gpu_index, r_model, r_kind, r_profile, r_compute_slices, r_sm_count,
-    r_gpu_sm_count, r_mem_total_bytes, r_gpu_mem_total_bytes, r_interval_ns, samples,
-    toUInt64(` + Union("los", "his") + `),
+    r_gpu_sm_count, r_mem_total_bytes, r_gpu_mem_total_bytes, r_interval_ns, samples, toUInt64(u_union),
     sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum, first_attached_ns, mem_used_bytes_sum, power_watts_sum,
-    wait_ns, wait_count, active_samples,
-    toUInt64(` + Union("alos", "ahis") + `),
-    piece_ns, active_piece_ns, sm_active_ns, switch_ns
+    wait_ns, wait_count, active_samples, toUInt64(a_union), a_integral, u_integral
 FROM (
-    SELECT sec, node, instance_id, any(gpu_uuid) AS r_gpu_uuid, any(gpu_index) AS r_gpu_index, any(model) AS r_model,
-        any(kind) AS r_kind, any(profile) AS r_profile, any(compute_slices) AS r_compute_slices, any(sm_count) AS r_sm_count,
-        any(gpu_sm_count) AS r_gpu_sm_count, any(mem_total_bytes) AS r_mem_total_bytes,
-        any(gpu_mem_total_bytes) AS r_gpu_mem_total_bytes, any(interval_ns) AS r_interval_ns,
-        countIf(taken_here) AS samples, groupArray(lo) AS los, groupArray(hi) AS his,
-        groupArrayIf(lo, measured) AS alos, groupArrayIf(hi, measured) AS ahis,
-        sumIf(sm_active, measured AND taken_here) AS sm_active_sum, sumIf(toUInt64(attached), taken_here) AS attached_sum,
-        sumIf(vgpu_switch_ns, taken_here) AS vgpu_switch_ns_sum, sumIf(vgpu_run_ns, taken_here) AS vgpu_run_ns_sum,
-        minIf(ts_ns, attached = 1 AND taken_here) AS first_attached_ns,
-        sumIf(toFloat64(mem_used_bytes), taken_here) AS mem_used_bytes_sum, sumIf(power_watts, taken_here) AS power_watts_sum,
-        tupleElement(sumMap(ws, cs), 1) AS wait_ns, tupleElement(sumMap(ws, cs), 2) AS wait_count,
-        countIf(measured AND taken_here) AS active_samples,
-        toUInt64(sum(hi - lo)) AS piece_ns, toUInt64(sumIf(hi - lo, measured)) AS active_piece_ns,
-        sumIf(sm_active * (hi - lo), measured) AS sm_active_ns,
-        sum(if(iv > 0, vgpu_switch_ns / iv, 0.) * (hi - lo)) AS switch_ns
+    SELECT *,
+        ` + Sweep("u", "los", "his", "os") + `,
+        ` + Sweep("a", "alos", "ahis", "sms") + `
     FROM (
-        SELECT node, instance_id, gpu_uuid, gpu_index, model, kind, profile, compute_slices, sm_count, gpu_sm_count,
-            mem_total_bytes, gpu_mem_total_bytes, interval_ns, ts_ns, sm_active, attached, vgpu_switch_ns, vgpu_run_ns,
-            mem_used_bytes, power_watts, ` + Measured + ` AS measured,
-            toInt64(least(interval_ns, ` + MaxInterval + `)) AS iv,
-            toInt64(ts_ns) AS t, intDiv(t, 1000000000) AS first_sec,
-            arrayJoin(arrayMap(i -> first_sec + i, range(toUInt64(intDiv(t + iv - 1, 1000000000) - first_sec + 1)))) AS sec_n,
-            toDateTime(sec_n) AS sec,
-            greatest(t, sec_n * 1000000000) - sec_n * 1000000000 AS lo,
-            least(t + iv, (sec_n + 1) * 1000000000) - sec_n * 1000000000 AS hi,
-            sec_n = first_sec AS taken_here,
-            if(taken_here, vgpu_waits_ns, emptyArrayUInt64()) AS ws, arrayMap(w -> toUInt64(1), ws) AS cs
-        FROM ` + Final(Samples) + `
-        WHERE ` + samples + `
+        SELECT sec, node, instance_id, any(gpu_uuid) AS r_gpu_uuid, any(gpu_index) AS r_gpu_index, any(model) AS r_model,
+            any(kind) AS r_kind, any(profile) AS r_profile, any(compute_slices) AS r_compute_slices, any(sm_count) AS r_sm_count,
+            any(gpu_sm_count) AS r_gpu_sm_count, any(mem_total_bytes) AS r_mem_total_bytes,
+            any(gpu_mem_total_bytes) AS r_gpu_mem_total_bytes, any(interval_ns) AS r_interval_ns,
+            countIf(taken_here) AS samples, groupArray(lo) AS los, groupArray(hi) AS his, groupArray(o_tick) AS os,
+            groupArrayIf(lo, measured) AS alos, groupArrayIf(hi, measured) AS ahis, groupArrayIf(sm_active, measured) AS sms,
+            sumIf(sm_active, measured AND taken_here) AS sm_active_sum, sumIf(toUInt64(attached), taken_here) AS attached_sum,
+            sumIf(vgpu_switch_ns, taken_here) AS vgpu_switch_ns_sum, sumIf(vgpu_run_ns, taken_here) AS vgpu_run_ns_sum,
+            minIf(ts_ns, attached = 1 AND taken_here) AS first_attached_ns,
+            sumIf(toFloat64(mem_used_bytes), taken_here) AS mem_used_bytes_sum, sumIf(power_watts, taken_here) AS power_watts_sum,
+            tupleElement(sumMap(ws, cs), 1) AS wait_ns, tupleElement(sumMap(ws, cs), 2) AS wait_count,
+            countIf(measured AND taken_here) AS active_samples
+        FROM (
+            SELECT node, instance_id, gpu_uuid, gpu_index, model, kind, profile, compute_slices, sm_count, gpu_sm_count,
+                mem_total_bytes, gpu_mem_total_bytes, interval_ns, ts_ns, sm_active, attached, vgpu_switch_ns, vgpu_run_ns,
+                mem_used_bytes, power_watts, ` + Measured + ` AS measured,
+                toInt64(least(interval_ns, ` + MaxInterval + `)) AS iv, if(iv > 0, vgpu_switch_ns / iv, 0.) AS o_tick,
+                toInt64(ts_ns) AS t, intDiv(t, 1000000000) AS first_sec,
+                arrayJoin(arrayMap(i -> first_sec + i, range(toUInt64(intDiv(t + iv - 1, 1000000000) - first_sec + 1)))) AS sec_n,
+                toDateTime(sec_n) AS sec,
+                greatest(t, sec_n * 1000000000) - sec_n * 1000000000 AS lo,
+                least(t + iv, (sec_n + 1) * 1000000000) - sec_n * 1000000000 AS hi,
+                sec_n = first_sec AS taken_here,
+                if(taken_here, vgpu_waits_ns, emptyArrayUInt64()) AS ws, arrayMap(w -> toUInt64(1), ws) AS cs
+            FROM ` + Final(Samples) + `
+            WHERE ` + samples + `
+        )
+        WHERE iv > 0 AND ` + seconds + `
+        GROUP BY node, instance_id, sec
     )
-    WHERE iv > 0 AND ` + seconds + `
-    GROUP BY node, instance_id, sec
 )`
 }
 
@@ -91,7 +102,7 @@ SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gp
     sum(vgpu_run_ns_sum), minIf(first_attached_ns, first_attached_ns > 0), sum(mem_used_bytes_sum),
     sum(power_watts_sum),
     tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2),
-    sum(active_samples), sum(active_ns), sum(piece_ns), sum(active_piece_ns), sum(sm_active_ns), sum(switch_ns)
+    sum(active_samples), sum(active_ns), sum(sm_active_ns), sum(switch_ns)
 FROM (
     SELECT ` + List(RollupColumns) + `
     FROM ` + Final(Samples1s) + `

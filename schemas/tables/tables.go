@@ -34,7 +34,7 @@ var RollupColumns = []string{
 	"compute_slices", "sm_count", "gpu_sm_count", "mem_total_bytes", "gpu_mem_total_bytes", "interval_ns",
 	"samples", "covered_ns", "sm_active_sum", "attached_sum", "vgpu_switch_ns_sum", "vgpu_run_ns_sum",
 	"first_attached_ns", "mem_used_bytes_sum", "power_watts_sum", "wait_ns", "wait_count", "active_samples",
-	"active_ns", "piece_ns", "active_piece_ns", "sm_active_ns", "switch_ns",
+	"active_ns", "sm_active_ns", "switch_ns",
 }
 
 // AllocationColumns are the columns of allocations, one row per version of an allocation.

@@ -9,16 +9,13 @@
 -- recomputation that only sees more of the pieces keeps the version (samples): of equal
 -- versions ReplacingMergeTree and FINAL keep the last written, the most complete.
 --
--- piece_ns, active_piece_ns: Σ of the pieces' lengths, all and measured; sm_active_ns:
--- Σ sm_active × measured piece; switch_ns: Σ vgpu_switch_ns / interval_ns × piece. Per
--- allocation-minute attribution divides sm_active_ns by active_piece_ns and switch_ns by
--- piece_ns (the time-weighted mean sm_active and switch share) and weighs them by the unions. Rows written
--- before this migration had no overlaps counted apart: their sums stand for both.
-ALTER TABLE samples_1s ADD COLUMN piece_ns UInt64 DEFAULT covered_ns;
-ALTER TABLE samples_1s ADD COLUMN active_piece_ns UInt64 DEFAULT active_ns;
+-- Where samples overlap, each instant counts once, with the mean of the samples covering it:
+-- sm_active_ns is the integral over the measured covered time of the mean sm_active of the
+-- measured samples covering each instant, switch_ns that over the covered time of the mean
+-- vgpu_switch_ns / interval_ns (with no overlap: Σ sm_active × covered, Σ switch share ×
+-- covered). Both add up over rows like the unions. Rows written before this migration: what
+-- their sums meant then.
 ALTER TABLE samples_1s ADD COLUMN sm_active_ns Float64 DEFAULT if(active_samples > 0, sm_active_sum / active_samples, 0) * active_ns;
 ALTER TABLE samples_1s ADD COLUMN switch_ns Float64 DEFAULT toFloat64(vgpu_switch_ns_sum);
-ALTER TABLE samples_1m ADD COLUMN piece_ns UInt64 DEFAULT covered_ns;
-ALTER TABLE samples_1m ADD COLUMN active_piece_ns UInt64 DEFAULT active_ns;
 ALTER TABLE samples_1m ADD COLUMN sm_active_ns Float64 DEFAULT if(active_samples > 0, sm_active_sum / active_samples, 0) * active_ns;
 ALTER TABLE samples_1m ADD COLUMN switch_ns Float64 DEFAULT toFloat64(vgpu_switch_ns_sum)
