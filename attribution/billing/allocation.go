@@ -109,12 +109,14 @@ type Usage struct {
 	// sm_active_unavailable: a MIG instance on a GPU without GPM is metered but unmeasured), the
 	// union of theirs.
 	Active time.Duration
-	// EfficiencyNS is Σ over the allocation-minutes of efficiency × measured ns: for a whole GPU
-	// or MIG the minute's mean sm_active weighted by the time each sample covers; for a vGPU
-	// min(1, Σ sm_active·covered / Σ fraction·(1 − o)·covered), o the minute's switch share.
+	// EfficiencyNS is Σ efficiency × measured ns (where samples overlap, each instant counts
+	// once, at the mean of the samples covering it): for a whole GPU or MIG the integral of
+	// sm_active over the measured time; for a vGPU per allocation-minute min(1, Σ
+	// sm_active·covered / Σ fraction·(1 − o)·covered), o the minute's switch share, times the
+	// minute's measured ns.
 	EfficiencyNS float64
-	// SwitchNS is Σ over the allocation-minutes of the switch share (Σ vgpu_switch_ns/interval_ns
-	// × covered / Σ covered) × metered ns: the vGPU overhead, time-weighted.
+	// SwitchNS is the integral of vgpu_switch_ns/interval_ns over the metered time (ns): the
+	// vGPU overhead, time-weighted.
 	SwitchNS float64
 }
 
