@@ -26,16 +26,20 @@ const MaxInterval = "60000000000"
 // with no overlap the integral is Σ value × length. Ends are encoded 2x and starts 2x+1, so
 // that sorted, an end and a start at one instant meet without a gap or a double count; the
 // running sums of ±1 and ±value are how many intervals cover each stretch between two events
-// and the sum of their values. Its other aliases (prefix_ev, _t, _k, _s) are its own.
+// and the sum of their values. Its other aliases (prefix_ev, _t, _k, _s) and its lambdas'
+// parameters (sweep_*) are its own.
 func Sweep(prefix, starts, ends, values string) string {
 	r := strings.NewReplacer("{{p}}", prefix, "{{s}}", starts, "{{e}}", ends, "{{v}}", values)
-	return r.Replace(`arrayConcat(arrayMap(x -> x * 2 + 1, {{s}}), arrayMap(x -> x * 2, {{e}})) AS {{p}}_ev,
+	return r.Replace(`arrayConcat(arrayMap(sweep_x -> sweep_x * 2 + 1, {{s}}), arrayMap(sweep_x -> sweep_x * 2, {{e}})) AS {{p}}_ev,
         arraySort({{p}}_ev) AS {{p}}_t,
-        arrayCumSum(arraySort((d, k) -> k, arrayConcat(arrayMap(x -> 1, {{s}}), arrayMap(x -> -1, {{e}})), {{p}}_ev)) AS {{p}}_k,
-        arrayCumSum(arraySort((d, k) -> k, arrayConcat({{v}}, arrayMap(x -> -x, {{v}})), {{p}}_ev)) AS {{p}}_s,
-        arraySum(arrayMap((a, b, k) -> if(k > 0, intDiv(b, 2) - intDiv(a, 2), 0),
+        arrayCumSum(arraySort((sweep_d, sweep_k) -> sweep_k,
+            arrayConcat(arrayMap(sweep_x -> 1, {{s}}), arrayMap(sweep_x -> -1, {{e}})), {{p}}_ev)) AS {{p}}_k,
+        arrayCumSum(arraySort((sweep_d, sweep_k) -> sweep_k,
+            arrayConcat({{v}}, arrayMap(sweep_x -> -sweep_x, {{v}})), {{p}}_ev)) AS {{p}}_s,
+        arraySum(arrayMap((sweep_a, sweep_b, sweep_k) -> if(sweep_k > 0, intDiv(sweep_b, 2) - intDiv(sweep_a, 2), 0),
             arrayPopBack({{p}}_t), arrayPopFront({{p}}_t), arrayPopBack({{p}}_k))) AS {{p}}_union,
-        arraySum(arrayMap((a, b, k, v) -> if(k > 0, (intDiv(b, 2) - intDiv(a, 2)) * v / k, 0.),
+        arraySum(arrayMap((sweep_a, sweep_b, sweep_k, sweep_v) ->
+                if(sweep_k > 0, (intDiv(sweep_b, 2) - intDiv(sweep_a, 2)) * sweep_v / sweep_k, 0.),
             arrayPopBack({{p}}_t), arrayPopFront({{p}}_t), arrayPopBack({{p}}_k), arrayPopBack({{p}}_s))) AS {{p}}_integral`)
 }
 
