@@ -40,7 +40,7 @@ var dedupSamples = `
 //
 // Each sample's part of the billed time is cut at the UTC minutes it spans (at most two: an
 // interval is at most tables.MaxInterval), and each allocation-minute sweeps its pieces
-// (tables.Sweep): the unions of all and of the measured pieces, and the integrals over them of
+// (tables.Coverage, tables.Sweep): the unions of all and of the measured pieces, and the integrals over them of
 // the mean switch share and mean sm_active of the samples covering each instant (where samples
 // overlap, each instant counts once). The rollups hold the same unions and integrals per
 // second, and both are additive over disjoint slices of time, so every path sums the same
@@ -51,15 +51,18 @@ var usageQuery = usageByMinute(`
             m_ws, m_cs
         FROM (
             SELECT *,
-                ` + tables.Sweep("u", "los", "his", "os") + `,
-                ` + tables.Sweep("a", "alos", "ahis", "sms") + `
+                ` + tables.Coverage("u", "los", "his", "os", "u_len", "u_weighted", "regular") + `,
+                ` + tables.Coverage("a", "alos", "ahis", "sms", "a_len", "a_weighted", "regular") + `
             FROM (
                 SELECT allocation_id, minute, any(sliced) AS sliced, any(frac) AS frac,
                     groupArray(lo) AS los, groupArray(hi) AS his, groupArray(o_tick) AS os,
                     groupArrayIf(lo, measured) AS alos, groupArrayIf(hi, measured) AS ahis, groupArrayIf(sm, measured) AS sms,
-                    tupleElement(sumMap(ws, cs), 1) AS m_ws, tupleElement(sumMap(ws, cs), 2) AS m_cs
+                    tupleElement(sumMap(ws, cs), 1) AS m_ws, tupleElement(sumMap(ws, cs), 2) AS m_cs,
+                    sum(hi - lo) AS u_len, sum(o_tick * (hi - lo)) AS u_weighted,
+                    sumIf(hi - lo, measured) AS a_len, sumIf(sm * (hi - lo), measured) AS a_weighted,
+                    ` + tables.Regular + ` AS regular
                 FROM (
-                    SELECT allocation_id, sliced, frac, sm, measured, o_tick,
+                    SELECT allocation_id, sliced, frac, sm, measured, o_tick, t, iv,
                         greatest(t, billed_start) AS b_lo, least(t + iv, billed_end) AS b_hi,
                         intDiv(b_lo, 60000000000) AS first_minute,
                         arrayJoin(if(intDiv(b_hi - 1, 60000000000) = first_minute, [first_minute], [first_minute, first_minute + 1])) AS minute,

@@ -54,3 +54,37 @@ func TestSweep(t *testing.T) {
 		})
 	}
 }
+
+// TestCoverage checks that tables.Coverage gives Sweep's answers whether or not it sweeps.
+func TestCoverage(t *testing.T) {
+	conn := localtest.Database(t).Conn
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		name            string
+		starts, ends    string
+		regular         bool
+		union, integral float64
+	}{
+		{"regular", "[30, 0, 10]", "[40, 10, 20]", true, 30, 15},
+		{"disjoint, swept", "[30, 0, 10]", "[40, 10, 20]", false, 30, 15},
+		{"overlap", "[0, 5]", "[10, 15]", false, 15, 7.5},
+		{"nested", "[0, 2]", "[10, 4]", false, 10, 5},
+		{"none", "[]", "[]", true, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := fmt.Sprintf(`SELECT toFloat64(c_union), c_integral FROM (
+    SELECT *, %s FROM (
+        SELECT CAST(%s AS Array(Int64)) AS s, CAST(%s AS Array(Int64)) AS e, %d = 1 AS reg,
+            arrayMap(x -> 0.5, s) AS v, arraySum(arrayMap((a, b) -> b - a, s, e)) AS len, len * 0.5 AS w))`,
+				tables.Coverage("c", "s", "e", "v", "len", "w", "reg"), tc.starts, tc.ends, map[bool]int{true: 1}[tc.regular])
+			var union, integral float64
+			if err := conn.QueryRow(ctx, q).Scan(&union, &integral); err != nil {
+				t.Fatalf("%v\n%s", err, q)
+			}
+			if union != tc.union || math.Abs(integral-tc.integral) > 1e-9 {
+				t.Errorf("union %v, integral %v; want %v, %v", union, integral, tc.union, tc.integral)
+			}
+		})
+	}
+}
