@@ -10,6 +10,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/store"
@@ -154,19 +155,25 @@ func BenchmarkReport(b *testing.B) {
 }
 
 // BenchmarkMinute: one minute of the fleet attributed per allocation (what the service does
-// every minute).
+// every minute, with the GPUs' presence its pass read: BenchmarkContinuousPresence).
 func BenchmarkMinute(b *testing.B) {
 	f := newBenchFleet(b)
+	ctx := context.Background()
 	from := f.start.Add(time.Duration(f.seconds/2) * time.Second).Truncate(time.Minute)
 	for _, source := range []store.Samples{store.MinuteRollup, store.SecondRollup, store.RawSamples} {
 		if source == store.RawSamples && !f.raw {
 			continue
 		}
 		b.Run(source.String(), func(b *testing.B) {
+			var none *store.Presence
+			p, err := none.Advance(ctx, f.conn, source, billing.Interval{Start: from.UnixNano(), End: from.Add(time.Minute).UnixNano()}, attribution.DefaultPresence)
+			if err != nil {
+				b.Fatal(err)
+			}
 			for b.Loop() {
-				_, lines, err := linesOf(context.Background(), f.conn, from, from.Add(time.Minute), benchBook, source)
-				if err != nil || len(lines) != f.instances {
-					b.Fatalf("minute: %d lines, %v", len(lines), err)
+				res, err := attribution.Report(ctx, f.conn, benchBook, attribution.Options{From: from, To: from.Add(time.Minute), Samples: source, Lines: true, Present: p})
+				if err != nil || len(res.Lines) != f.instances {
+					b.Fatalf("minute: %d lines, %v", len(res.Lines), err)
 				}
 			}
 		})

@@ -63,7 +63,8 @@ func TestCapacityOfAFleetThatJustArrived(t *testing.T) {
 // period (1 h), clipped to the window: an exporter outage shorter than that stays capacity,
 // a longer one does not beyond the hour, and a GPU's instances count together. Raw samples,
 // samples_1s, samples_1m and the minutes the attribution service stored agree to 1e-6 on
-// capacity and unallocated for whole-minute windows, and all equal the definition. Five hours
+// capacity and unallocated for whole-minute windows (the service's minutes stored from raw
+// samples and from samples_1s), and all equal the definition. Five hours
 // of 1 s samples, taken a fraction of a second after each second:
 //
 //	GPU-a0 (A100, gpu0/mig0): sampled [0, 30 min), [60, 90 min) (30 min out), [180, 200 min)
@@ -118,18 +119,30 @@ func TestCapacityWhilePresent(t *testing.T) {
 		return c
 	}
 
-	// The attribution service stores every minute of the five hours, from raw samples.
 	now := at(window + time.Hour)
-	runner := service.NewRunner(conn, book, service.Passes{Delay: 30 * time.Second, Backfill: window, MaxRecompute: window,
-		MaxMinutes: 300, Presence: time.Hour, Samples: store.RawSamples}, nil, slog.New(slog.DiscardHandler))
-	runner.SetClock(func() time.Time { return at(window + 30*time.Second) })
-	if p, err := runner.Once(ctx); err != nil || p.Fresh != 300 {
-		t.Fatalf("attribute the five hours: %+v, %v", p, err)
-	}
-
 	windows := [][2]time.Time{{at(0), at(window)}, {at(149 * time.Minute), at(151 * time.Minute)}, {at(179 * time.Minute), at(181 * time.Minute)}}
 	for m := time.Duration(0); m < window; m += 30 * time.Minute {
 		windows = append(windows, [2]time.Time{at(m), at(m + 30*time.Minute)})
+	}
+	// The attribution service stores every minute of the five hours, from the per-second
+	// rollup (its default), then again from raw samples (a later pass, which the stored
+	// minutes read).
+	for pass, source := range []store.Samples{store.SecondRollup, store.RawSamples} {
+		runner := service.NewRunner(conn, book, service.Passes{Delay: 30 * time.Second, Lookback: window, Backfill: window, MaxRecompute: window,
+			MaxMinutes: 300, Presence: time.Hour, Samples: source}, nil, slog.New(slog.DiscardHandler))
+		runner.SetClock(func() time.Time { return at(window + 30*time.Second + time.Duration(pass)*time.Second) })
+		if p, err := runner.Once(ctx); err != nil || p.Fresh+p.Recomputed != 300 {
+			t.Fatalf("attribute the five hours from %s: %+v, %v", source, p, err)
+		}
+		if pass == 0 {
+			for _, w := range windows {
+				res, err := attribution.Report(ctx, conn, book, attribution.Options{From: w[0], To: w[1], Now: now, FromMinutes: true})
+				if want := capacityOf(w[0], w[1]); err != nil || math.Abs(res.Report.CapacityListCost-want) > 1e-9 {
+					t.Errorf("[%s, %s) from the minutes stored from %s: capacity %.9f, %v; want %.9f", w[0].Format(time.TimeOnly), w[1].Format(time.TimeOnly),
+						source, res.Report.CapacityListCost, err, want)
+				}
+			}
+		}
 	}
 	for _, w := range windows {
 		from, to := w[0], w[1]
