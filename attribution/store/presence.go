@@ -80,7 +80,8 @@ func ReadPresence(ctx context.Context, conn Querier, src Samples, window billing
 // not hold already: the attribution service's passes move a minute at a time, and a period
 // (an hour) of raw samples is much to read every minute. The buckets from the window's start on
 // are read again (late samples land there, and a minute's capacity must be what a report of it
-// reads); p's earlier ones within the period before the window are kept.
+// reads); p's earlier ones within the period before the window are kept, so a sample that
+// lands there later is not seen, as the minutes before the window are not recomputed for it.
 func (p *Presence) Advance(ctx context.Context, conn Querier, src Samples, window billing.Interval, period time.Duration) (*Presence, error) {
 	if err := CheckPresence(period); err != nil {
 		return nil, err
