@@ -52,7 +52,9 @@ func Clip(allocs []Allocation, window Interval, f *Fleet) (billed []Billed, unse
 // An allocation whose target has never been sampled cannot be priced (its model and share are
 // unknown) and is left out, described in unsampled: the intake accepts allocations for
 // instances not seen yet, and their samples may come later (a later recomputation prices them).
-func Price(all []Billed, f, ever *Fleet, book *pricebook.PriceBook) (priced []Billed, unsampled []string, err error) {
+// One on a GPU model without a price, or at a tier the price book lacks, is set aside as
+// unpriced (aside): it is left out of the money, and the others are priced as usual.
+func Price(all []Billed, f, ever *Fleet, book *pricebook.PriceBook) (priced []Billed, unsampled []string, aside []SetAside, err error) {
 	for _, b := range all {
 		in, ok := f.Instances[b.Target]
 		if !ok {
@@ -62,13 +64,16 @@ func Price(all []Billed, f, ever *Fleet, book *pricebook.PriceBook) (priced []Bi
 				continue
 			}
 		}
-		if b.Terms, err = termsOf(b.Allocation, in, book); err != nil {
-			return nil, nil, err
+		b.Terms, err = termsOf(b.Allocation, in, book)
+		if err == nil && book.Dated() {
+			err = b.Terms.averageOver(b.Allocation, in.Model, b.Billed, book)
 		}
-		if book.Dated() {
-			if err := b.Terms.averageOver(b.Allocation, in.Model, b.Billed, book); err != nil {
-				return nil, nil, err
-			}
+		if kind, name, ok := unpricedReason(err, b, in); ok {
+			aside = append(aside, SetAside{Billed: b, Kind: kind, Name: name})
+			continue
+		}
+		if err != nil {
+			return nil, nil, nil, err
 		}
 		priced = append(priced, b)
 	}
@@ -81,7 +86,7 @@ func Price(all []Billed, f, ever *Fleet, book *pricebook.PriceBook) (priced []Bi
 		}
 		return 0
 	})
-	return priced, unsampled, nil
+	return priced, unsampled, aside, nil
 }
 
 // Overlapping describes every pair of allocations that hold one instance at the same time in

@@ -86,7 +86,10 @@ type Pass struct {
 	Fresh      int       // minutes attributed for the first time
 	Recomputed int
 	Violations int // invariant violations found: logged, and told to the observer; not an error
-	Done       time.Time
+	// Failed are the minutes that could not be attributed (not stored by this pass; those still
+	// within the lookback are tried again by the next): one bad minute does not stop the others.
+	Failed []error
+	Done   time.Time
 }
 
 // Once runs one pass: the closed minutes from the lookback (or from where a late allocation
@@ -136,7 +139,16 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 		res, err := attribution.Report(ctx, r.conn, r.book, attribution.Options{From: m, To: m.Add(time.Minute), Samples: r.cfg.Samples, Lines: true, Presence: presence,
 			Now: now, Delay: reportDelay(r.cfg.Delay)})
 		if err != nil && !errors.Is(err, attribution.ErrInvariants) {
-			return p, fmt.Errorf("attribute the minute %s: %w", m.Format(time.RFC3339), err)
+			err = fmt.Errorf("attribute the minute %s: %w", m.Format(time.RFC3339), err)
+			// ClickHouse unreachable or the pass cancelled: the whole pass is retried, as no
+			// minute can be read. Otherwise the error is this minute's: the others go on.
+			if ctx.Err() != nil || r.conn.Ping(ctx) != nil {
+				return p, err
+			}
+			p.Failed = append(p.Failed, err)
+			r.logs.Log(ctx, now, slog.LevelError, "minute_failed", "a minute could not be attributed; the pass goes on with the others",
+				"minute", m, "err", err)
+			continue
 		}
 		if len(res.Absent) > 0 {
 			r.logger.DebugContext(ctx, "GPUs without samples in the minute count as capacity (sampled within the presence lookback)",

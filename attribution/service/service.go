@@ -67,9 +67,10 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	if err := migrations.RequireClusterSettings(ctx, conn, cfg.Cluster); err != nil {
 		return err
 	}
-	// A model the fleet has and the price book lacks would fail every pass: refuse to start.
+	// A model or tier the price book lacks does not stop the service: what it covers is
+	// attributed as unpriced (slicemeter_attribution_unpriced_seconds_total); say so at start.
 	if err := attribution.CheckFleetPriced(ctx, conn, cfg.Book, max(cfg.Window, cfg.Backfill, 24*time.Hour)); err != nil {
-		return err
+		logger.WarnContext(ctx, "the price book does not price all of the fleet: that part is attributed as unpriced, left out of the money", "err", err)
 	}
 	s := &service{cfg: cfg, conn: conn, logger: logger, logs: lograte.New(logger, time.Minute), sla: newSLAMetrics(reg, cfg.Book)}
 	s.runner = NewRunner(conn, cfg.Book, cfg.Passes, s.sla, logger)
@@ -120,6 +121,7 @@ func (s *service) pass(ctx context.Context) {
 	began := time.Now()
 	p, err := s.runner.Once(ctx)
 	s.sla.passDuration.Observe(time.Since(began).Seconds())
+	s.sla.minuteErrors.Add(float64(len(p.Failed)))
 	if err != nil {
 		s.sla.errors.Inc()
 		s.logger.Error("attributing minutes failed", "from", p.From, "to", p.To, "err", err)
