@@ -205,6 +205,12 @@ func (r *Runner) logProblems(ctx context.Context, now, minute time.Time, rep rep
 		r.logs.Log(ctx, now, slog.LevelWarn, "allocation_left_out", "allocation left out of the attribution: its target has never been sampled",
 			"minute", minute, "note", n, "left_out_in_minute", rep.Unsampled)
 	}
+	for _, u := range rep.Unpriced {
+		n := u.Note()
+		known[n] = true
+		r.logs.Log(ctx, now, slog.LevelWarn, "unpriced_"+u.Kind, "left out of the money: the price book lacks a GPU model or tier",
+			"minute", minute, "kind", u.Kind, "name", u.Name, "note", n)
+	}
 	for _, o := range rep.Overlaps {
 		known[o] = true
 		r.logs.Log(ctx, now, slog.LevelWarn, "overlap", "allocations overlap on an instance", "minute", minute, "overlap", o, "overlaps_in_minute", len(rep.Overlaps))
