@@ -18,6 +18,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/internal/usage"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -164,4 +165,29 @@ func csvOf(t *testing.T, r report.Report) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// TestCheckFleetPriced: the operator's check names every GPU model sampled and every tier of
+// the allocations billed in its lookback that the price book lacks, as a usage error; a tier
+// of an allocation that ended before the lookback, or was deleted, is not the fleet's.
+func TestCheckFleetPriced(t *testing.T) {
+	ctx := context.Background()
+	conn := unpricedFleet(t)
+	since := time.Since(t0) + time.Hour
+	if err := attribution.CheckFleetPriced(ctx, conn, book, since); err != nil {
+		t.Fatalf("a priced fleet: %v", err)
+	}
+	b200 := chtest.Instance{GPUUUID: "GPU-z", Model: "B200", ID: "gpu7", Kind: pb.Kind_KIND_GPU, SMs: 148, GPUSMs: 148, Mem: 180 << 30, GPUMem: 180 << 30}
+	chtest.InsertSamples(t, conn, "node-a", []*pb.Sample{b200.Sample(0, time.Second, true, 0.9)})
+	insertAllocations(t, conn, []allocationRow{
+		{id: "gil-1", tenant: "gil", tier: "gold", node: "node-a", instance: "gpu0/mig1", requested: t0, started: t0, version: 1},
+		{id: "old-1", tenant: "old", tier: "bronze", node: "node-a", instance: "gpu0/mig1", requested: t0.Add(-3 * time.Hour), started: t0.Add(-3 * time.Hour), ended: t0.Add(-2 * time.Hour), version: 1},
+		{id: "del-1", tenant: "del", tier: "silver", node: "node-a", instance: "gpu0/mig1", requested: t0, started: t0, version: 1},
+		{id: "del-1", tenant: "del", tier: "silver", node: "node-a", instance: "gpu0/mig1", requested: t0, started: t0, version: 2, deleted: true},
+	})
+	err := attribution.CheckFleetPriced(ctx, conn, book, since)
+	if !usage.Is(err) || !strings.Contains(err.Error(), `["B200"]`) || !strings.Contains(err.Error(), `["gold"]`) ||
+		strings.Contains(err.Error(), "bronze") || strings.Contains(err.Error(), "silver") {
+		t.Errorf("got %v; want a usage error naming B200 and gold alone", err)
+	}
 }
