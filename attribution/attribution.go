@@ -103,7 +103,9 @@ var ErrInvariants = errors.New("the report breaks its invariants")
 // What the price book cannot price (a GPU model without a price, an allocation at an unknown
 // tier or on such a GPU) does not stop the report: it is attributed as unpriced, left out of
 // the money and of the capacity (Report.Unpriced, with a note), and every other tenant is
-// billed. An allocation whose target was never sampled is left out too (Report.Unsampled).
+// billed. An allocation whose target was never sampled is left out too (Report.Unsampled), and
+// so is one whose terms cannot be computed (Report.Failed): one bad allocation never stops the
+// bill of the others.
 // Things worth knowing that do not stop the report (these, a tenant at several tiers, an
 // allocation whose cold start is unknown) are in Report.Notes, for the caller to log
 // (LogNotes). A report that breaks its invariants is returned with an error wrapping
@@ -180,11 +182,9 @@ func compute(ctx context.Context, conn store.Querier, from, to time.Time, book *
 	if err != nil {
 		return report.Report{}, nil, err
 	}
-	priced, unsampled, aside, err := billing.Price(clipped, fleet, ever, book)
-	if err != nil {
-		return report.Report{}, nil, err
-	}
-	unpriced, unpricedNotes := billing.Unpriced(unpricedGPUs, aside, window)
+	p := billing.Price(clipped, fleet, ever, book)
+	priced, unsampled := p.Priced, p.Unsampled
+	unpriced, unpricedNotes := billing.Unpriced(unpricedGPUs, p.Unpriced, window)
 	m, err := store.Measure(ctx, conn, src, priced)
 	if err != nil {
 		return report.Report{}, nil, err
@@ -193,7 +193,7 @@ func compute(ctx context.Context, conn store.Querier, from, to time.Time, book *
 	overlaps := billing.Overlapping(priced)
 	lines, coldNotes := billing.Lines(priced, m, book)
 	rows, tenantNotes := billing.TenantRows(lines, window, book.Currency)
-	notes := slices.Concat(unsampled, overlaps, unpricedNotes, coldNotes, tenantNotes)
+	notes := slices.Concat(unsampled, overlaps, unpricedNotes, p.Failed, coldNotes, tenantNotes)
 
 	unallocated := capacity
 	for _, row := range rows {
@@ -210,6 +210,7 @@ func compute(ctx context.Context, conn store.Querier, from, to time.Time, book *
 		Unsampled:           len(unsampled),
 		Overlaps:            overlaps,
 		Unpriced:            unpriced,
+		Failed:              p.Failed,
 	}, lines, nil
 }
 

@@ -54,18 +54,21 @@ func TestSplitFleet(t *testing.T) {
 }
 
 // TestPriceSetsAsideUnpriced: an allocation on a GPU model without a price or at an unknown
-// tier is set aside with the reason; the others are priced.
+// tier is set aside with the reason, one whose terms fail is left out as failed; the others are
+// priced.
 func TestPriceSetsAsideUnpriced(t *testing.T) {
 	f := NewFleet()
 	whole := func(model string) pricebook.Instance { return pricebook.Instance{Kind: "gpu", Model: model} }
 	f.Add(Target{"n", "gpu0"}, GPU{"n", "g0", "A100"}, whole("A100"), 1)
 	f.Add(Target{"n", "gpu9"}, GPU{"n", "g9", "B200"}, whole("B200"), 1)
+	f.Add(Target{"n", "gpu1/mig0"}, GPU{"n", "g1", "A100"}, pricebook.Instance{Kind: "mig", Model: "A100", ComputeSlices: 0}, 1)
 	window := Interval{at(0), at(time.Hour)}
 	allocs := []Allocation{
 		{ID: "ok", Tenant: "a", Tier: "pro", Target: Target{"n", "gpu0"}, Started: at(0), Ended: at(10 * time.Minute)},
 		{ID: "model", Tenant: "b", Tier: "pro", Target: Target{"n", "gpu9"}, Started: at(0)},
 		{ID: "both", Tenant: "c", Tier: "gold", Target: Target{"n", "gpu9"}, Started: at(30 * time.Minute)},
 		{ID: "tier", Tenant: "d", Tier: "gold", Target: Target{"n", "gpu0"}, Started: at(10 * time.Minute)},
+		{ID: "broken", Tenant: "e", Tier: "pro", Target: Target{"n", "gpu1/mig0"}, Started: at(0)},
 	}
 	for _, dated := range []bool{false, true} {
 		book := unpricedBook()
@@ -73,9 +76,10 @@ func TestPriceSetsAsideUnpriced(t *testing.T) {
 			book.Contracts = map[string]map[string]float64{"a": {"A100": 1}}
 		}
 		clipped, _ := Clip(allocs, window, f)
-		priced, unsampled, aside, err := Price(clipped, f, NewFleet(), book)
-		if err != nil {
-			t.Fatalf("dated %v: %v", dated, err)
+		p := Price(clipped, f, NewFleet(), book)
+		priced, unsampled, aside := p.Priced, p.Unsampled, p.Unpriced
+		if len(p.Failed) != 1 || !strings.Contains(p.Failed[0], "allocation broken") || !strings.Contains(p.Failed[0], "MIG compute slices 0") {
+			t.Errorf("dated %v: failed %q, want the broken MIG instance's allocation", dated, p.Failed)
 		}
 		if len(priced) != 1 || priced[0].ID != "ok" || len(unsampled) != 0 {
 			t.Errorf("dated %v: priced %v, unsampled %v; want ok alone", dated, priced, unsampled)
@@ -123,8 +127,9 @@ func TestUnpriced(t *testing.T) {
 	if !slices.Equal(notes, wantNotes) {
 		t.Errorf("notes:\n%s\nwant:\n%s", strings.Join(notes, "\n"), strings.Join(wantNotes, "\n"))
 	}
-	if got[0].Seconds() != 1200 || got[2].Seconds() != 60 {
-		t.Errorf("seconds counted %g (model), %g (tier); want the GPU time 1200 and the billed time 60", got[0].Seconds(), got[2].Seconds())
+	if got[0].Seconds() != 1200 || got[1].Seconds() != 240 || got[2].Seconds() != 60 {
+		t.Errorf("seconds counted %g (model), %g (model without GPUs in the window), %g (tier); want the GPU time 1200, the billed times 240 and 60",
+			got[0].Seconds(), got[1].Seconds(), got[2].Seconds())
 	}
 	if u, n := Unpriced(nil, nil, window); u != nil || n != nil {
 		t.Errorf("nothing unpriced: %v, %v", u, n)

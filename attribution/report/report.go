@@ -70,6 +70,8 @@ type Report struct {
 	// Unpriced is what the window left out of the money and the capacity because the price
 	// book cannot price it, one entry per GPU model or tier (each also has a note).
 	Unpriced []Unpriced
+	// Failed describes the allocations left out because computing them failed (also in Notes).
+	Failed []string
 }
 
 // Rows are the report's rows in output order: tenants by name, then __unallocated__.

@@ -29,10 +29,11 @@ type Unpriced struct {
 }
 
 // Seconds is what the metric counts: for a model, the GPU time left out of the capacity (it
-// holds the time of any allocation on those GPUs); for a tier, the billed time of the
-// allocations left out of the money.
+// holds the time of any allocation on those GPUs) or, when none of its GPUs was sampled in the
+// window (allocations billed through an exporter outage), the billed time of its allocations;
+// for a tier, the billed time of the allocations left out of the money.
 func (u Unpriced) Seconds() float64 {
-	if u.Kind == UnpricedModel {
+	if u.Kind == UnpricedModel && u.GPUs > 0 {
 		return u.GPUTime.Seconds()
 	}
 	return u.Allocated.Seconds()

@@ -67,6 +67,8 @@ type Runner struct {
 	seen      map[string]uint64
 	redo      time.Time       // a recomputation for late allocations resumes here (zero: none)
 	presence  *store.Presence // of the latest pass; the next reads only what is new
+
+	report func(context.Context, store.Querier, *pricebook.PriceBook, attribution.Options) (attribution.Result, error) // attribution.Report
 }
 
 // NewRunner attributes with the price book into conn; observer may be nil.
@@ -77,7 +79,8 @@ func NewRunner(conn driver.Conn, book *pricebook.PriceBook, cfg Passes, observer
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{conn: conn, book: book, cfg: cfg, observer: observer, logger: logger, logs: lograte.New(logger, time.Minute), now: time.Now}
+	return &Runner{conn: conn, book: book, cfg: cfg, observer: observer, logger: logger, logs: lograte.New(logger, time.Minute), now: time.Now,
+		report: attribution.Report}
 }
 
 // Pass is what one pass did.
@@ -136,7 +139,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	var minutes []store.Minute
 	var violations [][]error
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
-		res, err := attribution.Report(ctx, r.conn, r.book, attribution.Options{From: m, To: m.Add(time.Minute), Samples: r.cfg.Samples, Lines: true, Presence: presence,
+		res, err := r.report(ctx, r.conn, r.book, attribution.Options{From: m, To: m.Add(time.Minute), Samples: r.cfg.Samples, Lines: true, Presence: presence,
 			Now: now, Delay: reportDelay(r.cfg.Delay)})
 		if err != nil && !errors.Is(err, attribution.ErrInvariants) {
 			err = fmt.Errorf("attribute the minute %s: %w", m.Format(time.RFC3339), err)

@@ -124,7 +124,7 @@ func (s *service) pass(ctx context.Context) {
 	began := time.Now()
 	p, err := s.runner.Once(ctx)
 	s.sla.passDuration.Observe(time.Since(began).Seconds())
-	s.sla.minuteErrors.Add(float64(len(p.Failed)))
+	s.sla.computeErrs.WithLabelValues(scopeMinute).Add(float64(len(p.Failed)))
 	if err != nil {
 		s.sla.errors.Inc()
 		s.logger.Error("attributing minutes failed", "from", p.From, "to", p.To, "err", err)

@@ -32,7 +32,7 @@ type slaMetrics struct {
 	jitterOver   *prometheus.CounterVec
 	violations   *prometheus.CounterVec
 	unpriced     *prometheus.CounterVec
-	minuteErrors prometheus.Counter
+	computeErrs  *prometheus.CounterVec
 
 	book *pricebook.PriceBook // the SLA limits per tier
 
@@ -44,6 +44,12 @@ type slaMetrics struct {
 	// coldSeen are the allocations whose cold start was observed (once each), by last minute seen.
 	coldSeen map[string]time.Time
 }
+
+// The scopes of slicemeter_attribution_computation_errors_total.
+const (
+	scopeMinute     = "minute"
+	scopeAllocation = "allocation"
+)
 
 var (
 	tenantLabels    = []string{"tenant", "tier", "currency"}
@@ -103,20 +109,23 @@ func newSLAMetrics(reg prometheus.Registerer, book *pricebook.PriceBook) *slaMet
 			Name: "slicemeter_attribution_unpriced_seconds_total",
 			Help: "Seconds attributed as unpriced in the stored minutes, left out of the money and the capacity because the price book lacks them: kind=\"model\" counts the GPU-seconds of GPUs of a model without a price (name: the model), kind=\"tier\" the billed seconds of allocations at an unknown tier (name: the tier).",
 		}, []string{"kind", "name"}),
-		minuteErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "slicemeter_attribution_minute_errors_total", Help: "Minutes that could not be attributed (not stored by that pass; the pass went on with the others).",
-		}),
+		computeErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slicemeter_attribution_computation_errors_total",
+			Help: "Computations that failed and were left out while the rest went on: scope=\"minute\" a minute a pass could not attribute (not stored by it), scope=\"allocation\" an allocation left out of a minute as first attributed.",
+		}, []string{"scope"}),
 		book:            book,
 		counted:         map[time.Time]map[string][3]float64{},
 		unpricedCounted: map[time.Time]map[[2]string]float64{},
 		coldSeen:        map[string]time.Time{},
 	}
 	m.minutes.WithLabelValues("fresh")
+	m.computeErrs.WithLabelValues(scopeMinute)
+	m.computeErrs.WithLabelValues(scopeAllocation)
 	m.minutes.WithLabelValues("recomputed")
 	for _, inv := range []string{billing.InvariantCapacity, billing.InvariantCostSplit, billing.InvariantEfficiency, billing.InvariantMetered, billing.InvariantOverlap} {
 		m.violations.WithLabelValues(inv)
 	}
-	reg.MustRegister(m, m.duration, m.errors, m.lastOK, m.passDuration, m.minutes, m.cost, m.waste, m.overhead, m.coldStart, m.breaches, m.jitterOver, m.violations, m.unpriced, m.minuteErrors)
+	reg.MustRegister(m, m.duration, m.errors, m.lastOK, m.passDuration, m.minutes, m.cost, m.waste, m.overhead, m.coldStart, m.breaches, m.jitterOver, m.violations, m.unpriced, m.computeErrs)
 	return m
 }
 
@@ -141,6 +150,9 @@ func (m *slaMetrics) Minute(mi store.Minute, fresh bool, violations []error) {
 		kind = "recomputed"
 	}
 	m.minutes.WithLabelValues(kind).Inc()
+	if fresh {
+		m.computeErrs.WithLabelValues(scopeAllocation).Add(float64(len(mi.Report.Failed)))
+	}
 	prev, tracked := m.counted[mi.Start]
 	if !fresh && !tracked {
 		// Recomputed before this process counted it (a restart): counting it would count it twice.

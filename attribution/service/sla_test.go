@@ -96,7 +96,7 @@ func TestSLAMetricsExposition(t *testing.T) {
 }
 
 // TestUnpricedSeconds: what the stored minutes attribute as unpriced is counted by kind and
-// name, a recomputed minute adding only its increase.
+// name, a recomputed minute adding only its increase; allocations that failed, once.
 func TestUnpricedSeconds(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := newSLAMetrics(reg, &pricebook.PriceBook{Currency: "USD"})
@@ -112,6 +112,13 @@ func TestUnpricedSeconds(t *testing.T) {
 	minute(start, false, 45*time.Second)                   // late samples: 15 s more
 	minute(start.Add(time.Minute), false, 0)               // unchanged: nothing more
 	minute(start.Add(-time.Hour), false, 1000*time.Second) // recomputed, never counted here: not counted now
+	// An allocation left out because computing it failed: counted when first attributed.
+	failed := store.Minute{Start: start.Add(2 * time.Minute), Report: report.Report{Failed: []string{"price allocation x: MIG compute slices 0"}}}
+	m.Minute(failed, true, nil)
+	m.Minute(failed, false, nil)
+	if got := testutil.ToFloat64(m.computeErrs.WithLabelValues("allocation")); got != 1 {
+		t.Errorf(`slicemeter_attribution_computation_errors_total{scope="allocation"} = %g, want 1`, got)
+	}
 	for _, tt := range []struct {
 		kind, name string
 		want       float64
