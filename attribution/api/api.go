@@ -129,7 +129,7 @@ func (s *Server) postAllocations(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	allocs, err := allocations.DecodeJSON("request", body)
+	allocs, lines, err := allocations.DecodeLines("request", body, nil)
 	if err != nil {
 		s.Metrics.Refused(allocations.ReasonMalformed, 1)
 		s.fail(w, http.StatusBadRequest, err)
@@ -153,7 +153,7 @@ func (s *Server) postAllocations(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, allocations.ErrRefused):
 		s.Metrics.Refused(allocations.ReasonConflict, len(allocs))
-		s.fail(w, http.StatusConflict, err)
+		s.fail(w, http.StatusConflict, allocations.AtLine("request", lines, err))
 		return
 	case err != nil:
 		s.logger().ErrorContext(r.Context(), "storing allocations failed", "count", len(allocs), "err", err)
