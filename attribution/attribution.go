@@ -172,7 +172,7 @@ func compute(ctx context.Context, conn store.Querier, from, to time.Time, book *
 	}
 	// GPUs of a model without a price are left out of the capacity, and allocations on them or
 	// at an unknown tier out of the money: attributed as unpriced, the rest billed as usual.
-	pricedFleet, unpricedGPUs := billing.SplitFleet(fleet, book)
+	pricedFleet, unpricedGPUs := billing.SplitFleet(fleet, window, book)
 	capacity, err := billing.CapacityListCost(pricedFleet, window, book)
 	if err != nil {
 		return report.Report{}, nil, err
@@ -184,7 +184,7 @@ func compute(ctx context.Context, conn store.Querier, from, to time.Time, book *
 	}
 	p := billing.Price(clipped, fleet, ever, book)
 	priced, unsampled := p.Priced, p.Unsampled
-	unpriced, unpricedNotes := billing.Unpriced(unpricedGPUs, p.Unpriced, window)
+	unpriced, unpricedNotes := billing.Unpriced(unpricedGPUs, p.Unpriced)
 	m, err := store.Measure(ctx, conn, src, priced)
 	if err != nil {
 		return report.Report{}, nil, err

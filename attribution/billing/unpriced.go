@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
@@ -15,24 +16,35 @@ import (
 // (report.Unpriced and a note), while every other tenant is billed. One bad input must never
 // stop the bill for everyone; `pricebook check` is where an operator is told to fix the book.
 
+// UnpricedGPU is a GPU of a model without a price, and how long it is capacity in the window:
+// the time left out of the capacity.
+type UnpricedGPU struct {
+	GPU
+	Time time.Duration
+}
+
 // SplitFleet splits the fleet's GPUs into those the price book prices and those of models it
 // lacks: the capacity is the list cost of the priced ones only. The instances are kept whole
 // (an allocation's terms are looked up there, and Price sets aside those on unpriced models).
 // f is not changed.
-func SplitFleet(f *Fleet, book *pricebook.PriceBook) (priced *Fleet, unpriced []GPU) {
+func SplitFleet(f *Fleet, window Interval, book *pricebook.PriceBook) (priced *Fleet, unpriced []UnpricedGPU) {
 	out := *f
 	out.GPUs = maps.Clone(f.GPUs)
 	for g := range f.GPUs {
 		if _, ok := book.Prices[g.Model]; !ok {
 			delete(out.GPUs, g)
-			unpriced = append(unpriced, g)
+			unpriced = append(unpriced, UnpricedGPU{g, capacityTime(f, g, window)})
 		}
 	}
-	slices.SortFunc(unpriced, func(a, b GPU) int {
+	slices.SortFunc(unpriced, func(a, b UnpricedGPU) int {
 		return strings.Compare(a.Model+"\x00"+a.Node+"\x00"+a.UUID, b.Model+"\x00"+b.Node+"\x00"+b.UUID)
 	})
 	return &out, unpriced
 }
+
+// capacityTime is how long a GPU of the fleet is capacity in the window, as CapacityListCost
+// counts it: a GPU with a sample in the window, the whole window.
+func capacityTime(_ *Fleet, _ GPU, window Interval) time.Duration { return window.Duration() }
 
 // SetAside is an allocation that Price left out of the money because the price book cannot
 // price it: Kind says why (report.UnpricedModel, report.UnpricedTier), Name what is missing.
@@ -53,10 +65,10 @@ func unpricedReason(err error, b Billed, in pricebook.Instance) (kind, name stri
 	return "", "", false
 }
 
-// Unpriced sums what a window left out as unpriced: the GPUs of unpriced models (each for the
-// whole window, as the capacity would have counted it) and the allocations set aside, one
-// entry per model or tier, models first, then by name. The notes describe each.
-func Unpriced(gpus []GPU, aside []SetAside, window Interval) (out []report.Unpriced, notes []string) {
+// Unpriced sums what a window left out as unpriced: the GPUs of unpriced models (for the time
+// the capacity would have counted them) and the allocations set aside, one entry per model or
+// tier, models first, then by name. The notes describe each.
+func Unpriced(gpus []UnpricedGPU, aside []SetAside) (out []report.Unpriced, notes []string) {
 	type key struct{ kind, name string }
 	byKey := map[key]*report.Unpriced{}
 	get := func(k key) *report.Unpriced {
@@ -70,7 +82,7 @@ func Unpriced(gpus []GPU, aside []SetAside, window Interval) (out []report.Unpri
 	for _, g := range gpus {
 		u := get(key{report.UnpricedModel, g.Model})
 		u.GPUs++
-		u.GPUTime += window.Duration()
+		u.GPUTime += g.Time
 	}
 	tenants := map[key]map[string]bool{}
 	for _, a := range aside {

@@ -1,6 +1,7 @@
 package billing
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -14,7 +15,19 @@ func unpricedBook() *pricebook.PriceBook {
 	return &pricebook.PriceBook{Currency: "USD", Prices: map[string]float64{"A100": 1.60}, Tiers: map[string]float64{"pro": 1}}
 }
 
+// fleetOf is a fleet of whole GPUs and the instances on them, as the store builds it: the one
+// place these tests say how a GPU is capacity.
+func fleetOf(instances map[Target]pricebook.Instance, gpus ...GPU) *Fleet {
+	f := NewFleet()
+	for _, g := range gpus {
+		f.GPUs[g] = true
+	}
+	maps.Copy(f.Instances, instances)
+	return f
+}
+
 func TestSplitFleet(t *testing.T) {
+	window := Interval{at(0), at(time.Minute)}
 	tests := []struct {
 		name             string
 		gpus             []GPU
@@ -28,25 +41,28 @@ func TestSplitFleet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := NewFleet()
-			for i, g := range tt.gpus {
-				f.Add(Target{g.Node, g.UUID}, g, pricebook.Instance{Kind: "gpu", Model: g.Model}, int64(i))
+			instances := map[Target]pricebook.Instance{}
+			for _, g := range tt.gpus {
+				instances[Target{g.Node, g.UUID}] = pricebook.Instance{Kind: "gpu", Model: g.Model}
 			}
-			priced, unpriced := SplitFleet(f, unpricedBook())
-			var got []GPU
-			for g := range priced.GPUs {
-				got = append(got, g)
+			f := fleetOf(instances, tt.gpus...)
+			priced, unpriced := SplitFleet(f, window, unpricedBook())
+			got := slices.SortedFunc(maps.Keys(priced.GPUs), func(a, b GPU) int { return strings.Compare(a.Node+a.UUID, b.Node+b.UUID) })
+			var gotUnpriced []GPU
+			for _, u := range unpriced {
+				gotUnpriced = append(gotUnpriced, u.GPU)
+				if u.Time != time.Minute {
+					t.Errorf("%v: %s left out of the capacity, want the window's minute", u.GPU, u.Time)
+				}
 			}
-			byName := func(a, b GPU) int { return strings.Compare(a.Node+a.UUID, b.Node+b.UUID) }
-			slices.SortFunc(got, byName)
-			if !slices.Equal(got, tt.priced) || !slices.Equal(unpriced, tt.unpriced) {
-				t.Errorf("priced %v, unpriced %v; want %v, %v", got, unpriced, tt.priced, tt.unpriced)
+			if !slices.Equal(got, tt.priced) || !slices.Equal(gotUnpriced, tt.unpriced) {
+				t.Errorf("priced %v, unpriced %v; want %v, %v", got, gotUnpriced, tt.priced, tt.unpriced)
 			}
 			if len(f.GPUs) != len(tt.gpus) || len(priced.Instances) != len(tt.gpus) {
 				t.Errorf("the fleet changed (%d GPUs) or lost instances (%d): want %d of each", len(f.GPUs), len(priced.Instances), len(tt.gpus))
 			}
 			// The capacity of the priced part never fails on a model without a price.
-			if _, err := CapacityListCost(priced, Interval{at(0), at(time.Minute)}, unpricedBook()); err != nil {
+			if _, err := CapacityListCost(priced, window, unpricedBook()); err != nil {
 				t.Errorf("capacity of the priced part: %v", err)
 			}
 		})
@@ -57,11 +73,12 @@ func TestSplitFleet(t *testing.T) {
 // tier is set aside with the reason, one whose terms fail is left out as failed; the others are
 // priced.
 func TestPriceSetsAsideUnpriced(t *testing.T) {
-	f := NewFleet()
 	whole := func(model string) pricebook.Instance { return pricebook.Instance{Kind: "gpu", Model: model} }
-	f.Add(Target{"n", "gpu0"}, GPU{"n", "g0", "A100"}, whole("A100"), 1)
-	f.Add(Target{"n", "gpu9"}, GPU{"n", "g9", "B200"}, whole("B200"), 1)
-	f.Add(Target{"n", "gpu1/mig0"}, GPU{"n", "g1", "A100"}, pricebook.Instance{Kind: "mig", Model: "A100", ComputeSlices: 0}, 1)
+	f := fleetOf(map[Target]pricebook.Instance{
+		{"n", "gpu0"}:      whole("A100"),
+		{"n", "gpu9"}:      whole("B200"),
+		{"n", "gpu1/mig0"}: {Kind: "mig", Model: "A100", ComputeSlices: 0},
+	}, GPU{"n", "g0", "A100"}, GPU{"n", "g9", "B200"}, GPU{"n", "g1", "A100"})
 	window := Interval{at(0), at(time.Hour)}
 	allocs := []Allocation{
 		{ID: "ok", Tenant: "a", Tier: "pro", Target: Target{"n", "gpu0"}, Started: at(0), Ended: at(10 * time.Minute)},
@@ -100,10 +117,9 @@ func TestUnpriced(t *testing.T) {
 		return SetAside{Billed: Billed{Allocation: Allocation{ID: id, Tenant: tenant}, Billed: Interval{at(0), at(d)}}, Kind: kind, Name: name}
 	}
 	got, notes := Unpriced(
-		[]GPU{{"n", "g9", "B200"}, {"n", "g8", "B200"}},
+		[]UnpricedGPU{{GPU{"n", "g9", "B200"}, window.Duration()}, {GPU{"n", "g8", "B200"}, window.Duration()}},
 		[]SetAside{aside("t1", "zed", report.UnpricedTier, "gold", time.Minute), aside("m1", "bob", report.UnpricedModel, "B200", 2*time.Minute),
-			aside("m2", "al", report.UnpricedModel, "B200", 3*time.Minute), aside("m3", "al", report.UnpricedModel, "L40S", 4*time.Minute)},
-		window)
+			aside("m2", "al", report.UnpricedModel, "B200", 3*time.Minute), aside("m3", "al", report.UnpricedModel, "L40S", 4*time.Minute)})
 	want := []report.Unpriced{
 		{Kind: "model", Name: "B200", GPUs: 2, GPUTime: 20 * time.Minute, Allocations: 2, Tenants: []string{"al", "bob"}, Allocated: 5 * time.Minute},
 		{Kind: "model", Name: "L40S", Allocations: 1, Tenants: []string{"al"}, Allocated: 4 * time.Minute},
@@ -131,7 +147,7 @@ func TestUnpriced(t *testing.T) {
 		t.Errorf("seconds counted %g (model), %g (model without GPUs in the window), %g (tier); want the GPU time 1200, the billed times 240 and 60",
 			got[0].Seconds(), got[1].Seconds(), got[2].Seconds())
 	}
-	if u, n := Unpriced(nil, nil, window); u != nil || n != nil {
+	if u, n := Unpriced(nil, nil); u != nil || n != nil {
 		t.Errorf("nothing unpriced: %v, %v", u, n)
 	}
 }
