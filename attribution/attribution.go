@@ -4,8 +4,8 @@
 //
 // Report is the one way to a window's report, for the CLI, the API, the demo and the service:
 // computed from the raw samples or the collector's rollups, or summed from the minutes the
-// attribution service stored, with the noisy neighbours, each allocation's line or the
-// capacity of GPUs present but not sampled as asked, and always checked against the invariants.
+// attribution service stored, with the noisy neighbours or each allocation's line as asked,
+// and always checked against the invariants.
 // Around it: billing (the definitions), store (ClickHouse), pricebook (prices, tiers,
 // contracts, effective-dated changes), report (rendering, windows of a step), allocations
 // (allocations from files and HTTP into ClickHouse), service (the attribution service: every
@@ -41,9 +41,14 @@ type Options struct {
 	Neighbours bool
 	// Lines asks for each allocation's line too (not with FromMinutes).
 	Lines bool
-	// Presence, when set, adds to the capacity (and the unallocated row) the GPUs it saw
-	// sampled within its lookback before To but not in the window (whole-minute windows).
-	Presence *store.Presence
+	// Presence is the presence period: a GPU is capacity from each of its samples for this
+	// long, within the window (README.md, "Definitions"); zero: DefaultPresence. At least a
+	// minute.
+	Presence time.Duration
+	// Present, when set, is the GPUs' presence read beforehand for a span that holds the
+	// window (store.ReadPresence or its Advance, the same period and sample source): the
+	// attribution service reads it once a pass, not once a minute. Nil: read for the window.
+	Present *store.Presence
 	// Now is when the report is made (zero: time.Now()); Delay the attribution delay (zero:
 	// DefaultDelay; negative: none). The report bills up to its horizon, the earlier of To
 	// and Now − Delay: never the future. Open allocations are billed to the horizon, and the
@@ -54,6 +59,18 @@ type Options struct {
 
 // DefaultDelay is how long after a moment its samples are taken as complete.
 const DefaultDelay = 30 * time.Second
+
+// DefaultPresence is the presence period: an exporter outage shorter than it leaves the GPU's
+// capacity as it was.
+const DefaultPresence = time.Hour
+
+// PresencePeriod is the presence period the options ask for.
+func (o Options) PresencePeriod() time.Duration {
+	if o.Presence == 0 {
+		return DefaultPresence
+	}
+	return o.Presence
+}
 
 // Horizon is where the report of the options' window stops billing: the earlier of To and
 // Now − Delay, not before From; for the stored minutes, the last whole minute.
@@ -66,7 +83,7 @@ func (o Options) Horizon() time.Time {
 		delay = DefaultDelay
 	}
 	h := minTime(o.To, now.Add(-max(delay, 0)))
-	if o.FromMinutes || o.Presence != nil {
+	if o.FromMinutes {
 		h = h.Truncate(time.Minute)
 	}
 	if h.Before(o.From) {
@@ -87,8 +104,6 @@ type Result struct {
 	Report report.Report
 	// Lines are the allocations' lines in requested_at order, with Options.Lines.
 	Lines []billing.Line
-	// Absent names the GPUs Options.Presence added to the capacity.
-	Absent []string
 	// Violations are the ways the report breaks its invariants (billing.CheckInvariants).
 	Violations []error
 }
@@ -131,14 +146,10 @@ func Report(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, 
 	if o.FromMinutes {
 		res.Report, err = store.FromMinutes(ctx, conn, o.From, o.To)
 	} else {
-		res.Report, res.Lines, err = compute(ctx, conn, o.From, o.To, book, o.Samples)
+		res.Report, res.Lines, err = compute(ctx, conn, o, book)
 		if !o.Lines {
 			res.Lines = nil
 		}
-	}
-	if err == nil && o.Presence != nil {
-		// The presence's unpriced GPUs are left out of the capacity, as compute leaves them out.
-		res.Report, res.Absent, err = o.Presence.Priced(book).Extend(res.Report, o.From, o.To, book)
 	}
 	if err == nil && o.Neighbours {
 		var top map[string]string
@@ -154,7 +165,10 @@ func Report(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, 
 	return res, nil
 }
 
-func compute(ctx context.Context, conn store.Querier, from, to time.Time, book *pricebook.PriceBook, src store.Samples) (report.Report, []billing.Line, error) {
+// compute is the report of the options' window [From, To) (To the horizon already) from the
+// samples.
+func compute(ctx context.Context, conn store.Querier, o Options, book *pricebook.PriceBook) (report.Report, []billing.Line, error) {
+	from, to, src := o.From, o.To, o.Samples
 	if err := src.Check(); err != nil {
 		return report.Report{}, nil, err
 	}
@@ -168,6 +182,9 @@ func compute(ctx context.Context, conn store.Querier, from, to time.Time, book *
 	}
 	fleet, err := store.ReadInstancesInWindow(ctx, conn, src, window)
 	if err != nil {
+		return report.Report{}, nil, err
+	}
+	if fleet.GPUs, err = capacityOf(ctx, conn, o, window); err != nil {
 		return report.Report{}, nil, err
 	}
 	// GPUs of a model without a price are left out of the capacity, and allocations on them or
@@ -212,6 +229,20 @@ func compute(ctx context.Context, conn store.Querier, from, to time.Time, book *
 		Unpriced:            unpriced,
 		Failed:              p.Failed,
 	}, lines, nil
+}
+
+// capacityOf is when each GPU is capacity in the window, from the options' presence or read for it.
+func capacityOf(ctx context.Context, conn store.Querier, o Options, window billing.Interval) (map[billing.GPU][]billing.Interval, error) {
+	period, p := o.PresencePeriod(), o.Present
+	if p == nil {
+		var err error
+		if p, err = store.ReadPresence(ctx, conn, o.Samples, window, period); err != nil {
+			return nil, err
+		}
+	} else if p.Period() != period || p.Source() != o.Samples {
+		return nil, fmt.Errorf("the presence given was read from %s with a period of %s, the report is from %s with %s", p.Source(), p.Period(), o.Samples, period)
+	}
+	return p.Capacity(window)
 }
 
 // withNeighbours sets each row's NoisyNeighbour from top.

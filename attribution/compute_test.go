@@ -210,8 +210,9 @@ func TestCompute(t *testing.T) {
 
 // TestComputeTargetNotSampledInWindow: an allocation whose node's exporter was down for the
 // whole window is still priced (from its latest earlier sample) and entirely unmetered. Its GPU
-// has no sample in the window, so it is not in the capacity: unallocated goes negative by as
-// much, and the sum still holds.
+// has no sample in the window: it is capacity only for the presence period (1 h) after its
+// last sample, the window's first half hour, so unallocated goes negative by the other half,
+// and the sum still holds.
 func TestComputeTargetNotSampledInWindow(t *testing.T) {
 	conn := newDatabase(t)
 	insertSamples(t, conn, "node-a", []*pb.Sample{
@@ -233,8 +234,8 @@ func TestComputeTargetNotSampledInWindow(t *testing.T) {
 		dark.Efficiency != nil || *dark.ColdStartMax != time.Hour {
 		t.Errorf("dark: %+v", dark)
 	}
-	if got.UnallocatedListCost != -1.60 {
-		t.Errorf("unallocated = %v, want -1.60", got.UnallocatedListCost)
+	if math.Abs(got.CapacityListCost-0.80) > 1e-12 || math.Abs(got.UnallocatedListCost+0.80) > 1e-12 {
+		t.Errorf("capacity %v, unallocated %v; want 0.80 and -0.80", got.CapacityListCost, got.UnallocatedListCost)
 	}
 }
 

@@ -80,7 +80,9 @@ func TestReportUnpriced(t *testing.T) {
 					{id: "zed-1", tenant: "zed", tier: "pro", node: "node-a", instance: "gpu7", requested: t0, started: t0.Add(2 * time.Minute), version: 1},
 				})
 			},
-			want: []report.Unpriced{{Kind: report.UnpricedModel, Name: "B200", GPUs: 1, GPUTime: window, Allocations: 1, Tenants: []string{"zed"}, Allocated: 8 * time.Minute}},
+			// Capacity from its one sample to the window's end (within the presence period).
+			want: []report.Unpriced{{Kind: report.UnpricedModel, Name: "B200", GPUs: 1, GPUTime: window - 3*time.Minute - 500*time.Millisecond, Allocations: 1,
+				Tenants: []string{"zed"}, Allocated: 8 * time.Minute}},
 		},
 		{
 			name: "an allocation at an unknown tier",
@@ -105,9 +107,9 @@ func TestReportUnpriced(t *testing.T) {
 				checkUnpriced(t, src.String(), res.Report, want[src], tt.want)
 			}
 
-			// The service attributes every minute (with its presence lookback, which still
-			// holds the unpriced GPU after its one sample) and the stored minutes sum to the
-			// same bill.
+			// The service attributes every minute (the unpriced GPU present from its one
+			// sample on, as in the window's report) and the stored minutes sum to the same
+			// bill.
 			runner := service.NewRunner(conn, book, service.Passes{Backfill: window, MaxMinutes: 10, Samples: store.RawSamples, Presence: time.Hour}, nil, slog.New(slog.DiscardHandler))
 			runner.SetClock(func() time.Time { return t0.Add(window) })
 			p, err := runner.Once(ctx)

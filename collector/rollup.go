@@ -24,6 +24,9 @@ import (
 // Samples whose sm_active was not measured (sm_active_unavailable = 1: a MIG instance on a GPU
 // without GPM) count in samples and covered_ns, since the time was metered, but not in
 // sm_active_sum, active_samples or active_ns: their sm_active of 0 would read as idle time.
+//
+// first_ns and last_ns are the row's first and last sample's ts_ns: attribution's capacity
+// (a GPU present from each sample for the presence period) needs them to the ns.
 
 // rollupSecondsQuery recomputes samples_1s for the nodes (a GroupSet) and the seconds
 // [from, to] (UInt32 Unix seconds). FINAL keeps, of the copies of one sample key, the one
@@ -38,7 +41,7 @@ SELECT time, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(k
     sum(power_watts),
     tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 1),
     tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 2),
-    ` + tables.ActiveSamples + `, ` + tables.ActiveNS + `
+    ` + tables.ActiveSamples + `, ` + tables.ActiveNS + `, min(ts_ns), max(ts_ns)
 FROM (
     SELECT time, ts_ns, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
         compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes,
@@ -60,7 +63,7 @@ SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gp
     sum(vgpu_run_ns_sum), minIf(first_attached_ns, first_attached_ns > 0), sum(mem_used_bytes_sum),
     sum(power_watts_sum),
     tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2),
-    sum(active_samples), sum(active_ns)
+    sum(active_samples), sum(active_ns), min(first_ns), max(last_ns)
 FROM (
     SELECT ` + tables.List(tables.RollupColumns) + `
     FROM ` + tables.Final(tables.Samples1s) + `

@@ -43,8 +43,10 @@ func SplitFleet(f *Fleet, window Interval, book *pricebook.PriceBook) (priced *F
 }
 
 // capacityTime is how long a GPU of the fleet is capacity in the window, as CapacityListCost
-// counts it: a GPU with a sample in the window, the whole window.
-func capacityTime(_ *Fleet, _ GPU, window Interval) time.Duration { return window.Duration() }
+// counts it: its intervals of presence within the window.
+func capacityTime(f *Fleet, g GPU, window Interval) time.Duration {
+	return Total(Clipped(f.GPUs[g], window))
+}
 
 // SetAside is an allocation that Price left out of the money because the price book cannot
 // price it: Kind says why (report.UnpricedModel, report.UnpricedTier), Name what is missing.

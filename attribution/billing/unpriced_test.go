@@ -16,11 +16,12 @@ func unpricedBook() *pricebook.PriceBook {
 }
 
 // fleetOf is a fleet of whole GPUs and the instances on them, as the store builds it: the one
-// place these tests say how a GPU is capacity.
+// place these tests say how a GPU is capacity (present for a day either side of at(0), longer
+// than any window here).
 func fleetOf(instances map[Target]pricebook.Instance, gpus ...GPU) *Fleet {
 	f := NewFleet()
 	for _, g := range gpus {
-		f.GPUs[g] = true
+		f.GPUs[g] = []Interval{{at(-24 * time.Hour), at(24 * time.Hour)}}
 	}
 	maps.Copy(f.Instances, instances)
 	return f

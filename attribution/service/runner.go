@@ -33,16 +33,15 @@ type Passes struct {
 	MaxMinutes int
 	// Samples is where sample aggregates are read from (raw samples or the per-second rollup).
 	Samples store.Samples
-	// Presence: a minute counts as capacity every GPU sampled within this long before its end,
-	// not only those sampled in it, so that an exporter outage shorter than it does not shrink
-	// the stored minutes' capacity (and __unallocated__) below the window report's, which
-	// counts a GPU sampled anywhere in the window for the whole window. Whole minutes; 0: off.
+	// Presence is the presence period (attribution.Options.Presence; zero: the default): a GPU
+	// is capacity from each of its samples for this long. Reports must use the same period for
+	// the stored minutes to sum to them.
 	Presence time.Duration
 }
 
 // DefaultPasses are the service's defaults.
 var DefaultPasses = Passes{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: time.Hour, MaxRecompute: 31 * 24 * time.Hour, MaxMinutes: 120,
-	Presence: time.Hour}
+	Presence: attribution.DefaultPresence}
 
 // Observer is told about each minute a pass attributed; fresh is false for a minute that was
 // attributed before (a recomputation).
@@ -128,19 +127,18 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	if !from.Before(to) {
 		return p, nil
 	}
-	var presence *store.Presence
-	if r.cfg.Presence > 0 {
-		var err error
-		if presence, err = r.presence.Advance(ctx, r.conn, from, to, r.cfg.Presence, r.cfg.Samples); err != nil {
-			return p, err
-		}
-		r.presence = presence
+	// The GPUs' presence for the whole pass at once, reading only what the last pass had not.
+	period := attribution.Options{Presence: r.cfg.Presence}.PresencePeriod()
+	presence, err := r.presence.Advance(ctx, r.conn, r.cfg.Samples, billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}, period)
+	if err != nil {
+		return p, err
 	}
+	r.presence = presence
 	var minutes []store.Minute
 	var violations [][]error
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
-		res, err := r.report(ctx, r.conn, r.book, attribution.Options{From: m, To: m.Add(time.Minute), Samples: r.cfg.Samples, Lines: true, Presence: presence,
-			Now: now, Delay: reportDelay(r.cfg.Delay)})
+		res, err := r.report(ctx, r.conn, r.book, attribution.Options{From: m, To: m.Add(time.Minute), Samples: r.cfg.Samples, Lines: true,
+			Presence: period, Present: presence, Now: now, Delay: reportDelay(r.cfg.Delay)})
 		if err != nil && !errors.Is(err, attribution.ErrInvariants) {
 			err = fmt.Errorf("attribute the minute %s: %w", m.Format(time.RFC3339), err)
 			// ClickHouse unreachable or the pass cancelled: the whole pass is retried, as no
@@ -152,10 +150,6 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 			r.logs.Log(ctx, now, slog.LevelError, "minute_failed", "a minute could not be attributed; the pass goes on with the others",
 				"minute", m, "err", err)
 			continue
-		}
-		if len(res.Absent) > 0 {
-			r.logger.DebugContext(ctx, "GPUs without samples in the minute count as capacity (sampled within the presence lookback)",
-				"minute", m, "gpus", len(res.Absent), "first", res.Absent[0])
 		}
 		r.logProblems(ctx, now, m, res.Report, res.Violations)
 		p.Violations += len(res.Violations)

@@ -201,7 +201,7 @@ SELECT time, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(k
     minIf(ts_ns, attached = 1), sum(toFloat64(mem_used_bytes)), sum(power_watts),
     tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 1),
     tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 2),
-    countIf(sm_active_unavailable = 0), sumIf(interval_ns, sm_active_unavailable = 0)
+    countIf(sm_active_unavailable = 0), sumIf(interval_ns, sm_active_unavailable = 0), min(ts_ns), max(ts_ns)
 FROM samples FINAL
 GROUP BY node, instance_id, time`)
 	if err != nil {
@@ -213,7 +213,7 @@ SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gp
     sum(samples), sum(covered_ns), sum(sm_active_sum), sum(attached_sum), sum(vgpu_switch_ns_sum), sum(vgpu_run_ns_sum),
     minIf(first_attached_ns, first_attached_ns > 0), sum(mem_used_bytes_sum), sum(power_watts_sum),
     tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2),
-    sum(active_samples), sum(active_ns)
+    sum(active_samples), sum(active_ns), min(first_ns), max(last_ns)
 FROM samples_1s FINAL
 GROUP BY node, instance_id, minute`)
 	if err != nil {
