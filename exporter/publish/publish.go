@@ -26,6 +26,18 @@ import (
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
+// Reasons samples are dropped (the reason label of slicemeter_exporter_samples_dropped_total),
+// beside the spool's own (spool.ReasonFull, spool.ReasonCorrupt).
+const (
+	ReasonSpoolError       = "spool_error"       // a write to the spool failed
+	ReasonKafkaUnavailable = "kafka_unavailable" // no spool, and Kafka refused a flush after the retries
+)
+
+// DropReasons are every value of the reason label.
+func DropReasons() []string {
+	return []string{ReasonSpoolError, ReasonKafkaUnavailable, spool.ReasonFull, spool.ReasonCorrupt}
+}
+
 // MessageWriter is the part of kafka.Writer the publisher uses.
 type MessageWriter interface {
 	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
@@ -101,7 +113,7 @@ func newPublisher(w MessageWriter, topic string, logger *slog.Logger, tp trace.T
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
-	return &Publisher{
+	p := &Publisher{
 		w: w, topic: topic, logger: logger, retries: 5, backoff: 200 * time.Millisecond,
 		exporterID: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()),
 		pending:    map[string][]*pb.Sample{},
@@ -123,6 +135,11 @@ func newPublisher(w MessageWriter, topic string, logger *slog.Logger, tp trace.T
 		wake: make(chan struct{}, 1), maxBackoff: 5 * time.Second,
 		tracer: tp.Tracer("github.com/slicemeter/slicemeter/exporter/publish"),
 	}
+	// Every reason from the start at 0: the drop alert's increase() sees the first drop.
+	for _, r := range DropReasons() {
+		p.dropped.WithLabelValues(r)
+	}
+	return p
 }
 
 // register registers the publisher's metrics, and the spool's if it has one (nil reg: none).
@@ -184,7 +201,7 @@ func (p *Publisher) Flush(ctx context.Context) error {
 		for i, m := range msgs {
 			n := counts[i]
 			if err := p.spool.Append(encodeRecord(m), uint32(n)); err != nil {
-				p.dropped.WithLabelValues("spool_error").Add(float64(n))
+				p.dropped.WithLabelValues(ReasonSpoolError).Add(float64(n))
 				span.RecordError(err)
 				span.SetStatus(codes.Error, "spooling")
 				return fmt.Errorf("spooling %d samples (dropped): %w", n, err)
@@ -209,7 +226,7 @@ func (p *Publisher) Flush(ctx context.Context) error {
 		case <-time.After(p.backoff << attempt):
 		}
 	}
-	p.dropped.WithLabelValues("kafka_unavailable").Add(float64(count))
+	p.dropped.WithLabelValues(ReasonKafkaUnavailable).Add(float64(count))
 	span.SetStatus(codes.Error, "dropped")
 	return fmt.Errorf("writing %d samples to Kafka topic %s (dropped): %w", count, p.topic, err)
 }
@@ -330,7 +347,7 @@ func (p *Publisher) drain(ctx context.Context) (int, error) {
 		}
 		m, err := decodeRecord(rec)
 		if err != nil { // the spool's CRC passed: this cannot be a torn write, only a bug
-			p.dropped.WithLabelValues("spool_corrupt").Add(float64(weight))
+			p.dropped.WithLabelValues(spool.ReasonCorrupt).Add(float64(weight))
 			if err := p.spool.Pop(); err != nil {
 				return sent, err
 			}

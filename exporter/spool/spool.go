@@ -30,6 +30,12 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // ErrTooLarge is returned for a record bigger than a segment.
 var ErrTooLarge = errors.New("record larger than a spool segment")
 
+// Reasons a record is dropped, passed to Drop.
+const (
+	ReasonFull    = "spool_full"    // the oldest segment, to stay within the size limit
+	ReasonCorrupt = "spool_corrupt" // a record whose CRC does not match (a torn write)
+)
+
 // Drop is called for every record dropped to stay within the size limit (weight: what the
 // record stood for, e.g. samples), and for every corrupt record skipped.
 type Drop func(weight uint32, reason string)
@@ -230,7 +236,7 @@ func (s *Spool) dropOldest() error {
 			if _, err := f.ReadAt(h[:], off); err != nil {
 				break
 			}
-			s.onDrop(binary.LittleEndian.Uint32(h[8:]), "spool_full")
+			s.onDrop(binary.LittleEndian.Uint32(h[8:]), ReasonFull)
 			off += headerSize + int64(binary.LittleEndian.Uint32(h[:4]))
 		}
 		f.Close()
@@ -277,7 +283,7 @@ func (s *Spool) Peek() (rec []byte, weight uint32, ok bool, err error) {
 		w := binary.LittleEndian.Uint32(h[8:])
 		if err != nil || crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(h[4:]) {
 			// Corrupt: nothing after it in this segment can be trusted.
-			s.onDrop(w, "spool_corrupt")
+			s.onDrop(w, ReasonCorrupt)
 			s.records -= seg.records
 			seg.records = 0
 			s.readOff = seg.size
