@@ -23,6 +23,7 @@ type Config struct {
 	Scenario     *scenario.Scenario
 	ScenarioPath string
 	SimNode      string // simulate only this node of the scenario (empty: every node)
+	SimStart     string // move the scenario to start then: "now" or an RFC 3339 time; empty: as written
 	Fast         bool   // run the simulated clock as fast as possible instead of in real time
 
 	Node        string        // node name in the samples of Source "nvml"
