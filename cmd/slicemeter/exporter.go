@@ -40,8 +40,9 @@ func newExporterCmd(app *kingpin.Application) *exporterCmd {
 	c.Flag("kafka.brokers", "Kafka brokers (host:port,...); empty serves /metrics only.").StringVar(&e.brokers)
 	c.Flag("kafka.flush-interval", "How much sampled time goes into one SampleBatch per node.").Default("1s").DurationVar(&cfg.FlushInterval)
 	c.Flag("kafka.partitions", "Partitions of the samples topic when it has to be created.").Default("4").IntVar(&cfg.Partitions)
-	c.Flag("spool.dir", "Directory of the disk spool that keeps batches while Kafka is unreachable (empty: no spool; a failed write is dropped after its retries).").StringVar(&cfg.SpoolDir)
+	c.Flag("spool.dir", "Directory of the disk spool that keeps batches while Kafka is unreachable, at start too (empty: a bounded memory queue, see --queue.max-bytes).").StringVar(&cfg.SpoolDir)
 	c.Flag("spool.max-bytes", "Size limit of the spool; when full the oldest batches are dropped and counted.").Default("1073741824").Int64Var(&cfg.SpoolMaxBytes)
+	c.Flag("queue.max-bytes", "Without --spool.dir: size limit of the memory queue that keeps batches while Kafka is unreachable; when full the oldest are dropped and counted (memory_queue_full), and what it holds at exit is lost.").Default("67108864").Int64Var(&cfg.QueueMaxBytes)
 	cfg.Web = kingpinflag.AddFlags(c, ":9835")
 	return e
 }

@@ -35,7 +35,18 @@ const (
 
 // DropReasons are every value of the reason label.
 func DropReasons() []string {
-	return []string{ReasonSpoolError, ReasonKafkaUnavailable, spool.ReasonFull, spool.ReasonCorrupt}
+	return []string{ReasonSpoolError, ReasonKafkaUnavailable, spool.ReasonFull, spool.ReasonCorrupt, spool.ReasonMemoryFull}
+}
+
+// Queue is where flushed batches wait for the sender: the disk spool (spool.Spool) or, without
+// a spool directory, a bounded memory queue (spool.Memory).
+type Queue interface {
+	Append(rec []byte, weight uint32) error
+	Peek() (rec []byte, weight uint32, ok bool, err error)
+	Pop() error
+	Len() int
+	Bytes() int64
+	Close() error
 }
 
 // MessageWriter is the part of kafka.Writer the publisher uses.
@@ -63,9 +74,14 @@ type Publisher struct {
 	dropped   *prometheus.CounterVec
 	bytes     prometheus.Counter
 
-	spool  *spool.Spool
-	wake   chan struct{}
-	tracer trace.Tracer
+	spool   Queue // nil: none, Flush writes to Kafka itself
+	prepare func(context.Context) error
+	// state is what /readyz says is missing; empty once Kafka took a write.
+	stateMu  sync.Mutex
+	prepared bool
+	missing  string
+	wake     chan struct{}
+	tracer   trace.Tracer
 	// maxBackoff caps the sender's wait between attempts while Kafka is unreachable.
 	maxBackoff time.Duration
 }
@@ -79,6 +95,13 @@ type Options struct {
 	// SpoolMaxBytes is the spool's size limit; when it is full the oldest batches are dropped
 	// and counted.
 	SpoolMaxBytes int64
+	// MemoryQueueBytes, without SpoolDir, is the size limit of a memory queue that takes the
+	// spool's place (its drops are counted as memory_queue_full; what it holds at exit is
+	// lost). 0: no queue.
+	MemoryQueueBytes int64
+	// Prepare, if set, is run by the sender until it succeeds before anything is sent (making
+	// sure the topic exists): the exporter starts, samples and queues without Kafka.
+	Prepare func(context.Context) error
 	// Tracer: spans around flushes, Kafka writes and spool drains (nil: none).
 	Tracer trace.TracerProvider
 }
@@ -97,12 +120,22 @@ func New(w MessageWriter, topic string, reg prometheus.Registerer, logger *slog.
 // Close closes the spool.
 func Open(w MessageWriter, topic string, reg prometheus.Registerer, logger *slog.Logger, opts Options) (*Publisher, error) {
 	p := newPublisher(w, topic, logger, opts.Tracer)
-	if opts.SpoolDir != "" {
+	switch {
+	case opts.SpoolDir != "":
 		sp, err := spool.Open(opts.SpoolDir, opts.SpoolMaxBytes, p.spoolDrop)
 		if err != nil {
 			return nil, err
 		}
 		p.spool = sp
+	case opts.MemoryQueueBytes > 0:
+		q, err := spool.NewMemory(opts.MemoryQueueBytes, p.spoolDrop)
+		if err != nil {
+			return nil, err
+		}
+		p.spool = q
+	}
+	if p.prepare = opts.Prepare; p.prepare != nil {
+		p.missing = "kafka: not reached yet"
 	}
 	p.register(reg)
 	return p, nil
@@ -147,17 +180,72 @@ func (p *Publisher) register(reg prometheus.Registerer) {
 	if reg == nil {
 		return
 	}
-	reg.MustRegister(p.published, p.batches, p.errors, p.dropped, p.bytes)
+	reg.MustRegister(p.published, p.batches, p.errors, p.dropped, p.bytes,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "slicemeter_exporter_kafka_up", Help: "1 once Kafka has the samples topic and took the latest write; 0 while batches wait for it.",
+		}, func() float64 {
+			if p.Missing() == "" {
+				return 1
+			}
+			return 0
+		}))
+	name, where := "spool", "on disk"
+	if _, ok := p.spool.(*spool.Memory); ok {
+		name, where = "memory_queue", "in memory (no --spool.dir)"
+	}
 	if sp := p.spool; sp != nil {
 		reg.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "slicemeter_exporter_spool_bytes", Help: "Size of the Kafka spool on disk.",
+				Name: "slicemeter_exporter_" + name + "_bytes", Help: "Size of the Kafka queue " + where + ".",
 			}, func() float64 { return float64(sp.Bytes()) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "slicemeter_exporter_spool_batches", Help: "SampleBatch messages in the Kafka spool, not yet written to Kafka.",
+				Name: "slicemeter_exporter_" + name + "_batches", Help: "SampleBatch messages in the Kafka queue " + where + ", not yet written to Kafka.",
 			}, func() float64 { return float64(sp.Len()) }),
 		)
 	}
+}
+
+// Missing says what the publisher lacks, for /readyz: empty while Kafka takes its writes.
+func (p *Publisher) Missing() string {
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
+	if p.missing == "" {
+		return ""
+	}
+	if p.spool != nil {
+		return fmt.Sprintf("%s (%d batches queued)", p.missing, p.spool.Len())
+	}
+	return p.missing
+}
+
+// setMissing records the outcome of a Kafka write or preparation (nil: Kafka is there).
+func (p *Publisher) setMissing(err error) {
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
+	if err == nil {
+		p.missing = ""
+		return
+	}
+	p.missing = "kafka: " + err.Error()
+}
+
+// ready runs Prepare until it has succeeded once.
+func (p *Publisher) ready(ctx context.Context) error {
+	p.stateMu.Lock()
+	done := p.prepared || p.prepare == nil
+	p.stateMu.Unlock()
+	if done {
+		return nil
+	}
+	if err := p.prepare(ctx); err != nil {
+		p.setMissing(err)
+		return err
+	}
+	p.stateMu.Lock()
+	p.prepared = true
+	p.stateMu.Unlock()
+	p.logger.Info("Kafka reached; sending the queued batches", "topic", p.topic)
+	return nil
 }
 
 // spoolDrop is the spool's drop callback: it counts the dropped samples.
@@ -214,7 +302,10 @@ func (p *Publisher) Flush(ctx context.Context) error {
 		return nil
 	}
 	for attempt := 0; attempt <= p.retries; attempt++ {
-		if err = p.write(ctx, msgs, count); err == nil {
+		if err = p.ready(ctx); err == nil {
+			err = p.write(ctx, msgs, count)
+		}
+		if err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -261,11 +352,15 @@ func (p *Publisher) write(ctx context.Context, msgs []kafka.Message, count int) 
 		trace.WithAttributes(attribute.String("messaging.destination.name", p.topic), attribute.Int("samples", count)))
 	defer span.End()
 	if err := p.w.WriteMessages(ctx, msgs...); err != nil {
+		if ctx.Err() == nil {
+			p.setMissing(err)
+		}
 		p.errors.Inc()
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "write failed")
 		return err
 	}
+	p.setMissing(nil)
 	p.published.Add(float64(count))
 	p.batches.Add(float64(len(msgs)))
 	for _, m := range msgs {
@@ -282,7 +377,10 @@ func (p *Publisher) Run(ctx context.Context) {
 	}
 	backoff := p.backoff
 	for {
-		n, err := p.drain(ctx)
+		n, err := 0, p.ready(ctx) // at once, not with the first batch: /readyz tells
+		if err == nil {
+			n, err = p.drain(ctx)
+		}
 		if err == nil {
 			backoff = p.backoff
 			select {
@@ -296,7 +394,11 @@ func (p *Publisher) Run(ctx context.Context) {
 			return
 		}
 		if n == 0 {
-			p.logger.Warn("Kafka unreachable; samples stay in the spool", "spooled_batches", p.spool.Len(), "retry_in", backoff, "err", err)
+			msg := "Kafka unreachable; samples stay in the spool"
+			if _, ok := p.spool.(*spool.Memory); ok {
+				msg = "Kafka unreachable; samples stay in the memory queue"
+			}
+			p.logger.Warn(msg, "queued_batches", p.spool.Len(), "retry_in", backoff, "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -317,6 +419,9 @@ func (p *Publisher) Drain(ctx context.Context) error {
 		if _, err := p.drain(ctx); err == nil {
 			return nil
 		} else if ctx.Err() != nil {
+			if _, ok := p.spool.(*spool.Memory); ok {
+				return fmt.Errorf("draining the memory queue (%d batches lost: no --spool.dir): %w", p.spool.Len(), err)
+			}
 			return fmt.Errorf("draining the Kafka spool (%d batches left on disk for the next start): %w", p.spool.Len(), err)
 		}
 		select {
@@ -331,6 +436,9 @@ func (p *Publisher) Drain(ctx context.Context) error {
 func (p *Publisher) drain(ctx context.Context) (int, error) {
 	if p.spool.Len() == 0 {
 		return 0, nil
+	}
+	if err := p.ready(ctx); err != nil {
+		return 0, err
 	}
 	ctx, span := p.tracer.Start(ctx, "spool.drain")
 	defer span.End()

@@ -42,8 +42,9 @@ type Config struct {
 	Brokers       []string      // Kafka brokers; none: serve /metrics only
 	Partitions    int           // of the samples topic, when it has to be created
 	FlushInterval time.Duration // sampled time that goes into one SampleBatch per node
-	SpoolDir      string        // disk spool for Kafka outages (empty: none)
+	SpoolDir      string        // disk spool for Kafka outages (empty: the memory queue)
 	SpoolMaxBytes int64
+	QueueMaxBytes int64 // without SpoolDir: size limit of the memory queue (0: none, a failed flush is dropped)
 
 	// Web is where /metrics, /healthz and /readyz are served; nil: nowhere (the caller serves
 	// the registry).

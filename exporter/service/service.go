@@ -55,14 +55,20 @@ func (s *Service) Run(ctx context.Context) (int64, error) {
 	if ready == nil {
 		ready = new(atomic.Bool)
 	}
-	webCtx, stopWeb := context.WithCancel(ctx)
-	defer stopWeb()
-	webErr := webserver.Serve(webCtx, webserver.Options{Flags: s.cfg.Web, Registry: s.reg, Ready: ready, Logger: s.logger})
-
-	sinks, pub, closeSinks, err := s.openSinks(ctx, tp)
+	sinks, pub, closeSinks, err := s.openSinks(tp)
 	if err != nil {
 		return 0, err
 	}
+	webCtx, stopWeb := context.WithCancel(ctx)
+	defer stopWeb()
+	webErr := webserver.Serve(webCtx, webserver.Options{Flags: s.cfg.Web, Registry: s.reg, Ready: ready, Logger: s.logger,
+		Missing: func() []string {
+			if m := pub.Missing(); m != "" {
+				return []string{m}
+			}
+			return nil
+		}})
+
 	defer closeSinks()
 	bgCtx, stopBg := context.WithCancel(ctx)
 	defer stopBg()
