@@ -35,7 +35,7 @@ const (
 
 // DropReasons are every value of the reason label.
 func DropReasons() []string {
-	return []string{ReasonSpoolError, ReasonKafkaUnavailable, spool.ReasonFull, spool.ReasonCorrupt, spool.ReasonMemoryFull}
+	return []string{ReasonSpoolError, ReasonKafkaUnavailable, spool.ReasonFull, spool.ReasonCorrupt, spool.ReasonNoSpace, spool.ReasonMemoryFull}
 }
 
 // Queue is where flushed batches wait for the sender: the disk spool (spool.Spool) or, without
@@ -74,8 +74,9 @@ type Publisher struct {
 	dropped   *prometheus.CounterVec
 	bytes     prometheus.Counter
 
-	spool   Queue // nil: none, Flush writes to Kafka itself
-	prepare func(context.Context) error
+	spool    Queue // nil: none, Flush writes to Kafka itself
+	spoolDir string
+	prepare  func(context.Context) error
 	// state is what /readyz says is missing; empty once Kafka took a write.
 	stateMu  sync.Mutex
 	prepared bool
@@ -95,6 +96,8 @@ type Options struct {
 	// SpoolMaxBytes is the spool's size limit; when it is full the oldest batches are dropped
 	// and counted.
 	SpoolMaxBytes int64
+	// SpoolCreate opens the spool's segment files (nil: the file system; tests fill the disk).
+	SpoolCreate spool.Create
 	// MemoryQueueBytes, without SpoolDir, is the size limit of a memory queue that takes the
 	// spool's place (its drops are counted as memory_queue_full; what it holds at exit is
 	// lost). 0: no queue.
@@ -122,11 +125,11 @@ func Open(w MessageWriter, topic string, reg prometheus.Registerer, logger *slog
 	p := newPublisher(w, topic, logger, opts.Tracer)
 	switch {
 	case opts.SpoolDir != "":
-		sp, err := spool.Open(opts.SpoolDir, opts.SpoolMaxBytes, p.spoolDrop)
+		sp, err := spool.OpenWith(opts.SpoolDir, opts.SpoolMaxBytes, p.spoolDrop, opts.SpoolCreate)
 		if err != nil {
 			return nil, err
 		}
-		p.spool = sp
+		p.spool, p.spoolDir = sp, opts.SpoolDir
 	case opts.MemoryQueueBytes > 0:
 		q, err := spool.NewMemory(opts.MemoryQueueBytes, p.spoolDrop)
 		if err != nil {
@@ -422,7 +425,7 @@ func (p *Publisher) Drain(ctx context.Context) error {
 			if _, ok := p.spool.(*spool.Memory); ok {
 				return fmt.Errorf("draining the memory queue (%d batches lost: no --spool.dir): %w", p.spool.Len(), err)
 			}
-			return fmt.Errorf("draining the Kafka spool (%d batches left on disk for the next start): %w", p.spool.Len(), err)
+			return fmt.Errorf("draining the Kafka spool (%d batches left in %s for the next start): %w", p.spool.Len(), p.spoolDir, err)
 		}
 		select {
 		case <-ctx.Done():

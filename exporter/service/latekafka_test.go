@@ -132,3 +132,32 @@ func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return -1
 }
+
+// Stopping with batches Kafka never took fails, naming where they are: the spool's directory
+// (kept for the next start), or the memory queue (lost).
+func TestExitWithUndeliveredDataFails(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		cfg  func(*Config)
+		want string
+	}{
+		{"spool", func(c *Config) { c.SpoolDir, c.SpoolMaxBytes = dir, 1<<20 }, "left in " + dir},
+		{"memory queue", func(c *Config) { c.QueueMaxBytes = 1 << 20 }, "lost: no --spool.dir"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Source: "sim", ScenarioPath: nodeScenario, Fast: true, FlushInterval: time.Second,
+				Brokers: []string{"127.0.0.1:" + strconv.Itoa(freePort(t))}, DrainTimeout: 300 * time.Millisecond}
+			tc.cfg(&cfg)
+			svc, err := New(cfg, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer svc.Close()
+			n, err := svc.Run(context.Background())
+			if err == nil || !strings.Contains(err.Error(), "undelivered") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run after %d samples: %v; want an error naming %q", n, err, tc.want)
+			}
+		})
+	}
+}
