@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,11 +32,19 @@ import (
 const (
 	ReasonSpoolError       = "spool_error"       // a write to the spool failed
 	ReasonKafkaUnavailable = "kafka_unavailable" // no spool, and Kafka refused a flush after the retries
+	ReasonTooLarge         = "message_too_large" // one sample alone is larger than Kafka accepts
 )
+
+// DefaultMaxMessageBytes is the message size limit until the topic's max.message.bytes is
+// known: Kafka's default (1 MB) less room for the record batch's own fields.
+const DefaultMaxMessageBytes = 1_000_000
+
+// messageOverhead is what Kafka adds to a message's key and value in its record batch.
+const messageOverhead = 512
 
 // DropReasons are every value of the reason label.
 func DropReasons() []string {
-	return []string{ReasonSpoolError, ReasonKafkaUnavailable, spool.ReasonFull, spool.ReasonCorrupt, spool.ReasonNoSpace, spool.ReasonMemoryFull}
+	return []string{ReasonSpoolError, ReasonKafkaUnavailable, ReasonTooLarge, spool.ReasonFull, spool.ReasonCorrupt, spool.ReasonNoSpace, spool.ReasonMemoryFull}
 }
 
 // Queue is where flushed batches wait for the sender: the disk spool (spool.Spool) or, without
@@ -66,7 +75,10 @@ type Publisher struct {
 	mu      sync.Mutex
 	pending map[string][]*pb.Sample
 	order   []string // nodes in first-seen order, so batches keep a stable order
-	seq     uint64
+	seq     atomic.Uint64
+	// maxMessage bounds an encoded message (key and value): batches are split to fit the
+	// topic's max.message.bytes.
+	maxMessage atomic.Int64
 
 	published prometheus.Counter
 	batches   prometheus.Counter
@@ -105,6 +117,9 @@ type Options struct {
 	// Prepare, if set, is run by the sender until it succeeds before anything is sent (making
 	// sure the topic exists): the exporter starts, samples and queues without Kafka.
 	Prepare func(context.Context) error
+	// MaxMessageBytes is the largest message the topic accepts (its max.message.bytes): bigger
+	// batches are split. 0: DefaultMaxMessageBytes until SetMaxMessageBytes.
+	MaxMessageBytes int64
 	// Tracer: spans around flushes, Kafka writes and spool drains (nil: none).
 	Tracer trace.TracerProvider
 }
@@ -136,6 +151,9 @@ func Open(w MessageWriter, topic string, reg prometheus.Registerer, logger *slog
 			return nil, err
 		}
 		p.spool = q
+	}
+	if opts.MaxMessageBytes > 0 {
+		p.SetMaxMessageBytes(opts.MaxMessageBytes)
 	}
 	if p.prepare = opts.Prepare; p.prepare != nil {
 		p.missing = "kafka: not reached yet"
@@ -171,6 +189,7 @@ func newPublisher(w MessageWriter, topic string, logger *slog.Logger, tp trace.T
 		wake: make(chan struct{}, 1), maxBackoff: 5 * time.Second,
 		tracer: tp.Tracer("github.com/slicemeter/slicemeter/exporter/publish"),
 	}
+	p.maxMessage.Store(DefaultMaxMessageBytes)
 	// Every reason from the start at 0: the drop alert's increase() sees the first drop.
 	for _, r := range DropReasons() {
 		p.dropped.WithLabelValues(r)
@@ -308,6 +327,13 @@ func (p *Publisher) Flush(ctx context.Context) error {
 		if err = p.ready(ctx); err == nil {
 			err = p.write(ctx, msgs, count)
 		}
+		if tooLarge(err) { // not an outage: deliver one by one, splitting what does not fit
+			for i, m := range msgs {
+				if err = p.deliver(ctx, m, counts[i]); err != nil {
+					break
+				}
+			}
+		}
 		if err == nil {
 			return nil
 		}
@@ -325,8 +351,14 @@ func (p *Publisher) Flush(ctx context.Context) error {
 	return fmt.Errorf("writing %d samples to Kafka topic %s (dropped): %w", count, p.topic, err)
 }
 
-// take encodes the buffered samples as one message per node and empties the buffer; counts are
-// the samples of each message.
+// SetMaxMessageBytes sets the largest message the topic accepts (its max.message.bytes, read
+// once Kafka is reached): later batches are split to fit.
+func (p *Publisher) SetMaxMessageBytes(n int64) {
+	p.maxMessage.Store(max(n-messageOverhead, 1024))
+}
+
+// take encodes the buffered samples as messages of one node each, split to fit the message
+// size limit, and empties the buffer; counts are the samples of each message.
 func (p *Publisher) take() (msgs []kafka.Message, counts []int, count int, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -336,17 +368,87 @@ func (p *Publisher) take() (msgs []kafka.Message, counts []int, count int, err e
 		if len(samples) == 0 {
 			continue
 		}
-		p.seq++
-		value, err := proto.Marshal(&pb.SampleBatch{Node: node, Seq: p.seq, ExporterId: p.exporterID, Samples: samples})
-		if err != nil {
-			return nil, nil, 0, fmt.Errorf("encoding the batch of node %s: %w", node, err)
+		if msgs, counts, err = p.encode(msgs, counts, node, samples); err != nil {
+			return nil, nil, 0, err
 		}
-		msgs = append(msgs, kafka.Message{Topic: p.topic, Key: []byte(node), Value: value})
-		counts = append(counts, len(samples))
 		count += len(samples)
 		p.pending[node] = samples[:0:0]
 	}
 	return msgs, counts, count, nil
+}
+
+// encode appends samples of node as one SampleBatch message, or as several (halving) where
+// one would exceed the message size limit. A single sample is never split.
+func (p *Publisher) encode(msgs []kafka.Message, counts []int, node string, samples []*pb.Sample) ([]kafka.Message, []int, error) {
+	b := &pb.SampleBatch{Node: node, ExporterId: p.exporterID, Samples: samples}
+	if len(samples) > 1 && int64(proto.Size(b)+len(node)) > p.maxMessage.Load() {
+		half := len(samples) / 2
+		msgs, counts, err := p.encode(msgs, counts, node, samples[:half])
+		if err != nil {
+			return nil, nil, err
+		}
+		return p.encode(msgs, counts, node, samples[half:])
+	}
+	b.Seq = p.seq.Add(1)
+	value, err := proto.Marshal(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding the batch of node %s: %w", node, err)
+	}
+	return append(msgs, kafka.Message{Topic: p.topic, Key: []byte(node), Value: value}), append(counts, len(samples)), nil
+}
+
+// tooLarge says whether Kafka refused a write as too large (the broker's MESSAGE_TOO_LARGE, or
+// the client's own check): the batch must be split, Kafka is not down.
+func tooLarge(err error) bool {
+	if errors.Is(err, kafka.MessageSizeTooLarge) {
+		return true
+	}
+	var we kafka.WriteErrors
+	if errors.As(err, &we) {
+		for _, e := range we {
+			if e != nil && errors.Is(e, kafka.MessageSizeTooLarge) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// deliver writes m, a batch of count samples; one that Kafka refuses as too large is split in
+// halves and those delivered in turn, and a single sample too large is dropped and counted.
+func (p *Publisher) deliver(ctx context.Context, m kafka.Message, count int) error {
+	err := p.write(ctx, []kafka.Message{m}, count)
+	if err == nil || !tooLarge(err) {
+		return err
+	}
+	var b pb.SampleBatch
+	if uerr := proto.Unmarshal(m.Value, &b); uerr != nil {
+		return fmt.Errorf("splitting a batch Kafka refused as too large: %w", uerr)
+	}
+	if len(b.Samples) <= 1 {
+		p.dropped.WithLabelValues(ReasonTooLarge).Add(float64(len(b.Samples)))
+		p.logger.Error("a single sample is larger than Kafka accepts; dropped", "node", b.Node, "bytes", len(m.Value), "err", err)
+		return nil
+	}
+	// Later batches are made to fit too.
+	if limit := int64(len(m.Value) + len(m.Key)); limit <= p.maxMessage.Load() {
+		p.maxMessage.Store(max(limit/2, 1024))
+	}
+	p.logger.Warn("a batch is larger than Kafka accepts; splitting it", "node", b.Node, "bytes", len(m.Value), "samples", len(b.Samples))
+	half := len(b.Samples) / 2
+	for _, part := range [][]*pb.Sample{b.Samples[:half], b.Samples[half:]} {
+		parts, counts, err := p.encode(nil, nil, b.Node, part)
+		if err != nil {
+			return err
+		}
+		for i, pm := range parts {
+			pm.Topic = m.Topic
+			if err := p.deliver(ctx, pm, counts[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // write is one Kafka write of msgs, traced and counted.
@@ -355,7 +457,7 @@ func (p *Publisher) write(ctx context.Context, msgs []kafka.Message, count int) 
 		trace.WithAttributes(attribute.String("messaging.destination.name", p.topic), attribute.Int("samples", count)))
 	defer span.End()
 	if err := p.w.WriteMessages(ctx, msgs...); err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !tooLarge(err) {
 			p.setMissing(err)
 		}
 		p.errors.Inc()
@@ -465,7 +567,7 @@ func (p *Publisher) drain(ctx context.Context) (int, error) {
 			continue
 		}
 		m.Topic = p.topic
-		if err := p.write(ctx, []kafka.Message{m}, int(weight)); err != nil {
+		if err := p.deliver(ctx, m, int(weight)); err != nil {
 			span.SetStatus(codes.Error, "kafka unreachable")
 			return sent, err
 		}

@@ -45,6 +45,9 @@ type Config struct {
 	SpoolDir      string        // disk spool for Kafka outages (empty: the memory queue)
 	SpoolMaxBytes int64
 	QueueMaxBytes int64 // without SpoolDir: size limit of the memory queue (0: none, a failed flush is dropped)
+	// MaxMessageBytes overrides the samples topic's max.message.bytes (0: read from the topic
+	// once Kafka is reached): batches are split to fit it.
+	MaxMessageBytes int64
 	// DrainTimeout bounds the delivery of what is still queued once sampling ends (0: 30 s);
 	// Run fails if something is left.
 	DrainTimeout time.Duration

@@ -161,3 +161,43 @@ func TestExitWithUndeliveredDataFails(t *testing.T) {
 		})
 	}
 }
+
+// A broker whose message.max.bytes is below a flush's batch: batches are split to fit (the
+// limit given, or learnt from the broker's refusal), every sample is delivered, none dropped.
+func TestBatchesOverTheBrokersLimitAreSplit(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		limit int64  // --kafka.max-message-bytes; 0: read from the topic (kfake says 1 MB whatever it enforces)
+		max   string // the broker's message.max.bytes, of the compressed record batch
+	}{
+		{"flag", 4000, "4000"},
+		{"refused", 0, "700"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{"message.max.bytes": tc.max}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cluster.Close()
+			reg := prometheus.NewRegistry()
+			// 3 s per batch of 6 instances: about 20 kB.
+			cfg := Config{Source: "sim", ScenarioPath: nodeScenario, Fast: true, FlushInterval: 3 * time.Second,
+				Brokers: cluster.ListenAddrs(), Partitions: 1, SpoolDir: t.TempDir(), SpoolMaxBytes: 1 << 20, MaxMessageBytes: tc.limit}
+			svc, err := New(cfg, reg, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer svc.Close()
+			n, err := svc.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if published := metric(t, reg, "slicemeter_exporter_samples_published_total"); published != float64(n) || n != 180 {
+				t.Errorf("%v of %d samples published", published, n)
+			}
+			if batches := metric(t, reg, "slicemeter_exporter_batches_published_total"); batches < 5 {
+				t.Errorf("%v batches: the 3 s batch was not split", batches)
+			}
+		})
+	}
+}

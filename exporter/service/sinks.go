@@ -43,10 +43,27 @@ func (s *Service) openPublisher(tp trace.TracerProvider) (*publish.Publisher, fu
 	// A flush is one message per node, already a batch: send it at once rather than waiting
 	// BatchTimeout for more messages that will not come.
 	w.BatchSize = 1
+	// The broker's limit decides (batches are split to fit it), not the client's 1 MB default.
+	w.BatchBytes = 64 << 20
+	var pub *publish.Publisher
 	opts := publish.Options{SpoolDir: s.cfg.SpoolDir, SpoolMaxBytes: s.cfg.SpoolMaxBytes, Tracer: tp,
-		MemoryQueueBytes: s.cfg.QueueMaxBytes,
+		MemoryQueueBytes: s.cfg.QueueMaxBytes, MaxMessageBytes: s.cfg.MaxMessageBytes,
 		Prepare: func(ctx context.Context) error {
-			return kafkaconn.EnsureTopics(ctx, s.cfg.Brokers, s.cfg.Partitions, pb.TopicSamples)
+			if err := kafkaconn.EnsureTopics(ctx, s.cfg.Brokers, s.cfg.Partitions, pb.TopicSamples); err != nil {
+				return err
+			}
+			if s.cfg.MaxMessageBytes > 0 {
+				return nil
+			}
+			n, err := kafkaconn.TopicMaxMessageBytes(ctx, s.cfg.Brokers, pb.TopicSamples)
+			if err != nil {
+				// Not fatal: a batch Kafka refuses as too large is split on the way out.
+				s.logger.Warn("the samples topic's max.message.bytes is unknown; batches are split when Kafka refuses them", "err", err)
+				return nil
+			}
+			pub.SetMaxMessageBytes(n)
+			s.logger.Info("samples topic", "topic", pb.TopicSamples, "max_message_bytes", n)
+			return nil
 		}}
 	pub, err := publish.Open(w, pb.TopicSamples, s.reg, s.logger, opts)
 	if err != nil {
