@@ -237,7 +237,6 @@ func (s *Spool) Append(rec []byte, weight uint32) error {
 		if err := s.newSegment(last.id + 1); err != nil {
 			return fmt.Errorf("spool %s: starting a segment: %w", s.dir, err)
 		}
-		last = s.segs[len(s.segs)-1]
 	}
 	for s.bytes+size > s.maxBytes && len(s.segs) > 1 {
 		reason := ReasonFull
