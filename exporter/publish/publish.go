@@ -263,6 +263,7 @@ func (p *Publisher) ready(ctx context.Context) error {
 		p.setMissing(err)
 		return err
 	}
+	p.setMissing(nil)
 	p.stateMu.Lock()
 	p.prepared = true
 	p.stateMu.Unlock()
