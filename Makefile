@@ -5,12 +5,24 @@ SCENARIO  ?= deploy/demo/fleet.yaml
 PKGS      := ./...
 STATICCHECK := v0.8.2
 
+# What `slicemeter --version` and slicemeter_build_info report (prometheus/common/version);
+# a plain `go build ./cmd/slicemeter` leaves them to the Go build info.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null)
+BRANCH    ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null)
+BUILD_USER ?= $(shell id -un 2>/dev/null)@$(shell hostname 2>/dev/null)
+BUILD_DATE ?= $(shell date -u +%Y%m%d-%H:%M:%S)
+VERSION_PKG := github.com/prometheus/common/version
+LDFLAGS   := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION) \
+             -X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=$(BUILD_USER) \
+             -X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
+
 .PHONY: all build deps demo test test-short lint generate bench clean device-build device-check
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/slicemeter
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/slicemeter
 
 # Installs ClickHouse, Kafka's jars, Prometheus, chDB, protoc… only what is missing.
 deps:
@@ -49,7 +61,7 @@ bench: deps
 # The binary the device check runs on a GPU machine that has the driver but no Go: x86-64, cgo
 # (go-nvml loads libnvidia-ml.so.1 at run time), glibc ≥ 2.34.
 device-build:
-	CGO_ENABLED=1 GOOS=linux GOARCH=amd64 $(GO) build -ldflags="-s -w" -o bin/slicemeter-device ./cmd/slicemeter
+	CGO_ENABLED=1 GOOS=linux GOARCH=amd64 $(GO) build -ldflags="-s -w $(LDFLAGS)" -o bin/slicemeter-device ./cmd/slicemeter
 
 # The exporter against this machine's real NVML for 30 s at 100 ms under a PyTorch load; records
 # a capture, compares with nvidia-smi, prints a summary (deploy/device/README.md). Needs no Go:

@@ -4,8 +4,8 @@
 //
 // Report is the one way to a window's report, for the CLI, the API, the demo and the service:
 // computed from the raw samples or the collector's rollups, or summed from the minutes the
-// attribution service stored, with the noisy neighbours, each allocation's line or the
-// capacity of GPUs present but not sampled as asked, and always checked against the invariants.
+// attribution service stored, with the noisy neighbours or each allocation's line as asked,
+// and always checked against the invariants.
 // Around it: billing (the definitions), store (ClickHouse), pricebook (prices, tiers,
 // contracts, effective-dated changes), report (rendering, windows of a step), allocations
 // (allocations from files and HTTP into ClickHouse), service (the attribution service: every
@@ -17,7 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
@@ -39,9 +41,14 @@ type Options struct {
 	Neighbours bool
 	// Lines asks for each allocation's line too (not with FromMinutes).
 	Lines bool
-	// Presence, when set, adds to the capacity (and the unallocated row) the GPUs it saw
-	// sampled within its lookback before To but not in the window (whole-minute windows).
-	Presence *store.Presence
+	// Presence is the presence period: a GPU is capacity from each of its samples for this
+	// long, within the window (README.md, "Definitions"); zero: DefaultPresence. At least a
+	// minute.
+	Presence time.Duration
+	// Present, when set, is the GPUs' presence read beforehand for a span that holds the
+	// window (store.ReadPresence or its Advance, the same period and sample source): the
+	// attribution service reads it once a pass, not once a minute. Nil: read for the window.
+	Present *store.Presence
 	// Now is when the report is made (zero: time.Now()); Delay the attribution delay (zero:
 	// DefaultDelay; negative: none). The report bills up to its horizon, the earlier of To
 	// and Now − Delay: never the future. Open allocations are billed to the horizon, and the
@@ -52,6 +59,18 @@ type Options struct {
 
 // DefaultDelay is how long after a moment its samples are taken as complete.
 const DefaultDelay = 30 * time.Second
+
+// DefaultPresence is the presence period: an exporter outage shorter than it leaves the GPU's
+// capacity as it was.
+const DefaultPresence = time.Hour
+
+// PresencePeriod is the presence period the options ask for.
+func (o Options) PresencePeriod() time.Duration {
+	if o.Presence == 0 {
+		return DefaultPresence
+	}
+	return o.Presence
+}
 
 // Horizon is where the report of the options' window stops billing: the earlier of To and
 // Now − Delay, not before From; for the stored minutes, the last whole minute.
@@ -64,7 +83,7 @@ func (o Options) Horizon() time.Time {
 		delay = DefaultDelay
 	}
 	h := minTime(o.To, now.Add(-max(delay, 0)))
-	if o.FromMinutes || o.Presence != nil {
+	if o.FromMinutes {
 		h = h.Truncate(time.Minute)
 	}
 	if h.Before(o.From) {
@@ -85,8 +104,6 @@ type Result struct {
 	Report report.Report
 	// Lines are the allocations' lines in requested_at order, with Options.Lines.
 	Lines []billing.Line
-	// Absent names the GPUs Options.Presence added to the capacity.
-	Absent []string
 	// Violations are the ways the report breaks its invariants (billing.CheckInvariants).
 	Violations []error
 }
@@ -98,10 +115,14 @@ var ErrInvariants = errors.New("the report breaks its invariants")
 // Report builds the tenant report of the window [From, To) from the samples and allocations
 // in ClickHouse, priced by the price book, or from the stored minutes (Options.FromMinutes).
 //
-// It fails when an allocation or a GPU of the fleet cannot be priced (a model without a price,
-// an unknown tier, a target never sampled), naming what is missing: a report that left them
-// out would not add up. Things worth knowing that do not stop the report (a tenant at several
-// tiers, an allocation whose cold start is unknown) are in Report.Notes, for the caller to log
+// What the price book cannot price (a GPU model without a price, an allocation at an unknown
+// tier or on such a GPU) does not stop the report: it is attributed as unpriced, left out of
+// the money and of the capacity (Report.Unpriced, with a note), and every other tenant is
+// billed. An allocation whose target was never sampled is left out too (Report.Unsampled), and
+// so is one whose terms cannot be computed (Report.Failed): one bad allocation never stops the
+// bill of the others.
+// Things worth knowing that do not stop the report (these, a tenant at several tiers, an
+// allocation whose cold start is unknown) are in Report.Notes, for the caller to log
 // (LogNotes). A report that breaks its invariants is returned with an error wrapping
 // ErrInvariants: a caller that serves or prints reports fails, the service counts them.
 func Report(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, o Options) (Result, error) {
@@ -125,13 +146,10 @@ func Report(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, 
 	if o.FromMinutes {
 		res.Report, err = store.FromMinutes(ctx, conn, o.From, o.To)
 	} else {
-		res.Report, res.Lines, err = compute(ctx, conn, o.From, o.To, book, o.Samples)
+		res.Report, res.Lines, err = compute(ctx, conn, o, book)
 		if !o.Lines {
 			res.Lines = nil
 		}
-	}
-	if err == nil && o.Presence != nil {
-		res.Report, res.Absent, err = o.Presence.Extend(res.Report, o.From, o.To, book)
 	}
 	if err == nil && o.Neighbours {
 		var top map[string]string
@@ -147,7 +165,10 @@ func Report(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, 
 	return res, nil
 }
 
-func compute(ctx context.Context, conn store.Querier, from, to time.Time, book *pricebook.PriceBook, src store.Samples) (report.Report, []billing.Line, error) {
+// compute is the report of the options' window [From, To) (To the horizon already) from the
+// samples.
+func compute(ctx context.Context, conn store.Querier, o Options, book *pricebook.PriceBook) (report.Report, []billing.Line, error) {
+	from, to, src := o.From, o.To, o.Samples
 	if err := src.Check(); err != nil {
 		return report.Report{}, nil, err
 	}
@@ -163,7 +184,13 @@ func compute(ctx context.Context, conn store.Querier, from, to time.Time, book *
 	if err != nil {
 		return report.Report{}, nil, err
 	}
-	capacity, err := billing.CapacityListCost(fleet, window, book)
+	if fleet.GPUs, err = capacityOf(ctx, conn, o, window); err != nil {
+		return report.Report{}, nil, err
+	}
+	// GPUs of a model without a price are left out of the capacity, and allocations on them or
+	// at an unknown tier out of the money: attributed as unpriced, the rest billed as usual.
+	pricedFleet, unpricedGPUs := billing.SplitFleet(fleet, window, book)
+	capacity, err := billing.CapacityListCost(pricedFleet, window, book)
 	if err != nil {
 		return report.Report{}, nil, err
 	}
@@ -172,10 +199,9 @@ func compute(ctx context.Context, conn store.Querier, from, to time.Time, book *
 	if err != nil {
 		return report.Report{}, nil, err
 	}
-	priced, unsampled, err := billing.Price(clipped, fleet, ever, book)
-	if err != nil {
-		return report.Report{}, nil, err
-	}
+	p := billing.Price(clipped, fleet, ever, book)
+	priced, unsampled := p.Priced, p.Unsampled
+	unpriced, unpricedNotes := billing.Unpriced(unpricedGPUs, p.Unpriced)
 	m, err := store.Measure(ctx, conn, src, priced)
 	if err != nil {
 		return report.Report{}, nil, err
@@ -184,7 +210,7 @@ func compute(ctx context.Context, conn store.Querier, from, to time.Time, book *
 	overlaps := billing.Overlapping(priced)
 	lines, coldNotes := billing.Lines(priced, m, book)
 	rows, tenantNotes := billing.TenantRows(lines, window, book.Currency)
-	notes := slices.Concat(unsampled, overlaps, coldNotes, tenantNotes)
+	notes := slices.Concat(unsampled, overlaps, unpricedNotes, p.Failed, coldNotes, tenantNotes)
 
 	unallocated := capacity
 	for _, row := range rows {
@@ -200,7 +226,23 @@ func compute(ctx context.Context, conn store.Querier, from, to time.Time, book *
 		Notes:               notes,
 		Unsampled:           len(unsampled),
 		Overlaps:            overlaps,
+		Unpriced:            unpriced,
+		Failed:              p.Failed,
 	}, lines, nil
+}
+
+// capacityOf is when each GPU is capacity in the window, from the options' presence or read for it.
+func capacityOf(ctx context.Context, conn store.Querier, o Options, window billing.Interval) (map[billing.GPU][]billing.Interval, error) {
+	period, p := o.PresencePeriod(), o.Present
+	if p == nil {
+		var err error
+		if p, err = store.ReadPresence(ctx, conn, o.Samples, window, period); err != nil {
+			return nil, err
+		}
+	} else if p.Period() != period || p.Source() != o.Samples {
+		return nil, fmt.Errorf("the presence given was read from %s with a period of %s, the report is from %s with %s", p.Source(), p.Period(), o.Samples, period)
+	}
+	return p.Capacity(window)
 }
 
 // withNeighbours sets each row's NoisyNeighbour from top.
@@ -220,14 +262,33 @@ func LogNotes(ctx context.Context, logger *slog.Logger, rep report.Report) {
 }
 
 // CheckFleetPriced fails (a usage error: the price book is wrong) naming every GPU model
-// sampled in the last since that the price book does not price.
+// sampled in the last since that the price book does not price, and every tier of the
+// allocations billed in it that the price book lacks: what reports attribute as unpriced.
 func CheckFleetPriced(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, since time.Duration) error {
-	models, err := store.FleetModels(ctx, conn, time.Now().Add(-since))
+	from := time.Now().Add(-since)
+	models, err := store.FleetModels(ctx, conn, from)
 	if err != nil {
 		return err
 	}
+	tiers, err := store.FleetTiers(ctx, conn, from)
+	if err != nil {
+		return err
+	}
+	var errs []error
 	if err := book.CheckModels(models); err != nil {
-		return usage.Wrap(err)
+		errs = append(errs, err)
+	}
+	var unknown []string
+	for _, t := range tiers {
+		if _, ok := book.Tiers[t]; !ok {
+			unknown = append(unknown, t)
+		}
+	}
+	if len(unknown) > 0 {
+		errs = append(errs, fmt.Errorf("%w(s) %q of the fleet's allocations: the price book's tiers are %s", pricebook.ErrUnknownTier, unknown, strings.Join(slices.Sorted(maps.Keys(book.Tiers)), ", ")))
+	}
+	if len(errs) > 0 {
+		return usage.Wrap(errors.Join(errs...))
 	}
 	return nil
 }

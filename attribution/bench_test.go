@@ -10,8 +10,9 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
-	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -58,11 +59,11 @@ func newBenchFleet(b *testing.B) *benchFleet {
 	rollup := fmt.Sprintf(`INSERT INTO samples_1s (node, gpu_uuid, gpu_index, model, kind, instance_id, profile, time,
     compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
     samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
-    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count)
+    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count, first_ns, last_ns)
 SELECT %s, toDateTime(intDiv(ts, 1000000000)),
     toUInt32(1), toUInt32(14), toUInt32(108), toUInt64(5368709120), toUInt64(42949672960), toUInt64(100000000),
     toUInt64(10), toUInt64(1000000000), (sec %% 10) / 2., toUInt64(10), toUInt64(0), toUInt64(0),
-    ts, 1e10, 2000., emptyArrayUInt64(), emptyArrayUInt64()
+    ts, 1e10, 2000., emptyArrayUInt64(), emptyArrayUInt64(), ts, ts + 900000000
 FROM (SELECT number %% %d AS sec, intDiv(number, %d) AS inst, toUInt64(%d + sec * 1000000000) AS ts FROM system.numbers LIMIT %d)`,
 		facts, f.seconds, f.seconds, start, f.instances*f.seconds)
 	if err := f.conn.Exec(ctx, rollup); err != nil {
@@ -71,11 +72,11 @@ FROM (SELECT number %% %d AS sec, intDiv(number, %d) AS inst, toUInt64(%d + sec 
 	minutes := fmt.Sprintf(`INSERT INTO samples_1m (node, gpu_uuid, gpu_index, model, kind, instance_id, profile, time,
     compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
     samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
-    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count)
+    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count, first_ns, last_ns)
 SELECT %s, toDateTime(intDiv(ts, 1000000000)),
     toUInt32(1), toUInt32(14), toUInt32(108), toUInt64(5368709120), toUInt64(42949672960), toUInt64(100000000),
     toUInt64(600), toUInt64(60000000000), 135., toUInt64(600), toUInt64(0), toUInt64(0),
-    ts, 6e11, 120000., emptyArrayUInt64(), emptyArrayUInt64()
+    ts, 6e11, 120000., emptyArrayUInt64(), emptyArrayUInt64(), ts, ts + 59900000000
 FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst, toUInt64(%d + m * 60000000000) AS ts FROM system.numbers LIMIT %d)`,
 		facts, f.seconds/60, f.seconds/60, start, f.instances*(f.seconds/60))
 	if err := f.conn.Exec(ctx, minutes); err != nil {
@@ -154,19 +155,25 @@ func BenchmarkReport(b *testing.B) {
 }
 
 // BenchmarkMinute: one minute of the fleet attributed per allocation (what the service does
-// every minute).
+// every minute, with the GPUs' presence its pass read: BenchmarkContinuousPresence).
 func BenchmarkMinute(b *testing.B) {
 	f := newBenchFleet(b)
+	ctx := context.Background()
 	from := f.start.Add(time.Duration(f.seconds/2) * time.Second).Truncate(time.Minute)
 	for _, source := range []store.Samples{store.MinuteRollup, store.SecondRollup, store.RawSamples} {
 		if source == store.RawSamples && !f.raw {
 			continue
 		}
 		b.Run(source.String(), func(b *testing.B) {
+			var none *store.Presence
+			p, err := none.Advance(ctx, f.conn, source, billing.Interval{Start: from.UnixNano(), End: from.Add(time.Minute).UnixNano()}, attribution.DefaultPresence)
+			if err != nil {
+				b.Fatal(err)
+			}
 			for b.Loop() {
-				_, lines, err := linesOf(context.Background(), f.conn, from, from.Add(time.Minute), benchBook, source)
-				if err != nil || len(lines) != f.instances {
-					b.Fatalf("minute: %d lines, %v", len(lines), err)
+				res, err := attribution.Report(ctx, f.conn, benchBook, attribution.Options{From: from, To: from.Add(time.Minute), Samples: source, Lines: true, Present: p})
+				if err != nil || len(res.Lines) != f.instances {
+					b.Fatalf("minute: %d lines, %v", len(res.Lines), err)
 				}
 			}
 		})
@@ -174,7 +181,7 @@ func BenchmarkMinute(b *testing.B) {
 }
 
 // BenchmarkContinuousPresence reads the presence of a usual pass — the lookback's ten minutes
-// and one fresh — with a presence lookback of an hour, over the benchmark fleet (bench_test.go;
+// and one fresh — with a presence period of an hour, over the benchmark fleet (bench_test.go;
 // SLICEMETER_BENCH_INSTANCES, SLICEMETER_BENCH_RAW=0 for samples_1s only): "first" reads it
 // all, as after a start; "next" only what the pass a minute before had not read, as the
 // service's passes do.
@@ -182,9 +189,13 @@ func BenchmarkContinuousPresence(b *testing.B) {
 	f := newBenchFleet(b)
 	ctx := context.Background()
 	end := f.start.Add(time.Duration(f.seconds) * time.Second).Truncate(time.Minute)
+	pass := func(from, to time.Time) billing.Interval {
+		return billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}
+	}
 	check := func(b *testing.B, p *store.Presence) {
-		if _, absent, err := p.Extend(report.Report{}, end.Add(-time.Minute), end, book); err != nil || len(absent) != 0 {
-			b.Fatalf("every GPU is sampled in every minute: %v absent, %v", absent, err)
+		c, err := p.Capacity(pass(end.Add(-time.Minute), end))
+		if err != nil || len(c) != (f.instances+6)/7 {
+			b.Fatalf("every GPU is sampled in every minute: %d of %d GPUs present, %v", len(c), (f.instances+6)/7, err)
 		}
 	}
 	for _, source := range []store.Samples{store.MinuteRollup, store.SecondRollup, store.RawSamples} {
@@ -193,7 +204,8 @@ func BenchmarkContinuousPresence(b *testing.B) {
 		}
 		b.Run(source.String()+"/first", func(b *testing.B) {
 			for b.Loop() {
-				p, err := store.ReadPresence(ctx, f.conn, end.Add(-11*time.Minute), end, time.Hour, source)
+				var none *store.Presence
+				p, err := none.Advance(ctx, f.conn, source, pass(end.Add(-11*time.Minute), end), time.Hour)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -201,12 +213,13 @@ func BenchmarkContinuousPresence(b *testing.B) {
 			}
 		})
 		b.Run(source.String()+"/next", func(b *testing.B) {
-			before, err := store.ReadPresence(ctx, f.conn, end.Add(-12*time.Minute), end.Add(-time.Minute), time.Hour, source)
+			var none *store.Presence
+			before, err := none.Advance(ctx, f.conn, source, pass(end.Add(-12*time.Minute), end.Add(-time.Minute)), time.Hour)
 			if err != nil {
 				b.Fatal(err)
 			}
 			for b.Loop() {
-				p, err := before.Advance(ctx, f.conn, end.Add(-11*time.Minute), end, time.Hour, source)
+				p, err := before.Advance(ctx, f.conn, source, pass(end.Add(-11*time.Minute), end), time.Hour)
 				if err != nil {
 					b.Fatal(err)
 				}

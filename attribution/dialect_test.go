@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/allocations"
+	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
-	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
@@ -96,7 +96,7 @@ func TestCurrentClickHouseDialect(t *testing.T) {
 	localtest.CheckWithChDB(t, append(files, script)...)
 }
 
-// TestServiceQueriesCurrentDialect runs the queries of the presence lookback (every sample
+// TestServiceQueriesCurrentDialect runs the queries of the GPUs' presence (every sample
 // source) and of the Kafka events' overlap check, as sent, through chDB (current ClickHouse):
 // they must run there as on 18.16.
 func TestServiceQueriesCurrentDialect(t *testing.T) {
@@ -106,18 +106,18 @@ func TestServiceQueriesCurrentDialect(t *testing.T) {
 	insertSamples(t, conn, "node-a", []*pb.Sample{migA100.sample(0, time.Second, true, 0.5), wholeA100.sample(-30*time.Minute, time.Second, true, 1)})
 	insertAllocations(t, conn, []allocationRow{{id: "m", tenant: "a", tier: "pro", node: "node-a", instance: migA100.id, requested: t0, started: t0, version: 1}})
 	chtest.RollUp(t, conn)
+	minute := billing.Interval{Start: t0.Add(time.Minute).UnixNano(), End: t0.Add(2 * time.Minute).UnixNano()}
 	for _, source := range []store.Samples{store.RawSamples, store.SecondRollup, store.MinuteRollup} {
-		p, err := store.ReadPresence(ctx, conn, t0.Add(time.Minute), t0.Add(2*time.Minute), time.Hour, source)
+		p, err := store.ReadPresence(ctx, conn, source, minute, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Both GPUs were sampled within the hour before the minute's end, neither in it.
-		rep, absent, err := p.Extend(report.Report{}, t0.Add(time.Minute), t0.Add(2*time.Minute), book)
-		if err != nil || len(absent) != 2 || rep.CapacityListCost <= 0 || rep.UnallocatedListCost != rep.CapacityListCost {
-			t.Errorf("%s: presence added %v, %+v, %v; want both GPUs", source, absent, rep, err)
+		// Both GPUs were sampled within the hour before the minute, neither in it.
+		if c, err := p.Capacity(minute); err != nil || len(c) != 2 {
+			t.Errorf("%s: capacity %v, %v; want both GPUs", source, c, err)
 		}
-		if _, _, err := p.Extend(report.Report{}, t0.Add(2*time.Minute), t0.Add(3*time.Minute), book); err == nil {
-			t.Errorf("%s: a minute past what the presence read was extended", source)
+		if _, err := p.Capacity(billing.Interval{Start: minute.End, End: minute.End + int64(time.Minute)}); err == nil {
+			t.Errorf("%s: the capacity of a minute past what the presence read", source)
 		}
 	}
 	refused, err := allocation.CheckEvents(ctx, conn, []allocation.Event{{Allocation: allocation.Allocation{ID: "n", Tenant: "b", Tier: "pro",

@@ -1,6 +1,10 @@
 package collector
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
 
 // metrics are the collector's own Prometheus metrics. They are registered on the registry
 // given to New, never on the global one.
@@ -89,6 +93,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Failed retention rounds (retried at the next interval).",
 		}),
 	}
+	m.startAtZero()
 	if reg == nil {
 		return m, nil
 	}
@@ -102,4 +107,22 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// startAtZero creates the drop and dead-letter series of every reason known at start, at 0:
+// an alert on increase() then fires on the first one, which a series born at 1 would hide.
+func (m *metrics) startAtZero() {
+	sampleReasons := []string{reasonInvalid, reasonMissingInstanceID, reasonUnknownKind, reasonMissingTimestamp,
+		reasonTimestampOutOfRange, reasonMissingInterval, reasonMissingNode}
+	allocationReasons := []string{reasonInvalid, reasonMissingAllocationID, reasonMissingTenant, reasonMissingTier,
+		reasonMissingNode, reasonMissingInstanceID, reasonStartedBeforeRequest, reasonEndedNotAfterStarted, reasonOverlap}
+	for _, r := range sampleReasons {
+		m.samplesDropped.WithLabelValues(r)
+	}
+	for topic, reasons := range map[string][]string{pb.TopicSamples: sampleReasons, pb.TopicAllocations: allocationReasons} {
+		m.deadLettered.WithLabelValues(topic, reasonDecode)
+		for _, r := range reasons {
+			m.deadLettered.WithLabelValues(topic, r)
+		}
+	}
 }

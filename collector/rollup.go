@@ -22,9 +22,12 @@ import (
 // one (ReplacingMergeTree(samples); readers take it the same way; schemas/README.md).
 //
 // Samples whose sm_active was not measured (sm_active_unavailable = 1: a MIG instance on a GPU
-// without GPM) count in samples, covered_ns and piece_ns, since the time was metered, but not
-// in sm_active_sum, active_samples, active_ns, active_piece_ns or sm_active_ns: their
-// sm_active of 0 would read as idle time.
+// without GPM) count in samples and covered_ns, since the time was metered, but not in
+// sm_active_sum, active_samples, active_ns or sm_active_ns: their sm_active of 0 would read as
+// idle time.
+//
+// first_ns and last_ns are the row's first and last sample's ts_ns: attribution's capacity
+// (a GPU present from each sample for the presence period) needs them to the ns.
 
 // rollupSecondsQuery recomputes samples_1s for the nodes (a GroupSet) and the seconds
 // [from, to] (UInt32 Unix seconds, bound twice: the samples read, from up to a whole interval

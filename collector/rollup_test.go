@@ -59,6 +59,7 @@ type rollupRow struct {
 	SMSum                            float64
 	WaitNs, WaitCount                []uint64
 	ActiveSamples, ActiveNs          uint64
+	FirstNs, LastNs                  uint64 // the row's first and last sample
 }
 
 // readRollup returns the complete (most samples) row of every key of table, in key order.
@@ -82,9 +83,11 @@ func readRollup(t testing.TB, ctx context.Context, conn interface {
 		WaitCount     []uint64  `ch:"wait_count"`
 		ActiveSamples uint64    `ch:"active_samples"`
 		ActiveNs      uint64    `ch:"active_ns"`
+		FirstNs       uint64    `ch:"first_ns"`
+		LastNs        uint64    `ch:"last_ns"`
 	}
 	q := `SELECT time, node, instance_id, kind, samples, covered_ns, attached_sum, vgpu_switch_ns_sum,
-        vgpu_run_ns_sum, first_attached_ns, sm_active_sum, wait_ns, wait_count, active_samples, active_ns
+        vgpu_run_ns_sum, first_attached_ns, sm_active_sum, wait_ns, wait_count, active_samples, active_ns, first_ns, last_ns
         FROM (SELECT * FROM ` + table + ` ORDER BY samples DESC LIMIT 1 BY node, instance_id, time)
         ORDER BY node, instance_id, time`
 	if err := conn.Select(ctx, &rows, q); err != nil {
@@ -93,7 +96,7 @@ func readRollup(t testing.TB, ctx context.Context, conn interface {
 	out := make([]rollupRow, len(rows))
 	for i, r := range rows {
 		out[i] = rollupRow{r.Time.UTC(), r.Node, r.InstanceID, r.Kind, r.Samples, r.CoveredNs, r.AttachedSum,
-			r.SwitchSum, r.RunSum, r.FirstAttached, r.SMSum, r.WaitNs, r.WaitCount, r.ActiveSamples, r.ActiveNs}
+			r.SwitchSum, r.RunSum, r.FirstAttached, r.SMSum, r.WaitNs, r.WaitCount, r.ActiveSamples, r.ActiveNs, r.FirstNs, r.LastNs}
 	}
 	return out
 }
@@ -144,6 +147,10 @@ func TestRollupsExactlyOnce(t *testing.T) {
 				}
 				r.Samples++
 				r.CoveredNs += s.GetIntervalNs()
+				if r.FirstNs == 0 || ts < r.FirstNs {
+					r.FirstNs = ts
+				}
+				r.LastNs = max(r.LastNs, ts)
 				if !s.GetSmActiveUnavailable() {
 					r.SMSum += s.GetSmActive()
 					r.ActiveSamples++
@@ -174,6 +181,10 @@ func TestRollupsExactlyOnce(t *testing.T) {
 		}
 		m.Samples += r.Samples
 		m.CoveredNs += r.CoveredNs
+		if m.FirstNs == 0 || r.FirstNs < m.FirstNs {
+			m.FirstNs = r.FirstNs
+		}
+		m.LastNs = max(m.LastNs, r.LastNs)
 		m.SMSum += r.SMSum
 		m.ActiveSamples += r.ActiveSamples
 		m.ActiveNs += r.ActiveNs

@@ -64,11 +64,35 @@ func NewLoopMetrics(reg prometheus.Registerer) *LoopMetrics {
 			Name: "slicemeter_exporter_samples_refused_total", Help: "Samples the validator refused (NaN, a ratio outside [0, 1], ...), by reason and field; they are dropped, not published.",
 		}, []string{"reason", "field"}),
 	}
+	// The refusals the validator can give exist from the start at 0, so that increase() sees
+	// the first one.
+	for _, r := range Refusals() {
+		m.Refused.WithLabelValues(r[0], r[1])
+	}
 	if reg != nil {
 		reg.MustRegister(m.Ticks, m.Samples, m.SourceErrors, m.SinkErrors, m.Jitter, m.Refused)
 	}
 	return m
 }
+
+// Refusals are the (reason, field) pairs validate.ProtoSample can refuse a sample with;
+// TestRefusalsListsTheValidatorsRefusals keeps the list complete.
+func Refusals() [][2]string {
+	return [][2]string{
+		{validate.ReasonMissingInstanceID, "instance_id"},
+		{validate.ReasonUnknownKind, "kind"},
+		{validate.ReasonMissingTimestamp, "ts_ns"},
+		{validate.ReasonTimestampOutOfRange, "ts_ns"},
+		{validate.ReasonMissingInterval, "interval_ns"},
+		{validate.ReasonInvalid, "ts_ns"},
+		{validate.ReasonInvalid, "interval_ns"},
+		{validate.ReasonInvalid, "sm_active"},
+		{validate.ReasonInvalid, "power_watts"},
+		{validate.ReasonInvalid, "mem_used_bytes"},
+	}
+}
+
+func sinkName(s Sink) string { return fmt.Sprintf("%T", s) }
 
 // Run samples until End or ctx is done, then flushes the sinks. It returns the samples taken.
 func (l *Loop) Run(ctx context.Context) (int64, error) {
@@ -84,6 +108,9 @@ func (l *Loop) Run(ctx context.Context) (int64, error) {
 	}
 	// A source that keeps returning a bad value would log it every tick: once a minute per reason.
 	refusals := lograte.New(logger, time.Minute)
+	for _, s := range l.Sinks { // each sink's error series from the start, at 0
+		l.Metrics.SinkErrors.WithLabelValues(sinkName(s))
+	}
 	flushTicks := int64(max(1, l.FlushEvery/l.Interval))
 	var taken int64
 	for n := int64(0); ; n++ {
@@ -109,11 +136,11 @@ func (l *Loop) Run(ctx context.Context) (int64, error) {
 		}
 		for _, s := range l.Sinks {
 			if err := s.Write(ctx, t, samples); err != nil {
-				l.Metrics.SinkErrors.WithLabelValues(fmt.Sprintf("%T", s)).Inc()
+				l.Metrics.SinkErrors.WithLabelValues(sinkName(s)).Inc()
 				if ctx.Err() != nil {
 					break
 				}
-				logger.Warn("writing samples failed", "sink", fmt.Sprintf("%T", s), "err", err)
+				logger.Warn("writing samples failed", "sink", sinkName(s), "err", err)
 			}
 		}
 		if (n+1)%flushTicks == 0 {
@@ -159,8 +186,8 @@ func (l *Loop) valid(ctx context.Context, node string, samples []*pb.Sample, t t
 func (l *Loop) flush(ctx context.Context, logger *slog.Logger) {
 	for _, s := range l.Sinks {
 		if err := s.Flush(ctx); err != nil {
-			l.Metrics.SinkErrors.WithLabelValues(fmt.Sprintf("%T", s)).Inc()
-			logger.Warn("flushing samples failed", "sink", fmt.Sprintf("%T", s), "err", err)
+			l.Metrics.SinkErrors.WithLabelValues(sinkName(s)).Inc()
+			logger.Warn("flushing samples failed", "sink", sinkName(s), "err", err)
 		}
 	}
 }

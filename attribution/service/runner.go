@@ -33,16 +33,15 @@ type Passes struct {
 	MaxMinutes int
 	// Samples is where sample aggregates are read from (raw samples or the per-second rollup).
 	Samples store.Samples
-	// Presence: a minute counts as capacity every GPU sampled within this long before its end,
-	// not only those sampled in it, so that an exporter outage shorter than it does not shrink
-	// the stored minutes' capacity (and __unallocated__) below the window report's, which
-	// counts a GPU sampled anywhere in the window for the whole window. Whole minutes; 0: off.
+	// Presence is the presence period (attribution.Options.Presence; zero: the default): a GPU
+	// is capacity from each of its samples for this long. Reports must use the same period for
+	// the stored minutes to sum to them.
 	Presence time.Duration
 }
 
 // DefaultPasses are the service's defaults.
 var DefaultPasses = Passes{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: time.Hour, MaxRecompute: 31 * 24 * time.Hour, MaxMinutes: 120,
-	Presence: time.Hour}
+	Presence: attribution.DefaultPresence}
 
 // Observer is told about each minute a pass attributed; fresh is false for a minute that was
 // attributed before (a recomputation).
@@ -67,6 +66,8 @@ type Runner struct {
 	seen      map[string]uint64
 	redo      time.Time       // a recomputation for late allocations resumes here (zero: none)
 	presence  *store.Presence // of the latest pass; the next reads only what is new
+
+	report func(context.Context, store.Querier, *pricebook.PriceBook, attribution.Options) (attribution.Result, error) // attribution.Report
 }
 
 // NewRunner attributes with the price book into conn; observer may be nil.
@@ -77,7 +78,8 @@ func NewRunner(conn driver.Conn, book *pricebook.PriceBook, cfg Passes, observer
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{conn: conn, book: book, cfg: cfg, observer: observer, logger: logger, logs: lograte.New(logger, time.Minute), now: time.Now}
+	return &Runner{conn: conn, book: book, cfg: cfg, observer: observer, logger: logger, logs: lograte.New(logger, time.Minute), now: time.Now,
+		report: attribution.Report}
 }
 
 // Pass is what one pass did.
@@ -86,7 +88,10 @@ type Pass struct {
 	Fresh      int       // minutes attributed for the first time
 	Recomputed int
 	Violations int // invariant violations found: logged, and told to the observer; not an error
-	Done       time.Time
+	// Failed are the minutes that could not be attributed (not stored by this pass; those still
+	// within the lookback are tried again by the next): one bad minute does not stop the others.
+	Failed []error
+	Done   time.Time
 }
 
 // Once runs one pass: the closed minutes from the lookback (or from where a late allocation
@@ -122,25 +127,29 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	if !from.Before(to) {
 		return p, nil
 	}
-	var presence *store.Presence
-	if r.cfg.Presence > 0 {
-		var err error
-		if presence, err = r.presence.Advance(ctx, r.conn, from, to, r.cfg.Presence, r.cfg.Samples); err != nil {
-			return p, err
-		}
-		r.presence = presence
+	// The GPUs' presence for the whole pass at once, reading only what the last pass had not.
+	period := attribution.Options{Presence: r.cfg.Presence}.PresencePeriod()
+	presence, err := r.presence.Advance(ctx, r.conn, r.cfg.Samples, billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}, period)
+	if err != nil {
+		return p, err
 	}
+	r.presence = presence
 	var minutes []store.Minute
 	var violations [][]error
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
-		res, err := attribution.Report(ctx, r.conn, r.book, attribution.Options{From: m, To: m.Add(time.Minute), Samples: r.cfg.Samples, Lines: true, Presence: presence,
-			Now: now, Delay: reportDelay(r.cfg.Delay)})
+		res, err := r.report(ctx, r.conn, r.book, attribution.Options{From: m, To: m.Add(time.Minute), Samples: r.cfg.Samples, Lines: true,
+			Presence: period, Present: presence, Now: now, Delay: reportDelay(r.cfg.Delay)})
 		if err != nil && !errors.Is(err, attribution.ErrInvariants) {
-			return p, fmt.Errorf("attribute the minute %s: %w", m.Format(time.RFC3339), err)
-		}
-		if len(res.Absent) > 0 {
-			r.logger.DebugContext(ctx, "GPUs without samples in the minute count as capacity (sampled within the presence lookback)",
-				"minute", m, "gpus", len(res.Absent), "first", res.Absent[0])
+			err = fmt.Errorf("attribute the minute %s: %w", m.Format(time.RFC3339), err)
+			// ClickHouse unreachable or the pass cancelled: the whole pass is retried, as no
+			// minute can be read. Otherwise the error is this minute's: the others go on.
+			if ctx.Err() != nil || r.conn.Ping(ctx) != nil {
+				return p, err
+			}
+			p.Failed = append(p.Failed, err)
+			r.logs.Log(ctx, now, slog.LevelError, "minute_failed", "a minute could not be attributed; the pass goes on with the others",
+				"minute", m, "err", err)
+			continue
 		}
 		r.logProblems(ctx, now, m, res.Report, res.Violations)
 		p.Violations += len(res.Violations)
@@ -192,6 +201,12 @@ func (r *Runner) logProblems(ctx context.Context, now, minute time.Time, rep rep
 		known[n] = true
 		r.logs.Log(ctx, now, slog.LevelWarn, "allocation_left_out", "allocation left out of the attribution: its target has never been sampled",
 			"minute", minute, "note", n, "left_out_in_minute", rep.Unsampled)
+	}
+	for _, u := range rep.Unpriced {
+		n := u.Note()
+		known[n] = true
+		r.logs.Log(ctx, now, slog.LevelWarn, "unpriced_"+u.Kind, "left out of the money: the price book lacks a GPU model or tier",
+			"minute", minute, "kind", u.Kind, "name", u.Name, "note", n)
 	}
 	for _, o := range rep.Overlaps {
 		known[o] = true

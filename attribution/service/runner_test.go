@@ -3,6 +3,7 @@ package service_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"path/filepath"
@@ -154,8 +155,9 @@ func checkSums(t *testing.T, c driver.Conn, book *pricebook.PriceBook, from, to 
 
 // TestContinuousScenarios attributes every public scenario minute by minute and checks that
 // the stored minutes of the scenario's hour sum to the report of the hour, tenants and
-// __unallocated__ alike. outage-coldstart has a two-minute exporter outage: without the
-// presence lookback those minutes would have no capacity and __unallocated__ would be short.
+// __unallocated__ alike, whatever the presence period and the sample source, so long as the
+// report uses the same. outage-coldstart has a two-minute exporter outage: with a presence
+// period of a minute its GPUs are not capacity for part of it, with one of an hour they are.
 func TestContinuousScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates an hour of a fleet per scenario into ClickHouse")
@@ -174,11 +176,8 @@ func TestContinuousScenarios(t *testing.T) {
 			}
 			conn := chtest.NewDatabase(t, nil)
 			chtest.InsertScenario(t, conn, sc)
+			chtest.RollUp(t, conn)
 			book := pricebook.FromScenario(sc)
-			rep, err := reportOf(ctx, conn, sc.Start, sc.End(), book, store.RawSamples)
-			if err != nil {
-				t.Fatal(err)
-			}
 			clock := sc.End().Add(30 * time.Second)
 			pass := func(presence time.Duration, source store.Samples) float64 {
 				t.Helper()
@@ -203,23 +202,24 @@ func TestContinuousScenarios(t *testing.T) {
 				t.Fatal("no __unallocated__ row stored")
 				return 0
 			}
-			short := pass(0, store.RawSamples)
-			if name == "outage-coldstart" && math.Abs(short-rep.UnallocatedListCost) <= billing.Tolerance {
-				t.Errorf("without presence the minutes' __unallocated__ is the hour's, %.6f: want the outage's minutes short of capacity", short)
+			hour := map[time.Duration]float64{}
+			for _, c := range []struct {
+				presence time.Duration
+				source   store.Samples
+			}{{time.Minute, store.RawSamples}, {time.Hour, store.SecondRollup}, {time.Hour, store.RawSamples}} {
+				res, err := attribution.Report(ctx, conn, book, attribution.Options{From: sc.Start, To: sc.End(), Samples: c.source, Presence: c.presence})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := res.Report.UnallocatedListCost
+				hour[c.presence] = want
+				if got := pass(c.presence, c.source); math.Abs(got-want) > billing.Tolerance {
+					t.Errorf("presence %s from %s: the minutes' __unallocated__ is %.9f, the hour's %.9f", c.presence, c.source, got, want)
+				}
 			}
-			// The same from the per-second rollup, against the hour's report from it.
-			chtest.RollUp(t, conn)
-			fromRollup, err := reportOf(ctx, conn, sc.Start, sc.End(), book, store.SecondRollup)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := pass(time.Hour, store.SecondRollup); math.Abs(got-fromRollup.UnallocatedListCost) > billing.Tolerance {
-				t.Errorf("from samples_1s with a presence of 1h the minutes' __unallocated__ is %.9f, the hour's %.9f", got, fromRollup.UnallocatedListCost)
-			}
-			got := pass(time.Hour, store.RawSamples)
-			t.Logf("__unallocated__: hour %.6f, minutes without presence %.6f, with 1h presence %.6f", rep.UnallocatedListCost, short, got)
-			if math.Abs(got-rep.UnallocatedListCost) > billing.Tolerance {
-				t.Errorf("with a presence of 1h the minutes' __unallocated__ is %.9f, the hour's %.9f", got, rep.UnallocatedListCost)
+			t.Logf("__unallocated__ of the hour: %.6f with a presence of 1m, %.6f with 1h", hour[time.Minute], hour[time.Hour])
+			if name == "outage-coldstart" && hour[time.Hour]-hour[time.Minute] <= billing.Tolerance {
+				t.Errorf("a presence of a minute leaves the hour's __unallocated__ at %.6f, as an hour's does: want the outage short of capacity", hour[time.Minute])
 			}
 			checkSums(t, conn, book, sc.Start, sc.End())
 			if name == "outage-coldstart" {
@@ -315,4 +315,94 @@ func (r *reasonRecorder) Handle(_ context.Context, rec slog.Record) error {
 		slices.Sort(r.reasons)
 	}
 	return nil
+}
+
+// TestContinuousUnpricedAndFailingMinute: with a GPU model the price book lacks (one sample),
+// an allocation at an unknown tier, an allocation that cannot be computed (a MIG instance whose
+// samples say it has 0 compute slices, allocated in minute 4 only) and a minute whose
+// computation fails (minute 7, failed on purpose), the pass stores every other minute: the
+// unpriced and the broken allocation are left out of the money, the failing minute is in
+// Pass.Failed and not stored, and the next pass goes on.
+func TestContinuousUnpricedAndFailingMinute(t *testing.T) {
+	ctx := context.Background()
+	conn := chtest.NewDatabase(t, nil)
+	broken := chtest.MigA100
+	broken.ID, broken.Slices = "gpu0/mig6", 0
+	b200 := chtest.Instance{GPUUUID: "GPU-z", Model: "B200", ID: "gpu7", Kind: pb.Kind_KIND_GPU, SMs: 148, GPUSMs: 148, Mem: 180 << 30, GPUMem: 180 << 30}
+	var samples []*pb.Sample
+	for at := time.Duration(0); at < 12*time.Minute; at += time.Second {
+		samples = append(samples, chtest.MigA100.Sample(at, time.Second, true, 0.5), chtest.WholeA100.Sample(at, time.Second, true, 0.5))
+		if at >= 4*time.Minute && at < 5*time.Minute {
+			samples = append(samples, broken.Sample(at, time.Second, true, 0.5))
+		}
+	}
+	samples = append(samples, b200.Sample(2*time.Minute, time.Second, true, 1))
+	chtest.InsertSamples(t, conn, "node-a", samples)
+	at := func(d time.Duration) time.Time { return chtest.T0.Add(d) }
+	chtest.InsertAllocations(t, conn, []chtest.AllocationRow{
+		{ID: "a", Tenant: "acme", Tier: "pro", Node: "node-a", Instance: chtest.MigA100.ID, Requested: at(0), Started: at(0), Version: 1},
+		{ID: "z", Tenant: "zed", Tier: "pro", Node: "node-a", Instance: b200.ID, Requested: at(0), Started: at(0), Version: 1},
+		{ID: "g", Tenant: "gil", Tier: "gold", Node: "node-a", Instance: chtest.WholeA100.ID, Requested: at(0), Started: at(0), Version: 1},
+		{ID: "x", Tenant: "xen", Tier: "pro", Node: "node-a", Instance: broken.ID, Requested: at(4 * time.Minute), Started: at(4 * time.Minute), Ended: at(5 * time.Minute), Version: 1},
+	})
+	cfg := service.Passes{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: 10 * time.Minute, MaxRecompute: time.Hour, MaxMinutes: 120, Presence: time.Hour}
+	seen := &minuteRecorder{}
+	runner := service.NewRunner(conn, book, cfg, seen, slog.New(slog.DiscardHandler))
+	runner.SetReport(func(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, o attribution.Options) (attribution.Result, error) {
+		if o.From.Equal(at(7 * time.Minute)) {
+			return attribution.Result{}, errors.New("boom")
+		}
+		return attribution.Report(ctx, conn, book, o)
+	})
+	clock := at(10*time.Minute + 30*time.Second)
+	runner.SetClock(func() time.Time { return clock })
+	for pass := range 2 {
+		p, err := runner.Once(ctx)
+		if err != nil {
+			t.Fatalf("pass %d: %v", pass, err)
+		}
+		if p.Fresh+p.Recomputed != 9 || len(p.Failed) != 1 || p.Failed[0].Error() != "attribute the minute 2026-01-05T00:07:00Z: boom" {
+			t.Fatalf("pass %d: %d fresh, %d recomputed, failed %v; want 9 minutes stored and minute 7 failed", pass, p.Fresh, p.Recomputed, p.Failed)
+		}
+		clock = clock.Add(time.Minute)
+	}
+	// Every stored minute has zed's allocation on the unpriced GPU (sampled once, in minute 2)
+	// and gil's; minute 4 has the broken allocation, left out.
+	for _, m := range seen.minutes {
+		var got []string
+		for _, u := range m.Report.Unpriced {
+			got = append(got, u.Kind+"="+u.Name)
+		}
+		if !slices.Equal(got, []string{"model=B200", "tier=gold"}) {
+			t.Errorf("minute %s: unpriced %v, want the B200 and gold", m.Start.Format(time.TimeOnly), got)
+		}
+		if failed := len(m.Report.Failed); failed != map[bool]int{true: 1}[m.Start.Equal(at(4*time.Minute))] {
+			t.Errorf("minute %s: failed %q", m.Start.Format(time.TimeOnly), m.Report.Failed)
+		}
+	}
+	// The stored minutes bill acme alone.
+	rep, err := store.FromMinutes(ctx, conn, at(0), at(7*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 1.60 / 7 * (7 * time.Minute).Hours()
+	if len(rep.Tenants) != 1 || rep.Tenants[0].Tenant != "acme" || math.Abs(rep.Tenants[0].Cost-want) > 1e-9 {
+		t.Errorf("stored minutes 0-6: %+v; want acme alone at %.9f", rep.Tenants, want)
+	}
+	if errs := billing.CheckInvariants(rep); len(errs) > 0 {
+		t.Errorf("invariants: %v", errs)
+	}
+	if _, err := store.FromMinutes(ctx, conn, at(8*time.Minute), at(11*time.Minute)); err != nil {
+		t.Errorf("stored minutes 8-10: %v", err)
+	}
+}
+
+// minuteRecorder is an Observer that keeps the minutes as last attributed.
+type minuteRecorder struct{ minutes map[time.Time]store.Minute }
+
+func (r *minuteRecorder) Minute(m store.Minute, _ bool, _ []error) {
+	if r.minutes == nil {
+		r.minutes = map[time.Time]store.Minute{}
+	}
+	r.minutes[m.Start] = m
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/api"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/internal/lograte"
 	"github.com/slicemeter/slicemeter/internal/usage"
@@ -44,8 +45,13 @@ type Config struct {
 
 // Validate fails, with a usage error, for a config the service cannot run with.
 func (c Config) Validate() error {
-	if c.Interval <= 0 || c.Window <= 0 || c.Lookback < 0 || c.Delay < 0 || c.Backfill < 0 || c.MaxMinutes <= 0 || c.Presence < 0 || c.Presence%time.Minute != 0 {
-		return usage.Errorf("--attribution.interval, --attribution.window and --attribution.max-minutes must be > 0; delay, lookback, backfill and presence ≥ 0, presence in whole minutes")
+	if c.Interval <= 0 || c.Window <= 0 || c.Lookback < 0 || c.Delay < 0 || c.Backfill < 0 || c.MaxMinutes <= 0 {
+		return usage.Errorf("--attribution.interval, --attribution.window and --attribution.max-minutes must be > 0; delay, lookback and backfill ≥ 0")
+	}
+	if c.Presence != 0 {
+		if err := store.CheckPresence(c.Presence); err != nil {
+			return usage.Errorf("--attribution.presence: %w", err)
+		}
 	}
 	return nil
 }
@@ -67,9 +73,13 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	if err := migrations.RequireClusterSettings(ctx, conn, cfg.Cluster); err != nil {
 		return err
 	}
-	// A model the fleet has and the price book lacks would fail every pass: refuse to start.
-	if err := attribution.CheckFleetPriced(ctx, conn, cfg.Book, max(cfg.Window, cfg.Backfill, 24*time.Hour)); err != nil {
-		return err
+	// A model or tier the price book lacks does not stop the service: what it covers is
+	// attributed as unpriced (slicemeter_attribution_unpriced_seconds_total); say so at start.
+	switch err := attribution.CheckFleetPriced(ctx, conn, cfg.Book, max(cfg.Window, cfg.Backfill, 24*time.Hour)); {
+	case usage.Is(err):
+		logger.WarnContext(ctx, "the price book does not price all of the fleet: that part is attributed as unpriced, left out of the money", "err", err)
+	case err != nil:
+		logger.WarnContext(ctx, "could not check that the price book prices the fleet", "err", err)
 	}
 	s := &service{cfg: cfg, conn: conn, logger: logger, logs: lograte.New(logger, time.Minute), sla: newSLAMetrics(reg, cfg.Book)}
 	s.runner = NewRunner(conn, cfg.Book, cfg.Passes, s.sla, logger)
@@ -110,7 +120,8 @@ type service struct {
 
 // report answers the API's report requests.
 func (s *service) report(ctx context.Context, q api.ReportQuery) (report.Report, error) {
-	res, err := attribution.Report(ctx, s.conn, s.cfg.Book, attribution.Options{From: q.From, To: q.To, Samples: s.cfg.Samples, FromMinutes: q.FromMinutes, Neighbours: q.Neighbours})
+	res, err := attribution.Report(ctx, s.conn, s.cfg.Book, attribution.Options{From: q.From, To: q.To, Samples: s.cfg.Samples, FromMinutes: q.FromMinutes, Neighbours: q.Neighbours,
+		Presence: s.cfg.Presence})
 	attribution.LogNotes(ctx, s.logger, res.Report)
 	return res.Report, err
 }
@@ -120,6 +131,7 @@ func (s *service) pass(ctx context.Context) {
 	began := time.Now()
 	p, err := s.runner.Once(ctx)
 	s.sla.passDuration.Observe(time.Since(began).Seconds())
+	s.sla.computeErrs.WithLabelValues(scopeMinute).Add(float64(len(p.Failed)))
 	if err != nil {
 		s.sla.errors.Inc()
 		s.logger.Error("attributing minutes failed", "from", p.From, "to", p.To, "err", err)
@@ -129,7 +141,7 @@ func (s *service) pass(ctx context.Context) {
 	// Whole seconds: the window's edges are what the report prints.
 	to := time.Now().UTC().Truncate(time.Second)
 	began = time.Now()
-	res, err := attribution.Report(ctx, s.conn, s.cfg.Book, attribution.Options{From: to.Add(-s.cfg.Window), To: to, Samples: s.cfg.Samples})
+	res, err := attribution.Report(ctx, s.conn, s.cfg.Book, attribution.Options{From: to.Add(-s.cfg.Window), To: to, Samples: s.cfg.Samples, Presence: s.cfg.Presence})
 	s.sla.duration.Observe(time.Since(began).Seconds())
 	if err != nil && !errors.Is(err, attribution.ErrInvariants) {
 		s.sla.errors.Inc()

@@ -26,7 +26,8 @@ FROM samples
 WHERE (node, instance_id) IN (` + targetsTable + `)
 GROUP BY node, instance_id, gpu_uuid, model`
 
-// ReadInstancesInWindow reads every instance (and so every GPU) with a sample in the window.
+// ReadInstancesInWindow reads every instance with a sample in the window (the GPUs' capacity is
+// the presence's: Presence.Capacity).
 func ReadInstancesInWindow(ctx context.Context, conn Querier, src Samples, window billing.Interval) (*billing.Fleet, error) {
 	q, err := src.queries()
 	if err != nil {
@@ -62,16 +63,15 @@ func readFleet(ctx context.Context, conn Querier, f *billing.Fleet, query string
 	return queryEach(ctx, conn, query, args, func(scan func(...any) error) error {
 		var (
 			t      billing.Target
-			g      billing.GPU
+			gpu    string
 			in     pricebook.Instance
 			latest uint64
 		)
-		if err := scan(&t.Node, &t.Instance, &g.UUID, &in.Model, &in.Kind, &in.Profile, &in.ComputeSlices,
+		if err := scan(&t.Node, &t.Instance, &gpu, &in.Model, &in.Kind, &in.Profile, &in.ComputeSlices,
 			&in.SMCount, &in.GPUSMCount, &in.MemTotalBytes, &in.GPUMemTotalBytes, &latest); err != nil {
 			return err
 		}
-		g.Node, g.Model = t.Node, in.Model
-		f.Add(t, g, in, int64(latest))
+		f.Add(t, in, int64(latest))
 		return nil
 	})
 }

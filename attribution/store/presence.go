@@ -1,162 +1,178 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
-	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
-// Presence says which GPUs were sampled in which minute, so that a short window (the minute
-// the attribution service stores) can count as capacity the GPUs whose exporter is out.
+// Presence is when each GPU was sampled, for the capacity of the windows within what was read
+// (Capacity; billing.Present: the union over a GPU's samples at ts of [ts, ts + period)).
 //
-// Compute counts a GPU as capacity when it has a sample in the window, for the whole window.
-// Over a long window an exporter outage changes nothing; over one minute it would drop the
-// GPU from the minutes of the outage, and the stored minutes of a window would sum to less
-// capacity (a smaller __unallocated__) than the window's report. With a presence lookback, a
-// minute also counts every GPU sampled within the lookback before its end.
+// It holds, per GPU and bucket of time (a whole number of minutes, at most the period), the
+// first and the last sample's ts_ns: a bucket's samples are less than the period apart, so
+// their presence is one interval, and every source gives the same buckets to the ns (raw
+// samples their ts_ns, the rollups their rows' first_ns and last_ns; a rollup row lies within
+// one bucket). Hence one capacity whatever the path, and stored minutes that sum to the
+// window's report.
 type Presence struct {
-	lookback time.Duration
+	period   time.Duration
 	source   Samples
-	from, to int64                   // the minutes read: [from, to), unix seconds
-	minutes  map[billing.GPU][]int64 // per GPU, the minutes (unix seconds of their start) with a sample, ascending
+	bucket   int64                          // ns
+	from, to int64                          // the samples read: ts_ns in [from, to)
+	spans    map[billing.GPU][]billing.Span // ascending by First
 }
 
-// presenceQueries read (node, gpu_uuid, model, minute) for every minute with a sample in
-// [from, to): raw samples bucket ts_ns, as Compute reads them; a rollup row counts for the
-// minute of its start (its rows never straddle a minute).
+// presenceQueries read (node, gpu_uuid, model, first ts_ns, last ts_ns) for every bucket of a
+// GPU with a sample in [from, to); their arguments: from and to in seconds, from and to in ns,
+// the bucket (ns for raw samples, seconds for the rollups). A rollup row counts
+// where it overlaps [from, to): its samples outside are real samples, which only makes the
+// union more complete (the read starts a period before what Capacity is asked for).
+//
+// No FINAL: copies of a sample share its ts_ns, and a rollup row's incomplete versions roll up
+// fewer of its samples, so min and max are those of the complete row.
 var presenceQueries = map[Samples]string{
 	RawSamples: `
-SELECT node, gpu_uuid, model, intDiv(toInt64(ts_ns), 60000000000) * 60 AS m
-FROM samples
+SELECT node, gpu_uuid, model, min(toInt64(ts_ns)), max(toInt64(ts_ns))
+FROM ` + tables.Samples + `
 WHERE time >= toDateTime(?) AND time <= toDateTime(?) AND ts_ns >= ? AND ts_ns < ?
-GROUP BY node, gpu_uuid, model, m`,
-	SecondRollup: rollupPresenceQuery(tables.Samples1s),
-	MinuteRollup: rollupPresenceQuery(tables.Samples1m),
+GROUP BY node, gpu_uuid, model, intDiv(toInt64(ts_ns), toInt64(?))`,
+	SecondRollup: rollupPresenceQuery(tables.Samples1s, time.Second),
+	MinuteRollup: rollupPresenceQuery(tables.Samples1m, time.Minute),
 }
 
-func rollupPresenceQuery(table string) string {
-	return strings.ReplaceAll(`
-SELECT node, gpu_uuid, model, intDiv(toInt64(time), 60) * 60 AS m
+func rollupPresenceQuery(table string, step time.Duration) string {
+	return strings.NewReplacer("{{table}}", table, "{{step}}", strconv.FormatInt(int64(step), 10),
+		"{{seconds}}", strconv.FormatInt(int64(step/time.Second), 10)).Replace(`
+SELECT node, gpu_uuid, model, min(toInt64(first_ns)), max(toInt64(last_ns))
 FROM {{table}}
-PREWHERE time >= toDateTime(?) AND time <= toDateTime(?)
-WHERE toInt64(time) * 1000000000 >= ? AND toInt64(time) * 1000000000 < ?
-GROUP BY node, gpu_uuid, model, m`, "{{table}}", table)
+PREWHERE time >= toDateTime(?) - {{seconds}} AND time <= toDateTime(?)
+WHERE toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ?
+GROUP BY node, gpu_uuid, model, intDiv(toInt64(time), toInt64(?))`)
 }
 
-// ReadPresence reads which GPUs were sampled in which minute, for the windows of whole minutes
-// within [from, to) and their lookback: [from − lookback, to). A lookback under a minute is a
-// minute (a window counts what it samples itself); it is rounded up to whole minutes.
-func ReadPresence(ctx context.Context, conn Querier, from, to time.Time, lookback time.Duration, source Samples) (*Presence, error) {
-	var p *Presence
-	return p.Advance(ctx, conn, from, to, lookback, source)
-}
-
-// Advance is ReadPresence for the windows within [from, to), reading only what p (nil: none)
-// does not hold already: the attribution service's passes move a minute at a time, and an hour
-// of raw samples is much to read every minute. The minutes from from on are read again (late
-// samples land there, and a window's own minutes must be what Compute sees in them); p's
-// earlier minutes within the lookback are kept.
-func (p *Presence) Advance(ctx context.Context, conn Querier, from, to time.Time, lookback time.Duration, source Samples) (*Presence, error) {
-	q, ok := presenceQueries[source]
-	if !ok {
-		return nil, fmt.Errorf("sample source %d: expected RawSamples, SecondRollup or MinuteRollup", source)
-	}
-	lookback = max(lookback, time.Minute)
-	if r := lookback % time.Minute; r != 0 {
-		lookback += time.Minute - r
-	}
-	start, end := from.Truncate(time.Minute).Add(-lookback).Unix(), to.Unix()
-	next := &Presence{lookback: lookback, source: source, from: start, to: end, minutes: map[billing.GPU][]int64{}}
-	read := start
-	if p != nil && p.lookback == lookback && p.source == source && p.from <= start && p.to > start {
-		read = min(p.to, from.Truncate(time.Minute).Unix())
-		for g, ms := range p.minutes {
-			lo, _ := slices.BinarySearch(ms, start)
-			hi, _ := slices.BinarySearch(ms, read)
-			if lo < hi {
-				next.minutes[g] = append([]int64(nil), ms[lo:hi]...)
-			}
-		}
-	}
-	if err := next.read(ctx, conn, q, read*int64(time.Second), end*int64(time.Second)); err != nil {
-		return nil, err
-	}
-	return next, nil
-}
-
-// read adds the minutes sampled in [start, end) (ns; whole minutes after every minute held).
-func (p *Presence) read(ctx context.Context, conn Querier, q string, start, end int64) error {
-	if start >= end {
-		return nil
-	}
-	err := queryEach(ctx, conn, q, []any{seconds(start), seconds(end), start, end}, func(scan func(...any) error) error {
-		var (
-			g billing.GPU
-			m int64
-		)
-		if err := scan(&g.Node, &g.UUID, &g.Model, &m); err != nil {
-			return err
-		}
-		p.minutes[g] = append(p.minutes[g], m)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("read the GPUs sampled in [%s, %s): %w", time.Unix(0, start).UTC().Format(time.RFC3339), time.Unix(0, end).UTC().Format(time.RFC3339), err)
-	}
-	for _, ms := range p.minutes {
-		slices.Sort(ms)
+// CheckPresence fails for a presence period under a minute: the per-minute rollup could not
+// tell where in a minute a GPU was present.
+func CheckPresence(period time.Duration) error {
+	if period < time.Minute {
+		return fmt.Errorf("presence period %s: expected at least a minute", period)
 	}
 	return nil
 }
 
-// Lookback is how far before a window's end a sample makes its GPU capacity (whole minutes).
-func (p *Presence) Lookback() time.Duration { return p.lookback }
+// ReadPresence reads the presence of every GPU that can be capacity in the window: the samples
+// from a period before its start to its end, in buckets as long as the period allows.
+func ReadPresence(ctx context.Context, conn Querier, src Samples, window billing.Interval, period time.Duration) (*Presence, error) {
+	if err := CheckPresence(period); err != nil {
+		return nil, err
+	}
+	return readPresence(ctx, conn, src, window, period, int64(period.Truncate(time.Minute)), nil)
+}
 
-// Extend adds to rep, Compute's report of [from, to) (whole minutes, within what the presence
-// was read for), the list cost over the window of every GPU sampled within the lookback before
-// to but not in the window itself (those Compute counted already): to the capacity and, since
-// no tenant holds more for it, to the unallocated row. It returns the GPUs added, by name.
-func (p *Presence) Extend(rep report.Report, from, to time.Time, book *pricebook.PriceBook) (report.Report, []string, error) {
-	if !from.Equal(from.Truncate(time.Minute)) || !to.Equal(to.Truncate(time.Minute)) || !from.Before(to) {
-		return rep, nil, fmt.Errorf("extend the capacity of [%s, %s): expected whole minutes, start before end", from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
+// Advance is ReadPresence for a window by minute buckets, reading only what p (nil: none) does
+// not hold already: the attribution service's passes move a minute at a time, and a period
+// (an hour) of raw samples is much to read every minute. The buckets from the window's start on
+// are read again (late samples land there, and a minute's capacity must be what a report of it
+// reads); p's earlier ones within the period before the window are kept, so a sample that
+// lands there later is not seen, as the minutes before the window are not recomputed for it.
+func (p *Presence) Advance(ctx context.Context, conn Querier, src Samples, window billing.Interval, period time.Duration) (*Presence, error) {
+	if err := CheckPresence(period); err != nil {
+		return nil, err
 	}
-	since := to.Add(-max(p.lookback, to.Sub(from))).Unix()
-	f, t := from.Unix(), to.Unix()
-	if since < p.from || t > p.to {
-		return rep, nil, fmt.Errorf("extend the capacity of [%s, %s): the presence read covers [%s, %s), not the window and its lookback",
-			from.Format(time.RFC3339), to.Format(time.RFC3339), time.Unix(p.from, 0).UTC().Format(time.RFC3339), time.Unix(p.to, 0).UTC().Format(time.RFC3339))
+	return readPresence(ctx, conn, src, window, period, int64(time.Minute), p)
+}
+
+func readPresence(ctx context.Context, conn Querier, src Samples, window billing.Interval, period time.Duration, bucket int64, prev *Presence) (*Presence, error) {
+	q, ok := presenceQueries[src]
+	if !ok {
+		return nil, fmt.Errorf("sample source %d: expected RawSamples, SecondRollup or MinuteRollup", src)
 	}
-	extra := billing.NewFleet()
-	var names []string
-	for g, ms := range p.minutes {
-		// The first sampled minute at or after the lookback's start: present when it is
-		// before the end, counted already when it is also in the window.
-		i, _ := slices.BinarySearch(ms, since)
-		if i == len(ms) || ms[i] >= t {
-			continue
+	if window.Start >= window.End {
+		return nil, fmt.Errorf("read the presence of [%s, %s): expected the start before the end", billing.UTC(window.Start), billing.UTC(window.End))
+	}
+	// Whole buckets, so that those kept and those read again do not split one.
+	start := floorTo(window.Start-int64(period), bucket)
+	next := &Presence{period: period, source: src, bucket: bucket, from: start, to: window.End, spans: map[billing.GPU][]billing.Span{}}
+	read := start
+	if prev != nil && prev.period == period && prev.source == src && prev.bucket == bucket && prev.from <= start && prev.to > start {
+		read = min(prev.to, floorTo(window.Start, bucket))
+		for g, ss := range prev.spans {
+			lo, _ := slices.BinarySearchFunc(ss, start, spanFirst)
+			hi, _ := slices.BinarySearchFunc(ss, read, spanFirst)
+			if lo < hi {
+				next.spans[g] = slices.Clone(ss[lo:hi])
+			}
 		}
-		if j, _ := slices.BinarySearch(ms, f); j < len(ms) && ms[j] < t {
-			continue
+	}
+	if read < next.to {
+		arg := bucket
+		if src != RawSamples {
+			arg = bucket / int64(time.Second)
 		}
-		extra.GPUs[g] = true
-		names = append(names, g.Node+"/"+g.UUID)
+		err := queryEach(ctx, conn, q, []any{seconds(read), seconds(next.to), read, next.to, arg}, func(scan func(...any) error) error {
+			var (
+				g           billing.GPU
+				first, last int64
+			)
+			if err := scan(&g.Node, &g.UUID, &g.Model, &first, &last); err != nil {
+				return err
+			}
+			next.spans[g] = append(next.spans[g], billing.Span{First: first, Last: last})
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read when the GPUs were sampled in [%s, %s) from %s: %w",
+				billing.UTC(read).Format(time.RFC3339), billing.UTC(next.to).Format(time.RFC3339), src, err)
+		}
 	}
-	if len(names) == 0 {
-		return rep, nil, nil
+	for _, ss := range next.spans {
+		slices.SortFunc(ss, func(a, b billing.Span) int { return cmp.Compare(a.First, b.First) })
 	}
-	slices.Sort(names)
-	list, err := billing.CapacityListCost(extra, billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}, book)
-	if err != nil {
-		return rep, nil, fmt.Errorf("price the GPUs present but not sampled in [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+	return next, nil
+}
+
+func spanFirst(s billing.Span, ns int64) int { return cmp.Compare(s.First, ns) }
+
+// floorTo rounds ns down to a multiple of d.
+func floorTo(ns, d int64) int64 {
+	r := ns % d
+	if r < 0 {
+		r += d
 	}
-	rep.CapacityListCost += list
-	rep.UnallocatedListCost += list
-	return rep, names, nil
+	return ns - r
+}
+
+// Period is the presence period the presence was read for.
+func (p *Presence) Period() time.Duration { return p.period }
+
+// Source is where the presence was read from.
+func (p *Presence) Source() Samples { return p.source }
+
+// Capacity is, for every GPU present in the window, the intervals in which it is capacity
+// (billing.Present). The window must lie within what was read: its end at most the read's, its
+// start at least a period after the read's.
+func (p *Presence) Capacity(window billing.Interval) (map[billing.GPU][]billing.Interval, error) {
+	if window.Start-int64(p.period) < p.from || window.End > p.to || window.Start >= window.End {
+		return nil, fmt.Errorf("the capacity of [%s, %s): the presence read covers the samples of [%s, %s), not the window and the %s before it",
+			billing.UTC(window.Start).Format(time.RFC3339Nano), billing.UTC(window.End).Format(time.RFC3339Nano),
+			billing.UTC(p.from).Format(time.RFC3339), billing.UTC(p.to).Format(time.RFC3339), p.period)
+	}
+	out := map[billing.GPU][]billing.Interval{}
+	for g, ss := range p.spans {
+		// A span is shorter than a bucket, at most the period: one that starts more than two
+		// periods before the window ends before it.
+		lo, _ := slices.BinarySearchFunc(ss, window.Start-2*int64(p.period), spanFirst)
+		hi, _ := slices.BinarySearchFunc(ss, window.End, spanFirst)
+		if ivs := billing.Present(ss[lo:hi], p.period, window); len(ivs) > 0 {
+			out[g] = ivs
+		}
+	}
+	return out, nil
 }

@@ -1,6 +1,6 @@
 // Package store is attribution's ClickHouse side: every query that reads the samples, their
 // rollups and the allocations for a report (one file per table or concern), the presence of
-// the GPUs per minute, the fleet's models, the noisy-neighbour signal, and both sides of
+// the GPUs (the capacity), the fleet's models, the noisy-neighbour signal, and both sides of
 // attribution_minutes (the service's writer and the report's reader).
 package store
 
@@ -27,9 +27,10 @@ package store
 // A report takes a few grouped queries, not one per allocation:
 //  1. the allocations' current state, those billed in the window (Go clips them);
 //  2. every instance seen in the window, grouped by (node, instance_id, gpu_uuid, model): the
-//     facts that price an allocation (kind, profile, slices, SMs, framebuffer) and the GPUs of
-//     the capacity; targets without a sample in the window get their latest facts from a
-//     second query of the same shape over all time;
+//     facts that price an allocation (kind, profile, slices, SMs, framebuffer); targets without
+//     a sample in the window get their latest facts from a second query of the same shape over
+//     all time; and the GPUs' presence (the capacity), their first and last sample per GPU and
+//     bucket of time from a presence period before the window to its end;
 //  3. per chunk of allocations, two queries joining the deduplicated samples of their
 //     targets with the chunk, grouped by allocation_id: usage (metered and measured time,
 //     efficiency, vGPU switch share, and the vGPU waits as a histogram by sumMap) and the

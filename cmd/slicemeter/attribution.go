@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/slicemeter/slicemeter/attribution/service"
+	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
 )
 
@@ -36,18 +38,20 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 	c.Flag("attribution.lookback", "Every pass attributes again the closed minutes this far back, so late samples count.").Default("10m").DurationVar(&cmd.cfg.Lookback)
 	c.Flag("attribution.backfill", "With no minute stored yet, start this far back.").Default("1h").DurationVar(&cmd.cfg.Backfill)
 	c.Flag("attribution.max-recompute", "How far back an allocation that arrives late makes the service recompute.").Default("744h").DurationVar(&cmd.cfg.MaxRecompute)
-	c.Flag("attribution.presence", "A stored minute counts as capacity every GPU sampled within this long before its end, so exporter "+
-		"outages shorter than it do not shrink the fleet's capacity (and the unallocated row); whole minutes, 0: only GPUs sampled in the minute.").
-		Default("1h").DurationVar(&cmd.cfg.Presence)
+	presenceFlag(c, &cmd.cfg.Presence)
 	c.Flag("attribution.max-minutes", "At most this many minutes per pass (the rest follow in the next passes).").Default("120").IntVar(&cmd.cfg.MaxMinutes)
 	return cmd
 }
 
 func (c *attributionCmd) run(ctx context.Context, logger *slog.Logger) error {
 	cfg := c.cfg
-	// Flags first: a bad flag is reported before a missing price book.
+	// Flags first: a bad flag is reported before a missing price book. The flag has no "0: the
+	// default" as the config has.
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if err := store.CheckPresence(cfg.Presence); err != nil {
+		return usage.Errorf("--attribution.presence: %w", err)
 	}
 	var err error
 	if cfg.Book, err = c.book.load(); err != nil {

@@ -27,6 +27,7 @@ func newExporterCmd(app *kingpin.Application) *exporterCmd {
 	c.Flag("source", "Where samples come from: nvml (this node's GPUs), sim (a scenario file) or replay (a capture file).").Default("sim").StringVar(&cfg.Source)
 	c.Flag("scenario", "Scenario file for --source sim.").StringVar(&cfg.ScenarioPath)
 	c.Flag("sim.node", "Simulate only this node of the scenario (default: every node).").StringVar(&cfg.SimNode)
+	c.Flag("sim.start", "Move the scenario to start at this time (RFC 3339, or now): samples then carry wall-clock timestamps, as Prometheus and the staleness alert expect.").StringVar(&cfg.SimStart)
 	c.Flag("sim.fast", "Run the simulated clock as fast as possible instead of in real time.").BoolVar(&cfg.Fast)
 	c.Flag("node", "Node name in samples for --source nvml.").Default(host).StringVar(&cfg.Node)
 	c.Flag("nvml.library", "Path of libnvidia-ml.so.1 (default: the dynamic loader's search, then the usual driver directories).").StringVar(&cfg.NVMLLibrary)
@@ -39,8 +40,11 @@ func newExporterCmd(app *kingpin.Application) *exporterCmd {
 	c.Flag("kafka.brokers", "Kafka brokers (host:port,...); empty serves /metrics only.").StringVar(&e.brokers)
 	c.Flag("kafka.flush-interval", "How much sampled time goes into one SampleBatch per node.").Default("1s").DurationVar(&cfg.FlushInterval)
 	c.Flag("kafka.partitions", "Partitions of the samples topic when it has to be created.").Default("4").IntVar(&cfg.Partitions)
-	c.Flag("spool.dir", "Directory of the disk spool that keeps batches while Kafka is unreachable (empty: no spool; a failed write is dropped after its retries).").StringVar(&cfg.SpoolDir)
+	c.Flag("spool.dir", "Directory of the disk spool that keeps batches while Kafka is unreachable, at start too (empty: a bounded memory queue, see --queue.max-bytes).").StringVar(&cfg.SpoolDir)
 	c.Flag("spool.max-bytes", "Size limit of the spool; when full the oldest batches are dropped and counted.").Default("1073741824").Int64Var(&cfg.SpoolMaxBytes)
+	c.Flag("queue.max-bytes", "Without --spool.dir: size limit of the memory queue that keeps batches while Kafka is unreachable; when full the oldest are dropped and counted (memory_queue_full), and what it holds at exit is lost.").Default("67108864").Int64Var(&cfg.QueueMaxBytes)
+	c.Flag("kafka.max-message-bytes", "Largest message the samples topic accepts; bigger batches are split to fit (0: read the topic's max.message.bytes once Kafka is reached).").Default("0").Int64Var(&cfg.MaxMessageBytes)
+	c.Flag("kafka.drain-timeout", "At exit, how long to keep delivering queued batches; what is left then stays in the spool (or is lost with the memory queue) and the exit status is 1.").Default("30s").DurationVar(&cfg.DrainTimeout)
 	cfg.Web = kingpinflag.AddFlags(c, ":9835")
 	return e
 }

@@ -26,6 +26,8 @@ func TestExporterFlags(t *testing.T) {
 		{"recording an outage scenario", []string{"--scenario", "../../schemas/scenario/testdata/outage-coldstart.yaml", "--record", filepath.Join(dir, "y")}, exitUsage, []string{"one node without outages"}},
 		{"nvml with a zero interval", []string{"--source", "nvml", "--interval", "0s"}, exitUsage, []string{"--interval"}},
 		{"spool too small", []string{"--scenario", multi, "--kafka.brokers", "127.0.0.1:1", "--spool.dir", dir, "--spool.max-bytes", "10"}, exitUsage, []string{"--spool.dir", "size limit 10 bytes"}},
+		{"memory queue too small", []string{"--scenario", multi, "--kafka.brokers", "127.0.0.1:1", "--queue.max-bytes", "10"}, exitUsage, []string{"--queue.max-bytes", "size limit 10 bytes"}},
+		{"bad --sim.start", []string{"--scenario", multi, "--sim.start", "soon"}, exitUsage, []string{`--sim.start "soon"`}},
 		{"replay runs", []string{"--source", "replay", "--replay", capture, "--replay.fast", "--summary", filepath.Join(dir, "s.json")}, exitOK, nil},
 	}
 	for _, tc := range tests {

@@ -1,6 +1,6 @@
 // Command slicemeter meters what every tenant of a shared GPU fleet gets and pays for.
 //
-//	slicemeter exporter | collector | attribution | migrate | report | demo
+//	slicemeter exporter | collector | attribution | migrate | report | demo | version
 //
 // Every flag can also be set with an environment variable: SLICEMETER_ and the flag name in
 // upper case with dots and dashes as underscores (--kafka.brokers: SLICEMETER_KAFKA_BROKERS).
@@ -34,16 +34,20 @@ type command interface {
 }
 
 func main() {
+	defaultVersion()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	app := kingpin.New("slicemeter", "Per-tenant cost, waste, overhead, jitter and cold start of shared GPUs (MIG, vGPU, time-slicing).")
-	app.UsageWriter(stderr)
-	app.ErrorWriter(stderr)
+	exited := -1
+	// Once --help or --version has answered, kingpin's parse goes on: silence what it adds
+	// (the usage it prints when no command is given).
+	out := untilExit{stderr, &exited}
+	app.UsageWriter(out)
+	app.ErrorWriter(out)
 	app.HelpFlag.Short('h')
 	app.DefaultEnvars()
-	exited := -1
 	app.Terminate(func(code int) {
 		if exited < 0 {
 			exited = code
@@ -51,6 +55,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	})
 	logLevel := app.Flag("log.level", "Only log messages with this severity or above.").Default("info").Enum("debug", "info", "warn", "error")
 	logFormat := app.Flag("log.format", "Log format.").Default("logfmt").Enum("logfmt", "json")
+	app.Flag("version", "Print the version, branch and revision of this build.").NoEnvar().PreAction(func(*kingpin.ParseContext) error {
+		printVersion(stdout)
+		if exited < 0 {
+			exited = exitOK
+		}
+		return nil
+	}).Bool()
 
 	commands := map[string]command{
 		"exporter":    newExporterCmd(app),
@@ -61,6 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"demo":        newDemoCmd(app, stdout),
 		"allocations": newAllocationsCmd(app, stdout),
 		"pricebook":   newPricebookCmd(app, stdout),
+		"version":     newVersionCmd(app, stdout),
 	}
 	selected, err := app.Parse(args)
 	if exited >= 0 { // --help or --version
@@ -92,4 +104,17 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// untilExit writes to w until *exited is set.
+type untilExit struct {
+	w      io.Writer
+	exited *int
+}
+
+func (u untilExit) Write(p []byte) (int, error) {
+	if *u.exited >= 0 {
+		return len(p), nil
+	}
+	return u.w.Write(p)
 }

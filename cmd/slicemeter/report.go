@@ -27,11 +27,12 @@ type reportCmd struct {
 	samples  *string
 	minutes  *bool
 	format   *string
+	presence time.Duration
 }
 
 func newReportCmd(app *kingpin.Application, stdout io.Writer) *reportCmd {
 	c := app.Command("report", "Print the tenant report of a window, computed from what is in ClickHouse.")
-	return &reportCmd{
+	cmd := &reportCmd{
 		stdout:  stdout,
 		dsn:     dsnFlag(c),
 		book:    addPricebookFlags(c),
@@ -42,6 +43,16 @@ func newReportCmd(app *kingpin.Application, stdout io.Writer) *reportCmd {
 		minutes: c.Flag("from-minutes", "Sum the minutes the attribution service stored (whole-minute windows) instead of computing from the samples.").Bool(),
 		format:  c.Flag("format", "Output format.").Default("csv").Enum("csv", "json"),
 	}
+	presenceFlag(c, &cmd.presence)
+	return cmd
+}
+
+// presenceFlag sets the presence period; the service's and the reports' must be the same for
+// the stored minutes to sum to the reports.
+func presenceFlag(c *kingpin.CmdClause, d *time.Duration) {
+	c.Flag("attribution.presence", "A GPU is capacity from each of its samples for this long (at least 1m), so exporter outages shorter "+
+		"than it do not shrink the fleet's capacity (and the unallocated row), and a GPU gone is capacity for this long after its last sample.").
+		Default("1h").DurationVar(d)
 }
 
 // samplesFlag chooses where sample aggregates are read from.
@@ -67,6 +78,9 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if !to.After(from) {
 		return usage.Errorf("--to (%s) must be after --from (%s)", *c.to, *c.from)
 	}
+	if err := store.CheckPresence(c.presence); err != nil {
+		return usage.Errorf("--attribution.presence: %w", err)
+	}
 	windows, err := report.Windows(from, to, *c.step)
 	if err != nil {
 		return usage.Wrap(fmt.Errorf("--step: %w", err))
@@ -83,7 +97,7 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 	var series report.Series
 	for _, w := range windows {
 		res, err := attribution.Report(ctx, conn, book, attribution.Options{From: w.Start, To: w.End, Samples: sampleSource(*c.samples),
-			FromMinutes: *c.minutes, Neighbours: *c.format == "json"})
+			FromMinutes: *c.minutes, Neighbours: *c.format == "json", Presence: c.presence})
 		attribution.LogNotes(ctx, logger, res.Report)
 		if err != nil {
 			return fmt.Errorf("attributing %s to %s: %w", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), err)

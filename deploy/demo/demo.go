@@ -28,7 +28,6 @@ import (
 	exportersvc "github.com/slicemeter/slicemeter/exporter/service"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
-	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // Config is what the demo's flags set.
@@ -54,20 +53,9 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if cfg.SimStart != "" {
-		start := time.Now().UTC().Truncate(time.Second)
-		if cfg.SimStart != "now" {
-			if start, err = time.Parse(time.RFC3339Nano, cfg.SimStart); err != nil {
-				return usage.Errorf("--sim.start %q: expected an RFC 3339 time such as 2026-01-05T00:00:00Z", cfg.SimStart)
-			}
-		}
-		sc.Start = start.UTC()
-	}
-	// The collector refuses samples stamped further ahead of its clock than validate.MaxAhead:
-	// a fast demo cannot run ahead of the wall clock into the future.
-	if ahead := time.Until(sc.End()); cfg.Fast && ahead > validate.MaxAhead {
-		return usage.Errorf("--fast with --sim.start %q: the scenario would end %s ahead of now, and samples more than %s ahead are refused; "+
-			"start it at least %s ago, or drop --fast to run it in real time", cfg.SimStart, ahead.Round(time.Second), validate.MaxAhead, sc.Duration)
+	sc.Loop = false // the demo reports the scenario's window: it plays a looping scenario once
+	if err := exportersvc.MoveScenario(sc, cfg.SimStart, cfg.Fast, "--fast"); err != nil {
+		return err
 	}
 	out := cfg.Report
 	if cfg.ReportPath != "" {
@@ -91,7 +79,8 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	webErr := webserver.Serve(webCtx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &ready, Logger: logger})
 
 	col, err := collectorsvc.New(ctx, collectorsvc.Config{Brokers: strings.Join(brokers, ","), Partitions: cfg.Partitions, DSN: dsn,
-		Collector: collector.Config{GroupID: "slicemeter-demo-" + sc.Name, FlushRows: 200000, FlushInterval: 100 * time.Millisecond}}, reg, logger)
+		Collector: collector.Config{GroupID: "slicemeter-demo-" + sc.Name, FlushRows: 200000, FlushInterval: 100 * time.Millisecond,
+			Tiers: pricebook.FromScenario(sc).Tiers}}, reg, logger)
 	if err != nil {
 		return err
 	}

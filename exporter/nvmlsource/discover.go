@@ -33,6 +33,7 @@ type vgpuDev struct {
 func (s *Source) describeGPU(g *gpuDev) {
 	if u, r := g.dev.GetUUID(); s.ok(g, "nvmlDeviceGetUUID", r) {
 		g.uuid = u
+		s.m.gpuFound(u)
 	}
 	if name, r := g.dev.GetName(); s.ok(g, "nvmlDeviceGetName", r) {
 		g.model = strings.TrimPrefix(name, "NVIDIA ")

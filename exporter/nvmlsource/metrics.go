@@ -30,8 +30,35 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "slicemeter_exporter_vgpu_scheduler_late_entries_total", Help: "vGPU scheduler log entries read after the tick their run started in was reported: that run time is missing from it, the wait is counted in the next tick.",
 		}),
 	}
+	// Every call's series exists from the start at 0, so that increase() and the NVML error
+	// alert see a call's first failure.
+	for _, call := range Calls() {
+		m.calls.WithLabelValues(call)
+		m.errors.WithLabelValues(call)
+	}
 	if reg != nil {
 		reg.MustRegister(m.calls, m.errors, m.gpuFailures, m.utilSamples, m.lateSched)
 	}
 	return m
+}
+
+// gpuFound starts the GPU's read-failure series at 0.
+func (m *Metrics) gpuFound(uuid string) { m.gpuFailures.WithLabelValues(uuid) }
+
+// Calls are the NVML calls the source makes and counts (the call label's values);
+// TestCallsListsEveryCall keeps the list complete.
+func Calls() []string {
+	return []string{
+		"nvmlDeviceGetActiveVgpus", "nvmlDeviceGetAttributes", "nvmlDeviceGetClockInfo",
+		"nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetCount", "nvmlDeviceGetCurrentClocksEventReasons",
+		"nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetMaxMigDeviceCount",
+		"nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetMigMode",
+		"nvmlDeviceGetName", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetSamples", "nvmlDeviceGetTemperature",
+		"nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetUUID",
+		"nvmlDeviceGetVgpuSchedulerLog_v2", "nvmlDeviceGetVgpuUtilization", "nvmlDeviceRegisterEvents",
+		"nvmlEventSetCreate", "nvmlEventSetWait", "nvmlGpmMetricsGet", "nvmlGpmMigSampleGet",
+		"nvmlGpmQueryDeviceSupport", "nvmlGpmSampleAlloc", "nvmlGpmSampleGet", "nvmlVgpuInstanceGetFbUsage",
+		"nvmlVgpuInstanceGetType", "nvmlVgpuInstanceGetUUID", "nvmlVgpuInstanceGetVmDriverVersion",
+		"nvmlVgpuInstanceGetVmID", "nvmlVgpuTypeGetFramebufferSize", "nvmlVgpuTypeGetName",
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,37 @@ import (
 	"github.com/slicemeter/slicemeter/exporter/spool"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
+
+// Reasons samples are dropped (the reason label of slicemeter_exporter_samples_dropped_total),
+// beside the spool's own (spool.ReasonFull, spool.ReasonCorrupt).
+const (
+	ReasonSpoolError       = "spool_error"       // a write to the spool failed
+	ReasonKafkaUnavailable = "kafka_unavailable" // no spool, and Kafka refused a flush after the retries
+	ReasonTooLarge         = "message_too_large" // one sample alone is larger than Kafka accepts
+)
+
+// DefaultMaxMessageBytes is the message size limit until the topic's max.message.bytes is
+// known: Kafka's default (1 MB) less room for the record batch's own fields.
+const DefaultMaxMessageBytes = 1_000_000
+
+// messageOverhead is what Kafka adds to a message's key and value in its record batch.
+const messageOverhead = 512
+
+// DropReasons are every value of the reason label.
+func DropReasons() []string {
+	return []string{ReasonSpoolError, ReasonKafkaUnavailable, ReasonTooLarge, spool.ReasonFull, spool.ReasonCorrupt, spool.ReasonNoSpace, spool.ReasonMemoryFull}
+}
+
+// Queue is where flushed batches wait for the sender: the disk spool (spool.Spool) or, without
+// a spool directory, a bounded memory queue (spool.Memory).
+type Queue interface {
+	Append(rec []byte, weight uint32) error
+	Peek() (rec []byte, weight uint32, ok bool, err error)
+	Pop() error
+	Len() int
+	Bytes() int64
+	Close() error
+}
 
 // MessageWriter is the part of kafka.Writer the publisher uses.
 type MessageWriter interface {
@@ -43,7 +75,10 @@ type Publisher struct {
 	mu      sync.Mutex
 	pending map[string][]*pb.Sample
 	order   []string // nodes in first-seen order, so batches keep a stable order
-	seq     uint64
+	seq     atomic.Uint64
+	// maxMessage bounds an encoded message (key and value): batches are split to fit the
+	// topic's max.message.bytes.
+	maxMessage atomic.Int64
 
 	published prometheus.Counter
 	batches   prometheus.Counter
@@ -51,9 +86,15 @@ type Publisher struct {
 	dropped   *prometheus.CounterVec
 	bytes     prometheus.Counter
 
-	spool  *spool.Spool
-	wake   chan struct{}
-	tracer trace.Tracer
+	spool    Queue // nil: none, Flush writes to Kafka itself
+	spoolDir string
+	prepare  func(context.Context) error
+	// state is what /readyz says is missing; empty once Kafka took a write.
+	stateMu  sync.Mutex
+	prepared bool
+	missing  string
+	wake     chan struct{}
+	tracer   trace.Tracer
 	// maxBackoff caps the sender's wait between attempts while Kafka is unreachable.
 	maxBackoff time.Duration
 }
@@ -67,6 +108,18 @@ type Options struct {
 	// SpoolMaxBytes is the spool's size limit; when it is full the oldest batches are dropped
 	// and counted.
 	SpoolMaxBytes int64
+	// SpoolCreate opens the spool's segment files (nil: the file system; tests fill the disk).
+	SpoolCreate spool.Create
+	// MemoryQueueBytes, without SpoolDir, is the size limit of a memory queue that takes the
+	// spool's place (its drops are counted as memory_queue_full; what it holds at exit is
+	// lost). 0: no queue.
+	MemoryQueueBytes int64
+	// Prepare, if set, is run by the sender until it succeeds before anything is sent (making
+	// sure the topic exists): the exporter starts, samples and queues without Kafka.
+	Prepare func(context.Context) error
+	// MaxMessageBytes is the largest message the topic accepts (its max.message.bytes): bigger
+	// batches are split. 0: DefaultMaxMessageBytes until SetMaxMessageBytes.
+	MaxMessageBytes int64
 	// Tracer: spans around flushes, Kafka writes and spool drains (nil: none).
 	Tracer trace.TracerProvider
 }
@@ -85,12 +138,25 @@ func New(w MessageWriter, topic string, reg prometheus.Registerer, logger *slog.
 // Close closes the spool.
 func Open(w MessageWriter, topic string, reg prometheus.Registerer, logger *slog.Logger, opts Options) (*Publisher, error) {
 	p := newPublisher(w, topic, logger, opts.Tracer)
-	if opts.SpoolDir != "" {
-		sp, err := spool.Open(opts.SpoolDir, opts.SpoolMaxBytes, p.spoolDrop)
+	switch {
+	case opts.SpoolDir != "":
+		sp, err := spool.OpenWith(opts.SpoolDir, opts.SpoolMaxBytes, p.spoolDrop, opts.SpoolCreate)
 		if err != nil {
 			return nil, err
 		}
-		p.spool = sp
+		p.spool, p.spoolDir = sp, opts.SpoolDir
+	case opts.MemoryQueueBytes > 0:
+		q, err := spool.NewMemory(opts.MemoryQueueBytes, p.spoolDrop)
+		if err != nil {
+			return nil, err
+		}
+		p.spool = q
+	}
+	if opts.MaxMessageBytes > 0 {
+		p.SetMaxMessageBytes(opts.MaxMessageBytes)
+	}
+	if p.prepare = opts.Prepare; p.prepare != nil {
+		p.missing = "kafka: not reached yet"
 	}
 	p.register(reg)
 	return p, nil
@@ -101,7 +167,7 @@ func newPublisher(w MessageWriter, topic string, logger *slog.Logger, tp trace.T
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
-	return &Publisher{
+	p := &Publisher{
 		w: w, topic: topic, logger: logger, retries: 5, backoff: 200 * time.Millisecond,
 		exporterID: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()),
 		pending:    map[string][]*pb.Sample{},
@@ -123,6 +189,12 @@ func newPublisher(w MessageWriter, topic string, logger *slog.Logger, tp trace.T
 		wake: make(chan struct{}, 1), maxBackoff: 5 * time.Second,
 		tracer: tp.Tracer("github.com/slicemeter/slicemeter/exporter/publish"),
 	}
+	p.maxMessage.Store(DefaultMaxMessageBytes)
+	// Every reason from the start at 0: the drop alert's increase() sees the first drop.
+	for _, r := range DropReasons() {
+		p.dropped.WithLabelValues(r)
+	}
+	return p
 }
 
 // register registers the publisher's metrics, and the spool's if it has one (nil reg: none).
@@ -130,17 +202,73 @@ func (p *Publisher) register(reg prometheus.Registerer) {
 	if reg == nil {
 		return
 	}
-	reg.MustRegister(p.published, p.batches, p.errors, p.dropped, p.bytes)
+	reg.MustRegister(p.published, p.batches, p.errors, p.dropped, p.bytes,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "slicemeter_exporter_kafka_up", Help: "1 once Kafka has the samples topic and took the latest write; 0 while batches wait for it.",
+		}, func() float64 {
+			if p.Missing() == "" {
+				return 1
+			}
+			return 0
+		}))
+	name, where := "spool", "on disk"
+	if _, ok := p.spool.(*spool.Memory); ok {
+		name, where = "memory_queue", "in memory (no --spool.dir)"
+	}
 	if sp := p.spool; sp != nil {
 		reg.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "slicemeter_exporter_spool_bytes", Help: "Size of the Kafka spool on disk.",
+				Name: "slicemeter_exporter_" + name + "_bytes", Help: "Size of the Kafka queue " + where + ".",
 			}, func() float64 { return float64(sp.Bytes()) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "slicemeter_exporter_spool_batches", Help: "SampleBatch messages in the Kafka spool, not yet written to Kafka.",
+				Name: "slicemeter_exporter_" + name + "_batches", Help: "SampleBatch messages in the Kafka queue " + where + ", not yet written to Kafka.",
 			}, func() float64 { return float64(sp.Len()) }),
 		)
 	}
+}
+
+// Missing says what the publisher lacks, for /readyz: empty while Kafka takes its writes.
+func (p *Publisher) Missing() string {
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
+	if p.missing == "" {
+		return ""
+	}
+	if p.spool != nil {
+		return fmt.Sprintf("%s (%d batches queued)", p.missing, p.spool.Len())
+	}
+	return p.missing
+}
+
+// setMissing records the outcome of a Kafka write or preparation (nil: Kafka is there).
+func (p *Publisher) setMissing(err error) {
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
+	if err == nil {
+		p.missing = ""
+		return
+	}
+	p.missing = "kafka: " + err.Error()
+}
+
+// ready runs Prepare until it has succeeded once.
+func (p *Publisher) ready(ctx context.Context) error {
+	p.stateMu.Lock()
+	done := p.prepared || p.prepare == nil
+	p.stateMu.Unlock()
+	if done {
+		return nil
+	}
+	if err := p.prepare(ctx); err != nil {
+		p.setMissing(err)
+		return err
+	}
+	p.setMissing(nil)
+	p.stateMu.Lock()
+	p.prepared = true
+	p.stateMu.Unlock()
+	p.logger.Info("Kafka reached; sending the queued batches", "topic", p.topic)
+	return nil
 }
 
 // spoolDrop is the spool's drop callback: it counts the dropped samples.
@@ -184,7 +312,7 @@ func (p *Publisher) Flush(ctx context.Context) error {
 		for i, m := range msgs {
 			n := counts[i]
 			if err := p.spool.Append(encodeRecord(m), uint32(n)); err != nil {
-				p.dropped.WithLabelValues("spool_error").Add(float64(n))
+				p.dropped.WithLabelValues(ReasonSpoolError).Add(float64(n))
 				span.RecordError(err)
 				span.SetStatus(codes.Error, "spooling")
 				return fmt.Errorf("spooling %d samples (dropped): %w", n, err)
@@ -197,7 +325,17 @@ func (p *Publisher) Flush(ctx context.Context) error {
 		return nil
 	}
 	for attempt := 0; attempt <= p.retries; attempt++ {
-		if err = p.write(ctx, msgs, count); err == nil {
+		if err = p.ready(ctx); err == nil {
+			err = p.write(ctx, msgs, count)
+		}
+		if tooLarge(err) { // not an outage: deliver one by one, splitting what does not fit
+			for i, m := range msgs {
+				if err = p.deliver(ctx, m, counts[i]); err != nil {
+					break
+				}
+			}
+		}
+		if err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -209,13 +347,19 @@ func (p *Publisher) Flush(ctx context.Context) error {
 		case <-time.After(p.backoff << attempt):
 		}
 	}
-	p.dropped.WithLabelValues("kafka_unavailable").Add(float64(count))
+	p.dropped.WithLabelValues(ReasonKafkaUnavailable).Add(float64(count))
 	span.SetStatus(codes.Error, "dropped")
 	return fmt.Errorf("writing %d samples to Kafka topic %s (dropped): %w", count, p.topic, err)
 }
 
-// take encodes the buffered samples as one message per node and empties the buffer; counts are
-// the samples of each message.
+// SetMaxMessageBytes sets the largest message the topic accepts (its max.message.bytes, read
+// once Kafka is reached): later batches are split to fit.
+func (p *Publisher) SetMaxMessageBytes(n int64) {
+	p.maxMessage.Store(max(n-messageOverhead, 1024))
+}
+
+// take encodes the buffered samples as messages of one node each, split to fit the message
+// size limit, and empties the buffer; counts are the samples of each message.
 func (p *Publisher) take() (msgs []kafka.Message, counts []int, count int, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -225,17 +369,87 @@ func (p *Publisher) take() (msgs []kafka.Message, counts []int, count int, err e
 		if len(samples) == 0 {
 			continue
 		}
-		p.seq++
-		value, err := proto.Marshal(&pb.SampleBatch{Node: node, Seq: p.seq, ExporterId: p.exporterID, Samples: samples})
-		if err != nil {
-			return nil, nil, 0, fmt.Errorf("encoding the batch of node %s: %w", node, err)
+		if msgs, counts, err = p.encode(msgs, counts, node, samples); err != nil {
+			return nil, nil, 0, err
 		}
-		msgs = append(msgs, kafka.Message{Topic: p.topic, Key: []byte(node), Value: value})
-		counts = append(counts, len(samples))
 		count += len(samples)
 		p.pending[node] = samples[:0:0]
 	}
 	return msgs, counts, count, nil
+}
+
+// encode appends samples of node as one SampleBatch message, or as several (halving) where
+// one would exceed the message size limit. A single sample is never split.
+func (p *Publisher) encode(msgs []kafka.Message, counts []int, node string, samples []*pb.Sample) ([]kafka.Message, []int, error) {
+	b := &pb.SampleBatch{Node: node, ExporterId: p.exporterID, Samples: samples}
+	if len(samples) > 1 && int64(proto.Size(b)+len(node)) > p.maxMessage.Load() {
+		half := len(samples) / 2
+		msgs, counts, err := p.encode(msgs, counts, node, samples[:half])
+		if err != nil {
+			return nil, nil, err
+		}
+		return p.encode(msgs, counts, node, samples[half:])
+	}
+	b.Seq = p.seq.Add(1)
+	value, err := proto.Marshal(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding the batch of node %s: %w", node, err)
+	}
+	return append(msgs, kafka.Message{Topic: p.topic, Key: []byte(node), Value: value}), append(counts, len(samples)), nil
+}
+
+// tooLarge says whether Kafka refused a write as too large (the broker's MESSAGE_TOO_LARGE, or
+// the client's own check): the batch must be split, Kafka is not down.
+func tooLarge(err error) bool {
+	if errors.Is(err, kafka.MessageSizeTooLarge) {
+		return true
+	}
+	var we kafka.WriteErrors
+	if errors.As(err, &we) {
+		for _, e := range we {
+			if e != nil && errors.Is(e, kafka.MessageSizeTooLarge) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// deliver writes m, a batch of count samples; one that Kafka refuses as too large is split in
+// halves and those delivered in turn, and a single sample too large is dropped and counted.
+func (p *Publisher) deliver(ctx context.Context, m kafka.Message, count int) error {
+	err := p.write(ctx, []kafka.Message{m}, count)
+	if err == nil || !tooLarge(err) {
+		return err
+	}
+	var b pb.SampleBatch
+	if uerr := proto.Unmarshal(m.Value, &b); uerr != nil {
+		return fmt.Errorf("splitting a batch Kafka refused as too large: %w", uerr)
+	}
+	if len(b.Samples) <= 1 {
+		p.dropped.WithLabelValues(ReasonTooLarge).Add(float64(len(b.Samples)))
+		p.logger.Error("a single sample is larger than Kafka accepts; dropped", "node", b.Node, "bytes", len(m.Value), "err", err)
+		return nil
+	}
+	// Later batches are made to fit too.
+	if limit := int64(len(m.Value) + len(m.Key)); limit <= p.maxMessage.Load() {
+		p.maxMessage.Store(max(limit/2, 1024))
+	}
+	p.logger.Warn("a batch is larger than Kafka accepts; splitting it", "node", b.Node, "bytes", len(m.Value), "samples", len(b.Samples))
+	half := len(b.Samples) / 2
+	for _, part := range [][]*pb.Sample{b.Samples[:half], b.Samples[half:]} {
+		parts, counts, err := p.encode(nil, nil, b.Node, part)
+		if err != nil {
+			return err
+		}
+		for i, pm := range parts {
+			pm.Topic = m.Topic
+			if err := p.deliver(ctx, pm, counts[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // write is one Kafka write of msgs, traced and counted.
@@ -244,11 +458,15 @@ func (p *Publisher) write(ctx context.Context, msgs []kafka.Message, count int) 
 		trace.WithAttributes(attribute.String("messaging.destination.name", p.topic), attribute.Int("samples", count)))
 	defer span.End()
 	if err := p.w.WriteMessages(ctx, msgs...); err != nil {
+		if ctx.Err() == nil && !tooLarge(err) {
+			p.setMissing(err)
+		}
 		p.errors.Inc()
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "write failed")
 		return err
 	}
+	p.setMissing(nil)
 	p.published.Add(float64(count))
 	p.batches.Add(float64(len(msgs)))
 	for _, m := range msgs {
@@ -265,7 +483,10 @@ func (p *Publisher) Run(ctx context.Context) {
 	}
 	backoff := p.backoff
 	for {
-		n, err := p.drain(ctx)
+		n, err := 0, p.ready(ctx) // at once, not with the first batch: /readyz tells
+		if err == nil {
+			n, err = p.drain(ctx)
+		}
 		if err == nil {
 			backoff = p.backoff
 			select {
@@ -279,7 +500,11 @@ func (p *Publisher) Run(ctx context.Context) {
 			return
 		}
 		if n == 0 {
-			p.logger.Warn("Kafka unreachable; samples stay in the spool", "spooled_batches", p.spool.Len(), "retry_in", backoff, "err", err)
+			msg := "Kafka unreachable; samples stay in the spool"
+			if _, ok := p.spool.(*spool.Memory); ok {
+				msg = "Kafka unreachable; samples stay in the memory queue"
+			}
+			p.logger.Warn(msg, "queued_batches", p.spool.Len(), "retry_in", backoff, "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -300,7 +525,10 @@ func (p *Publisher) Drain(ctx context.Context) error {
 		if _, err := p.drain(ctx); err == nil {
 			return nil
 		} else if ctx.Err() != nil {
-			return fmt.Errorf("draining the Kafka spool (%d batches left on disk for the next start): %w", p.spool.Len(), err)
+			if _, ok := p.spool.(*spool.Memory); ok {
+				return fmt.Errorf("draining the memory queue (%d batches lost: no --spool.dir): %w", p.spool.Len(), err)
+			}
+			return fmt.Errorf("draining the Kafka spool (%d batches left in %s for the next start): %w", p.spool.Len(), p.spoolDir, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -314,6 +542,9 @@ func (p *Publisher) Drain(ctx context.Context) error {
 func (p *Publisher) drain(ctx context.Context) (int, error) {
 	if p.spool.Len() == 0 {
 		return 0, nil
+	}
+	if err := p.ready(ctx); err != nil {
+		return 0, err
 	}
 	ctx, span := p.tracer.Start(ctx, "spool.drain")
 	defer span.End()
@@ -330,14 +561,14 @@ func (p *Publisher) drain(ctx context.Context) (int, error) {
 		}
 		m, err := decodeRecord(rec)
 		if err != nil { // the spool's CRC passed: this cannot be a torn write, only a bug
-			p.dropped.WithLabelValues("spool_corrupt").Add(float64(weight))
+			p.dropped.WithLabelValues(spool.ReasonCorrupt).Add(float64(weight))
 			if err := p.spool.Pop(); err != nil {
 				return sent, err
 			}
 			continue
 		}
 		m.Topic = p.topic
-		if err := p.write(ctx, []kafka.Message{m}, int(weight)); err != nil {
+		if err := p.deliver(ctx, m, int(weight)); err != nil {
 			span.SetStatus(codes.Error, "kafka unreachable")
 			return sent, err
 		}

@@ -116,3 +116,16 @@ func TestRetriesThenDropsAndCounts(t *testing.T) {
 		}
 	}
 }
+
+// Every drop reason's series exists at 0 before any drop.
+func TestDropReasonsExistFromTheStart(t *testing.T) {
+	p := New(&fakeWriter{}, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if got, want := testutil.CollectAndCount(p.dropped), len(DropReasons()); got != want || want != 7 {
+		t.Errorf("%d samples_dropped_total series at start, want %d (7 reasons)", got, want)
+	}
+	for _, r := range DropReasons() {
+		if v := testutil.ToFloat64(p.dropped.WithLabelValues(r)); v != 0 {
+			t.Errorf("samples_dropped_total{reason=%q} = %v at start", r, v)
+		}
+	}
+}

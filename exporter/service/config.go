@@ -23,6 +23,7 @@ type Config struct {
 	Scenario     *scenario.Scenario
 	ScenarioPath string
 	SimNode      string // simulate only this node of the scenario (empty: every node)
+	SimStart     string // move the scenario to start then: "now" or an RFC 3339 time; empty: as written
 	Fast         bool   // run the simulated clock as fast as possible instead of in real time
 
 	Node        string        // node name in the samples of Source "nvml"
@@ -41,8 +42,15 @@ type Config struct {
 	Brokers       []string      // Kafka brokers; none: serve /metrics only
 	Partitions    int           // of the samples topic, when it has to be created
 	FlushInterval time.Duration // sampled time that goes into one SampleBatch per node
-	SpoolDir      string        // disk spool for Kafka outages (empty: none)
+	SpoolDir      string        // disk spool for Kafka outages (empty: the memory queue)
 	SpoolMaxBytes int64
+	QueueMaxBytes int64 // without SpoolDir: size limit of the memory queue (0: none, a failed flush is dropped)
+	// MaxMessageBytes overrides the samples topic's max.message.bytes (0: read from the topic
+	// once Kafka is reached): batches are split to fit it.
+	MaxMessageBytes int64
+	// DrainTimeout bounds the delivery of what is still queued once sampling ends (0: 30 s);
+	// Run fails if something is left.
+	DrainTimeout time.Duration
 
 	// Web is where /metrics, /healthz and /readyz are served; nil: nowhere (the caller serves
 	// the registry).

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -55,14 +56,20 @@ func (s *Service) Run(ctx context.Context) (int64, error) {
 	if ready == nil {
 		ready = new(atomic.Bool)
 	}
-	webCtx, stopWeb := context.WithCancel(ctx)
-	defer stopWeb()
-	webErr := webserver.Serve(webCtx, webserver.Options{Flags: s.cfg.Web, Registry: s.reg, Ready: ready, Logger: s.logger})
-
-	sinks, pub, closeSinks, err := s.openSinks(ctx, tp)
+	sinks, pub, closeSinks, err := s.openSinks(tp)
 	if err != nil {
 		return 0, err
 	}
+	webCtx, stopWeb := context.WithCancel(ctx)
+	defer stopWeb()
+	webErr := webserver.Serve(webCtx, webserver.Options{Flags: s.cfg.Web, Registry: s.reg, Ready: ready, Logger: s.logger,
+		Missing: func() []string {
+			if m := pub.Missing(); m != "" {
+				return []string{m}
+			}
+			return nil
+		}})
+
 	defer closeSinks()
 	bgCtx, stopBg := context.WithCancel(ctx)
 	defer stopBg()
@@ -85,11 +92,19 @@ func (s *Service) Run(ctx context.Context) (int64, error) {
 		s.logger.Info("exporter finished sampling", "samples", n)
 		stopBg()
 		<-senderDone
-		// Deliver what is still spooled before exiting; what is left stays for the next start.
-		drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		// Deliver what is still queued before exiting; what is left stays in the spool for the
+		// next start (or is lost with the memory queue), and the exit says so.
+		drainFor := s.cfg.DrainTimeout
+		if drainFor <= 0 {
+			drainFor = 30 * time.Second
+		}
+		drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainFor)
 		defer cancel()
 		if derr := pub.Drain(drainCtx); derr != nil {
-			s.logger.Warn("the spool was not drained", "err", derr)
+			s.logger.Error("stopping with samples not delivered to Kafka", "err", derr)
+			if err == nil {
+				err = fmt.Errorf("stopping with undelivered samples: %w", derr)
+			}
 		}
 		return err
 	})

@@ -18,13 +18,13 @@ import (
 // openSinks returns the Prometheus collector, the Kafka publisher with brokers, and the summary
 // if one is asked for. The publisher is always there to Run and Drain: without brokers it is one
 // with nothing to send. closeSinks closes the Kafka writer and the spool.
-func (s *Service) openSinks(ctx context.Context, tp trace.TracerProvider) (sinks []exporter.Sink, pub *publish.Publisher, closeSinks func(), err error) {
+func (s *Service) openSinks(tp trace.TracerProvider) (sinks []exporter.Sink, pub *publish.Publisher, closeSinks func(), err error) {
 	col := promcollector.New()
 	s.reg.MustRegister(col)
 	sinks = []exporter.Sink{col}
 	pub, closeSinks = publish.New(nil, pb.TopicSamples, nil, s.logger), func() {} // Run and Drain return at once
 	if brokers := s.cfg.Brokers; len(brokers) > 0 {
-		if pub, closeSinks, err = s.openPublisher(ctx, tp); err != nil {
+		if pub, closeSinks, err = s.openPublisher(tp); err != nil {
 			return nil, nil, nil, err
 		}
 		sinks = append(sinks, pub)
@@ -35,21 +35,42 @@ func (s *Service) openSinks(ctx context.Context, tp trace.TracerProvider) (sinks
 	return sinks, pub, closeSinks, nil
 }
 
-// openPublisher opens the spool, makes sure the samples topic exists and returns the publisher.
-func (s *Service) openPublisher(ctx context.Context, tp trace.TracerProvider) (*publish.Publisher, func(), error) {
+// openPublisher opens the spool (or the memory queue) and returns the publisher. Kafka need not
+// be there: the publisher's sender makes sure the samples topic exists once it is, and batches
+// wait in the queue meanwhile.
+func (s *Service) openPublisher(tp trace.TracerProvider) (*publish.Publisher, func(), error) {
 	w := kafkaconn.NewWriter(s.cfg.Brokers, "", s.logger)
 	// A flush is one message per node, already a batch: send it at once rather than waiting
 	// BatchTimeout for more messages that will not come.
 	w.BatchSize = 1
-	// The spool first: a bad spool setting is the user's to fix, whatever Kafka's state.
-	pub, err := publish.Open(w, pb.TopicSamples, s.reg, s.logger,
-		publish.Options{SpoolDir: s.cfg.SpoolDir, SpoolMaxBytes: s.cfg.SpoolMaxBytes, Tracer: tp})
+	// The broker's limit decides (batches are split to fit it), not the client's 1 MB default.
+	w.BatchBytes = 64 << 20
+	var pub *publish.Publisher
+	opts := publish.Options{SpoolDir: s.cfg.SpoolDir, SpoolMaxBytes: s.cfg.SpoolMaxBytes, Tracer: tp,
+		MemoryQueueBytes: s.cfg.QueueMaxBytes, MaxMessageBytes: s.cfg.MaxMessageBytes,
+		Prepare: func(ctx context.Context) error {
+			if err := kafkaconn.EnsureTopics(ctx, s.cfg.Brokers, s.cfg.Partitions, pb.TopicSamples); err != nil {
+				return err
+			}
+			if s.cfg.MaxMessageBytes > 0 {
+				return nil
+			}
+			n, err := kafkaconn.TopicMaxMessageBytes(ctx, s.cfg.Brokers, pb.TopicSamples)
+			if err != nil {
+				// Not fatal: a batch Kafka refuses as too large is split on the way out.
+				s.logger.Warn("the samples topic's max.message.bytes is unknown; batches are split when Kafka refuses them", "err", err)
+				return nil
+			}
+			pub.SetMaxMessageBytes(n)
+			s.logger.Info("samples topic", "topic", pb.TopicSamples, "max_message_bytes", n)
+			return nil
+		}}
+	pub, err := publish.Open(w, pb.TopicSamples, s.reg, s.logger, opts)
 	if err != nil {
+		if s.cfg.SpoolDir == "" {
+			return nil, nil, usage.Errorf("--queue.max-bytes: %v", err)
+		}
 		return nil, nil, usage.Errorf("--spool.dir: %v", err)
-	}
-	if err := kafkaconn.EnsureTopics(ctx, s.cfg.Brokers, s.cfg.Partitions, pb.TopicSamples); err != nil {
-		_ = pub.Close()
-		return nil, nil, err
 	}
 	return pub, func() {
 		if err := w.Close(); err != nil && !errors.Is(err, context.Canceled) {

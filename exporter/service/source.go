@@ -14,6 +14,7 @@ import (
 	"github.com/slicemeter/slicemeter/exporter/sim"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
+	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // source is an opened source with the loop settings it implies.
@@ -99,6 +100,13 @@ func openSim(cfg *Config, m *nvmlsource.Metrics, logger *slog.Logger) (*source, 
 			return nil, err
 		}
 	}
+	if cfg.SimStart != "" || cfg.Fast {
+		moved := *sc // the caller's scenario stays as it was
+		if err := MoveScenario(&moved, cfg.SimStart, cfg.Fast, "--sim.fast"); err != nil {
+			return nil, err
+		}
+		sc = &moved
+	}
 	opts := sim.Options{Metrics: m, Logger: logger}
 	closeRec := noClose
 	if cfg.Record != "" {
@@ -117,9 +125,14 @@ func openSim(cfg *Config, m *nvmlsource.Metrics, logger *slog.Logger) (*source, 
 		_ = closeRec()
 		return nil, usage.Wrap(err)
 	}
-	return &source{Source: src, start: sc.Start, end: sc.End(), interval: sc.Interval, clock: clockFor(sc.Start, cfg.Fast),
+	end := sc.End()
+	if sc.Loop {
+		end = time.Time{} // until stopped
+	}
+	return &source{Source: src, start: sc.Start, end: end, interval: sc.Interval, clock: clockFor(sc.Start, cfg.Fast),
 		close: closeRec, instances: src.Instances(),
-		describe: []any{"source", "sim", "scenario", sc.Name, "nodes", src.Nodes(), "instances", src.Instances(), "fast", cfg.Fast}}, nil
+		describe: []any{"source", "sim", "scenario", sc.Name, "nodes", src.Nodes(), "instances", src.Instances(), "fast", cfg.Fast,
+			"start", sc.Start, "loop", sc.Loop}}, nil
 }
 
 func openReplay(cfg *Config, m *nvmlsource.Metrics, logger *slog.Logger) (*source, error) {
@@ -163,4 +176,33 @@ func LoadScenario(path string) (*scenario.Scenario, error) {
 		return nil, usage.Wrap(err)
 	}
 	return sc, nil
+}
+
+// MoveScenario moves sc to start at simStart ("now", an RFC 3339 time; empty: as written), and
+// refuses, as a usage error, a fast run (fastFlag names its flag) that would stamp samples
+// further ahead of the wall clock than the collector accepts: one ending more than
+// validate.MaxAhead from now, or one that loops.
+func MoveScenario(sc *scenario.Scenario, simStart string, fast bool, fastFlag string) error {
+	if simStart != "" {
+		start := time.Now().UTC().Truncate(time.Second)
+		if simStart != "now" {
+			var err error
+			if start, err = time.Parse(time.RFC3339Nano, simStart); err != nil {
+				return usage.Errorf("--sim.start %q: expected now or an RFC 3339 time such as 2026-01-05T00:00:00Z", simStart)
+			}
+		}
+		sc.Start = start.UTC()
+	}
+	if !fast {
+		return nil
+	}
+	if sc.Loop {
+		return usage.Errorf("%s with scenario %s: it loops (loop: true), so a fast clock would run ahead of the wall clock without end; "+
+			"drop %s to run it in real time", fastFlag, sc.Path, fastFlag)
+	}
+	if ahead := time.Until(sc.End()); ahead > validate.MaxAhead {
+		return usage.Errorf("%s with --sim.start %q: the scenario would end %s ahead of now, and samples more than %s ahead are refused; "+
+			"start it at least %s ago, or drop %s to run it in real time", fastFlag, simStart, ahead.Round(time.Second), validate.MaxAhead, sc.Duration, fastFlag)
+	}
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 type node struct {
 	name    string
 	outages []scenario.Outage
+	period  time.Duration // a looping scenario's duration: the model repeats every period; 0: no loop
 	gpus    []*gpu
 	world   *world
 	src     *nvmlsource.Source // nil while the node's exporter is down (it restarts afterwards)
@@ -49,11 +50,15 @@ type instance struct {
 	sms         uint32
 	memTotal    uint64
 	allocations []scenario.Allocation // on this instance, in no particular order
+	period      time.Duration         // as node.period
 }
 
 // newNode builds the model of one node of the scenario: its GPUs and their instances.
 func newNode(sc *scenario.Scenario, n scenario.Node) (*node, error) {
 	nd := &node{name: n.Name, outages: n.Outages}
+	if sc.Loop {
+		nd.period = sc.Duration
+	}
 	for gi, g := range n.GPUs {
 		model, ok := hardware.Lookup(g.Model)
 		if !ok {
@@ -88,6 +93,9 @@ func newNode(sc *scenario.Scenario, n scenario.Node) (*node, error) {
 				id: fmt.Sprintf("gpu%d", gi), kind: pb.Kind_KIND_GPU, sms: model.SMs, memTotal: model.MemoryBytes,
 			}}
 		}
+		for _, inst := range gp.instances {
+			inst.period = nd.period
+		}
 		nd.gpus = append(nd.gpus, gp)
 	}
 	return nd, nil
@@ -113,7 +121,17 @@ func uuid(scenarioName, nodeName string, index int) string {
 	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
+// inPeriod is offset d into the scenario's window: a looping scenario's model repeats every
+// period, while the simulated clock (timestamps, counters, the vGPU scheduler) runs on.
+func inPeriod(d, period time.Duration) time.Duration {
+	if period <= 0 {
+		return d
+	}
+	return d % period
+}
+
 func (n *node) down(d time.Duration) bool {
+	d = inPeriod(d, n.period)
 	for _, o := range n.outages {
 		if d >= o.From && d < o.To {
 			return true
@@ -124,6 +142,7 @@ func (n *node) down(d time.Duration) bool {
 
 // attachedAt returns the allocation attached to the instance at offset d.
 func (inst *instance) attachedAt(d time.Duration) (scenario.Allocation, bool) {
+	d = inPeriod(d, inst.period)
 	for _, a := range inst.allocations {
 		if d >= a.Ready && d < a.End {
 			return a, true
@@ -136,7 +155,7 @@ func (inst *instance) attachedAt(d time.Duration) (scenario.Allocation, bool) {
 func (g *gpu) busy(d time.Duration) []bool {
 	b := make([]bool, len(g.instances))
 	for i, inst := range g.instances {
-		if a, ok := inst.attachedAt(d); ok && a.Workload.SMAt(d) >= 0.5 {
+		if a, ok := inst.attachedAt(d); ok && a.Workload.SMAt(inPeriod(d, inst.period)) >= 0.5 {
 			b[i] = true
 		}
 	}
@@ -154,7 +173,7 @@ func (inst *instance) memUsed(d time.Duration) uint64 {
 // sm is an instance's SM activity at offset d (MIG, whole GPU: the workload; vGPU: its run share).
 func (inst *instance) sm(d time.Duration) float64 {
 	if a, ok := inst.attachedAt(d); ok {
-		return a.Workload.SMAt(d)
+		return a.Workload.SMAt(inPeriod(d, inst.period))
 	}
 	return 0
 }

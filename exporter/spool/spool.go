@@ -30,6 +30,31 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // ErrTooLarge is returned for a record bigger than a segment.
 var ErrTooLarge = errors.New("record larger than a spool segment")
 
+// Reasons a record is dropped, passed to Drop.
+const (
+	ReasonFull    = "spool_full"     // the oldest segment, to stay within the size limit
+	ReasonCorrupt = "spool_corrupt"  // a record whose CRC does not match (a torn write)
+	ReasonNoSpace = "spool_no_space" // the oldest data, to make room after a failed write (disk full)
+)
+
+// SegmentWriter is what the spool appends to a segment through: an *os.File opened to append
+// (tests inject a full disk).
+type SegmentWriter interface {
+	Write(p []byte) (int, error)
+	Close() error
+}
+
+// Create opens a segment file for appending, creating or emptying it.
+type Create func(path string) (SegmentWriter, error)
+
+func createFile(path string) (SegmentWriter, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+}
+
+func appendFile(path string) (SegmentWriter, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
+}
+
 // Drop is called for every record dropped to stay within the size limit (weight: what the
 // record stood for, e.g. samples), and for every corrupt record skipped.
 type Drop func(weight uint32, reason string)
@@ -40,6 +65,10 @@ type Spool struct {
 	maxBytes int64
 	segMax   int64
 	onDrop   Drop
+	create   Create
+	injected bool // create is not the file system's: segments are never reopened
+	// diskFull: a write failed, and maxBytes has been lowered to what the disk held then.
+	diskFull bool
 
 	mu       sync.Mutex
 	segs     []*segment // oldest first; the last is written to
@@ -47,7 +76,7 @@ type Spool struct {
 	readOff  int64
 	bytes    int64 // on disk, unread and read-but-not-removed
 	records  int   // unread
-	w        *os.File
+	w        SegmentWriter
 	reader   *os.File // the persisted read position
 	peekNext int64    // offset after the record returned by Peek
 }
@@ -60,6 +89,15 @@ type segment struct {
 
 // Open opens (or creates) the spool in dir, limited to maxBytes on disk.
 func Open(dir string, maxBytes int64, onDrop Drop) (*Spool, error) {
+	return OpenWith(dir, maxBytes, onDrop, nil)
+}
+
+// OpenWith is Open writing segments through create (nil: the file system).
+func OpenWith(dir string, maxBytes int64, onDrop Drop, create Create) (*Spool, error) {
+	injected := create != nil
+	if !injected {
+		create = createFile
+	}
 	if maxBytes < segmentsPerLimit*1024 {
 		return nil, fmt.Errorf("spool %s: size limit %d bytes is below the minimum %d", dir, maxBytes, segmentsPerLimit*1024)
 	}
@@ -69,7 +107,7 @@ func Open(dir string, maxBytes int64, onDrop Drop) (*Spool, error) {
 	if onDrop == nil {
 		onDrop = func(uint32, string) {}
 	}
-	s := &Spool{dir: dir, maxBytes: maxBytes, segMax: maxBytes / segmentsPerLimit, onDrop: onDrop}
+	s := &Spool{dir: dir, maxBytes: maxBytes, segMax: maxBytes / segmentsPerLimit, onDrop: onDrop, create: create, injected: injected}
 	if err := s.load(); err != nil {
 		return nil, fmt.Errorf("opening the spool %s: %w", dir, err)
 	}
@@ -129,8 +167,12 @@ func (s *Spool) load() error {
 		s.readSeg, s.readOff = s.segs[0].id, 0
 	}
 	last := s.segs[len(s.segs)-1]
-	s.w, err = os.OpenFile(s.segPath(last.id), os.O_WRONLY|os.O_APPEND, 0o644)
-	return err
+	if !s.injected {
+		s.w, err = appendFile(s.segPath(last.id))
+		return err
+	}
+	// An injected writer starts a new segment rather than reopening one.
+	return s.newSegment(last.id + 1)
 }
 
 // scan counts a segment's records from offset from and truncates a torn tail (a crash while
@@ -171,8 +213,9 @@ func (s *Spool) newSegment(id uint64) error {
 			return err
 		}
 	}
-	f, err := os.OpenFile(s.segPath(id), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := s.create(s.segPath(id))
 	if err != nil {
+		s.w = nil
 		return err
 	}
 	s.w = f
@@ -194,10 +237,13 @@ func (s *Spool) Append(rec []byte, weight uint32) error {
 		if err := s.newSegment(last.id + 1); err != nil {
 			return fmt.Errorf("spool %s: starting a segment: %w", s.dir, err)
 		}
-		last = s.segs[len(s.segs)-1]
 	}
 	for s.bytes+size > s.maxBytes && len(s.segs) > 1 {
-		if err := s.dropOldest(); err != nil {
+		reason := ReasonFull
+		if s.diskFull {
+			reason = ReasonNoSpace
+		}
+		if err := s.dropOldest(reason); err != nil {
 			return err
 		}
 	}
@@ -206,9 +252,19 @@ func (s *Spool) Append(rec []byte, weight uint32) error {
 	binary.LittleEndian.PutUint32(buf[4:], crc32.Checksum(rec, crcTable))
 	binary.LittleEndian.PutUint32(buf[8:], weight)
 	copy(buf[headerSize:], rec)
-	if _, err := s.w.Write(buf); err != nil {
-		return fmt.Errorf("spool %s: appending: %w", s.dir, err)
+	if err := s.write(buf); err != nil {
+		// Disk full or failing: cut the torn tail, drop the oldest data to make room (rotating the
+		// segment being written if it is the only one) and try once more. Whatever the outcome,
+		// the spool stays consistent and the next Append tries again: no restart needed.
+		if rerr := s.recover(size); rerr != nil {
+			return fmt.Errorf("spool %s: appending: %w (recovering: %v)", s.dir, err, rerr)
+		}
+		if err := s.write(buf); err != nil {
+			_ = s.cutTorn()
+			return fmt.Errorf("spool %s: appending: %w", s.dir, err)
+		}
 	}
+	last = s.segs[len(s.segs)-1]
 	last.size += size
 	last.records++
 	s.bytes += size
@@ -216,8 +272,75 @@ func (s *Spool) Append(rec []byte, weight uint32) error {
 	return nil
 }
 
+// write appends buf to the segment being written.
+func (s *Spool) write(buf []byte) error {
+	if s.w == nil { // a segment could not be started: try again
+		if err := s.newSegment(s.segs[len(s.segs)-1].id + 1); err != nil {
+			return err
+		}
+	}
+	_, err := s.w.Write(buf)
+	return err
+}
+
+// cutTorn truncates what a failed write left after the last whole record of the segment
+// being written (its writer appends, so the next write follows the last whole record).
+func (s *Spool) cutTorn() error {
+	last := s.segs[len(s.segs)-1]
+	if err := os.Truncate(s.segPath(last.id), last.size); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// recover follows a failed write of a record of size bytes: the torn tail is cut, the size
+// limit lowered to what the disk held (so that later drops take an eighth of it, not all),
+// and the oldest segment dropped (its unread records reported as ReasonNoSpace); a spool of
+// one segment first starts a new one, so that the one holding the data can go.
+func (s *Spool) recover(size int64) error {
+	if err := s.cutTorn(); err != nil {
+		return err
+	}
+	if s.records == 0 {
+		return s.reclaim()
+	}
+	if s.bytes < s.maxBytes {
+		s.maxBytes, s.diskFull = s.bytes, true
+		s.segMax = max(s.maxBytes/segmentsPerLimit, 2*size)
+	}
+	if len(s.segs) == 1 {
+		if err := s.newSegment(s.segs[0].id + 1); err != nil {
+			return err
+		}
+	}
+	return s.dropOldest(ReasonNoSpace)
+}
+
+// reclaim empties the segment being written once everything in it has been read, so that a
+// drained spool gives its disk space back instead of growing to a segment's size.
+func (s *Spool) reclaim() error {
+	if len(s.segs) != 1 || s.records != 0 {
+		return nil
+	}
+	seg := s.segs[0]
+	if seg.size == 0 {
+		return nil
+	}
+	// The read position first: a crash in between sends the read records again (at least once).
+	s.readOff, s.peekNext = 0, 0
+	if err := s.saveReader(); err != nil {
+		return err
+	}
+	if err := os.Truncate(s.segPath(seg.id), 0); err != nil {
+		return fmt.Errorf("spool %s: reclaiming a read segment: %w", s.dir, err)
+	}
+	s.bytes -= seg.size
+	seg.size = 0
+	return nil
+}
+
 // dropOldest removes the oldest segment, reporting each unread record in it.
-func (s *Spool) dropOldest() error {
+func (s *Spool) dropOldest(reason string) error {
 	seg := s.segs[0]
 	from := int64(0)
 	if seg.id == s.readSeg {
@@ -230,7 +353,7 @@ func (s *Spool) dropOldest() error {
 			if _, err := f.ReadAt(h[:], off); err != nil {
 				break
 			}
-			s.onDrop(binary.LittleEndian.Uint32(h[8:]), "spool_full")
+			s.onDrop(binary.LittleEndian.Uint32(h[8:]), reason)
 			off += headerSize + int64(binary.LittleEndian.Uint32(h[:4]))
 		}
 		f.Close()
@@ -277,7 +400,7 @@ func (s *Spool) Peek() (rec []byte, weight uint32, ok bool, err error) {
 		w := binary.LittleEndian.Uint32(h[8:])
 		if err != nil || crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(h[4:]) {
 			// Corrupt: nothing after it in this segment can be trusted.
-			s.onDrop(w, "spool_corrupt")
+			s.onDrop(w, ReasonCorrupt)
 			s.records -= seg.records
 			seg.records = 0
 			s.readOff = seg.size
@@ -301,6 +424,9 @@ func (s *Spool) Pop() error {
 	s.records--
 	if s.readOff >= s.segs[0].size && len(s.segs) > 1 {
 		return s.advanceSegment()
+	}
+	if s.records == 0 {
+		return s.reclaim()
 	}
 	return s.saveReader()
 }
@@ -347,5 +473,9 @@ func (s *Spool) Bytes() int64 {
 func (s *Spool) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return errors.Join(s.w.Close(), s.reader.Close())
+	var werr error
+	if s.w != nil {
+		werr = s.w.Close()
+	}
+	return errors.Join(werr, s.reader.Close())
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -87,6 +88,35 @@ func EnsureTopics(ctx context.Context, brokers []string, partitions int, topics 
 		}
 	}
 	return waitForLeaders(ctx, client, where, topics)
+}
+
+// TopicMaxMessageBytes reads the topic's max.message.bytes (the broker's message.max.bytes
+// unless the topic overrides it): the largest record batch the topic accepts.
+func TopicMaxMessageBytes(ctx context.Context, brokers []string, topic string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: DefaultTimeout}
+	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{"max.message.bytes"},
+	}}})
+	if err != nil {
+		return 0, fmt.Errorf("reading max.message.bytes of topic %s: %w", topic, err)
+	}
+	for _, r := range res.Resources {
+		if r.Error != nil {
+			return 0, fmt.Errorf("reading max.message.bytes of topic %s: %w", topic, r.Error)
+		}
+		for _, e := range r.ConfigEntries {
+			if e.ConfigName == "max.message.bytes" {
+				n, err := strconv.ParseInt(e.ConfigValue, 10, 64)
+				if err != nil || n <= 0 {
+					return 0, fmt.Errorf("topic %s: max.message.bytes %q is not a size", topic, e.ConfigValue)
+				}
+				return n, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("topic %s: the broker did not say its max.message.bytes", topic)
 }
 
 // waitForLeaders polls metadata until every partition of every topic has a leader, because a

@@ -133,3 +133,51 @@ func roundTrip(t *testing.T, brokers []string) {
 		t.Errorf("after restart got offset %d value %q, want the first uncommitted (3)", m.Offset, m.Value)
 	}
 }
+
+// A topic's max.message.bytes as the broker says it: one set on the topic (kfake), and the
+// real broker's default.
+func TestTopicMaxMessageBytes(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name    string
+		brokers []string
+		set     string
+		want    int64
+	}{
+		{"kfake", cluster.ListenAddrs(), "50000", 50000},
+		{"kafka", kafkaconn.ParseBrokers(localtest.Kafka(t).Brokers()), "", 1048588},
+	} {
+		if err := kafkaconn.EnsureTopics(ctx, tc.brokers, 1, "maxbytes"); err != nil {
+			t.Fatal(err)
+		}
+		if tc.set != "" {
+			setTopicConfig(t, ctx, tc.brokers, "maxbytes", "max.message.bytes", tc.set)
+		}
+		got, err := kafkaconn.TopicMaxMessageBytes(ctx, tc.brokers, "maxbytes")
+		if err != nil || got != tc.want {
+			t.Errorf("%s: max.message.bytes %d (%v), want %d", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+func setTopicConfig(t *testing.T, ctx context.Context, brokers []string, topic, name, value string) {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...)}
+	res, err := client.AlterConfigs(ctx, &kafka.AlterConfigsRequest{Resources: []kafka.AlterConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, Configs: []kafka.AlterConfigRequestConfig{{Name: name, Value: value}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range res.Errors {
+		if e != nil {
+			t.Fatal(e)
+		}
+	}
+}

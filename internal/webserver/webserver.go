@@ -8,18 +8,22 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/exporter-toolkit/web"
 )
 
-// NewRegistry returns a registry with the process and Go runtime collectors.
+// NewRegistry returns a registry with the process and Go runtime collectors and
+// slicemeter_build_info (the version, revision and branch prometheus/common/version holds).
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		versioncollector.NewCollector("slicemeter"))
 	return reg
 }
 
@@ -28,8 +32,11 @@ type Options struct {
 	Flags    *web.FlagConfig      // listen addresses and web config file; no address serves nothing
 	Registry *prometheus.Registry // served on /metrics (MetricsHandler)
 	Ready    *atomic.Bool         // /readyz answers 503 while false; nil: always ready
-	Routes   []func(*http.ServeMux)
-	Logger   *slog.Logger
+	// Missing, if set, says what the process still lacks (e.g. "kafka: dial tcp …: connection
+	// refused"): /readyz answers 503 with one line each while there is any.
+	Missing func() []string
+	Routes  []func(*http.ServeMux)
+	Logger  *slog.Logger
 }
 
 // Serve serves until ctx ends. The channel yields the error that stopped the server, if any,
@@ -50,13 +57,7 @@ func Serve(ctx context.Context, o Options) <-chan error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if o.Ready != nil && !o.Ready.Load() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
+	mux.HandleFunc("/readyz", o.readyz)
 	for _, add := range o.Routes {
 		add(mux)
 	}
@@ -79,6 +80,22 @@ func Serve(ctx context.Context, o Options) <-chan error {
 		_ = srv.Shutdown(shutdownCtx)
 	}()
 	return errc
+}
+
+// readyz answers 200 "ready", or 503 with what is missing, one line each.
+func (o Options) readyz(w http.ResponseWriter, _ *http.Request) {
+	var missing []string
+	if o.Ready != nil && !o.Ready.Load() {
+		missing = append(missing, "not started yet")
+	}
+	if o.Missing != nil {
+		missing = append(missing, o.Missing()...)
+	}
+	if len(missing) > 0 {
+		http.Error(w, "not ready:\n"+strings.Join(missing, "\n"), http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
 }
 
 // RunServing runs fn to its end; a failure to serve ends it at once with that error.

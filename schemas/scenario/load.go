@@ -40,6 +40,7 @@ type rawScenario struct {
 	Start    string            `yaml:"start"`
 	Duration string            `yaml:"duration"`
 	Interval string            `yaml:"interval"`
+	Loop     string            `yaml:"loop"`
 	Currency string            `yaml:"currency"`
 	Prices   map[string]string `yaml:"prices"`
 	Tiers    map[string]string `yaml:"tiers"`
@@ -196,6 +197,16 @@ func (v *validator) scenario(raw *rawScenario) *Scenario {
 		v.fail("interval", "%s: expected at most %s (what a sample may stand for)", s.Interval, validate.MaxInterval)
 	} else if s.Interval > 0 && s.Duration > 0 && s.Interval > s.Duration {
 		v.fail("interval", "%s is longer than duration %s", s.Interval, s.Duration)
+	}
+	switch raw.Loop {
+	case "", "false":
+	case "true":
+		s.Loop = true
+		if s.Interval > 0 && s.Duration%s.Interval != 0 {
+			v.fail("loop", "duration %s is not a multiple of interval %s: each repetition must sample the same offsets", s.Duration, s.Interval)
+		}
+	default:
+		v.fail("loop", "%q: expected true or false", raw.Loop)
 	}
 	if !regexp.MustCompile(`^[A-Z]{3}$`).MatchString(s.Currency) {
 		v.fail("currency", "%q: expected an ISO 4217 code such as USD", s.Currency)

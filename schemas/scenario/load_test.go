@@ -130,6 +130,8 @@ func TestParseErrors(t *testing.T) {
 		{"interval over 60 s", "interval: 100ms", "interval: 61s", "interval: 1m1s: expected at most 1m0s"},
 		{"reserved tenant", "  - name: a\n", "  - name: __unallocated__\n", `tenants[0].name: "__unallocated__": expected`},
 		{"formula tenant", "  - name: a\n", "  - name: \"=HYPERLINK(1)\"\n", `tenants[0].name: "=HYPERLINK(1)": expected`},
+		{"loop not a bool", "interval: 100ms", "interval: 100ms\nloop: forever", `loop: "forever": expected true or false`},
+		{"loop off the grid", "interval: 100ms", "interval: 7s\nloop: true", "loop: duration 1h0m0s is not a multiple of interval 7s"},
 		{"jitter zero", "tiers: {pro: 1.0}", "tiers: {pro: 1.0}\nsla: {jitter_p99: {pro: 0s}}", `sla.jitter_p99.pro: "0s": expected a duration > 0`},
 	}
 	for _, tt := range tests {
@@ -149,6 +151,21 @@ func TestParseErrors(t *testing.T) {
 	}
 	if _, err := Parse("ok.yaml", []byte(valid)); err != nil {
 		t.Fatalf("valid scenario: %v", err)
+	}
+}
+
+func TestParseLoop(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want bool
+	}{{"", false}, {"loop: false\n", false}, {"loop: true\n", true}} {
+		s, err := Parse("loop.yaml", []byte(strings.Replace(valid, "currency: USD\n", "currency: USD\n"+tc.yaml, 1)))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if s.Loop != tc.want {
+			t.Errorf("%q: Loop %v, want %v", tc.yaml, s.Loop, tc.want)
+		}
 	}
 }
 

@@ -14,6 +14,10 @@ type Scenario struct {
 	Start    time.Time
 	Duration time.Duration
 	Interval time.Duration
+	// Loop (YAML `loop: true`) repeats the window forever: the simulator runs until stopped, its
+	// allocations, workloads and outages starting again every Duration. End stays the end of
+	// the first repetition (the ground truth's window).
+	Loop     bool
 	Currency string
 	Prices   map[string]float64 // GPU model -> price of one whole GPU for one hour
 	Tiers    map[string]float64 // tier -> multiplier

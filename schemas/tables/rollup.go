@@ -76,12 +76,15 @@ const Regular = "min(iv) = max(iv) AND min(t % iv) = max(t % iv)"
 // part of a recomputed second: up to MaxInterval before it), seconds one on the recomputed
 // seconds (sec, a DateTime). samples and the per-sample sums count the samples taken in the
 // row (ts in it); covered_ns, active_ns, sm_active_ns and switch_ns sweep the pieces (Sweep).
+// first_ns and last_ns are the first and last ts_ns of the samples taken in it, or, in a row
+// only covered by samples taken before it, of those: real samples either way, for the
+// capacity's presence, which reads every row.
 func RollupSeconds(samples, seconds string) string {
 	return Insert(Samples1s, RollupColumns) + `
 SELECT sec, node, instance_id, r_gpu_uuid, r_gpu_index, r_model, r_kind, r_profile, r_compute_slices, r_sm_count,
     r_gpu_sm_count, r_mem_total_bytes, r_gpu_mem_total_bytes, r_interval_ns, samples, toUInt64(u_union),
     sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum, first_attached_ns, mem_used_bytes_sum, power_watts_sum,
-    wait_ns, wait_count, active_samples, toUInt64(a_union), a_integral, u_integral
+    wait_ns, wait_count, active_samples, toUInt64(a_union), first_ns, last_ns, a_integral, u_integral
 FROM (
     SELECT *,
         ` + Coverage("u", "los", "his", "os", "u_len", "u_weighted", "regular") + `,
@@ -101,7 +104,9 @@ FROM (
             countIf(measured AND taken_here) AS active_samples,
             sum(hi - lo) AS u_len, sum(o_tick * (hi - lo)) AS u_weighted,
             sumIf(hi - lo, measured) AS a_len, sumIf(sm_active * (hi - lo), measured) AS a_weighted,
-            ` + Regular + ` AS regular
+            ` + Regular + ` AS regular,
+            if(samples > 0, minIf(ts_ns, taken_here), min(ts_ns)) AS first_ns,
+            if(samples > 0, maxIf(ts_ns, taken_here), max(ts_ns)) AS last_ns
         FROM (
             SELECT node, instance_id, gpu_uuid, gpu_index, model, kind, profile, compute_slices, sm_count, gpu_sm_count,
                 mem_total_bytes, gpu_mem_total_bytes, interval_ns, ts_ns, sm_active, attached, vgpu_switch_ns, vgpu_run_ns,
@@ -136,7 +141,9 @@ SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gp
     sum(vgpu_run_ns_sum), minIf(first_attached_ns, first_attached_ns > 0), sum(mem_used_bytes_sum),
     sum(power_watts_sum),
     tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2),
-    sum(active_samples), sum(active_ns), sum(sm_active_ns), sum(switch_ns)
+    sum(active_samples), sum(active_ns),
+    if(sum(samples) > 0, minIf(first_ns, samples > 0), min(first_ns)),
+    if(sum(samples) > 0, maxIf(last_ns, samples > 0), max(last_ns)), sum(sm_active_ns), sum(switch_ns)
 FROM (
     SELECT ` + List(RollupColumns) + `
     FROM ` + Final(Samples1s) + `
