@@ -3,9 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/shopspring/decimal"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/report"
@@ -58,31 +60,33 @@ func FromMinutes(ctx context.Context, conn Querier, from, to time.Time) (report.
 		unallocated float64
 		minutes     uint64
 	)
+	// Money columns are Decimal(38, 12): their sums are exact, and only the sum becomes a float.
 	err := queryEach(ctx, conn, minutesQuery, []any{f, t, f, t}, func(scan func(...any) error) error {
 		var (
 			l                                       billing.Line
 			sliced                                  uint8
 			requested, started                      int64
 			billed, metered, active, coldStart, sla int64
-			listCost                                float64
+			listCost, cost, waste, overheadCost     decimal.Decimal
 			rowCurrency                             string
 			waits, counts                           []uint64
 			n                                       uint64
 			overheadNS                              float64
 		)
 		err := scan(&l.Tenant, &l.AllocationID, &l.Tier, &requested, &started, &sliced,
-			&billed, &metered, &active, &listCost, &l.Cost, &l.WasteCost, &l.OverheadCost, &l.Efficiency, &coldStart, &sla, &rowCurrency, &waits, &counts, &n,
+			&billed, &metered, &active, &listCost, &cost, &waste, &overheadCost, &l.Efficiency, &coldStart, &sla, &rowCurrency, &waits, &counts, &n,
 			&overheadNS)
 		if err != nil {
 			return err
 		}
 		currency = rowCurrency
 		if l.Tenant == report.Unallocated {
-			unallocated, minutes = listCost, n
+			unallocated, minutes = listCost.InexactFloat64(), n
 			return nil
 		}
+		l.Cost, l.WasteCost, l.OverheadCost = cost.InexactFloat64(), waste.InexactFloat64(), overheadCost.InexactFloat64()
 		l.Requested, l.Started = billing.UTC(requested), billing.UTC(started)
-		l.Billed, l.Metered, l.Active, l.ListCost = time.Duration(billed), time.Duration(metered), time.Duration(active), listCost
+		l.Billed, l.Metered, l.Active, l.ListCost = time.Duration(billed), time.Duration(metered), time.Duration(active), listCost.InexactFloat64()
 		l.TimeSliced, l.ColdStartSLA = sliced == 1, time.Duration(sla)
 		// The window's charges from its sums, as Compute does, not the sum of the minutes'.
 		l.Overhead = overheadOf(overheadNS, l.Metered, l.OverheadCost, l.Cost)
@@ -153,6 +157,42 @@ func minuteRow(values map[string]any) ([]any, error) {
 	return row, nil
 }
 
+// MoneyScale is the number of decimal places of the money columns (Decimal(38, 12)).
+const MoneyScale = 12
+
+// Money is an amount as the money columns store it: rounded to MoneyScale places. It fails
+// on NaN and ±Inf, which no Decimal can hold (and no bill should).
+func Money(f float64) (decimal.Decimal, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return decimal.Decimal{}, fmt.Errorf("amount %v is not a finite number", f)
+	}
+	return decimal.NewFromFloat(f).Round(MoneyScale), nil
+}
+
+// moneyValues are the money columns of a line as Decimals, by column name.
+func moneyValues(listCost, cost, waste, overhead float64) (map[string]any, error) {
+	out := map[string]any{}
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"list_cost", listCost}, {"cost", cost}, {"waste_cost", waste}, {"overhead_cost", overhead}} {
+		d, err := Money(c.v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		out[c.name] = d
+	}
+	return out, nil
+}
+
+// withValues is values with more's added.
+func withValues(values, more map[string]any) map[string]any {
+	for k, v := range more {
+		values[k] = v
+	}
+	return values
+}
+
 // WriteMinutes stores the minutes as one pass (computed_ns), in one batch.
 func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, computed time.Time) error {
 	batch, err := conn.PrepareBatch(ctx, insertMinutes)
@@ -174,15 +214,19 @@ func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 			for w, n := range l.Waits {
 				waits, counts = append(waits, w), append(counts, n)
 			}
-			row, err := minuteRow(map[string]any{
+			money, err := moneyValues(l.ListCost, l.Cost, l.WasteCost, l.OverheadCost)
+			if err != nil {
+				_ = batch.Abort()
+				return fmt.Errorf("minute %s of allocation %s: %w", m.Start.Format(time.RFC3339), l.AllocationID, err)
+			}
+			row, err := minuteRow(withValues(map[string]any{
 				"minute": m.Start, "tenant": l.Tenant, "allocation_id": l.AllocationID, "tier": l.Tier, "node": l.Node,
 				"instance_id": l.Instance, "requested_ns": l.Requested.UnixNano(), "started_ns": l.Started.UnixNano(),
 				"sliced": sliced, "billed_ns": int64(l.Billed), "metered_ns": int64(l.Metered), "active_ns": int64(l.Active),
-				"list_cost": l.ListCost, "cost": l.Cost, "waste_cost": l.WasteCost, "overhead_cost": l.OverheadCost,
 				"efficiency_ns": l.Efficiency * float64(l.Active), "cold_start_ns": coldStart,
 				"cold_start_sla_ns": int64(l.ColdStartSLA), "wait_ns": waits, "wait_count": counts,
 				"currency": m.Report.Currency, "computed_ns": version, "overhead_ns": l.Overhead * float64(l.Metered),
-			})
+			}, money))
 			if err == nil {
 				err = batch.Append(row...)
 			}
@@ -193,14 +237,18 @@ func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 		}
 		// The unallocated row is written even when no tenant held anything: the minute is
 		// then known to be attributed (and its capacity is in it).
-		row, err := minuteRow(map[string]any{
+		money, err := moneyValues(m.Report.UnallocatedListCost, 0, 0, 0)
+		if err != nil {
+			_ = batch.Abort()
+			return fmt.Errorf("minute %s of the unallocated capacity: %w", m.Start.Format(time.RFC3339), err)
+		}
+		row, err := minuteRow(withValues(map[string]any{
 			"minute": m.Start, "tenant": report.Unallocated, "allocation_id": "", "tier": "", "node": "", "instance_id": "",
 			"requested_ns": int64(0), "started_ns": int64(0), "sliced": uint8(0), "billed_ns": int64(0),
-			"metered_ns": int64(0), "active_ns": int64(0), "list_cost": m.Report.UnallocatedListCost, "cost": 0.,
-			"waste_cost": 0., "overhead_cost": 0., "efficiency_ns": 0., "cold_start_ns": int64(-1),
+			"metered_ns": int64(0), "active_ns": int64(0), "efficiency_ns": 0., "cold_start_ns": int64(-1),
 			"cold_start_sla_ns": int64(0), "wait_ns": []uint64{}, "wait_count": []uint64{},
 			"currency": m.Report.Currency, "computed_ns": version, "overhead_ns": 0.,
-		})
+		}, money))
 		if err == nil {
 			err = batch.Append(row...)
 		}
@@ -234,13 +282,15 @@ WHERE ` + tables.LatestPass(tables.MinuteWindow) + `
 GROUP BY minute, tenant, allocation_id`
 
 // totalsQuery sums the minutes per allocation and charges each allocation its window's waste
-// and overhead from the sums (billing.Charges, overheadOf), then sums per tenant.
+// and overhead from the sums (billing.Charges, overheadOf), then sums per tenant. List cost
+// and cost are Decimal sums; waste and overhead, products of a cost and ratios, are computed
+// in Float64 (ClickHouse does not mix Decimal and Float64 arithmetic).
 var totalsQuery = `
 SELECT tenant, sum(b), sum(m), sum(lc), sum(c),
-    sum(if(a > 0 AND b > 0, c * (1. - o) * (a / b) * (1. - least(1., greatest(0., e / a))), 0.)), sum(c * o), sum(e)
+    sum(if(a > 0 AND b > 0, fc * (1. - o) * (a / b) * (1. - least(1., greatest(0., e / a))), 0.)), sum(fc * o), sum(e)
 FROM (
-    SELECT tenant, b, m, a, lc, c, e,
-        if(m > 0, least(1., greatest(0., ons / m)), if(c > 0., ocs / c, 0.)) AS o
+    SELECT tenant, b, m, a, lc, c, toFloat64(c) AS fc, e,
+        if(m > 0, least(1., greatest(0., ons / m)), if(toFloat64(c) > 0., toFloat64(ocs) / toFloat64(c), 0.)) AS o
     FROM (
         SELECT tenant, allocation_id, sum(billed_ns) AS b, sum(metered_ns) AS m, sum(active_ns) AS a,
             sum(list_cost) AS lc, sum(cost) AS c, sum(efficiency_ns) AS e, sum(overhead_ns) AS ons, sum(overhead_cost) AS ocs
@@ -263,13 +313,15 @@ func Totals(ctx context.Context, conn driver.Conn, from, to time.Time) ([]Total,
 	var out []Total
 	for rows.Next() {
 		var (
-			x       Total
-			billed  int64
-			metered int64
+			x              Total
+			billed         int64
+			metered        int64
+			listCost, cost decimal.Decimal
 		)
-		if err := rows.Scan(&x.Tenant, &billed, &metered, &x.ListCost, &x.Cost, &x.WasteCost, &x.OverheadCost, &x.EfficiencyNS); err != nil {
+		if err := rows.Scan(&x.Tenant, &billed, &metered, &listCost, &cost, &x.WasteCost, &x.OverheadCost, &x.EfficiencyNS); err != nil {
 			return nil, fmt.Errorf("read the sums of the attributed minutes: %w", err)
 		}
+		x.ListCost, x.Cost = listCost.InexactFloat64(), cost.InexactFloat64()
 		x.Billed, x.Metered = time.Duration(billed), time.Duration(metered)
 		out = append(out, x)
 	}
