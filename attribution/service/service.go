@@ -80,6 +80,7 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 		Auth:    api.AllowAll{}, // the seam for authentication: a tenant principal sees only its own rows
 		Metrics: allocations.NewMetrics(reg),
 		Tiers:   cfg.Book.Tiers,
+		Zone:    cfg.Book.Zone(),
 		Logger:  logger,
 	}
 	webErr := webserver.Serve(ctx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Logger: logger, Routes: []func(*http.ServeMux){srv.Register}})

@@ -67,13 +67,13 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if !to.After(from) {
 		return usage.Errorf("--to (%s) must be after --from (%s)", *c.to, *c.from)
 	}
-	windows, err := report.Windows(from, to, *c.step)
-	if err != nil {
-		return usage.Wrap(fmt.Errorf("--step: %w", err))
-	}
 	book, err := c.book.load()
 	if err != nil {
 		return err
+	}
+	windows, err := report.WindowsIn(from, to, *c.step, book.Zone())
+	if err != nil {
+		return usage.Wrap(fmt.Errorf("--step: %w", err))
 	}
 	conn, err := chconn.Open(ctx, *c.dsn)
 	if err != nil {
