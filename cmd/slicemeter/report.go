@@ -67,6 +67,10 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if !to.After(from) {
 		return usage.Errorf("--to (%s) must be after --from (%s)", *c.to, *c.from)
 	}
+	// The step is checked before the price book is read; its months are the book's.
+	if _, err := report.Windows(from, to, *c.step); err != nil {
+		return usage.Wrap(fmt.Errorf("--step: %w", err))
+	}
 	book, err := c.book.load()
 	if err != nil {
 		return err
