@@ -212,3 +212,35 @@ func correctionRows(lines []Line, r report.Report) []report.Row {
 	}
 	return out
 }
+
+// DefaultCloseAfter is how long after its end the attribution service closes a period: late
+// samples and allocations of its last days still count in it.
+const DefaultCloseAfter = 72 * time.Hour
+
+// CloseDue closes, in order, every period that ended at least after before now and is not
+// closed: from the one after the last closed period, or with none closed from the latest due
+// one only (older months are closed by hand, `slicemeter period close`). It returns the closes
+// it made; a period another closer closed meanwhile is skipped.
+func CloseDue(ctx context.Context, c Closer, after time.Duration, now time.Time) ([]Closed, error) {
+	latest := Of(now.Add(-after), c.Book.Zone()).Add(-1)
+	closed, err := List(ctx, c.Conn)
+	if err != nil {
+		return nil, err
+	}
+	next := latest
+	if len(closed) > 0 {
+		next = closed[len(closed)-1].Period.Add(1)
+	}
+	var out []Closed
+	for m := next; !latest.Before(m); m = m.Add(1) {
+		p, err := c.Close(ctx, m, now)
+		switch {
+		case errors.Is(err, ErrClosed):
+			continue
+		case err != nil:
+			return out, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

@@ -255,3 +255,38 @@ func (r *queryRecorder) all() []string {
 	defer r.mu.Unlock()
 	return append([]string(nil), r.queries...)
 }
+
+// TestCloseDue closes what is due, in order, at successive moments.
+func TestCloseDue(t *testing.T) {
+	ctx := context.Background()
+	conn := chtest.NewDatabase(t, nil)
+	closer := period.Closer{Conn: conn, Book: chtest.Book()}
+	tests := []struct {
+		now  time.Time
+		want string // the periods closed at now
+	}{
+		{day(time.March, 3), "2026-01"},                 // none closed: the latest due (February ended 48 h ago)
+		{day(time.March, 4), "2026-02"},                 // 72 h
+		{day(time.March, 20), ""},                       // nothing more due
+		{day(time.June, 10), "2026-03 2026-04 2026-05"}, // the service was away: in order
+		{day(time.June, 10).Add(time.Hour), ""},         // once
+		{day(time.July, 3).Add(23 * time.Hour), ""},     // June ended 71 h ago
+		{day(time.July, 4).Add(time.Nanosecond), "2026-06"},
+	}
+	for _, tt := range tests {
+		got, err := period.CloseDue(ctx, closer, period.DefaultCloseAfter, tt.now)
+		if err != nil {
+			t.Fatalf("at %s: %v", tt.now, err)
+		}
+		var names []string
+		for _, p := range got {
+			names = append(names, p.Period.String())
+			if !p.ClosedAt.Equal(tt.now) {
+				t.Errorf("%s closed at %s, want %s", p.Period, p.ClosedAt, tt.now)
+			}
+		}
+		if strings.Join(names, " ") != tt.want {
+			t.Errorf("at %s closed %v, want %q", tt.now.Format(time.RFC3339), names, tt.want)
+		}
+	}
+}

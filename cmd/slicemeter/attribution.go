@@ -39,6 +39,8 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 	c.Flag("attribution.presence", "A stored minute counts as capacity every GPU sampled within this long before its end, so exporter "+
 		"outages shorter than it do not shrink the fleet's capacity (and the unallocated row); whole minutes, 0: only GPUs sampled in the minute.").
 		Default("1h").DurationVar(&cmd.cfg.Presence)
+	c.Flag("billing.close-after", "Close each billing period (a calendar month in the price book's timezone) this long after its end; 0: never.").
+		Default("72h").DurationVar(&cmd.cfg.CloseAfter)
 	c.Flag("attribution.max-minutes", "At most this many minutes per pass (the rest follow in the next passes).").Default("120").IntVar(&cmd.cfg.MaxMinutes)
 	return cmd
 }
