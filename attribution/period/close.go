@@ -89,7 +89,7 @@ func (c Closer) Close(ctx context.Context, m Month, now time.Time) (Closed, erro
 		if p.Period.Before(m.Add(-lookback)) {
 			continue
 		}
-		lines, err := c.corrections(ctx, p, now)
+		lines, err := c.corrections(ctx, p, closed[len(closed)-1].ClosedAt, now)
 		if err != nil {
 			return Closed{}, fmt.Errorf("close billing period %s: corrections of %s: %w", m, p.Period, err)
 		}
@@ -127,7 +127,20 @@ func (c Closer) Close(ctx context.Context, m Month, now time.Time) (Closed, erro
 
 // corrections are the lines that bring what the closed periods billed for p to its report
 // recomputed now: one per tenant and tier whose amounts or seconds differ.
-func (c Closer) corrections(ctx context.Context, p Closed, now time.Time) ([]Line, error) {
+//
+// From the stored minutes, a period none of whose minutes was stored again since the last close
+// (since, which recomputed it too, or closed it) is billed in full already: it is not
+// recomputed, which would read a month of minutes for nothing. From the samples, it always is.
+func (c Closer) corrections(ctx context.Context, p Closed, since, now time.Time) ([]Line, error) {
+	if c.Options.FromMinutes {
+		last, err := store.LastPassIn(ctx, c.Conn, p.Start, p.End)
+		if err != nil {
+			return nil, err
+		}
+		if !last.After(since) {
+			return nil, nil
+		}
+	}
 	o := c.Options
 	o.From, o.To, o.Now = p.Start, p.End, now
 	res, err := attribution.Report(ctx, c.Conn, c.Book, o)

@@ -17,8 +17,11 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/allocations"
+	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/period"
+	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
@@ -99,8 +102,8 @@ func TestCloseFreezesAndCorrects(t *testing.T) {
 	}
 
 	// Late: an allocation of February posted in April, as POST /api/v1/allocations stores it.
-	store := allocations.NewStore(conn)
-	if _, err := store.Put(ctx, []allocation.Allocation{{ID: "late", Tenant: "beta", Tier: "budget", Node: "node-a", Instance: chtest.MigA100.ID,
+	allocStore := allocations.NewStore(conn)
+	if _, err := allocStore.Put(ctx, []allocation.Allocation{{ID: "late", Tenant: "beta", Tier: "budget", Node: "node-a", Instance: chtest.MigA100.ID,
 		RequestedAt: day(time.February, 20), StartedAt: day(time.February, 20), EndedAt: day(time.February, 21)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -288,5 +291,75 @@ func TestCloseDue(t *testing.T) {
 		if strings.Join(names, " ") != tt.want {
 			t.Errorf("at %s closed %v, want %q", tt.now.Format(time.RFC3339), names, tt.want)
 		}
+	}
+}
+
+// storeMinutes stores, as one pass computed at computed, a minute row for every minute of
+// [from, to): acme's whole GPU (1.60/h) and, between lateFrom and lateTo, beta's too; the
+// unallocated row holds the rest of a 3.20/h fleet.
+func storeMinutes(t *testing.T, conn driver.Conn, from, to, lateFrom, lateTo, computed time.Time) {
+	t.Helper()
+	var minutes []store.Minute
+	perMinute := 1.60 / 60
+	for m := from; m.Before(to); m = m.Add(time.Minute) {
+		line := func(tenant, id string) billing.Line {
+			return billing.Line{AllocationID: id, Tenant: tenant, Tier: "pro", Node: "node-a", Instance: id, Billed: time.Minute, Metered: time.Minute,
+				Active: time.Minute, ListCost: perMinute, Cost: perMinute, Efficiency: 1, Requested: from, Started: from}
+		}
+		lines := []billing.Line{line("acme", "gpu0")}
+		if !m.Before(lateFrom) && m.Before(lateTo) {
+			lines = append(lines, line("beta", "gpu1"))
+		}
+		unallocated := 2*perMinute - float64(len(lines))*perMinute
+		minutes = append(minutes, store.Minute{Start: m, Lines: lines, Report: report.Report{Currency: "USD", UnallocatedListCost: unallocated}})
+	}
+	if err := store.WriteMinutes(context.Background(), conn, minutes, computed); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCloseFromMinutes: as the attribution service closes, from the stored minutes. A late
+// pass over a closed month's minutes is billed in the next close; a closed month whose minutes
+// were not stored again is not recomputed, and no correction repeats.
+func TestCloseFromMinutes(t *testing.T) {
+	ctx := context.Background()
+	conn := chtest.NewDatabase(t, nil)
+	storeMinutes(t, conn, day(time.February, 1), day(time.May, 1), time.Time{}, time.Time{}, day(time.May, 1))
+	closer := period.Closer{Conn: conn, Book: chtest.Book(), Options: attribution.Options{FromMinutes: true}}
+	closedFeb, err := closer.Close(ctx, feb, day(time.May, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 28 days × 24 h × 1.60, each minute's 1.60/60 stored rounded to 12 decimals (≤ 0.5e-12 each).
+	minuteRounding := decimal.New(1, -7)
+	if want := decimal.RequireFromString("1075.2"); !closedFeb.Cost.Sub(want).Abs().LessThan(minuteRounding) {
+		t.Errorf("February's cost %s, want %s", closedFeb.Cost, want)
+	}
+	// The service recomputes a day of February with beta in it, after the close.
+	storeMinutes(t, conn, day(time.February, 20), day(time.February, 21), day(time.February, 20), day(time.February, 21), day(time.May, 3))
+	if again, _, err := period.Get(ctx, conn, feb); err != nil || !bytes.Equal(again.Report, closedFeb.Report) {
+		t.Fatalf("February changed after a late pass (%v):\n%s", err, again.Report)
+	}
+	closedMar, err := closer.Close(ctx, mar, day(time.May, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if csv := string(closedMar.Report); !strings.Contains(csv, "beta,correction:2026-02,2026-03-01T00:00:00Z,2026-04-01T00:00:00Z,86400.000,38.400000,38.400000,") ||
+		!strings.Contains(csv, "__unallocated__,correction:2026-02,2026-03-01T00:00:00Z,2026-04-01T00:00:00Z,,-38.400000,") || strings.Count(csv, "correction:") != 2 {
+		t.Errorf("March's report, want beta's day of February as corrections:\n%s", csv)
+	}
+	closedApr, err := closer.Close(ctx, apr, day(time.May, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(closedApr.Report), "correction:") || !closedApr.CorrectionCost.IsZero() {
+		t.Errorf("April corrects again:\n%s", closedApr.Report)
+	}
+	billed, err := period.Billed(ctx, conn, feb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := billed[period.Key("beta", "pro")].Cost, decimal.RequireFromString("38.4"); !got.Sub(want).Abs().LessThan(minuteRounding) {
+		t.Errorf("billed for beta's February over all periods: %s, want %s", got, want)
 	}
 }

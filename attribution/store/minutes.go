@@ -344,3 +344,18 @@ func LastComputed(ctx context.Context, conn driver.Conn) (time.Time, error) {
 	}
 	return time.Unix(0, int64(last)).UTC(), nil
 }
+
+// LastPassIn is when the latest pass stored any minute of [from, to) ran, zero when none: a
+// report from the stored minutes of the window is the same as long as it does not move.
+func LastPassIn(ctx context.Context, conn driver.Conn, from, to time.Time) (time.Time, error) {
+	var n, last uint64
+	err := conn.QueryRow(ctx, `SELECT count(), max(computed_ns) FROM `+tables.AttributionMinutes+` WHERE `+tables.MinuteWindow,
+		from.Unix(), to.Unix()).Scan(&n, &last)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read when the minutes of [%s, %s) were last stored: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+	}
+	if n == 0 {
+		return time.Time{}, nil
+	}
+	return time.Unix(0, int64(last)).UTC(), nil
+}
