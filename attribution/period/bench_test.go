@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/period"
@@ -26,13 +28,21 @@ import (
 //
 // The scale, 1000 instances (40.3M stored rows):
 //
-//	SLICEMETER_BENCH_INSTANCES=1000 go test -run '^$' -bench Period -benchtime 3x ./attribution/period/
+//	SLICEMETER_BENCH_INSTANCES=1000 go test -run '^$' -bench Period -benchtime 1x -timeout 60m ./attribution/period/
+//
+// A month of stored minutes is read with a GROUP BY per minute and allocation (the latest
+// pass, once), which for 1000 instances needs more than the 4 GB max_memory_usage of the test
+// server: SLICEMETER_BENCH_EXTERNAL_GROUP_BY=BYTES sets max_bytes_before_external_group_by
+// for the benchmark's queries, so that ClickHouse spills that GROUP BY to disk.
 func BenchmarkPeriod(b *testing.B) {
 	instances := 56
 	if v, err := strconv.Atoi(os.Getenv("SLICEMETER_BENCH_INSTANCES")); err == nil && v > 0 {
 		instances = v
 	}
 	ctx := context.Background()
+	if v, err := strconv.Atoi(os.Getenv("SLICEMETER_BENCH_EXTERNAL_GROUP_BY")); err == nil && v > 0 {
+		ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_bytes_before_external_group_by": v}))
+	}
 	conn := chtest.NewDatabase(b, nil)
 	feb := period.Month{Year: 2026, Month: time.February}
 	start, end := feb.Bounds(time.UTC)

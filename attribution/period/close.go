@@ -232,8 +232,10 @@ const DefaultCloseAfter = 72 * time.Hour
 
 // CloseDue closes, in order, every period that ended at least after before now and is not
 // closed: from the one after the last closed period, or with none closed from the latest due
-// one only (older months are closed by hand, `slicemeter period close`). It returns the closes
-// it made; a period another closer closed meanwhile is skipped.
+// one only (older months are closed by hand, `slicemeter period close`), and from the stored
+// minutes only once they cover it (a service started within a month cannot close that one: it
+// waits for the next, instead of failing at every pass). It returns the closes it made; a
+// period another closer closed meanwhile is skipped.
 func CloseDue(ctx context.Context, c Closer, after time.Duration, now time.Time) ([]Closed, error) {
 	latest := Of(now.Add(-after), c.Book.Zone()).Add(-1)
 	closed, err := List(ctx, c.Conn)
@@ -243,6 +245,14 @@ func CloseDue(ctx context.Context, c Closer, after time.Duration, now time.Time)
 	next := latest
 	if len(closed) > 0 {
 		next = closed[len(closed)-1].Period.Add(1)
+	} else if c.Options.FromMinutes {
+		first, err := store.FirstMinute(ctx, c.Conn)
+		if err != nil {
+			return nil, err
+		}
+		if start, _ := latest.Bounds(c.Book.Zone()); first.IsZero() || first.After(start) {
+			return nil, nil
+		}
 	}
 	var out []Closed
 	for m := next; !latest.Before(m); m = m.Add(1) {

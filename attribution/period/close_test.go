@@ -363,3 +363,37 @@ func TestCloseFromMinutes(t *testing.T) {
 		t.Errorf("billed for beta's February over all periods: %s, want %s", got, want)
 	}
 }
+
+// TestCloseDueFromMinutes: with no period closed, the service's closer waits for a month its
+// stored minutes cover in full instead of failing on one they do not.
+func TestCloseDueFromMinutes(t *testing.T) {
+	ctx := context.Background()
+	conn := chtest.NewDatabase(t, nil)
+	closer := period.Closer{Conn: conn, Book: chtest.Book(), Options: attribution.Options{FromMinutes: true}}
+	tests := []struct {
+		name     string
+		from, to time.Time // minutes stored before the call
+		now      time.Time
+		want     string
+	}{
+		{"nothing stored", time.Time{}, time.Time{}, day(time.April, 5), ""},
+		{"started within March", day(time.March, 15), day(time.April, 10), day(time.April, 5), ""},
+		{"April covered", day(time.March, 15), day(time.May, 1), day(time.May, 5), "2026-04"},
+	}
+	for _, tt := range tests {
+		if !tt.from.IsZero() {
+			storeMinutes(t, conn, tt.from, tt.to, time.Time{}, time.Time{}, tt.to)
+		}
+		got, err := period.CloseDue(ctx, closer, period.DefaultCloseAfter, tt.now)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		var names []string
+		for _, p := range got {
+			names = append(names, p.Period.String())
+		}
+		if strings.Join(names, " ") != tt.want {
+			t.Errorf("%s: closed %v, want %q", tt.name, names, tt.want)
+		}
+	}
+}

@@ -359,3 +359,8 @@ func LastPassIn(ctx context.Context, conn driver.Conn, from, to time.Time) (time
 	}
 	return time.Unix(0, int64(last)).UTC(), nil
 }
+
+// FirstMinute is the start of the earliest minute stored, zero when none.
+func FirstMinute(ctx context.Context, conn driver.Conn) (time.Time, error) {
+	return latest(ctx, conn, `SELECT count(), min(minute) FROM attribution_minutes`, "the earliest attributed minute")
+}
