@@ -17,7 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
@@ -98,10 +100,14 @@ var ErrInvariants = errors.New("the report breaks its invariants")
 // Report builds the tenant report of the window [From, To) from the samples and allocations
 // in ClickHouse, priced by the price book, or from the stored minutes (Options.FromMinutes).
 //
-// It fails when an allocation or a GPU of the fleet cannot be priced (a model without a price,
-// an unknown tier, a target never sampled), naming what is missing: a report that left them
-// out would not add up. Things worth knowing that do not stop the report (a tenant at several
-// tiers, an allocation whose cold start is unknown) are in Report.Notes, for the caller to log
+// What the price book cannot price (a GPU model without a price, an allocation at an unknown
+// tier or on such a GPU) does not stop the report: it is attributed as unpriced, left out of
+// the money and of the capacity (Report.Unpriced, with a note), and every other tenant is
+// billed. An allocation whose target was never sampled is left out too (Report.Unsampled), and
+// so is one whose terms cannot be computed (Report.Failed): one bad allocation never stops the
+// bill of the others.
+// Things worth knowing that do not stop the report (these, a tenant at several tiers, an
+// allocation whose cold start is unknown) are in Report.Notes, for the caller to log
 // (LogNotes). A report that breaks its invariants is returned with an error wrapping
 // ErrInvariants: a caller that serves or prints reports fails, the service counts them.
 func Report(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, o Options) (Result, error) {
@@ -131,7 +137,8 @@ func Report(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, 
 		}
 	}
 	if err == nil && o.Presence != nil {
-		res.Report, res.Absent, err = o.Presence.Extend(res.Report, o.From, o.To, book)
+		// The presence's unpriced GPUs are left out of the capacity, as compute leaves them out.
+		res.Report, res.Absent, err = o.Presence.Priced(book).Extend(res.Report, o.From, o.To, book)
 	}
 	if err == nil && o.Neighbours {
 		var top map[string]string
@@ -163,7 +170,10 @@ func compute(ctx context.Context, conn store.Querier, from, to time.Time, book *
 	if err != nil {
 		return report.Report{}, nil, err
 	}
-	capacity, err := billing.CapacityListCost(fleet, window, book)
+	// GPUs of a model without a price are left out of the capacity, and allocations on them or
+	// at an unknown tier out of the money: attributed as unpriced, the rest billed as usual.
+	pricedFleet, unpricedGPUs := billing.SplitFleet(fleet, window, book)
+	capacity, err := billing.CapacityListCost(pricedFleet, window, book)
 	if err != nil {
 		return report.Report{}, nil, err
 	}
@@ -172,10 +182,9 @@ func compute(ctx context.Context, conn store.Querier, from, to time.Time, book *
 	if err != nil {
 		return report.Report{}, nil, err
 	}
-	priced, unsampled, err := billing.Price(clipped, fleet, ever, book)
-	if err != nil {
-		return report.Report{}, nil, err
-	}
+	p := billing.Price(clipped, fleet, ever, book)
+	priced, unsampled := p.Priced, p.Unsampled
+	unpriced, unpricedNotes := billing.Unpriced(unpricedGPUs, p.Unpriced)
 	m, err := store.Measure(ctx, conn, src, priced)
 	if err != nil {
 		return report.Report{}, nil, err
@@ -184,7 +193,7 @@ func compute(ctx context.Context, conn store.Querier, from, to time.Time, book *
 	overlaps := billing.Overlapping(priced)
 	lines, coldNotes := billing.Lines(priced, m, book)
 	rows, tenantNotes := billing.TenantRows(lines, window, book.Currency)
-	notes := slices.Concat(unsampled, overlaps, coldNotes, tenantNotes)
+	notes := slices.Concat(unsampled, overlaps, unpricedNotes, p.Failed, coldNotes, tenantNotes)
 
 	unallocated := capacity
 	for _, row := range rows {
@@ -200,6 +209,8 @@ func compute(ctx context.Context, conn store.Querier, from, to time.Time, book *
 		Notes:               notes,
 		Unsampled:           len(unsampled),
 		Overlaps:            overlaps,
+		Unpriced:            unpriced,
+		Failed:              p.Failed,
 	}, lines, nil
 }
 
@@ -220,14 +231,33 @@ func LogNotes(ctx context.Context, logger *slog.Logger, rep report.Report) {
 }
 
 // CheckFleetPriced fails (a usage error: the price book is wrong) naming every GPU model
-// sampled in the last since that the price book does not price.
+// sampled in the last since that the price book does not price, and every tier of the
+// allocations billed in it that the price book lacks: what reports attribute as unpriced.
 func CheckFleetPriced(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, since time.Duration) error {
-	models, err := store.FleetModels(ctx, conn, time.Now().Add(-since))
+	from := time.Now().Add(-since)
+	models, err := store.FleetModels(ctx, conn, from)
 	if err != nil {
 		return err
 	}
+	tiers, err := store.FleetTiers(ctx, conn, from)
+	if err != nil {
+		return err
+	}
+	var errs []error
 	if err := book.CheckModels(models); err != nil {
-		return usage.Wrap(err)
+		errs = append(errs, err)
+	}
+	var unknown []string
+	for _, t := range tiers {
+		if _, ok := book.Tiers[t]; !ok {
+			unknown = append(unknown, t)
+		}
+	}
+	if len(unknown) > 0 {
+		errs = append(errs, fmt.Errorf("%w(s) %q of the fleet's allocations: the price book's tiers are %s", pricebook.ErrUnknownTier, unknown, strings.Join(slices.Sorted(maps.Keys(book.Tiers)), ", ")))
+	}
+	if len(errs) > 0 {
+		return usage.Wrap(errors.Join(errs...))
 	}
 	return nil
 }

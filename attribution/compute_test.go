@@ -249,18 +249,20 @@ func TestComputeErrors(t *testing.T) {
 		t.Error("a window that ends before it starts: want an error")
 	}
 
+	// What the price book cannot price is not an error: it is unpriced (TestReportUnpriced).
 	unpriced := &pricebook.PriceBook{Currency: "USD", Prices: map[string]float64{"H100-SXM5-80GB": 2.40}, Tiers: book.Tiers}
-	_, err := reportOf(ctx, conn, from, to, unpriced, store.RawSamples)
-	if !errors.Is(err, pricebook.ErrNoPrice) || !strings.Contains(err.Error(), `"A100-SXM4-40GB"`) {
-		t.Errorf("a GPU model without a price: %v", err)
+	rep, err := reportOf(ctx, conn, from, to, unpriced, store.RawSamples)
+	if err != nil || rep.CapacityListCost != 0 || len(rep.Unpriced) != 1 || rep.Unpriced[0].Name != "A100-SXM4-40GB" || rep.Unpriced[0].GPUs != 2 {
+		t.Errorf("a GPU model without a price: %+v, %v; want both A100s unpriced, no capacity", rep, err)
 	}
 
 	insertAllocations(t, conn, []allocationRow{
 		{id: "g-1", tenant: "gold", tier: "gold", node: "node-a", instance: "gpu1", requested: t0, started: t0, version: 1},
 	})
-	_, err = reportOf(ctx, conn, from, to, book, store.RawSamples)
-	if !errors.Is(err, pricebook.ErrUnknownTier) || !strings.Contains(err.Error(), `"gold"`) || !strings.Contains(err.Error(), "g-1") {
-		t.Errorf("an unknown tier: %v", err)
+	rep, err = reportOf(ctx, conn, from, to, book, store.RawSamples)
+	if err != nil || len(rep.Tenants) != 0 || len(rep.Unpriced) != 1 || rep.Unpriced[0].Kind != report.UnpricedTier ||
+		rep.Unpriced[0].Name != "gold" || rep.Unpriced[0].Allocated != time.Minute || math.Abs(rep.UnallocatedListCost-2*1.60/60) > 1e-12 {
+		t.Errorf("an unknown tier: %+v, %v; want gold's minute unpriced, the capacity unallocated", rep, err)
 	}
 
 	insertAllocations(t, conn, []allocationRow{
@@ -268,7 +270,7 @@ func TestComputeErrors(t *testing.T) {
 	})
 	// A target never sampled: the allocation is accepted but cannot be priced yet; it is left
 	// out, noted and counted, and the report still adds up.
-	rep, err := reportOf(ctx, conn, from, to, book, store.RawSamples)
+	rep, err = reportOf(ctx, conn, from, to, book, store.RawSamples)
 	if err != nil || rep.Unsampled != 1 || len(rep.Tenants) != 0 || len(rep.Notes) != 1 ||
 		!strings.Contains(rep.Notes[0], "node-a/gpu7") || !strings.Contains(rep.Notes[0], "never been sampled") {
 		t.Errorf("a target never sampled: %+v, %v", rep, err)

@@ -67,6 +67,11 @@ type Config struct {
 	// RetentionInterval. The zero value keeps everything.
 	Retention         Retention
 	RetentionInterval time.Duration // default DefaultRetentionInterval
+
+	// Tiers, when not nil, are the price book's tiers: an allocation event at another tier
+	// is refused (dead-lettered, reason invalid, field tier) instead of stored, since it could
+	// not be priced. nil stores every tier (attribution reports an unknown one as unpriced).
+	Tiers map[string]float64
 }
 
 func (c *Config) setDefaults() {

@@ -205,7 +205,7 @@ func (c *Collector) processAllocation(msg kafka.Message, now time.Time) {
 		c.refuse(msg, &refusal{reason: reasonDecode, detail: "not an AllocationEvent: " + err.Error()})
 		return
 	}
-	if r := checkAllocation(&event); r != nil {
+	if r := checkAllocation(&event, c.cfg.Tiers); r != nil {
 		c.refuse(msg, &refusal{reason: r.reason, field: r.field, detail: fmt.Sprintf("allocation %q: %s", event.GetAllocationId(), r.detail)})
 		return
 	}

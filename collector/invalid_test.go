@@ -93,3 +93,36 @@ func TestInvalidValuesAreDeadLetteredAndTheRestStored(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 }
+
+// TestUnknownTierIsDeadLetteredWithThePriceBooksTiers: a collector given the price book's
+// tiers refuses an allocation at another tier (it could not be priced) and stores the next.
+func TestUnknownTierIsDeadLetteredWithThePriceBooksTiers(t *testing.T) {
+	brokers := localtest.FakeKafka(t)
+	conn := localtest.Database(t).Conn
+	produce(t, brokers,
+		allocationMessage(t, &pb.AllocationEvent{AllocationId: "a1", Tenant: "acme", Tier: "gold",
+			Node: "node-a", InstanceId: "gpu0", RequestedAtNs: 1, StartedAtNs: 2, Version: 1}),
+		allocationMessage(t, &pb.AllocationEvent{AllocationId: "a2", Tenant: "acme", Tier: "pro",
+			Node: "node-a", InstanceId: "gpu1", RequestedAtNs: 1, StartedAtNs: 2, Version: 1}),
+	)
+	c, reg, stop := startCollector(t, Config{Brokers: brokers, GroupID: "tiers", FlushInterval: 100 * time.Millisecond,
+		Tiers: map[string]float64{"pro": 1, "budget": 0.7}}, conn)
+	waitFor(t, 20*time.Second, "1 allocation stored", func() bool {
+		_, a := c.Stored()
+		return a == 1
+	})
+	var id string
+	if err := conn.QueryRow(t.Context(), "SELECT allocation_id FROM allocations").Scan(&id); err != nil || id != "a2" {
+		t.Errorf("stored allocation %q (%v), want a2 only", id, err)
+	}
+	m := readDeadLetters(t, brokers, 1)[0]
+	if r, f := header(m, HeaderReason), header(m, HeaderField); r != reasonInvalid || f != "tier" {
+		t.Errorf("dead letter: reason %q field %q, want %q and tier", r, f, reasonInvalid)
+	}
+	waitFor(t, 10*time.Second, "the dead letter counted", func() bool {
+		return metricValue(t, reg, "slicemeter_collector_deadlettered_total", map[string]string{"topic": pb.TopicAllocations, "reason": reasonInvalid}) == 1
+	})
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}

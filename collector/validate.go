@@ -62,11 +62,17 @@ func checkWireSample(s *wireSample, now time.Time) *refusal {
 	}, now))
 }
 
-// checkAllocation validates an allocation event; nil means it can be stored. Tiers are not
-// checked: the collector has no price book (an unknown tier is attribution's to report).
-func checkAllocation(a *pb.AllocationEvent) *refusal {
-	return fromValidate(validate.CheckAllocation(validate.Allocation{
+// checkAllocation validates an allocation event; nil means it can be stored. Its tier is
+// checked against tiers unless tiers is nil (a collector started without a price book).
+func checkAllocation(a *pb.AllocationEvent, tiers map[string]float64) *refusal {
+	if r := validate.CheckAllocation(validate.Allocation{
 		ID: a.GetAllocationId(), Tenant: a.GetTenant(), Tier: a.GetTier(), Node: a.GetNode(), InstanceID: a.GetInstanceId(),
 		RequestedAtNs: a.GetRequestedAtNs(), StartedAtNs: a.GetStartedAtNs(), EndedAtNs: a.GetEndedAtNs(),
-	}))
+	}); r != nil {
+		return fromValidate(r)
+	}
+	if tiers != nil {
+		return fromValidate(validate.CheckTier(a.GetTier(), tiers))
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,12 +48,12 @@ func TestCheckAllocation(t *testing.T) {
 			RequestedAtNs: 100, StartedAtNs: 200, EndedAtNs: 0, Version: 1,
 		}
 	}
-	if r := checkAllocation(valid()); r != nil {
+	if r := checkAllocation(valid(), nil); r != nil {
 		t.Fatalf("valid allocation refused: %v", r)
 	}
 	a := valid()
 	a.StartedAtNs, a.EndedAtNs = 100, 300 // started == requested, ended later
-	if r := checkAllocation(a); r != nil {
+	if r := checkAllocation(a, nil); r != nil {
 		t.Fatalf("valid allocation refused: %v", r)
 	}
 	for reason, mutate := range map[string]func(*pb.AllocationEvent){
@@ -67,9 +68,23 @@ func TestCheckAllocation(t *testing.T) {
 	} {
 		a := valid()
 		mutate(a)
-		if r := checkAllocation(a); r == nil || r.reason != reason {
+		if r := checkAllocation(a, nil); r == nil || r.reason != reason {
 			t.Errorf("%s: got %v", reason, r)
 		}
+	}
+	// With the price book's tiers, a tier it lacks is refused naming the field; without, the
+	// tier is attribution's to report.
+	tiers := map[string]float64{"pro": 1, "budget": 0.7}
+	a = valid()
+	a.Tier = "gold"
+	if r := checkAllocation(a, nil); r != nil {
+		t.Errorf("tier gold without a price book: refused: %v", r)
+	}
+	if r := checkAllocation(a, tiers); r == nil || r.reason != reasonInvalid || r.field != "tier" || !strings.Contains(r.detail, "budget, pro") {
+		t.Errorf("tier gold with tiers budget, pro: got %v", r)
+	}
+	if r := checkAllocation(valid(), tiers); r != nil {
+		t.Errorf("tier pro with tiers budget, pro: refused: %v", r)
 	}
 }
 

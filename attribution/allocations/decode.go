@@ -31,41 +31,59 @@ func Decode(source string, data []byte) ([]allocation.Allocation, error) {
 // DecodeKnownTiers is Decode that also refuses an allocation whose tier is not one of tiers
 // (a price book's; nil: any tier), naming its line: it could not be priced.
 func DecodeKnownTiers(source string, data []byte, tiers map[string]float64) ([]allocation.Allocation, error) {
+	allocs, _, err := DecodeLines(source, data, tiers)
+	return allocs, err
+}
+
+// DecodeLines is DecodeKnownTiers that also returns the line each allocation starts on, for
+// AtLine to name the line of a refusal found later (an overlap, an id given twice).
+func DecodeLines(source string, data []byte, tiers map[string]float64) ([]allocation.Allocation, []int, error) {
 	if strings.EqualFold(filepath.Ext(source), ".csv") {
 		return decodeCSV(source, data, tiers)
 	}
 	return decodeJSON(source, data, tiers)
 }
 
+// AtLine names in err, a refusal of Store.Put, the source and the line of the allocation it
+// refused (lines from DecodeLines), or the source alone when no one allocation is at fault.
+func AtLine(source string, lines []int, err error) error {
+	var c *allocation.Conflict
+	if errors.As(err, &c) && c.Index >= 0 && c.Index < len(lines) {
+		return fmt.Errorf("%s: line %d: %w", source, lines[c.Index], err)
+	}
+	return fmt.Errorf("%s: %w", source, err)
+}
+
 // DecodeJSON reads a JSON array of allocations, a single allocation, or one per line. Unknown
 // fields are refused. Every error names source, line and field.
 func DecodeJSON(source string, data []byte) ([]allocation.Allocation, error) {
-	return decodeJSON(source, data, nil)
+	allocs, _, err := decodeJSON(source, data, nil)
+	return allocs, err
 }
 
-func decodeJSON(source string, data []byte, tiers map[string]float64) ([]allocation.Allocation, error) {
+func decodeJSON(source string, data []byte, tiers map[string]float64) ([]allocation.Allocation, []int, error) {
 	lineAt := newLineCounter(data).at
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
-		return nil, &allocation.Error{Source: source, Line: 1, Value: "no allocations", Expected: "a JSON array of allocations or one allocation object"}
+		return nil, nil, &allocation.Error{Source: source, Line: 1, Value: "no allocations", Expected: "a JSON array of allocations or one allocation object"}
 	}
 	var raws []json.RawMessage
 	var offsets []int64
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if trimmed[0] == '[' {
 		if _, err := dec.Token(); err != nil {
-			return nil, jsonSyntax(source, syntaxLine(lineAt, err, dec.InputOffset()), err)
+			return nil, nil, jsonSyntax(source, syntaxLine(lineAt, err, dec.InputOffset()), err)
 		}
 		for dec.More() {
 			offsets = append(offsets, dec.InputOffset())
 			var raw json.RawMessage
 			if err := dec.Decode(&raw); err != nil {
-				return nil, jsonSyntax(source, syntaxLine(lineAt, err, dec.InputOffset()), err)
+				return nil, nil, jsonSyntax(source, syntaxLine(lineAt, err, dec.InputOffset()), err)
 			}
 			raws = append(raws, raw)
 		}
 		if _, err := dec.Token(); err != nil {
-			return nil, jsonSyntax(source, syntaxLine(lineAt, err, dec.InputOffset()), err)
+			return nil, nil, jsonSyntax(source, syntaxLine(lineAt, err, dec.InputOffset()), err)
 		}
 	} else {
 		for {
@@ -76,23 +94,24 @@ func decodeJSON(source string, data []byte, tiers map[string]float64) ([]allocat
 				break
 			}
 			if err != nil {
-				return nil, jsonSyntax(source, syntaxLine(lineAt, err, dec.InputOffset()), err)
+				return nil, nil, jsonSyntax(source, syntaxLine(lineAt, err, dec.InputOffset()), err)
 			}
 			offsets = append(offsets, off)
 			raws = append(raws, raw)
 		}
 	}
 	out := make([]allocation.Allocation, 0, len(raws))
+	lines := make([]int, 0, len(raws))
 	for i, raw := range raws {
 		// The object starts after the whitespace that precedes it.
 		line := lineAt(offsets[i] + int64(len(data[offsets[i]:])-len(bytes.TrimLeft(data[offsets[i]:], " \t\r\n,"))))
 		a, err := decodeObject(source, line, raw, tiers)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(out, a)
+		out, lines = append(out, a), append(lines, line)
 	}
-	return out, nil
+	return out, lines, nil
 }
 
 // lineCounter finds the line of byte offsets into data. The offsets it is asked for mostly
@@ -180,48 +199,52 @@ func build(source string, line int, v []string, tiers map[string]float64) (alloc
 // DecodeCSV reads a CSV file whose header names the Columns (any order; ended_at may be left
 // out). Every error names source, line and field.
 func DecodeCSV(source string, data []byte) ([]allocation.Allocation, error) {
-	return decodeCSV(source, data, nil)
+	allocs, _, err := decodeCSV(source, data, nil)
+	return allocs, err
 }
 
-func decodeCSV(source string, data []byte, tiers map[string]float64) ([]allocation.Allocation, error) {
+func decodeCSV(source string, data []byte, tiers map[string]float64) ([]allocation.Allocation, []int, error) {
 	r := csv.NewReader(bytes.NewReader(data))
 	r.FieldsPerRecord = -1
 	r.TrimLeadingSpace = true
 	header, err := r.Read()
 	if errors.Is(err, io.EOF) {
-		return nil, &allocation.Error{Source: source, Line: 1, Value: "empty file", Expected: "a header: " + strings.Join(Columns, ",")}
+		return nil, nil, &allocation.Error{Source: source, Line: 1, Value: "empty file", Expected: "a header: " + strings.Join(Columns, ",")}
 	}
 	if err != nil {
-		return nil, csvSyntax(source, err)
+		return nil, nil, csvSyntax(source, err)
 	}
 	index := map[string]int{}
 	for i, name := range header {
 		name = strings.TrimSpace(name)
 		if !containsString(Columns, name) {
-			return nil, &allocation.Error{Source: source, Line: 1, Field: name, Value: "unknown column", Expected: "columns " + strings.Join(Columns, ",")}
+			return nil, nil, &allocation.Error{Source: source, Line: 1, Field: name, Value: "unknown column", Expected: "columns " + strings.Join(Columns, ",")}
 		}
 		if _, dup := index[name]; dup {
-			return nil, &allocation.Error{Source: source, Line: 1, Field: name, Value: "column given twice", Expected: "each column once"}
+			return nil, nil, &allocation.Error{Source: source, Line: 1, Field: name, Value: "column given twice", Expected: "each column once"}
 		}
 		index[name] = i
 	}
 	for _, name := range Columns[:7] {
 		if _, ok := index[name]; !ok {
-			return nil, &allocation.Error{Source: source, Line: 1, Field: name, Value: "missing column", Expected: "columns " + strings.Join(Columns, ",")}
+			return nil, nil, &allocation.Error{Source: source, Line: 1, Field: name, Value: "missing column", Expected: "columns " + strings.Join(Columns, ",")}
 		}
 	}
-	var out []allocation.Allocation
+	var (
+		out   []allocation.Allocation
+		lines []int
+	)
 	for {
 		record, err := r.Read()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, csvSyntax(source, err)
+			return nil, nil, csvSyntax(source, err)
 		}
 		line, _ := r.FieldPos(0)
 		if len(record) != len(header) {
-			return nil, &allocation.Error{Source: source, Line: line, Value: fmt.Sprintf("%d fields", len(record)), Expected: fmt.Sprintf("%d, as in the header", len(header))}
+			return nil, nil, &allocation.Error{Source: source, Line: line, Value: fmt.Sprintf("%d fields", len(record)), Expected: fmt.Sprintf("%d, as in the header", len(header))}
 		}
 		values := make([]string, len(Columns))
 		for i, name := range Columns {
@@ -231,14 +254,14 @@ func decodeCSV(source string, data []byte, tiers map[string]float64) ([]allocati
 		}
 		a, err := build(source, line, values, tiers)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(out, a)
+		out, lines = append(out, a), append(lines, line)
 	}
 	if len(out) == 0 {
-		return nil, &allocation.Error{Source: source, Line: 2, Value: "no allocations", Expected: "one allocation per line after the header"}
+		return nil, nil, &allocation.Error{Source: source, Line: 2, Value: "no allocations", Expected: "one allocation per line after the header"}
 	}
-	return out, nil
+	return out, lines, nil
 }
 
 func csvSyntax(source string, err error) error {

@@ -149,3 +149,35 @@ func TestLineCounter(t *testing.T) {
 		}
 	}
 }
+
+// TestAtLineNamesTheLineOfAnOverlap: a refusal found after decoding (an overlap between two
+// allocations of one file) names the line the refused allocation is on, in CSV and JSON.
+func TestAtLineNamesTheLineOfAnOverlap(t *testing.T) {
+	const header = "allocation_id,tenant,tier,node,instance_id,requested_at,started_at,ended_at\n"
+	row := func(id, start, end string) string {
+		return id + ",acme,pro,node-a,gpu0," + start + "," + start + "," + end + "\n"
+	}
+	obj := func(id, start, end string) string {
+		return `{"allocation_id": "` + id + `", "tenant": "acme", "tier": "pro", "node": "node-a", "instance_id": "gpu0",` + "\n" +
+			`  "requested_at": "` + start + `", "started_at": "` + start + `", "ended_at": "` + end + `"}`
+	}
+	tests := []struct {
+		source, data, want string
+	}{
+		{"a.csv", header + row("a1", "2026-01-05T00:00:00Z", "2026-01-05T01:00:00Z") +
+			row("a2", "2026-01-05T01:00:00Z", "2026-01-05T02:00:00Z") +
+			row("a3", "2026-01-05T01:30:00Z", "2026-01-05T03:00:00Z"), `a.csv: line 4: allocation "a3"`},
+		{"a.json", "[\n" + obj("a1", "2026-01-05T00:00:00Z", "2026-01-05T01:00:00Z") + ",\n" +
+			obj("a2", "2026-01-05T00:30:00Z", "2026-01-05T02:00:00Z") + "\n]", `a.json: line 4: allocation "a2"`},
+	}
+	for _, tc := range tests {
+		allocs, lines, err := DecodeLines(tc.source, []byte(tc.data), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.source, err)
+		}
+		err = AtLine(tc.source, lines, allocation.FirstOverlap(allocs, nil))
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want it to start with %s", tc.source, err, tc.want)
+		}
+	}
+}

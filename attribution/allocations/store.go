@@ -111,12 +111,13 @@ func (s *Store) Put(ctx context.Context, allocs []allocation.Allocation) (Result
 	if len(allocs) == 0 {
 		return res, nil
 	}
-	seen := make(map[string]bool, len(allocs))
-	for _, a := range allocs {
-		if seen[a.ID] {
-			return res, fmt.Errorf("%w: allocation %q is given twice in one input", ErrRefused, a.ID)
+	seen := make(map[string]int, len(allocs))
+	for i, a := range allocs {
+		if first, ok := seen[a.ID]; ok {
+			return res, fmt.Errorf("%w: %w", ErrRefused, &allocation.Conflict{Index: i,
+				Err: fmt.Errorf("allocation %q is given twice in one input (first as allocation %d)", a.ID, first+1)})
 		}
-		seen[a.ID] = true
+		seen[a.ID] = i
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

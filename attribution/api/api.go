@@ -7,6 +7,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -130,7 +131,7 @@ func (s *Server) postAllocations(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	allocs, err := allocations.DecodeJSON("request", body)
+	allocs, lines, err := allocations.DecodeLines("request", body, nil)
 	if err != nil {
 		s.Metrics.Refused(allocations.ReasonMalformed, 1)
 		s.fail(w, http.StatusBadRequest, err)
@@ -154,7 +155,7 @@ func (s *Server) postAllocations(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, allocations.ErrRefused):
 		s.Metrics.Refused(allocations.ReasonConflict, len(allocs))
-		s.fail(w, http.StatusConflict, err)
+		s.fail(w, http.StatusConflict, allocations.AtLine("request", lines, err))
 		return
 	case err != nil:
 		s.logger().ErrorContext(r.Context(), "storing allocations failed", "count", len(allocs), "err", err)
@@ -312,7 +313,8 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 	for _, win := range windows {
 		rep, err := s.Report(r.Context(), ReportQuery{From: win.Start, To: win.End, Neighbours: f == report.JSON, FromMinutes: fromMinutes})
 		if err != nil {
-			s.fail(w, http.StatusInternalServerError, err)
+			s.logger().ErrorContext(r.Context(), "computing a report failed", "from", win.Start, "to", win.End, "err", err)
+			s.fail(w, http.StatusInternalServerError, fmt.Errorf("report of [%s, %s): %w", win.Start.Format(time.RFC3339), win.End.Format(time.RFC3339), err))
 			return
 		}
 		if tenant != "" {
@@ -320,12 +322,20 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		}
 		series = append(series, rep)
 	}
+	// Rendered before anything is sent, so that a report that cannot be written (a NaN
+	// amount) is a 500 with its reason, never a 200 with an empty or partial body.
+	var body bytes.Buffer
+	if err := series.Write(&body, f); err != nil {
+		s.logger().ErrorContext(r.Context(), "writing a report failed", "err", err)
+		s.fail(w, http.StatusInternalServerError, fmt.Errorf("write the report: %w", err))
+		return
+	}
 	if f == report.CSV {
 		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	} else {
 		w.Header().Set("Content-Type", "application/json")
 	}
-	if err := series.Write(w, f); err != nil {
-		s.logger().ErrorContext(r.Context(), "writing a report failed", "err", err)
+	if _, err := body.WriteTo(w); err != nil {
+		s.logger().DebugContext(r.Context(), "sending a report failed", "err", err)
 	}
 }

@@ -2,9 +2,11 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -203,5 +205,50 @@ func TestPostBulk(t *testing.T) {
 				t.Errorf("%d bytes: status %d, want %d with %s: %.300s", len(big), resp.StatusCode, tt.status, tt.want, got)
 			}
 		})
+	}
+}
+
+// TestReportFailure: a report that cannot be computed, or cannot be written (a NaN amount),
+// is a 500 with a JSON body naming why, never a 200 with an empty body, in either format.
+func TestReportFailure(t *testing.T) {
+	from, to := "2026-01-05T00:00:00Z", "2026-01-05T02:00:00Z"
+	tests := []struct {
+		name   string
+		report Reporter
+		want   string
+	}{
+		{"computation fails", func(context.Context, ReportQuery) (report.Report, error) {
+			return report.Report{}, errors.New("read allocations: connection reset")
+		}, "read allocations: connection reset"},
+		{"second window fails", func(_ context.Context, q ReportQuery) (report.Report, error) {
+			if q.From.Hour() == 1 {
+				return report.Report{}, errors.New("boom")
+			}
+			return report.Report{WindowStart: q.From, WindowEnd: q.To}, nil
+		}, "report of [2026-01-05T01:00:00Z, 2026-01-05T02:00:00Z): boom"},
+		{"NaN amount", func(_ context.Context, q ReportQuery) (report.Report, error) {
+			return report.Report{WindowStart: q.From, WindowEnd: q.To, Tenants: []report.Row{{Tenant: "acme", Cost: math.NaN()}}}, nil
+		}, `write the report: report row \"acme\": cost is NaN`},
+	}
+	for _, tt := range tests {
+		for _, format := range []string{"csv", "json"} {
+			t.Run(tt.name+" "+format, func(t *testing.T) {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					(&Server{Store: &memStore{}, Report: tt.report}).getReport(w, r)
+				}))
+				defer srv.Close()
+				resp, err := http.Get(srv.URL + "/api/v1/report?from=" + from + "&to=" + to + "&step=1h&format=" + format)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				var p struct{ Error string }
+				if resp.StatusCode != http.StatusInternalServerError || resp.Header.Get("Content-Type") != "application/json" ||
+					json.Unmarshal(b, &p) != nil || !strings.Contains(string(b), tt.want) {
+					t.Errorf("status %d (%s): %q; want 500 with a JSON error naming %s", resp.StatusCode, resp.Header.Get("Content-Type"), b, tt.want)
+				}
+			})
+		}
 	}
 }

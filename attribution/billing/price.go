@@ -45,34 +45,55 @@ func Clip(allocs []Allocation, window Interval, f *Fleet) (billed []Billed, unse
 	return billed, unseen
 }
 
+// Pricing is what Price made of the clipped allocations.
+type Pricing struct {
+	Priced []Billed // ordered by requested_at
+	// Unsampled describes the allocations whose target has never been sampled.
+	Unsampled []string
+	// Unpriced are the allocations the price book cannot price (a model, a tier).
+	Unpriced []SetAside
+	// Failed describes the allocations whose terms could not be computed (an instance whose
+	// samples describe an impossible profile): each is left out, so that the others are billed.
+	Failed []string
+}
+
 // Price prices each clipped allocation on its instance, as the window's fleet describes it or
 // else, for a target not sampled in the window, as ever (its latest samples) does. The result
 // is ordered by requested_at, so that a chunk's cold-start search spans little time.
 //
 // An allocation whose target has never been sampled cannot be priced (its model and share are
-// unknown) and is left out, described in unsampled: the intake accepts allocations for
+// unknown) and is left out, described in Unsampled: the intake accepts allocations for
 // instances not seen yet, and their samples may come later (a later recomputation prices them).
-func Price(all []Billed, f, ever *Fleet, book *pricebook.PriceBook) (priced []Billed, unsampled []string, err error) {
+// One on a GPU model without a price, or at a tier the price book lacks, is set aside as
+// Unpriced; one whose terms fail otherwise is left out as Failed. Neither stops the others:
+// one bad allocation never stops the bill.
+func Price(all []Billed, f, ever *Fleet, book *pricebook.PriceBook) Pricing {
+	var p Pricing
 	for _, b := range all {
 		in, ok := f.Instances[b.Target]
 		if !ok {
 			if in, ok = ever.Instances[b.Target]; !ok {
-				unsampled = append(unsampled, fmt.Sprintf("allocation %s of tenant %q: its target %s has never been sampled, so its GPU model and share are unknown; it is left out until its samples arrive",
+				p.Unsampled = append(p.Unsampled, fmt.Sprintf("allocation %s of tenant %q: its target %s has never been sampled, so its GPU model and share are unknown; it is left out until its samples arrive",
 					b.ID, b.Tenant, b.Target))
 				continue
 			}
 		}
-		if b.Terms, err = termsOf(b.Allocation, in, book); err != nil {
-			return nil, nil, err
+		var err error
+		b.Terms, err = termsOf(b.Allocation, in, book)
+		if err == nil && book.Dated() {
+			err = b.Terms.averageOver(b.Allocation, in.Model, b.Billed, book)
 		}
-		if book.Dated() {
-			if err := b.Terms.averageOver(b.Allocation, in.Model, b.Billed, book); err != nil {
-				return nil, nil, err
-			}
+		if kind, name, ok := unpricedReason(err, b, in); ok {
+			p.Unpriced = append(p.Unpriced, SetAside{Billed: b, Kind: kind, Name: name})
+			continue
 		}
-		priced = append(priced, b)
+		if err != nil {
+			p.Failed = append(p.Failed, fmt.Sprintf("%v; it is left out of the bill", err))
+			continue
+		}
+		p.Priced = append(p.Priced, b)
 	}
-	slices.SortFunc(priced, func(x, y Billed) int {
+	slices.SortFunc(p.Priced, func(x, y Billed) int {
 		switch {
 		case earlier(x.Allocation, y.Allocation):
 			return -1
@@ -81,7 +102,7 @@ func Price(all []Billed, f, ever *Fleet, book *pricebook.PriceBook) (priced []Bi
 		}
 		return 0
 	})
-	return priced, unsampled, nil
+	return p
 }
 
 // Overlapping describes every pair of allocations that hold one instance at the same time in

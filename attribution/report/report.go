@@ -65,8 +65,13 @@ type Report struct {
 	// OmitUnallocated leaves the __unallocated__ row out (a tenant's view, see Only).
 	OmitUnallocated bool
 	// Notes are things the reader should know that have no column (e.g. a tenant seen at
-	// several tiers). They are not rendered.
+	// several tiers). They are not rendered, except those of Unpriced (see WriteJSON).
 	Notes []string
+	// Unpriced is what the window left out of the money and the capacity because the price
+	// book cannot price it, one entry per GPU model or tier (each also has a note).
+	Unpriced []Unpriced
+	// Failed describes the allocations left out because computing them failed (also in Notes).
+	Failed []string
 	// Corrections are the correction lines of closed periods that this report bills (a closed
 	// period's report, attribution/period): rendered after the __unallocated__ row in their
 	// order, each with tier CorrectionTier(the corrected period) and the differences of the

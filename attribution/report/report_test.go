@@ -300,3 +300,54 @@ func TestSpreadsheetSafe(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONUnpricedNotes: a window with something unpriced gives its __unallocated__ row the
+// notes of what was left out; tenant rows, a tenant's view, the CSV and a window without
+// anything unpriced are as before.
+func TestJSONUnpricedNotes(t *testing.T) {
+	plain := migBasic()
+	withUnpriced := migBasic()
+	withUnpriced.Unpriced = []Unpriced{
+		{Kind: UnpricedModel, Name: "B200", GPUs: 1, GPUTime: time.Hour},
+		{Kind: UnpricedTier, Name: "gold", Allocations: 2, Tenants: []string{"al", "bo"}, Allocated: 90 * time.Second},
+	}
+	withUnpriced.Notes = []string{"tenant \"x\" has allocations at tiers a, b"} // other notes stay in the log
+	render := func(s Series) (string, []map[string]json.RawMessage) {
+		var b bytes.Buffer
+		if err := s.WriteJSON(&b); err != nil {
+			t.Fatal(err)
+		}
+		var objects []map[string]json.RawMessage
+		if err := json.Unmarshal(b.Bytes(), &objects); err != nil {
+			t.Fatalf("%v\n%s", err, b.String())
+		}
+		return b.String(), objects
+	}
+	wantNotes := `["unpriced: GPU model \"B200\" has no price in the price book: 1 GPU(s), 3600.000 GPU-seconds, left out of the capacity",` +
+		`"unpriced: tier \"gold\" is not in the price book: 2 allocation(s) of tenant(s) [\"al\" \"bo\"], 90.000 billed seconds, left out of the money"]`
+
+	_, objects := render(Series{plain, withUnpriced})
+	for i, o := range objects {
+		notes, has := o["notes"]
+		if want := i == len(objects)-1; has != want {
+			t.Errorf("row %d (%s): has notes %v, want %v", i, o["tenant"], has, want)
+		}
+		var compact bytes.Buffer
+		if has && (json.Compact(&compact, notes) != nil || compact.String() != wantNotes) {
+			t.Errorf("notes %s\nwant %s", notes, wantNotes)
+		}
+	}
+	if text, _ := render(Series{withUnpriced.Only("acme")}); strings.Contains(text, "notes") {
+		t.Errorf("a tenant's view has the fleet's notes:\n%s", text)
+	}
+	var a, b bytes.Buffer
+	if err := plain.WriteCSV(&a); err != nil {
+		t.Fatal(err)
+	}
+	if err := withUnpriced.WriteCSV(&b); err != nil {
+		t.Fatal(err)
+	}
+	if a.String() != b.String() {
+		t.Errorf("the CSV changed with Unpriced:\n%s\nwant\n%s", b.String(), a.String())
+	}
+}

@@ -96,20 +96,27 @@ func spreadsheetSafe(s string) string {
 }
 
 // WriteJSON writes one array of the rows of every window (see Report.WriteJSON), each with
-// the CSV's columns and then noisy_neighbour.
+// the CSV's columns and then noisy_neighbour. A window with something unpriced gives its
+// __unallocated__ row one more key, notes: an array of the notes of Report.Unpriced (what was
+// left out of the money and the capacity); the other notes are for the log.
 func (s Series) WriteJSON(w io.Writer) error {
 	table, err := s.cells()
-	if err == nil {
-		i := 0
-		for _, r := range s {
-			for _, row := range r.Rows() {
-				table[i] = append(table[i], cell{text: row.NoisyNeighbour})
-				i++
-			}
-		}
-	}
 	if err != nil {
 		return err
+	}
+	notes := make([][]string, len(table))
+	i := 0
+	for _, r := range s {
+		rows := r.Rows()
+		for j, row := range rows {
+			table[i] = append(table[i], cell{text: row.NoisyNeighbour})
+			if !r.OmitUnallocated && j == len(rows)-1-len(r.Corrections) { // the __unallocated__ row, before the corrections
+				for _, u := range r.Unpriced {
+					notes[i] = append(notes[i], u.Note())
+				}
+			}
+			i++
+		}
 	}
 	header := append(Header(), "noisy_neighbour")
 	var buf bytes.Buffer
@@ -135,6 +142,11 @@ func (s Series) WriteJSON(w io.Writer) error {
 				s, _ := json.Marshal(c.text)
 				buf.Write(s)
 			}
+		}
+		if len(notes[i]) > 0 {
+			n, _ := json.Marshal(notes[i])
+			buf.WriteString(`,"notes":`)
+			buf.Write(n)
 		}
 		buf.WriteByte('}')
 	}

@@ -67,6 +67,8 @@ type Runner struct {
 	seen      map[string]uint64
 	redo      time.Time       // a recomputation for late allocations resumes here (zero: none)
 	presence  *store.Presence // of the latest pass; the next reads only what is new
+
+	report func(context.Context, store.Querier, *pricebook.PriceBook, attribution.Options) (attribution.Result, error) // attribution.Report
 }
 
 // NewRunner attributes with the price book into conn; observer may be nil.
@@ -77,7 +79,8 @@ func NewRunner(conn driver.Conn, book *pricebook.PriceBook, cfg Passes, observer
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{conn: conn, book: book, cfg: cfg, observer: observer, logger: logger, logs: lograte.New(logger, time.Minute), now: time.Now}
+	return &Runner{conn: conn, book: book, cfg: cfg, observer: observer, logger: logger, logs: lograte.New(logger, time.Minute), now: time.Now,
+		report: attribution.Report}
 }
 
 // Pass is what one pass did.
@@ -86,7 +89,10 @@ type Pass struct {
 	Fresh      int       // minutes attributed for the first time
 	Recomputed int
 	Violations int // invariant violations found: logged, and told to the observer; not an error
-	Done       time.Time
+	// Failed are the minutes that could not be attributed (not stored by this pass; those still
+	// within the lookback are tried again by the next): one bad minute does not stop the others.
+	Failed []error
+	Done   time.Time
 }
 
 // Once runs one pass: the closed minutes from the lookback (or from where a late allocation
@@ -133,10 +139,19 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	var minutes []store.Minute
 	var violations [][]error
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
-		res, err := attribution.Report(ctx, r.conn, r.book, attribution.Options{From: m, To: m.Add(time.Minute), Samples: r.cfg.Samples, Lines: true, Presence: presence,
+		res, err := r.report(ctx, r.conn, r.book, attribution.Options{From: m, To: m.Add(time.Minute), Samples: r.cfg.Samples, Lines: true, Presence: presence,
 			Now: now, Delay: reportDelay(r.cfg.Delay)})
 		if err != nil && !errors.Is(err, attribution.ErrInvariants) {
-			return p, fmt.Errorf("attribute the minute %s: %w", m.Format(time.RFC3339), err)
+			err = fmt.Errorf("attribute the minute %s: %w", m.Format(time.RFC3339), err)
+			// ClickHouse unreachable or the pass cancelled: the whole pass is retried, as no
+			// minute can be read. Otherwise the error is this minute's: the others go on.
+			if ctx.Err() != nil || r.conn.Ping(ctx) != nil {
+				return p, err
+			}
+			p.Failed = append(p.Failed, err)
+			r.logs.Log(ctx, now, slog.LevelError, "minute_failed", "a minute could not be attributed; the pass goes on with the others",
+				"minute", m, "err", err)
+			continue
 		}
 		if len(res.Absent) > 0 {
 			r.logger.DebugContext(ctx, "GPUs without samples in the minute count as capacity (sampled within the presence lookback)",
@@ -192,6 +207,12 @@ func (r *Runner) logProblems(ctx context.Context, now, minute time.Time, rep rep
 		known[n] = true
 		r.logs.Log(ctx, now, slog.LevelWarn, "allocation_left_out", "allocation left out of the attribution: its target has never been sampled",
 			"minute", minute, "note", n, "left_out_in_minute", rep.Unsampled)
+	}
+	for _, u := range rep.Unpriced {
+		n := u.Note()
+		known[n] = true
+		r.logs.Log(ctx, now, slog.LevelWarn, "unpriced_"+u.Kind, "left out of the money: the price book lacks a GPU model or tier",
+			"minute", minute, "kind", u.Kind, "name", u.Name, "note", n)
 	}
 	for _, o := range rep.Overlaps {
 		known[o] = true

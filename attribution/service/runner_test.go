@@ -3,6 +3,7 @@ package service_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"path/filepath"
@@ -315,4 +316,94 @@ func (r *reasonRecorder) Handle(_ context.Context, rec slog.Record) error {
 		slices.Sort(r.reasons)
 	}
 	return nil
+}
+
+// TestContinuousUnpricedAndFailingMinute: with a GPU model the price book lacks (one sample),
+// an allocation at an unknown tier, an allocation that cannot be computed (a MIG instance whose
+// samples say it has 0 compute slices, allocated in minute 4 only) and a minute whose
+// computation fails (minute 7, failed on purpose), the pass stores every other minute: the
+// unpriced and the broken allocation are left out of the money, the failing minute is in
+// Pass.Failed and not stored, and the next pass goes on.
+func TestContinuousUnpricedAndFailingMinute(t *testing.T) {
+	ctx := context.Background()
+	conn := chtest.NewDatabase(t, nil)
+	broken := chtest.MigA100
+	broken.ID, broken.Slices = "gpu0/mig6", 0
+	b200 := chtest.Instance{GPUUUID: "GPU-z", Model: "B200", ID: "gpu7", Kind: pb.Kind_KIND_GPU, SMs: 148, GPUSMs: 148, Mem: 180 << 30, GPUMem: 180 << 30}
+	var samples []*pb.Sample
+	for at := time.Duration(0); at < 12*time.Minute; at += time.Second {
+		samples = append(samples, chtest.MigA100.Sample(at, time.Second, true, 0.5), chtest.WholeA100.Sample(at, time.Second, true, 0.5))
+		if at >= 4*time.Minute && at < 5*time.Minute {
+			samples = append(samples, broken.Sample(at, time.Second, true, 0.5))
+		}
+	}
+	samples = append(samples, b200.Sample(2*time.Minute, time.Second, true, 1))
+	chtest.InsertSamples(t, conn, "node-a", samples)
+	at := func(d time.Duration) time.Time { return chtest.T0.Add(d) }
+	chtest.InsertAllocations(t, conn, []chtest.AllocationRow{
+		{ID: "a", Tenant: "acme", Tier: "pro", Node: "node-a", Instance: chtest.MigA100.ID, Requested: at(0), Started: at(0), Version: 1},
+		{ID: "z", Tenant: "zed", Tier: "pro", Node: "node-a", Instance: b200.ID, Requested: at(0), Started: at(0), Version: 1},
+		{ID: "g", Tenant: "gil", Tier: "gold", Node: "node-a", Instance: chtest.WholeA100.ID, Requested: at(0), Started: at(0), Version: 1},
+		{ID: "x", Tenant: "xen", Tier: "pro", Node: "node-a", Instance: broken.ID, Requested: at(4 * time.Minute), Started: at(4 * time.Minute), Ended: at(5 * time.Minute), Version: 1},
+	})
+	cfg := service.Passes{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: 10 * time.Minute, MaxRecompute: time.Hour, MaxMinutes: 120, Presence: time.Hour}
+	seen := &minuteRecorder{}
+	runner := service.NewRunner(conn, book, cfg, seen, slog.New(slog.DiscardHandler))
+	runner.SetReport(func(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, o attribution.Options) (attribution.Result, error) {
+		if o.From.Equal(at(7 * time.Minute)) {
+			return attribution.Result{}, errors.New("boom")
+		}
+		return attribution.Report(ctx, conn, book, o)
+	})
+	clock := at(10*time.Minute + 30*time.Second)
+	runner.SetClock(func() time.Time { return clock })
+	for pass := range 2 {
+		p, err := runner.Once(ctx)
+		if err != nil {
+			t.Fatalf("pass %d: %v", pass, err)
+		}
+		if p.Fresh+p.Recomputed != 9 || len(p.Failed) != 1 || p.Failed[0].Error() != "attribute the minute 2026-01-05T00:07:00Z: boom" {
+			t.Fatalf("pass %d: %d fresh, %d recomputed, failed %v; want 9 minutes stored and minute 7 failed", pass, p.Fresh, p.Recomputed, p.Failed)
+		}
+		clock = clock.Add(time.Minute)
+	}
+	// Every stored minute has zed's allocation on the unpriced GPU (sampled once, in minute 2)
+	// and gil's; minute 4 has the broken allocation, left out.
+	for _, m := range seen.minutes {
+		var got []string
+		for _, u := range m.Report.Unpriced {
+			got = append(got, u.Kind+"="+u.Name)
+		}
+		if !slices.Equal(got, []string{"model=B200", "tier=gold"}) {
+			t.Errorf("minute %s: unpriced %v, want the B200 and gold", m.Start.Format(time.TimeOnly), got)
+		}
+		if failed := len(m.Report.Failed); failed != map[bool]int{true: 1}[m.Start.Equal(at(4*time.Minute))] {
+			t.Errorf("minute %s: failed %q", m.Start.Format(time.TimeOnly), m.Report.Failed)
+		}
+	}
+	// The stored minutes bill acme alone.
+	rep, err := store.FromMinutes(ctx, conn, at(0), at(7*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 1.60 / 7 * (7 * time.Minute).Hours()
+	if len(rep.Tenants) != 1 || rep.Tenants[0].Tenant != "acme" || math.Abs(rep.Tenants[0].Cost-want) > 1e-9 {
+		t.Errorf("stored minutes 0-6: %+v; want acme alone at %.9f", rep.Tenants, want)
+	}
+	if errs := billing.CheckInvariants(rep); len(errs) > 0 {
+		t.Errorf("invariants: %v", errs)
+	}
+	if _, err := store.FromMinutes(ctx, conn, at(8*time.Minute), at(11*time.Minute)); err != nil {
+		t.Errorf("stored minutes 8-10: %v", err)
+	}
+}
+
+// minuteRecorder is an Observer that keeps the minutes as last attributed.
+type minuteRecorder struct{ minutes map[time.Time]store.Minute }
+
+func (r *minuteRecorder) Minute(m store.Minute, _ bool, _ []error) {
+	if r.minutes == nil {
+		r.minutes = map[time.Time]store.Minute{}
+	}
+	r.minutes[m.Start] = m
 }

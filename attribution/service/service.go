@@ -74,9 +74,13 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	if err := migrations.RequireClusterSettings(ctx, conn, cfg.Cluster); err != nil {
 		return err
 	}
-	// A model the fleet has and the price book lacks would fail every pass: refuse to start.
-	if err := attribution.CheckFleetPriced(ctx, conn, cfg.Book, max(cfg.Window, cfg.Backfill, 24*time.Hour)); err != nil {
-		return err
+	// A model or tier the price book lacks does not stop the service: what it covers is
+	// attributed as unpriced (slicemeter_attribution_unpriced_seconds_total); say so at start.
+	switch err := attribution.CheckFleetPriced(ctx, conn, cfg.Book, max(cfg.Window, cfg.Backfill, 24*time.Hour)); {
+	case usage.Is(err):
+		logger.WarnContext(ctx, "the price book does not price all of the fleet: that part is attributed as unpriced, left out of the money", "err", err)
+	case err != nil:
+		logger.WarnContext(ctx, "could not check that the price book prices the fleet", "err", err)
 	}
 	s := &service{cfg: cfg, conn: conn, logger: logger, logs: lograte.New(logger, time.Minute), sla: newSLAMetrics(reg, cfg.Book)}
 	s.runner = NewRunner(conn, cfg.Book, cfg.Passes, s.sla, logger)
@@ -128,6 +132,7 @@ func (s *service) pass(ctx context.Context) {
 	began := time.Now()
 	p, err := s.runner.Once(ctx)
 	s.sla.passDuration.Observe(time.Since(began).Seconds())
+	s.sla.computeErrs.WithLabelValues(scopeMinute).Add(float64(len(p.Failed)))
 	if err != nil {
 		s.sla.errors.Inc()
 		s.logger.Error("attributing minutes failed", "from", p.From, "to", p.To, "err", err)

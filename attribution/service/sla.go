@@ -31,15 +31,25 @@ type slaMetrics struct {
 	breaches     *prometheus.CounterVec
 	jitterOver   *prometheus.CounterVec
 	violations   *prometheus.CounterVec
+	unpriced     *prometheus.CounterVec
+	computeErrs  *prometheus.CounterVec
 
 	book *pricebook.PriceBook // the SLA limits per tier
 
 	// counted is what the counters hold per minute and allocation, for the minutes a
 	// recomputation may still touch: a recomputed minute adds only its increases.
 	counted map[time.Time]map[string][3]float64
+	// unpricedCounted is the same for the unpriced seconds, by kind and name.
+	unpricedCounted map[time.Time]map[[2]string]float64
 	// coldSeen are the allocations whose cold start was observed (once each), by last minute seen.
 	coldSeen map[string]time.Time
 }
+
+// The scopes of slicemeter_attribution_computation_errors_total.
+const (
+	scopeMinute     = "minute"
+	scopeAllocation = "allocation"
+)
 
 var (
 	tenantLabels    = []string{"tenant", "tier", "currency"}
@@ -95,16 +105,27 @@ func newSLAMetrics(reg prometheus.Registerer, book *pricebook.PriceBook) *slaMet
 		violations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "slicemeter_attribution_invariant_violations_total", Help: "Invariant violations found in attributed minutes and windows, by invariant (capacity, cost_split, efficiency, unmetered, overlap).",
 		}, []string{"invariant"}),
-		book:     book,
-		counted:  map[time.Time]map[string][3]float64{},
-		coldSeen: map[string]time.Time{},
+		unpriced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slicemeter_attribution_unpriced_seconds_total",
+			Help: "Seconds attributed as unpriced in the stored minutes, left out of the money and the capacity because the price book lacks them: kind=\"model\" counts the GPU-seconds of GPUs of a model without a price (name: the model), kind=\"tier\" the billed seconds of allocations at an unknown tier (name: the tier).",
+		}, []string{"kind", "name"}),
+		computeErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slicemeter_attribution_computation_errors_total",
+			Help: "Computations that failed and were left out while the rest went on: scope=\"minute\" a minute a pass could not attribute (not stored by it), scope=\"allocation\" an allocation left out of a minute as first attributed.",
+		}, []string{"scope"}),
+		book:            book,
+		counted:         map[time.Time]map[string][3]float64{},
+		unpricedCounted: map[time.Time]map[[2]string]float64{},
+		coldSeen:        map[string]time.Time{},
 	}
 	m.minutes.WithLabelValues("fresh")
+	m.computeErrs.WithLabelValues(scopeMinute)
+	m.computeErrs.WithLabelValues(scopeAllocation)
 	m.minutes.WithLabelValues("recomputed")
 	for _, inv := range []string{billing.InvariantCapacity, billing.InvariantCostSplit, billing.InvariantEfficiency, billing.InvariantMetered, billing.InvariantOverlap} {
 		m.violations.WithLabelValues(inv)
 	}
-	reg.MustRegister(m, m.duration, m.errors, m.lastOK, m.passDuration, m.minutes, m.cost, m.waste, m.overhead, m.coldStart, m.breaches, m.jitterOver, m.violations)
+	reg.MustRegister(m, m.duration, m.errors, m.lastOK, m.passDuration, m.minutes, m.cost, m.waste, m.overhead, m.coldStart, m.breaches, m.jitterOver, m.violations, m.unpriced, m.computeErrs)
 	return m
 }
 
@@ -129,11 +150,15 @@ func (m *slaMetrics) Minute(mi store.Minute, fresh bool, violations []error) {
 		kind = "recomputed"
 	}
 	m.minutes.WithLabelValues(kind).Inc()
+	if fresh {
+		m.computeErrs.WithLabelValues(scopeAllocation).Add(float64(len(mi.Report.Failed)))
+	}
 	prev, tracked := m.counted[mi.Start]
 	if !fresh && !tracked {
 		// Recomputed before this process counted it (a restart): counting it would count it twice.
 		return
 	}
+	m.countUnpriced(mi)
 	now := map[string][3]float64{}
 	for _, l := range mi.Lines {
 		labels := []string{l.Tenant, l.Tier, mi.Report.Currency}
@@ -170,6 +195,7 @@ func (m *slaMetrics) Minute(mi store.Minute, fresh bool, violations []error) {
 	for t := range m.counted {
 		if t.Before(mi.Start.Add(-6 * time.Hour)) {
 			delete(m.counted, t)
+			delete(m.unpricedCounted, t)
 		}
 	}
 	for id, t := range m.coldSeen {
@@ -177,6 +203,25 @@ func (m *slaMetrics) Minute(mi store.Minute, fresh bool, violations []error) {
 			delete(m.coldSeen, id)
 		}
 	}
+}
+
+// countUnpriced adds what the minute attributed as unpriced, less what it held when counted
+// before (a recomputed minute adds only its increases).
+func (m *slaMetrics) countUnpriced(mi store.Minute) {
+	prev := m.unpricedCounted[mi.Start]
+	now := map[[2]string]float64{}
+	for _, u := range mi.Report.Unpriced {
+		k := [2]string{u.Kind, u.Name}
+		v := u.Seconds()
+		if d := v - prev[k]; d > 0 {
+			m.unpriced.WithLabelValues(k[0], k[1]).Add(d)
+		}
+		now[k] = max(v, prev[k])
+	}
+	for k, v := range prev {
+		now[k] = max(v, now[k])
+	}
+	m.unpricedCounted[mi.Start] = now
 }
 
 func (m *slaMetrics) countViolations(errs []error) {

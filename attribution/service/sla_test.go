@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
@@ -91,5 +92,39 @@ func TestSLAMetricsExposition(t *testing.T) {
 	cmd.Stdin = strings.NewReader(text)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// TestUnpricedSeconds: what the stored minutes attribute as unpriced is counted by kind and
+// name, a recomputed minute adding only its increase; allocations that failed, once.
+func TestUnpricedSeconds(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newSLAMetrics(reg, &pricebook.PriceBook{Currency: "USD"})
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	minute := func(at time.Time, fresh bool, gold time.Duration) {
+		m.Minute(store.Minute{Start: at, Report: report.Report{Currency: "USD", Unpriced: []report.Unpriced{
+			{Kind: report.UnpricedModel, Name: "B200", GPUs: 1, GPUTime: time.Minute, Allocations: 1, Allocated: 20 * time.Second},
+			{Kind: report.UnpricedTier, Name: "gold", Allocations: 1, Allocated: gold},
+		}}}, fresh, nil)
+	}
+	minute(start, true, 30*time.Second)
+	minute(start.Add(time.Minute), true, 0)
+	minute(start, false, 45*time.Second)                   // late samples: 15 s more
+	minute(start.Add(time.Minute), false, 0)               // unchanged: nothing more
+	minute(start.Add(-time.Hour), false, 1000*time.Second) // recomputed, never counted here: not counted now
+	// An allocation left out because computing it failed: counted when first attributed.
+	failed := store.Minute{Start: start.Add(2 * time.Minute), Report: report.Report{Failed: []string{"price allocation x: MIG compute slices 0"}}}
+	m.Minute(failed, true, nil)
+	m.Minute(failed, false, nil)
+	if got := testutil.ToFloat64(m.computeErrs.WithLabelValues("allocation")); got != 1 {
+		t.Errorf(`slicemeter_attribution_computation_errors_total{scope="allocation"} = %g, want 1`, got)
+	}
+	for _, tt := range []struct {
+		kind, name string
+		want       float64
+	}{{"model", "B200", 120}, {"tier", "gold", 45}} {
+		if got := testutil.ToFloat64(m.unpriced.WithLabelValues(tt.kind, tt.name)); got != tt.want {
+			t.Errorf("slicemeter_attribution_unpriced_seconds_total{kind=%q,name=%q} = %g, want %g", tt.kind, tt.name, got, tt.want)
+		}
 	}
 }

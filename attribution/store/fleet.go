@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // FleetModels returns the GPU models sampled since the time, sorted.
@@ -22,4 +24,27 @@ func FleetModels(ctx context.Context, conn Querier, since time.Time) ([]string, 
 		out = append(out, m)
 	}
 	return out, rows.Err()
+}
+
+// fleetTiersQuery: the tiers of the allocations (current versions, not deleted) billed at or
+// after its argument (ns).
+var fleetTiersQuery = `
+SELECT DISTINCT cur_tier
+FROM (` + tables.LatestAllocations("") + `)
+WHERE cur_deleted = 0 AND cur_started_ns > 0 AND (cur_ended_ns = 0 OR cur_ended_ns > ?)
+ORDER BY cur_tier`
+
+// FleetTiers returns the tiers of the allocations billed since the time, sorted.
+func FleetTiers(ctx context.Context, conn Querier, since time.Time) ([]string, error) {
+	var out []string
+	err := queryEach(ctx, conn, fleetTiersQuery, []any{since.UnixNano()}, func(scan func(...any) error) error {
+		var tier string
+		err := scan(&tier)
+		out = append(out, tier)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the tiers of the allocations billed since %s: %w", since.UTC().Format(time.RFC3339), err)
+	}
+	return out, nil
 }

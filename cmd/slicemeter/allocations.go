@@ -50,7 +50,7 @@ func (c *allocationsCmd) run(ctx context.Context, logger *slog.Logger) error {
 		}
 		tiers = book.Tiers
 	}
-	allocs, err := allocations.DecodeKnownTiers(*c.file, data, tiers)
+	allocs, lines, err := allocations.DecodeLines(*c.file, data, tiers)
 	if err != nil {
 		return usage.Wrap(err)
 	}
@@ -61,7 +61,7 @@ func (c *allocationsCmd) run(ctx context.Context, logger *slog.Logger) error {
 	defer conn.Close()
 	res, err := allocations.NewStore(conn).Put(ctx, allocs)
 	if errors.Is(err, allocations.ErrRefused) {
-		return usage.Wrap(fmt.Errorf("%s: %w", *c.file, err))
+		return usage.Wrap(allocations.AtLine(*c.file, lines, err))
 	}
 	if err != nil {
 		return fmt.Errorf("import %s: %w", *c.file, err)

@@ -7,7 +7,9 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/collector/service"
+	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
 )
 
@@ -15,6 +17,7 @@ import (
 type collectorCmd struct {
 	cfg          service.Config
 	dsn, cluster *string // the flags every ClickHouse client shares
+	book         *string
 }
 
 func newCollectorCmd(app *kingpin.Application) *collectorCmd {
@@ -25,6 +28,7 @@ func newCollectorCmd(app *kingpin.Application) *collectorCmd {
 	c.Flag("kafka.group", "Consumer group; collectors in one group split the partitions.").Default("slicemeter-collector").StringVar(&cfg.Collector.GroupID)
 	c.Flag("kafka.partitions", "Partitions of the topics when they have to be created.").Default("4").IntVar(&cfg.Partitions)
 	cmd.dsn, cmd.cluster = dsnFlag(c), clusterFlag(c)
+	cmd.book = c.Flag("pricebook", "Price book file: dead-letter allocation events at a tier it lacks (reason invalid, field tier) instead of storing them. Read at start: restart the collector after adding a tier.").String()
 	c.Flag("collector.flush-rows", "Insert when this many rows are buffered.").Default("100000").IntVar(&cfg.Collector.FlushRows)
 	c.Flag("collector.flush-interval", "Insert at least this often.").Default("1s").DurationVar(&cfg.Collector.FlushInterval)
 	cfg.Web = kingpinflag.AddFlags(c, ":9836")
@@ -39,5 +43,12 @@ func newCollectorCmd(app *kingpin.Application) *collectorCmd {
 func (c *collectorCmd) run(ctx context.Context, logger *slog.Logger) error {
 	cfg := c.cfg
 	cfg.DSN, cfg.Cluster = *c.dsn, *c.cluster
+	if *c.book != "" {
+		book, err := pricebook.Load(*c.book)
+		if err != nil {
+			return usage.Wrap(err)
+		}
+		cfg.Collector.Tiers = book.Tiers
+	}
 	return service.Run(ctx, cfg, webserver.NewRegistry(), logger)
 }

@@ -26,7 +26,7 @@ type pricebookCmd struct {
 
 func newPricebookCmd(app *kingpin.Application, stdout io.Writer) *pricebookCmd {
 	c := app.Command("pricebook", "Work with price books.")
-	check := c.Command("check", "Validate a price book; with --clickhouse.dsn also check that it prices every GPU model sampled recently.")
+	check := c.Command("check", "Validate a price book; with --clickhouse.dsn also check that it prices every GPU model sampled recently and knows every tier of the allocations billed since (reports attribute what it lacks as unpriced).")
 	return &pricebookCmd{
 		stdout: stdout,
 		file:   check.Arg("file", "Price book (YAML).").Required().String(),

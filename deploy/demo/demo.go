@@ -91,7 +91,8 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	webErr := webserver.Serve(webCtx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &ready, Logger: logger})
 
 	col, err := collectorsvc.New(ctx, collectorsvc.Config{Brokers: strings.Join(brokers, ","), Partitions: cfg.Partitions, DSN: dsn,
-		Collector: collector.Config{GroupID: "slicemeter-demo-" + sc.Name, FlushRows: 200000, FlushInterval: 100 * time.Millisecond}}, reg, logger)
+		Collector: collector.Config{GroupID: "slicemeter-demo-" + sc.Name, FlushRows: 200000, FlushInterval: 100 * time.Millisecond,
+			Tiers: pricebook.FromScenario(sc).Tiers}}, reg, logger)
 	if err != nil {
 		return err
 	}

@@ -34,8 +34,18 @@ func FirstOverlap(incoming, current []Allocation) error {
 	if first < 0 {
 		return nil
 	}
-	return reasonFor(incoming[first], live, incoming[:first])
+	return &Conflict{Index: first, Err: reasonFor(incoming[first], live, incoming[:first])}
 }
+
+// Conflict is why the incoming allocation at Index (from 0, in input order) cannot be stored
+// beside the others: a caller that knows where each came from (a file's lines) names it.
+type Conflict struct {
+	Index int
+	Err   error
+}
+
+func (c *Conflict) Error() string { return c.Err.Error() }
+func (c *Conflict) Unwrap() error { return c.Err }
 
 // reasonFor names a and the first of current, then earlier, that it overlaps.
 func reasonFor(a Allocation, current, earlier []Allocation) error {
@@ -64,7 +74,7 @@ func firstOverlapPairwise(incoming, current []Allocation) error {
 	}
 	for i, a := range incoming {
 		if err := reasonFor(a, live, incoming[:i]); err != nil {
-			return err
+			return &Conflict{Index: i, Err: err}
 		}
 	}
 	return nil
