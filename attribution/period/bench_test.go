@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/period"
@@ -30,19 +28,15 @@ import (
 //
 //	SLICEMETER_BENCH_INSTANCES=1000 go test -run '^$' -bench Period -benchtime 1x -timeout 60m ./attribution/period/
 //
-// A month of stored minutes is read with a GROUP BY per minute and allocation (the latest
-// pass, once), which for 1000 instances needs more than the 4 GB max_memory_usage of the test
-// server: SLICEMETER_BENCH_EXTERNAL_GROUP_BY=BYTES sets max_bytes_before_external_group_by
-// for the benchmark's queries, so that ClickHouse spills that GROUP BY to disk.
+// The stored minutes are read a day at a time (store.FromMinutes): a month's latest-pass GROUP
+// BY per minute and allocation in one query needs more than the test server's 4 GB
+// max_memory_usage from 250 instances on.
 func BenchmarkPeriod(b *testing.B) {
 	instances := 56
 	if v, err := strconv.Atoi(os.Getenv("SLICEMETER_BENCH_INSTANCES")); err == nil && v > 0 {
 		instances = v
 	}
 	ctx := context.Background()
-	if v, err := strconv.Atoi(os.Getenv("SLICEMETER_BENCH_EXTERNAL_GROUP_BY")); err == nil && v > 0 {
-		ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_bytes_before_external_group_by": v}))
-	}
 	conn := chtest.NewDatabase(b, nil)
 	feb := period.Month{Year: 2026, Month: time.February}
 	start, end := feb.Bounds(time.UTC)

@@ -304,7 +304,7 @@ func storeMinutes(t *testing.T, conn driver.Conn, from, to, lateFrom, lateTo, co
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
 		line := func(tenant, id string) billing.Line {
 			return billing.Line{AllocationID: id, Tenant: tenant, Tier: "pro", Node: "node-a", Instance: id, Billed: time.Minute, Metered: time.Minute,
-				Active: time.Minute, ListCost: perMinute, Cost: perMinute, Efficiency: 1, Requested: from, Started: from}
+				Active: time.Minute, ListCost: perMinute, Cost: perMinute, Efficiency: 0.5, WasteCost: perMinute / 2, Requested: from, Started: from}
 		}
 		lines := []billing.Line{line("acme", "gpu0")}
 		if !m.Before(lateFrom) && m.Before(lateTo) {
@@ -347,6 +347,11 @@ func TestCloseFromMinutes(t *testing.T) {
 	if csv := string(closedMar.Report); !strings.Contains(csv, "beta,correction:2026-02,2026-03-01T00:00:00Z,2026-04-01T00:00:00Z,86400.000,38.400000,38.400000,") ||
 		!strings.Contains(csv, "__unallocated__,correction:2026-02,2026-03-01T00:00:00Z,2026-04-01T00:00:00Z,,-38.400000,") || strings.Count(csv, "correction:") != 2 {
 		t.Errorf("March's report, want beta's day of February as corrections:\n%s", csv)
+	}
+	// A month of stored minutes is read by chunks of a day: the sums add up, and the waste is
+	// the month's from them (efficiency 0.5 of 31 days × 24 h × 1.60).
+	if csv := string(closedMar.Report); !strings.Contains(csv, "acme,pro,2026-03-01T00:00:00Z,2026-04-01T00:00:00Z,2678400.000,1190.400000,1190.400000,595.200000,0.000000,0.5000,") {
+		t.Errorf("March's acme row:\n%s", csv)
 	}
 	closedApr, err := closer.Close(ctx, apr, day(time.May, 5))
 	if err != nil {

@@ -21,10 +21,12 @@ import (
 // minutesQuery sums, per allocation, the stored minutes of [from, to) as the service last
 // attributed each (tables.LatestPass; its arguments from, to, from, to). The inner query's
 // aliases are the columns' names, so that the outer one sums them with tables' formulas.
+// Every column is a sum, a maximum or the same in every row, so that the sums of consecutive
+// chunks of a window add up to the window's (FromMinutes reads a long window by chunks).
 var minutesQuery = `
 SELECT tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max(sliced),
     sum(billed_ns), ` + tables.Metered + `, ` + tables.Active + `, sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
-    ` + tables.Efficiency + `, max(cold_start_ns), any(cold_start_sla_ns), any(currency),
+    sum(efficiency_ns), max(cold_start_ns), any(cold_start_sla_ns), any(currency),
     tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), uniqExact(minute),
     sum(overhead_ns)
 FROM (
@@ -53,68 +55,129 @@ func FromMinutes(ctx context.Context, conn Querier, from, to time.Time) (report.
 			from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
 	}
 	window := billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}
-	f, t := from.Unix(), to.Unix()
 	var (
-		lines       []billing.Line
-		currency    string
-		unallocated float64
-		minutes     uint64
+		byAllocation = map[[2]string]*minuteSums{}
+		order        [][2]string
+		currency     string
+		unallocated  decimal.Decimal
+		minutes      uint64
 	)
-	// Money columns are Decimal(38, 12): their sums are exact, and only the sum becomes a float.
-	err := queryEach(ctx, conn, minutesQuery, []any{f, t, f, t}, func(scan func(...any) error) error {
-		var (
-			l                                       billing.Line
-			sliced                                  uint8
-			requested, started                      int64
-			billed, metered, active, coldStart, sla int64
-			listCost, cost, waste, overheadCost     decimal.Decimal
-			rowCurrency                             string
-			waits, counts                           []uint64
-			n                                       uint64
-			overheadNS                              float64
-		)
-		err := scan(&l.Tenant, &l.AllocationID, &l.Tier, &requested, &started, &sliced,
-			&billed, &metered, &active, &listCost, &cost, &waste, &overheadCost, &l.Efficiency, &coldStart, &sla, &rowCurrency, &waits, &counts, &n,
-			&overheadNS)
-		if err != nil {
-			return err
-		}
-		currency = rowCurrency
-		if l.Tenant == report.Unallocated {
-			unallocated, minutes = listCost.InexactFloat64(), n
+	// By chunks of at most a day: the latest-pass GROUP BY per minute and allocation of a
+	// month of a large fleet would need more memory than a server gives one query; the chunks'
+	// sums add up (money as exact Decimal sums), and the charges come from the window's sums.
+	for cf := from; cf.Before(to); cf = cf.Add(minutesChunk) {
+		ct := minTime(cf.Add(minutesChunk), to)
+		f, t := cf.Unix(), ct.Unix()
+		err := queryEach(ctx, conn, minutesQuery, []any{f, t, f, t}, func(scan func(...any) error) error {
+			var (
+				x                                       minuteSums
+				tenant, id, tier, rowCurrency           string
+				n                                       uint64
+				listCost, cost, waste, overheadCost     decimal.Decimal
+				billed, metered, active, coldStart, sla int64
+				requested, started                      int64
+				sliced                                  uint8
+				waits, counts                           []uint64
+				efficiencyNS, overheadNS                float64
+			)
+			err := scan(&tenant, &id, &tier, &requested, &started, &sliced,
+				&billed, &metered, &active, &listCost, &cost, &waste, &overheadCost, &efficiencyNS, &coldStart, &sla, &rowCurrency, &waits, &counts, &n,
+				&overheadNS)
+			if err != nil {
+				return err
+			}
+			currency = rowCurrency
+			if tenant == report.Unallocated {
+				unallocated, minutes = unallocated.Add(listCost), minutes+n
+				return nil
+			}
+			k := [2]string{tenant, id}
+			sum := byAllocation[k]
+			if sum == nil {
+				sum = &minuteSums{tier: tier, requested: requested, started: started, sla: sla, coldStart: -1, waits: billing.Histogram{}}
+				byAllocation[k] = sum
+				order = append(order, k)
+			}
+			x = minuteSums{billed: billed, metered: metered, active: active, listCost: listCost, cost: cost, overheadCost: overheadCost,
+				efficiencyNS: efficiencyNS, overheadNS: overheadNS, coldStart: coldStart, sliced: sliced == 1}
+			sum.add(x, waits, counts)
 			return nil
+		})
+		if err != nil {
+			return report.Report{}, fmt.Errorf("read the stored minutes of [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 		}
-		l.Cost, l.WasteCost, l.OverheadCost = cost.InexactFloat64(), waste.InexactFloat64(), overheadCost.InexactFloat64()
-		l.Requested, l.Started = billing.UTC(requested), billing.UTC(started)
-		l.Billed, l.Metered, l.Active, l.ListCost = time.Duration(billed), time.Duration(metered), time.Duration(active), listCost.InexactFloat64()
-		l.TimeSliced, l.ColdStartSLA = sliced == 1, time.Duration(sla)
-		// The window's charges from its sums, as Compute does, not the sum of the minutes'.
-		l.Overhead = overheadOf(overheadNS, l.Metered, l.OverheadCost, l.Cost)
-		l.WasteCost, l.OverheadCost = billing.Charges(l.Cost, l.Overhead, l.Efficiency, l.Active, l.Billed)
-		if coldStart >= 0 {
-			d := time.Duration(coldStart)
-			l.ColdStart = &d
-		}
-		l.Waits = histogram(waits, counts)
-		lines = append(lines, l)
-		return nil
-	})
-	if err != nil {
-		return report.Report{}, fmt.Errorf("read the stored minutes of [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 	}
 	if want := uint64(to.Sub(from) / time.Minute); minutes != want {
 		return report.Report{}, fmt.Errorf("report [%s, %s) from stored minutes: %d of its %d minutes are not attributed yet",
 			from.Format(time.RFC3339), to.Format(time.RFC3339), want-minutes, want)
 	}
+	lines := make([]billing.Line, 0, len(order))
+	for _, k := range order {
+		lines = append(lines, byAllocation[k].line(k[0], k[1]))
+	}
 	rows, notes := billing.TenantRows(lines, window, currency)
-	capacity := unallocated
+	capacity := unallocated.InexactFloat64()
 	for _, row := range rows {
 		capacity += row.ListCost
 	}
 	return report.Report{
 		WindowStart: from.UTC(), WindowEnd: to.UTC(), Currency: currency, Tenants: rows,
-		UnallocatedListCost: unallocated, CapacityListCost: capacity, Notes: notes,
+		UnallocatedListCost: unallocated.InexactFloat64(), CapacityListCost: capacity, Notes: notes,
 	}, nil
+}
+
+// minutesChunk is the longest window FromMinutes reads at once.
+const minutesChunk = 24 * time.Hour
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// minuteSums is one allocation's sums over the chunks of a window of stored minutes.
+type minuteSums struct {
+	tier                               string
+	requested, started, sla            int64
+	billed, metered, active, coldStart int64
+	sliced                             bool
+	listCost, cost, overheadCost       decimal.Decimal
+	efficiencyNS, overheadNS           float64
+	waits                              billing.Histogram
+}
+
+func (s *minuteSums) add(x minuteSums, waits, counts []uint64) {
+	s.billed, s.metered, s.active = s.billed+x.billed, s.metered+x.metered, s.active+x.active
+	s.listCost, s.cost, s.overheadCost = s.listCost.Add(x.listCost), s.cost.Add(x.cost), s.overheadCost.Add(x.overheadCost)
+	s.efficiencyNS, s.overheadNS = s.efficiencyNS+x.efficiencyNS, s.overheadNS+x.overheadNS
+	s.coldStart, s.sliced = max(s.coldStart, x.coldStart), s.sliced || x.sliced
+	for i, w := range waits {
+		if i < len(counts) {
+			s.waits[w] += counts[i]
+		}
+	}
+}
+
+// line is the allocation's line of the window: its charges from the window's sums, as
+// Compute does, not the sum of the minutes'.
+func (s *minuteSums) line(tenant, id string) billing.Line {
+	l := billing.Line{Tenant: tenant, AllocationID: id, Tier: s.tier,
+		Requested: billing.UTC(s.requested), Started: billing.UTC(s.started),
+		Billed: time.Duration(s.billed), Metered: time.Duration(s.metered), Active: time.Duration(s.active),
+		ListCost: s.listCost.InexactFloat64(), Cost: s.cost.InexactFloat64(),
+		TimeSliced: s.sliced, ColdStartSLA: time.Duration(s.sla),
+		// tables.Efficiency: Σ efficiency_ns / greatest(Σ active_ns, 1).
+		Efficiency: s.efficiencyNS / float64(max(s.active, 1)),
+	}
+	l.Overhead = overheadOf(s.overheadNS, l.Metered, s.overheadCost.InexactFloat64(), l.Cost)
+	l.WasteCost, l.OverheadCost = billing.Charges(l.Cost, l.Overhead, l.Efficiency, l.Active, l.Billed)
+	if s.coldStart >= 0 {
+		d := time.Duration(s.coldStart)
+		l.ColdStart = &d
+	}
+	l.Waits = s.waits
+	return l
 }
 
 // overheadOf is a window's overhead fraction from its minutes: Σ overhead_ns / Σ metered_ns,
