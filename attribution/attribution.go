@@ -254,6 +254,22 @@ func withNeighbours(r report.Report, top map[string]string) report.Report {
 	return r
 }
 
+// ReportSeries is Report for each of the windows (their From and To replace o's), in order,
+// each report's notes logged (LogNotes); it stops at the first window that fails, naming it.
+func ReportSeries(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, windows []report.Window, o Options, logger *slog.Logger) (report.Series, error) {
+	var series report.Series
+	for _, w := range windows {
+		o.From, o.To = w.Start, w.End
+		res, err := Report(ctx, conn, book, o)
+		LogNotes(ctx, logger, res.Report)
+		if err != nil {
+			return series, fmt.Errorf("attributing %s to %s: %w", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), err)
+		}
+		series = append(series, res.Report)
+	}
+	return series, nil
+}
+
 // LogNotes logs each of the report's notes once, as a warning.
 func LogNotes(ctx context.Context, logger *slog.Logger, rep report.Report) {
 	for _, n := range rep.Notes {

@@ -66,7 +66,9 @@ type Server struct {
 	Metrics *allocations.Metrics // may be nil
 	// Tiers, when set, are the tiers an allocation may name (the price book's): an allocation
 	// at another tier could not be priced, so it is refused at the door.
-	Tiers  map[string]float64
+	Tiers map[string]float64
+	// Zone is the time zone of step=month's calendar months (the price book's); nil: UTC.
+	Zone   *time.Location
 	Logger *slog.Logger
 	// MaxBody bounds a POST body (default DefaultMaxBody); a larger one is refused with 413.
 	MaxBody int64
@@ -297,7 +299,7 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter source: %q; expected samples or minutes", src))
 		return
 	}
-	windows, err := report.Windows(from, to, q.Get("step"))
+	windows, err := report.WindowsIn(from, to, q.Get("step"), s.Zone)
 	if err != nil {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter step: %w", err))
 		return

@@ -15,6 +15,12 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/slicemeter/slicemeter/schemas/scenario"
+
+	// The IANA zones inside the binary: a price book's timezone must not depend on the
+	// host's zoneinfo.
+	_ "time/tzdata"
 )
 
 // Error is one thing wrong in a price book file: where, which field, what was written there
@@ -46,6 +52,7 @@ func (e *Error) Error() string {
 //	tiers: {pro: 1.0, budget: 0.7}
 //	sla: {cold_start: {pro: 30s}, jitter_p99: {pro: 5ms}}   # jitter_p99 optional, no default
 //	contracts: {acme: {A100-SXM4-40GB: 1.20}}          # optional: tenant's own price per model
+//	timezone: Europe/Berlin                             # optional: billing months' zone (UTC)
 //	changes:                                            # optional: effective-dated changes
 //	  - effective: "2026-01-15T12:00:00Z"
 //	    prices: {A100-SXM4-40GB: 1.80}
@@ -56,6 +63,42 @@ func Load(path string) (*PriceBook, error) {
 		return nil, fmt.Errorf("read price book: %w", err)
 	}
 	return Parse(path, data)
+}
+
+// LoadFileOrScenario is the price book of a file (Load) or the one a scenario file carries
+// (FromScenario): exactly one of the two is given, as the commands' --pricebook and
+// --scenario flags are.
+func LoadFileOrScenario(file, scenarioFile string) (*PriceBook, error) {
+	switch {
+	case file != "" && scenarioFile != "":
+		return nil, errors.New("give --pricebook or --scenario, not both")
+	case file != "":
+		return Load(file)
+	case scenarioFile != "":
+		sc, err := scenario.Load(scenarioFile)
+		if err != nil {
+			return nil, err
+		}
+		return FromScenario(sc), nil
+	default:
+		return nil, errors.New("a price book is required: --pricebook FILE or --scenario FILE")
+	}
+}
+
+// timezone is the IANA zone a timezone field names. "Local" and "" are refused: the billing
+// month must not depend on the host.
+func (p *parser) timezone(val *yaml.Node) *time.Location {
+	const expected = "an IANA time zone name such as UTC or Europe/Berlin"
+	if val.Kind != yaml.ScalarNode || val.Tag != "!!str" || val.Value == "" || val.Value == "Local" {
+		p.fail(val, "timezone", quote(val), expected)
+		return nil
+	}
+	loc, err := time.LoadLocation(val.Value)
+	if err != nil {
+		p.fail(val, "timezone", quote(val), expected)
+		return nil
+	}
+	return loc
 }
 
 // Parse validates price book YAML; file names it in errors. It reports every problem it
@@ -81,7 +124,7 @@ func Parse(file string, data []byte) (*PriceBook, error) {
 	return book, nil
 }
 
-const expectedBook = "a mapping with version: 1, currency, prices, tiers and optionally sla, contracts, changes"
+const expectedBook = "a mapping with version: 1, currency, prices, tiers and optionally sla, contracts, timezone, changes"
 
 var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
 
@@ -124,8 +167,10 @@ func (p *parser) book(root *yaml.Node) *PriceBook {
 			book.Contracts = p.contracts(val, "contracts")
 		case "changes":
 			book.Changes = p.changes(val)
+		case "timezone":
+			book.Location = p.timezone(val)
 		default:
-			p.fail(key, key.Value, "unknown field", "one of version, currency, prices, tiers, sla, contracts, changes")
+			p.fail(key, key.Value, "unknown field", "one of version, currency, prices, tiers, sla, contracts, timezone, changes")
 		}
 	}
 	for _, field := range []string{"version", "currency", "prices", "tiers"} {

@@ -39,6 +39,17 @@ type PriceBook struct {
 	Contracts map[string]map[string]float64
 	// Changes are effective-dated changes of prices and contracts (see CostsBetween).
 	Changes []Change
+	// Location is the time zone whose calendar months are the billing periods and the
+	// windows of `report --step month` (field timezone, an IANA name); nil: UTC.
+	Location *time.Location
+}
+
+// Zone is the price book's time zone (Location), UTC when it names none.
+func (pb *PriceBook) Zone() *time.Location {
+	if pb == nil || pb.Location == nil {
+		return time.UTC
+	}
+	return pb.Location
 }
 
 // FromScenario takes the price book a scenario carries (its currency, prices, tiers and sla keys).

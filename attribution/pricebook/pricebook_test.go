@@ -28,6 +28,27 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+func TestTimezone(t *testing.T) {
+	const good = "version: 1\ncurrency: USD\nprices: {A100-SXM4-40GB: 1.60}\ntiers: {pro: 1.0}\n"
+	for _, tt := range []struct{ yaml, want string }{
+		{good, "UTC"},
+		{good + "timezone: UTC\n", "UTC"},
+		{good + "timezone: Europe/Berlin\n", "Europe/Berlin"},
+		{good + "timezone: America/New_York\n", "America/New_York"},
+	} {
+		book, err := Parse("p.yaml", []byte(tt.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := book.Zone().String(); got != tt.want {
+			t.Errorf("Parse(%q).Zone() = %s, want %s", tt.yaml, got, tt.want)
+		}
+	}
+	if got := (&PriceBook{}).Zone(); got != time.UTC {
+		t.Errorf("a price book without a zone: %s, want UTC", got)
+	}
+}
+
 func TestLoadMissingFile(t *testing.T) {
 	_, err := Load(filepath.Join("testdata", "nope.yaml"))
 	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
@@ -45,7 +66,11 @@ func TestParseErrors(t *testing.T) {
 		{"empty file", "", []string{"p.yaml", "the file is empty"}},
 		{"not yaml", "prices: [1, 2", []string{"p.yaml", "not YAML"}},
 		{"not a mapping", "- 1\n", []string{"p.yaml:1", "a list; expected a mapping"}},
-		{"unknown key", good + "colour: red\n", []string{"p.yaml:5", "colour: unknown field", "expected one of version, currency, prices, tiers, sla, contracts, changes"}},
+		{"unknown key", good + "colour: red\n", []string{"p.yaml:5", "colour: unknown field", "expected one of version, currency, prices, tiers, sla, contracts, timezone, changes"}},
+		{"unknown zone", good + "timezone: Mars/Olympus\n", []string{"p.yaml:5", `timezone: "Mars/Olympus"`, "IANA time zone"}},
+		{"local zone", good + "timezone: Local\n", []string{`timezone: "Local"`}},
+		{"empty zone", good + "timezone: \"\"\n", []string{`timezone: ""`}},
+		{"zone a number", good + "timezone: 1\n", []string{`timezone: "1"`}},
 		{"missing version", "currency: USD\nprices: {A: 1}\ntiers: {pro: 1}\n", []string{"version: missing"}},
 		{"missing everything", "version: 1\n", []string{"currency: missing", "prices: missing", "tiers: missing"}},
 		{"wrong version", strings.Replace(good, "version: 1", "version: 2", 1), []string{"p.yaml:1", `version: "2"; expected 1`}},

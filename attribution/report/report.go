@@ -72,22 +72,38 @@ type Report struct {
 	Unpriced []Unpriced
 	// Failed describes the allocations left out because computing them failed (also in Notes).
 	Failed []string
+	// Corrections are the correction lines of closed periods that this report bills (a closed
+	// period's report, attribution/period): rendered after the __unallocated__ row in their
+	// order, each with tier CorrectionTier(the corrected period) and the differences of the
+	// amounts and seconds (efficiency, jitter and cold start empty). A __unallocated__
+	// correction fills the window, tier, list_cost and currency.
+	Corrections []Row
 }
+
+// CorrectionPrefix starts the tier of a correction line: "correction:2026-11" corrects the
+// closed period 2026-11.
+const CorrectionPrefix = "correction:"
+
+// CorrectionTier is the tier of a correction line of the period ("2026-11").
+func CorrectionTier(period string) string { return CorrectionPrefix + period }
+
+// IsCorrection reports whether a row's tier marks a correction line.
+func IsCorrection(tier string) bool { return strings.HasPrefix(tier, CorrectionPrefix) }
 
 // Rows are the report's rows in output order: tenants by name, then __unallocated__.
 func (r Report) Rows() []Row {
 	rows := slices.Clone(r.Tenants)
 	slices.SortStableFunc(rows, func(a, b Row) int { return strings.Compare(a.Tenant, b.Tenant) })
-	if r.OmitUnallocated {
-		return rows
+	if !r.OmitUnallocated {
+		rows = append(rows, Row{
+			Tenant:      Unallocated,
+			WindowStart: r.WindowStart,
+			WindowEnd:   r.WindowEnd,
+			ListCost:    r.UnallocatedListCost,
+			Currency:    r.Currency,
+		})
 	}
-	return append(rows, Row{
-		Tenant:      Unallocated,
-		WindowStart: r.WindowStart,
-		WindowEnd:   r.WindowEnd,
-		ListCost:    r.UnallocatedListCost,
-		Currency:    r.Currency,
-	})
+	return append(rows, r.Corrections...)
 }
 
 // cell is one rendered value; an empty text is an empty CSV field and a JSON null.
@@ -126,7 +142,11 @@ func (row Row) cells() ([]cell, error) {
 		c[11] = seconds(*row.ColdStartMax)
 	}
 	if row.Tenant == Unallocated {
-		for _, i := range []int{1, 4, 6, 7, 8, 9, 10, 11, 12, 13} {
+		blank := []int{1, 4, 6, 7, 8, 9, 10, 11, 12, 13}
+		if IsCorrection(row.Tier) {
+			blank = blank[1:]
+		}
+		for _, i := range blank {
 			c[i] = empty
 		}
 	}
@@ -154,10 +174,15 @@ func timestamp(t time.Time) string {
 // describes the whole fleet): what a tenant may see.
 func (r Report) Only(tenant string) Report {
 	out := r
-	out.Tenants = nil
+	out.Tenants, out.Corrections = nil, nil
 	for _, row := range r.Tenants {
 		if row.Tenant == tenant {
 			out.Tenants = append(out.Tenants, row)
+		}
+	}
+	for _, row := range r.Corrections {
+		if row.Tenant == tenant {
+			out.Corrections = append(out.Corrections, row)
 		}
 	}
 	out.OmitUnallocated = true

@@ -164,6 +164,49 @@ func TestRowsOrder(t *testing.T) {
 	}
 }
 
+// Correction lines follow the __unallocated__ row, marked by their tier; a __unallocated__
+// correction keeps its tier and list cost, and a tenant's view keeps only its own.
+func TestCorrectionRows(t *testing.T) {
+	at := func(s string) time.Time { v, _ := time.Parse(time.RFC3339, s); return v }
+	start, end := at("2026-12-01T00:00:00Z"), at("2027-01-01T00:00:00Z")
+	r := Report{WindowStart: start, WindowEnd: end, Currency: "USD", UnallocatedListCost: 10,
+		Tenants: []Row{{Tenant: "b", Tier: "pro", WindowStart: start, WindowEnd: end, Allocated: time.Hour, ListCost: 1, Cost: 1, Currency: "USD"}},
+		Corrections: []Row{
+			{Tenant: "a", Tier: CorrectionTier("2026-11"), WindowStart: start, WindowEnd: end, Allocated: -time.Minute, ListCost: -0.5, Cost: -0.35, Currency: "USD"},
+			{Tenant: Unallocated, Tier: CorrectionTier("2026-11"), WindowStart: start, WindowEnd: end, ListCost: 0.5, Currency: "USD"},
+		}}
+	tests := []struct {
+		name string
+		r    Report
+		want []string
+	}{
+		{"all", r, []string{
+			"b,pro,2026-12-01T00:00:00Z,2027-01-01T00:00:00Z,3600.000,1.000000,1.000000,0.000000,0.000000,,,,0,0.000,USD",
+			"__unallocated__,,2026-12-01T00:00:00Z,2027-01-01T00:00:00Z,,10.000000,,,,,,,,,USD",
+			"a,correction:2026-11,2026-12-01T00:00:00Z,2027-01-01T00:00:00Z,-60.000,-0.500000,-0.350000,0.000000,0.000000,,,,0,0.000,USD",
+			"__unallocated__,correction:2026-11,2026-12-01T00:00:00Z,2027-01-01T00:00:00Z,,0.500000,,,,,,,,,USD",
+		}},
+		{"tenant a", r.Only("a"), []string{
+			"a,correction:2026-11,2026-12-01T00:00:00Z,2027-01-01T00:00:00Z,-60.000,-0.500000,-0.350000,0.000000,0.000000,,,,0,0.000,USD",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := tt.r.WriteCSV(&b); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(b.String()), "\n")[1:]
+			if strings.Join(lines, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+	if !IsCorrection("correction:2026-11") || IsCorrection("pro") {
+		t.Error("IsCorrection")
+	}
+}
+
 func TestFixed(t *testing.T) {
 	tests := []struct {
 		v        float64

@@ -10,15 +10,25 @@ import (
 // Window is one [Start, End) of a stepped report.
 type Window struct{ Start, End time.Time }
 
-// Windows cuts [from, to) into consecutive windows of one step, starting at from; the last
-// window ends at to. step is empty (one window), a Go duration ("1h", "15m"), a number of
-// days ("1d", "7d") or "month" (calendar months in UTC: from's day and time of day, one
-// month later each).
+// Windows is WindowsIn with calendar months in UTC.
 func Windows(from, to time.Time, step string) ([]Window, error) {
+	return WindowsIn(from, to, step, time.UTC)
+}
+
+// WindowsIn cuts [from, to) into consecutive windows of one step, starting at from; the last
+// window ends at to. step is empty (one window), a Go duration ("1h", "15m"), a number of
+// days ("1d", "7d") or "month": calendar months in loc (the price book's time zone), each
+// window ending at the next local midnight of a month's first day, so that a month in
+// Europe/Berlin is 743 h in March and 745 h in October; a from inside a month gives a first
+// window to that month's end.
+func WindowsIn(from, to time.Time, step string, loc *time.Location) ([]Window, error) {
 	if !from.Before(to) {
 		return nil, fmt.Errorf("window [%s, %s): the start must be before the end", from, to)
 	}
-	next, err := stepper(step)
+	if loc == nil {
+		loc = time.UTC
+	}
+	next, err := stepper(step, loc)
 	if err != nil {
 		return nil, err
 	}
@@ -34,14 +44,21 @@ func Windows(from, to time.Time, step string) ([]Window, error) {
 	return out, nil
 }
 
+// MonthStart is the start of the calendar month of t in loc, shifted by months (0: t's own
+// month, 1: the next), in UTC.
+func MonthStart(t time.Time, loc *time.Location, months int) time.Time {
+	l := t.In(loc)
+	return time.Date(l.Year(), l.Month()+time.Month(months), 1, 0, 0, 0, 0, loc).UTC()
+}
+
 // stepper returns the end of the i-th window (1-based) counted from from.
-func stepper(step string) (func(from time.Time, i int) time.Time, error) {
+func stepper(step string, loc *time.Location) (func(from time.Time, i int) time.Time, error) {
 	bad := fmt.Errorf("step %q: expected 1h, 1d, month or another duration such as 15m or 7d", step)
 	switch {
 	case step == "":
 		return func(from time.Time, _ int) time.Time { return from }, nil
 	case step == "month":
-		return func(from time.Time, i int) time.Time { return from.AddDate(0, i, 0) }, nil
+		return func(from time.Time, i int) time.Time { return MonthStart(from, loc, i) }, nil
 	case strings.HasSuffix(step, "d"):
 		days, err := strconv.Atoi(strings.TrimSuffix(step, "d"))
 		if err != nil || days <= 0 {

@@ -110,7 +110,7 @@ func (s Series) WriteJSON(w io.Writer) error {
 		rows := r.Rows()
 		for j, row := range rows {
 			table[i] = append(table[i], cell{text: row.NoisyNeighbour})
-			if !r.OmitUnallocated && j == len(rows)-1 { // the __unallocated__ row
+			if !r.OmitUnallocated && j == len(rows)-1-len(r.Corrections) { // the __unallocated__ row, before the corrections
 				for _, u := range r.Unpriced {
 					notes[i] = append(notes[i], u.Note())
 				}

@@ -20,6 +20,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/api"
+	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
@@ -40,11 +41,17 @@ type Config struct {
 	// Window: the trailing window that the slicemeter_tenant_* gauges describe.
 	Window time.Duration
 	Passes
-	Web *web.FlagConfig // where /metrics and the API are served
+	// CloseAfter: each billing period is closed (attribution/period, from the stored minutes)
+	// this long after its end; 0: never by the service.
+	CloseAfter time.Duration
+	Web        *web.FlagConfig // where /metrics and the API are served
 }
 
 // Validate fails, with a usage error, for a config the service cannot run with.
 func (c Config) Validate() error {
+	if c.CloseAfter < 0 {
+		return usage.Errorf("--billing.close-after %s: expected a duration ≥ 0 (0: the service closes no period)", c.CloseAfter)
+	}
 	if c.Interval <= 0 || c.Window <= 0 || c.Lookback < 0 || c.Delay < 0 || c.Backfill < 0 || c.MaxMinutes <= 0 {
 		return usage.Errorf("--attribution.interval, --attribution.window and --attribution.max-minutes must be > 0; delay, lookback and backfill ≥ 0")
 	}
@@ -90,6 +97,7 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 		Auth:    api.AllowAll{}, // the seam for authentication: a tenant principal sees only its own rows
 		Metrics: allocations.NewMetrics(reg),
 		Tiers:   cfg.Book.Tiers,
+		Zone:    cfg.Book.Zone(),
 		Logger:  logger,
 	}
 	webErr := webserver.Serve(ctx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Logger: logger, Routes: []func(*http.ServeMux){srv.Register}})
@@ -138,6 +146,7 @@ func (s *service) pass(ctx context.Context) {
 	} else if p.Fresh+p.Recomputed > 0 {
 		s.logger.Debug("attributed minutes", "from", p.From, "to", p.To, "fresh", p.Fresh, "recomputed", p.Recomputed)
 	}
+	s.closePeriods(ctx)
 	// Whole seconds: the window's edges are what the report prints.
 	to := time.Now().UTC().Truncate(time.Second)
 	began = time.Now()
@@ -158,4 +167,24 @@ func (s *service) pass(ctx context.Context) {
 	}
 	s.sla.set(res.Report)
 	s.ready.Store(true)
+}
+
+// closePeriods closes the billing periods that are due, from the stored minutes. A period that
+// cannot be closed yet (minutes not all attributed, a broken report) is retried at every pass
+// and logged once a minute: it blocks no attribution.
+func (s *service) closePeriods(ctx context.Context) {
+	if s.cfg.CloseAfter <= 0 {
+		return
+	}
+	closer := period.Closer{Conn: s.conn, Book: s.cfg.Book, Options: attribution.Options{FromMinutes: true, Delay: s.cfg.Delay}}
+	now := time.Now()
+	closed, err := period.CloseDue(ctx, closer, s.cfg.CloseAfter, now)
+	for _, p := range closed {
+		s.logger.Info("billing period closed", "period", p.Period.String(), "version", p.Version, "cost", p.Cost.StringFixed(6),
+			"corrections", p.CorrectionCost.StringFixed(6))
+	}
+	if err != nil {
+		s.sla.errors.Inc()
+		s.logs.Log(ctx, now, slog.LevelError, "period_close", "closing a billing period failed", "err", err)
+	}
 }

@@ -3,9 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/shopspring/decimal"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/report"
@@ -19,10 +21,12 @@ import (
 // minutesQuery sums, per allocation, the stored minutes of [from, to) as the service last
 // attributed each (tables.LatestPass; its arguments from, to, from, to). The inner query's
 // aliases are the columns' names, so that the outer one sums them with tables' formulas.
+// Every column is a sum, a maximum or the same in every row, so that the sums of consecutive
+// chunks of a window add up to the window's (FromMinutes reads a long window by chunks).
 var minutesQuery = `
 SELECT tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max(sliced),
     sum(billed_ns), ` + tables.Metered + `, ` + tables.Active + `, sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
-    ` + tables.Efficiency + `, max(cold_start_ns), any(cold_start_sla_ns), any(currency),
+    sum(efficiency_ns), max(cold_start_ns), any(cold_start_sla_ns), any(currency),
     tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), uniqExact(minute),
     sum(overhead_ns)
 FROM (
@@ -51,66 +55,129 @@ func FromMinutes(ctx context.Context, conn Querier, from, to time.Time) (report.
 			from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
 	}
 	window := billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}
-	f, t := from.Unix(), to.Unix()
 	var (
-		lines       []billing.Line
-		currency    string
-		unallocated float64
-		minutes     uint64
+		byAllocation = map[[2]string]*minuteSums{}
+		order        [][2]string
+		currency     string
+		unallocated  decimal.Decimal
+		minutes      uint64
 	)
-	err := queryEach(ctx, conn, minutesQuery, []any{f, t, f, t}, func(scan func(...any) error) error {
-		var (
-			l                                       billing.Line
-			sliced                                  uint8
-			requested, started                      int64
-			billed, metered, active, coldStart, sla int64
-			listCost                                float64
-			rowCurrency                             string
-			waits, counts                           []uint64
-			n                                       uint64
-			overheadNS                              float64
-		)
-		err := scan(&l.Tenant, &l.AllocationID, &l.Tier, &requested, &started, &sliced,
-			&billed, &metered, &active, &listCost, &l.Cost, &l.WasteCost, &l.OverheadCost, &l.Efficiency, &coldStart, &sla, &rowCurrency, &waits, &counts, &n,
-			&overheadNS)
-		if err != nil {
-			return err
-		}
-		currency = rowCurrency
-		if l.Tenant == report.Unallocated {
-			unallocated, minutes = listCost, n
+	// By chunks of at most a day: the latest-pass GROUP BY per minute and allocation of a
+	// month of a large fleet would need more memory than a server gives one query; the chunks'
+	// sums add up (money as exact Decimal sums), and the charges come from the window's sums.
+	for cf := from; cf.Before(to); cf = cf.Add(minutesChunk) {
+		ct := minTime(cf.Add(minutesChunk), to)
+		f, t := cf.Unix(), ct.Unix()
+		err := queryEach(ctx, conn, minutesQuery, []any{f, t, f, t}, func(scan func(...any) error) error {
+			var (
+				x                                       minuteSums
+				tenant, id, tier, rowCurrency           string
+				n                                       uint64
+				listCost, cost, waste, overheadCost     decimal.Decimal
+				billed, metered, active, coldStart, sla int64
+				requested, started                      int64
+				sliced                                  uint8
+				waits, counts                           []uint64
+				efficiencyNS, overheadNS                float64
+			)
+			err := scan(&tenant, &id, &tier, &requested, &started, &sliced,
+				&billed, &metered, &active, &listCost, &cost, &waste, &overheadCost, &efficiencyNS, &coldStart, &sla, &rowCurrency, &waits, &counts, &n,
+				&overheadNS)
+			if err != nil {
+				return err
+			}
+			currency = rowCurrency
+			if tenant == report.Unallocated {
+				unallocated, minutes = unallocated.Add(listCost), minutes+n
+				return nil
+			}
+			k := [2]string{tenant, id}
+			sum := byAllocation[k]
+			if sum == nil {
+				sum = &minuteSums{tier: tier, requested: requested, started: started, sla: sla, coldStart: -1, waits: billing.Histogram{}}
+				byAllocation[k] = sum
+				order = append(order, k)
+			}
+			x = minuteSums{billed: billed, metered: metered, active: active, listCost: listCost, cost: cost, overheadCost: overheadCost,
+				efficiencyNS: efficiencyNS, overheadNS: overheadNS, coldStart: coldStart, sliced: sliced == 1}
+			sum.add(x, waits, counts)
 			return nil
+		})
+		if err != nil {
+			return report.Report{}, fmt.Errorf("read the stored minutes of [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 		}
-		l.Requested, l.Started = billing.UTC(requested), billing.UTC(started)
-		l.Billed, l.Metered, l.Active, l.ListCost = time.Duration(billed), time.Duration(metered), time.Duration(active), listCost
-		l.TimeSliced, l.ColdStartSLA = sliced == 1, time.Duration(sla)
-		// The window's charges from its sums, as Compute does, not the sum of the minutes'.
-		l.Overhead = overheadOf(overheadNS, l.Metered, l.OverheadCost, l.Cost)
-		l.WasteCost, l.OverheadCost = billing.Charges(l.Cost, l.Overhead, l.Efficiency, l.Active, l.Billed)
-		if coldStart >= 0 {
-			d := time.Duration(coldStart)
-			l.ColdStart = &d
-		}
-		l.Waits = histogram(waits, counts)
-		lines = append(lines, l)
-		return nil
-	})
-	if err != nil {
-		return report.Report{}, fmt.Errorf("read the stored minutes of [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 	}
 	if want := uint64(to.Sub(from) / time.Minute); minutes != want {
 		return report.Report{}, fmt.Errorf("report [%s, %s) from stored minutes: %d of its %d minutes are not attributed yet",
 			from.Format(time.RFC3339), to.Format(time.RFC3339), want-minutes, want)
 	}
+	lines := make([]billing.Line, 0, len(order))
+	for _, k := range order {
+		lines = append(lines, byAllocation[k].line(k[0], k[1]))
+	}
 	rows, notes := billing.TenantRows(lines, window, currency)
-	capacity := unallocated
+	capacity := unallocated.InexactFloat64()
 	for _, row := range rows {
 		capacity += row.ListCost
 	}
 	return report.Report{
 		WindowStart: from.UTC(), WindowEnd: to.UTC(), Currency: currency, Tenants: rows,
-		UnallocatedListCost: unallocated, CapacityListCost: capacity, Notes: notes,
+		UnallocatedListCost: unallocated.InexactFloat64(), CapacityListCost: capacity, Notes: notes,
 	}, nil
+}
+
+// minutesChunk is the longest window FromMinutes reads at once.
+const minutesChunk = 24 * time.Hour
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// minuteSums is one allocation's sums over the chunks of a window of stored minutes.
+type minuteSums struct {
+	tier                               string
+	requested, started, sla            int64
+	billed, metered, active, coldStart int64
+	sliced                             bool
+	listCost, cost, overheadCost       decimal.Decimal
+	efficiencyNS, overheadNS           float64
+	waits                              billing.Histogram
+}
+
+func (s *minuteSums) add(x minuteSums, waits, counts []uint64) {
+	s.billed, s.metered, s.active = s.billed+x.billed, s.metered+x.metered, s.active+x.active
+	s.listCost, s.cost, s.overheadCost = s.listCost.Add(x.listCost), s.cost.Add(x.cost), s.overheadCost.Add(x.overheadCost)
+	s.efficiencyNS, s.overheadNS = s.efficiencyNS+x.efficiencyNS, s.overheadNS+x.overheadNS
+	s.coldStart, s.sliced = max(s.coldStart, x.coldStart), s.sliced || x.sliced
+	for i, w := range waits {
+		if i < len(counts) {
+			s.waits[w] += counts[i]
+		}
+	}
+}
+
+// line is the allocation's line of the window: its charges from the window's sums, as
+// Compute does, not the sum of the minutes'.
+func (s *minuteSums) line(tenant, id string) billing.Line {
+	l := billing.Line{Tenant: tenant, AllocationID: id, Tier: s.tier,
+		Requested: billing.UTC(s.requested), Started: billing.UTC(s.started),
+		Billed: time.Duration(s.billed), Metered: time.Duration(s.metered), Active: time.Duration(s.active),
+		ListCost: s.listCost.InexactFloat64(), Cost: s.cost.InexactFloat64(),
+		TimeSliced: s.sliced, ColdStartSLA: time.Duration(s.sla),
+		// tables.Efficiency: Σ efficiency_ns / greatest(Σ active_ns, 1).
+		Efficiency: s.efficiencyNS / float64(max(s.active, 1)),
+	}
+	l.Overhead = overheadOf(s.overheadNS, l.Metered, s.overheadCost.InexactFloat64(), l.Cost)
+	l.WasteCost, l.OverheadCost = billing.Charges(l.Cost, l.Overhead, l.Efficiency, l.Active, l.Billed)
+	if s.coldStart >= 0 {
+		d := time.Duration(s.coldStart)
+		l.ColdStart = &d
+	}
+	l.Waits = s.waits
+	return l
 }
 
 // overheadOf is a window's overhead fraction from its minutes: Σ overhead_ns / Σ metered_ns,
@@ -153,6 +220,42 @@ func minuteRow(values map[string]any) ([]any, error) {
 	return row, nil
 }
 
+// MoneyScale is the number of decimal places of the money columns (Decimal(38, 12)).
+const MoneyScale = 12
+
+// Money is an amount as the money columns store it: rounded to MoneyScale places. It fails
+// on NaN and ±Inf, which no Decimal can hold (and no bill should).
+func Money(f float64) (decimal.Decimal, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return decimal.Decimal{}, fmt.Errorf("amount %v is not a finite number", f)
+	}
+	return decimal.NewFromFloat(f).Round(MoneyScale), nil
+}
+
+// moneyValues are the money columns of a line as Decimals, by column name.
+func moneyValues(listCost, cost, waste, overhead float64) (map[string]any, error) {
+	out := map[string]any{}
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"list_cost", listCost}, {"cost", cost}, {"waste_cost", waste}, {"overhead_cost", overhead}} {
+		d, err := Money(c.v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		out[c.name] = d
+	}
+	return out, nil
+}
+
+// withValues is values with more's added.
+func withValues(values, more map[string]any) map[string]any {
+	for k, v := range more {
+		values[k] = v
+	}
+	return values
+}
+
 // WriteMinutes stores the minutes as one pass (computed_ns), in one batch.
 func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, computed time.Time) error {
 	batch, err := conn.PrepareBatch(ctx, insertMinutes)
@@ -174,15 +277,19 @@ func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 			for w, n := range l.Waits {
 				waits, counts = append(waits, w), append(counts, n)
 			}
-			row, err := minuteRow(map[string]any{
+			money, err := moneyValues(l.ListCost, l.Cost, l.WasteCost, l.OverheadCost)
+			if err != nil {
+				_ = batch.Abort()
+				return fmt.Errorf("minute %s of allocation %s: %w", m.Start.Format(time.RFC3339), l.AllocationID, err)
+			}
+			row, err := minuteRow(withValues(map[string]any{
 				"minute": m.Start, "tenant": l.Tenant, "allocation_id": l.AllocationID, "tier": l.Tier, "node": l.Node,
 				"instance_id": l.Instance, "requested_ns": l.Requested.UnixNano(), "started_ns": l.Started.UnixNano(),
 				"sliced": sliced, "billed_ns": int64(l.Billed), "metered_ns": int64(l.Metered), "active_ns": int64(l.Active),
-				"list_cost": l.ListCost, "cost": l.Cost, "waste_cost": l.WasteCost, "overhead_cost": l.OverheadCost,
 				"efficiency_ns": l.Efficiency * float64(l.Active), "cold_start_ns": coldStart,
 				"cold_start_sla_ns": int64(l.ColdStartSLA), "wait_ns": waits, "wait_count": counts,
 				"currency": m.Report.Currency, "computed_ns": version, "overhead_ns": l.Overhead * float64(l.Metered),
-			})
+			}, money))
 			if err == nil {
 				err = batch.Append(row...)
 			}
@@ -193,14 +300,18 @@ func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 		}
 		// The unallocated row is written even when no tenant held anything: the minute is
 		// then known to be attributed (and its capacity is in it).
-		row, err := minuteRow(map[string]any{
+		money, err := moneyValues(m.Report.UnallocatedListCost, 0, 0, 0)
+		if err != nil {
+			_ = batch.Abort()
+			return fmt.Errorf("minute %s of the unallocated capacity: %w", m.Start.Format(time.RFC3339), err)
+		}
+		row, err := minuteRow(withValues(map[string]any{
 			"minute": m.Start, "tenant": report.Unallocated, "allocation_id": "", "tier": "", "node": "", "instance_id": "",
 			"requested_ns": int64(0), "started_ns": int64(0), "sliced": uint8(0), "billed_ns": int64(0),
-			"metered_ns": int64(0), "active_ns": int64(0), "list_cost": m.Report.UnallocatedListCost, "cost": 0.,
-			"waste_cost": 0., "overhead_cost": 0., "efficiency_ns": 0., "cold_start_ns": int64(-1),
+			"metered_ns": int64(0), "active_ns": int64(0), "efficiency_ns": 0., "cold_start_ns": int64(-1),
 			"cold_start_sla_ns": int64(0), "wait_ns": []uint64{}, "wait_count": []uint64{},
 			"currency": m.Report.Currency, "computed_ns": version, "overhead_ns": 0.,
-		})
+		}, money))
 		if err == nil {
 			err = batch.Append(row...)
 		}
@@ -234,13 +345,15 @@ WHERE ` + tables.LatestPass(tables.MinuteWindow) + `
 GROUP BY minute, tenant, allocation_id`
 
 // totalsQuery sums the minutes per allocation and charges each allocation its window's waste
-// and overhead from the sums (billing.Charges, overheadOf), then sums per tenant.
+// and overhead from the sums (billing.Charges, overheadOf), then sums per tenant. List cost
+// and cost are Decimal sums; waste and overhead, products of a cost and ratios, are computed
+// in Float64 (ClickHouse does not mix Decimal and Float64 arithmetic).
 var totalsQuery = `
 SELECT tenant, sum(b), sum(m), sum(lc), sum(c),
-    sum(if(a > 0 AND b > 0, c * (1. - o) * (a / b) * (1. - least(1., greatest(0., e / a))), 0.)), sum(c * o), sum(e)
+    sum(if(a > 0 AND b > 0, fc * (1. - o) * (a / b) * (1. - least(1., greatest(0., e / a))), 0.)), sum(fc * o), sum(e)
 FROM (
-    SELECT tenant, b, m, a, lc, c, e,
-        if(m > 0, least(1., greatest(0., ons / m)), if(c > 0., ocs / c, 0.)) AS o
+    SELECT tenant, b, m, a, lc, c, toFloat64(c) AS fc, e,
+        if(m > 0, least(1., greatest(0., ons / m)), if(toFloat64(c) > 0., toFloat64(ocs) / toFloat64(c), 0.)) AS o
     FROM (
         SELECT tenant, allocation_id, sum(billed_ns) AS b, sum(metered_ns) AS m, sum(active_ns) AS a,
             sum(list_cost) AS lc, sum(cost) AS c, sum(efficiency_ns) AS e, sum(overhead_ns) AS ons, sum(overhead_cost) AS ocs
@@ -263,13 +376,15 @@ func Totals(ctx context.Context, conn driver.Conn, from, to time.Time) ([]Total,
 	var out []Total
 	for rows.Next() {
 		var (
-			x       Total
-			billed  int64
-			metered int64
+			x              Total
+			billed         int64
+			metered        int64
+			listCost, cost decimal.Decimal
 		)
-		if err := rows.Scan(&x.Tenant, &billed, &metered, &x.ListCost, &x.Cost, &x.WasteCost, &x.OverheadCost, &x.EfficiencyNS); err != nil {
+		if err := rows.Scan(&x.Tenant, &billed, &metered, &listCost, &cost, &x.WasteCost, &x.OverheadCost, &x.EfficiencyNS); err != nil {
 			return nil, fmt.Errorf("read the sums of the attributed minutes: %w", err)
 		}
+		x.ListCost, x.Cost = listCost.InexactFloat64(), cost.InexactFloat64()
 		x.Billed, x.Metered = time.Duration(billed), time.Duration(metered)
 		out = append(out, x)
 	}
@@ -291,4 +406,24 @@ func LastComputed(ctx context.Context, conn driver.Conn) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	return time.Unix(0, int64(last)).UTC(), nil
+}
+
+// LastPassIn is when the latest pass stored any minute of [from, to) ran, zero when none: a
+// report from the stored minutes of the window is the same as long as it does not move.
+func LastPassIn(ctx context.Context, conn driver.Conn, from, to time.Time) (time.Time, error) {
+	var n, last uint64
+	err := conn.QueryRow(ctx, `SELECT count(), max(computed_ns) FROM `+tables.AttributionMinutes+` WHERE `+tables.MinuteWindow,
+		from.Unix(), to.Unix()).Scan(&n, &last)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read when the minutes of [%s, %s) were last stored: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+	}
+	if n == 0 {
+		return time.Time{}, nil
+	}
+	return time.Unix(0, int64(last)).UTC(), nil
+}
+
+// FirstMinute is the start of the earliest minute stored, zero when none.
+func FirstMinute(ctx context.Context, conn driver.Conn) (time.Time, error) {
+	return latest(ctx, conn, `SELECT count(), min(minute) FROM attribution_minutes`, "the earliest attributed minute")
 }

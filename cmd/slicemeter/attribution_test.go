@@ -26,6 +26,7 @@ func TestRunExitCodes(t *testing.T) {
 		{[]string{"attribution", "--attribution.presence", "0s", "--scenario", "x.yaml"}, exitUsage, "--attribution.presence: presence period 0s"},
 		{[]string{"report", "--from", "2026-01-05T00:00:00Z", "--to", "2026-01-05T01:00:00Z", "--attribution.presence", "0s", "--scenario", "x.yaml"},
 			exitUsage, "--attribution.presence: presence period 0s"},
+		{[]string{"attribution", "--billing.close-after=-1h", "--scenario", "x.yaml"}, exitUsage, "--billing.close-after -1h0m0s"},
 		{[]string{"report", "--from", "2026-01-05T00:00:00Z", "--to", "2026-01-05T01:00:00Z", "--step", "1w", "--scenario", "x.yaml"}, exitUsage, `step "1w"`},
 		{[]string{"pricebook", "check", "../../attribution/pricebook/testdata/prices.yaml"}, exitOK, "ok: USD, 2 GPU models, 2 tiers"},
 		{[]string{"pricebook", "check", "testdata/missing-pricebook.yaml"}, exitUsage, "missing-pricebook.yaml"},

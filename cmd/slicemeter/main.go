@@ -1,6 +1,6 @@
 // Command slicemeter meters what every tenant of a shared GPU fleet gets and pays for.
 //
-//	slicemeter exporter | collector | attribution | migrate | report | demo | version
+//	slicemeter exporter | collector | attribution | migrate | report | period | demo | version
 //
 // Every flag can also be set with an environment variable: SLICEMETER_ and the flag name in
 // upper case with dots and dashes as underscores (--kafka.brokers: SLICEMETER_KAFKA_BROKERS).
@@ -73,6 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"allocations": newAllocationsCmd(app, stdout),
 		"pricebook":   newPricebookCmd(app, stdout),
 		"version":     newVersionCmd(app, stdout),
+		"period":      newPeriodCmd(app, stdout),
 	}
 	selected, err := app.Parse(args)
 	if exited >= 0 { // --help or --version

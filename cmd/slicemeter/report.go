@@ -15,7 +15,6 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/internal/usage"
-	"github.com/slicemeter/slicemeter/schemas/scenario"
 )
 
 type reportCmd struct {
@@ -81,28 +80,27 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if err := store.CheckPresence(c.presence); err != nil {
 		return usage.Errorf("--attribution.presence: %w", err)
 	}
-	windows, err := report.Windows(from, to, *c.step)
-	if err != nil {
+	// The step is checked before the price book is read; its months are the book's.
+	if _, err := report.Windows(from, to, *c.step); err != nil {
 		return usage.Wrap(fmt.Errorf("--step: %w", err))
 	}
 	book, err := c.book.load()
 	if err != nil {
 		return err
 	}
+	windows, err := report.WindowsIn(from, to, *c.step, book.Zone())
+	if err != nil {
+		return usage.Wrap(fmt.Errorf("--step: %w", err))
+	}
 	conn, err := chconn.Open(ctx, *c.dsn)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	var series report.Series
-	for _, w := range windows {
-		res, err := attribution.Report(ctx, conn, book, attribution.Options{From: w.Start, To: w.End, Samples: sampleSource(*c.samples),
-			FromMinutes: *c.minutes, Neighbours: *c.format == "json", Presence: c.presence})
-		attribution.LogNotes(ctx, logger, res.Report)
-		if err != nil {
-			return fmt.Errorf("attributing %s to %s: %w", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), err)
-		}
-		series = append(series, res.Report)
+	series, err := attribution.ReportSeries(ctx, conn, book, windows, attribution.Options{Samples: sampleSource(*c.samples),
+		FromMinutes: *c.minutes, Neighbours: *c.format == "json", Presence: c.presence}, logger)
+	if err != nil {
+		return err
 	}
 	f, err := report.ParseFormat(*c.format)
 	if err != nil {
@@ -135,22 +133,9 @@ func addPricebookFlags(c *kingpin.CmdClause) *pricebookFlags {
 }
 
 func (p *pricebookFlags) load() (*pricebook.PriceBook, error) {
-	switch {
-	case *p.file != "" && *p.scenario != "":
-		return nil, usage.Errorf("give --pricebook or --scenario, not both")
-	case *p.file != "":
-		book, err := pricebook.Load(*p.file)
-		if err != nil {
-			return nil, usage.Wrap(err)
-		}
-		return book, nil
-	case *p.scenario != "":
-		sc, err := scenario.Load(*p.scenario)
-		if err != nil {
-			return nil, usage.Wrap(err)
-		}
-		return pricebook.FromScenario(sc), nil
-	default:
-		return nil, usage.Errorf("a price book is required: --pricebook FILE or --scenario FILE")
+	book, err := pricebook.LoadFileOrScenario(*p.file, *p.scenario)
+	if err != nil {
+		return nil, usage.Wrap(err)
 	}
+	return book, nil
 }

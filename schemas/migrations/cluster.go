@@ -81,6 +81,11 @@ func CheckClusterSettings(ctx context.Context, conn driver.Conn) error {
 	return nil
 }
 
+// modifyColumn is addColumn for "MODIFY COLUMN name type ..." (a column's type or default
+// changed in place: the Distributed table is made again over the local table's new columns).
+var modifyColumn = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+(?:([A-Za-z_][A-Za-z0-9_]*)\.)?([A-Za-z_][A-Za-z0-9_]*)\s+` +
+	`(?:ON\s+CLUSTER\s+([A-Za-z_][A-Za-z0-9_]*)\s+)?(MODIFY\s+COLUMN\s+([A-Za-z_][A-Za-z0-9_]*)\s.*)$`)
+
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // ValidClusterName reports whether name can name a cluster here: letters, digits and '_', not
@@ -105,7 +110,7 @@ var orderByFirst = regexp.MustCompile(`(?is)\bORDER\s+BY\s*\(?\s*([A-Za-z_][A-Za
 // ClusterStatements turns one single-node migration statement into its statements on cluster
 // for database. CREATE TABLE of a *MergeTree engine becomes the Replicated local table, then
 // the Distributed table, and records the table's sharding key in keys. ALTER TABLE T ADD
-// COLUMN (of a table in keys) becomes the same ALTER ON CLUSTER of T_local, then the
+// COLUMN or MODIFY COLUMN (of a table in keys) becomes the same ALTER ON CLUSTER of T_local, then the
 // Distributed table T dropped and created again AS T_local: ClickHouse 18.16 refuses ALTER ON
 // CLUSTER of a Distributed table over replicated shards, and a Distributed table holds no data
 // (inserts are synchronous, ClusterSettings). Anything else is an error naming the statement,
@@ -119,7 +124,11 @@ func ClusterStatements(stmt, database, cluster string, keys map[string]string) (
 		return nil, fmt.Errorf("database name %q: only letters, digits and '_' are allowed", database)
 	}
 	// Only the single-node form: no database, no cluster of its own.
-	if m := addColumn.FindStringSubmatch(stmt); m != nil && m[1] == "" && m[3] == "" {
+	m := addColumn.FindStringSubmatch(stmt)
+	if m == nil {
+		m = modifyColumn.FindStringSubmatch(stmt)
+	}
+	if m != nil && m[1] == "" && m[3] == "" {
 		table, add := m[2], strings.TrimSpace(m[4])
 		key, ok := keys[table]
 		if !ok {
@@ -134,7 +143,7 @@ func ClusterStatements(stmt, database, cluster string, keys map[string]string) (
 	}
 	head := createTableHead.FindStringSubmatchIndex(stmt)
 	if head == nil {
-		return nil, fmt.Errorf("cluster mode supports only CREATE TABLE name (...) and ALTER TABLE name ADD COLUMN statements, not %q", firstLine(stmt))
+		return nil, fmt.Errorf("cluster mode supports only CREATE TABLE name (...) and ALTER TABLE name ADD or MODIFY COLUMN statements, not %q", firstLine(stmt))
 	}
 	ifNotExists := head[2] >= 0
 	table := stmt[head[4]:head[5]]

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/shopspring/decimal"
 
 	"github.com/slicemeter/slicemeter/deploy/local"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
@@ -48,7 +49,8 @@ ORDER BY (s, v)`
 		{stmt, "d b", "two"},
 		{"ALTER TABLE t DROP COLUMN x", "db", "two"},
 		{"ALTER TABLE u ADD COLUMN x UInt8", "db", "two"}, // no CREATE TABLE u before
-		{"ALTER TABLE t MODIFY COLUMN x UInt16", "db", "two"},
+		{"ALTER TABLE t RENAME COLUMN x TO y", "db", "two"},
+		{"ALTER TABLE u MODIFY COLUMN x UInt16", "db", "two"}, // no CREATE TABLE u before
 		{"CREATE TABLE t (x UInt8) ENGINE = Memory", "db", "two"},
 		{"CREATE TABLE t (x UInt8) ENGINE = ReplicatedMergeTree('/p', 'r') ORDER BY x", "db", "two"},
 		{"CREATE TABLE t (x UInt8 ENGINE = MergeTree() ORDER BY x", "db", "two"},
@@ -69,6 +71,18 @@ ORDER BY (s, v)`
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ALTER: got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	got, err = migrations.ClusterStatements("ALTER TABLE t MODIFY COLUMN x Decimal(38, 12)", "db", "two", keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []string{
+		"ALTER TABLE db.t_local ON CLUSTER two MODIFY COLUMN x Decimal(38, 12)",
+		"DROP TABLE IF EXISTS db.t ON CLUSTER two",
+		"CREATE TABLE IF NOT EXISTS db.t ON CLUSTER two AS db.t_local ENGINE = Distributed('two', 'db', 't_local', cityHash64(s))",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("MODIFY: got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	// Every shipped migration has a cluster form.
 	if _, err := migrations.ClusterMigrations("slicemeter", "two"); err != nil {
@@ -167,8 +181,18 @@ func TestApplyCluster(t *testing.T) {
 		if err := conn.QueryRow(ctx, "SELECT count() FROM system.replicas WHERE database = ? AND is_readonly = 0", db).Scan(&writable); err != nil {
 			t.Fatal(err)
 		}
-		if writable != 5 {
-			t.Errorf("node %d: %d writable replicas in %s, want 5", i, writable, db)
+		for _, table := range []string{"billing_periods", "billing_period_lines"} {
+			var engine string
+			if err := conn.QueryRow(ctx, "SELECT any(engine) FROM system.tables WHERE database = ? AND name = ?", db, table+migrations.LocalSuffix).Scan(&engine); err != nil {
+				t.Fatal(err)
+			}
+			if engine != "ReplicatedMergeTree" {
+				t.Errorf("node %d: table %s%s has engine %q, want ReplicatedMergeTree", i, table, migrations.LocalSuffix, engine)
+			}
+		}
+		// The five tables above and the two of the billing periods.
+		if writable != 7 {
+			t.Errorf("node %d: %d writable replicas in %s, want 7", i, writable, db)
 		}
 	}
 
@@ -242,7 +266,7 @@ GROUP BY node, instance_id, time`)
 	for m := range 4 {
 		minute := base.Add(time.Duration(m) * time.Minute)
 		for pass := uint64(1); pass <= 2; pass++ {
-			if err := am.Append(minute, "acme", "a1", float64(pass), pass); err != nil {
+			if err := am.Append(minute, "acme", "a1", decimal.NewFromInt(int64(pass)), pass); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -250,13 +274,13 @@ GROUP BY node, instance_id, time`)
 	if err := am.Send(); err != nil {
 		t.Fatal(err)
 	}
-	var cost float64
+	var cost decimal.Decimal
 	err = conn0.QueryRow(ctx, `SELECT sum(cost) FROM attribution_minutes
 WHERE (minute, computed_ns) IN (SELECT minute, max(computed_ns) FROM attribution_minutes GROUP BY minute)`).Scan(&cost)
 	if err != nil {
 		t.Fatalf("IN subquery over the Distributed table: %v", err)
 	}
-	if cost != 8 {
+	if !cost.Equal(decimal.NewFromInt(8)) {
 		t.Errorf("Σ cost of the latest passes = %v, want 8 (4 minutes × pass 2)", cost)
 	}
 	// Why ClusterSettings has distributed_product_mode: ClickHouse's default refuses the query.

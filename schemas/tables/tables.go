@@ -16,6 +16,8 @@ const (
 	Allocations        = "allocations"
 	AttributionMinutes = "attribution_minutes"
 	SchemaMigrations   = "schema_migrations"
+	BillingPeriods     = "billing_periods"
+	BillingPeriodLines = "billing_period_lines"
 )
 
 // SampleColumns are the columns of samples, one row per sample as the exporter took it.
@@ -52,6 +54,19 @@ var AttributionMinuteColumns = []string{
 	"cold_start_ns", "cold_start_sla_ns", "wait_ns", "wait_count", "currency", "computed_ns", "active_ns", "overhead_ns",
 }
 
+// BillingPeriodColumns are the columns of billing_periods, one row per close of a period.
+var BillingPeriodColumns = []string{
+	"period", "version", "timezone", "window_start", "window_end", "closed_ns", "report", "currency",
+	"list_cost", "cost", "waste_cost", "overhead_cost", "unallocated_list_cost", "correction_cost",
+}
+
+// BillingPeriodLineColumns are the columns of billing_period_lines, one row per tenant and tier
+// of a close (its own rows and its corrections of earlier periods).
+var BillingPeriodLineColumns = []string{
+	"period", "closed_ns", "corrects", "tenant", "tier", "allocated_ns", "unmetered_ns",
+	"list_cost", "cost", "waste_cost", "overhead_cost", "currency",
+}
+
 // SchemaMigrationColumns are the columns of schema_migrations, one row per applied migration.
 var SchemaMigrationColumns = []string{"version", "name", "applied_at"}
 
@@ -60,6 +75,7 @@ func Columns() map[string][]string {
 	return map[string][]string{
 		Samples: SampleColumns, Samples1s: RollupColumns, Samples1m: RollupColumns, Allocations: AllocationColumns,
 		AttributionMinutes: AttributionMinuteColumns, SchemaMigrations: SchemaMigrationColumns,
+		BillingPeriods: BillingPeriodColumns, BillingPeriodLines: BillingPeriodLineColumns,
 	}
 }
 
