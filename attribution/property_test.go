@@ -3,6 +3,7 @@ package attribution_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/schemas/hardware"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
@@ -26,10 +28,17 @@ import (
 )
 
 // TestPropertyRandomScenarios generates random fleets (MIG layouts, whole GPUs, time-sliced
-// vGPUs), allocations, outages and loads, runs them through the simulator into ClickHouse, and
-// checks that Compute agrees with the ground truth, computed here tick by tick from the
-// scenario and the README's definitions, within the README's tolerances (those of the acceptance
-// check). More seeds: SLICEMETER_PROPERTY_SEEDS=n.
+// vGPUs, vGPUs alone with work), allocations starting and ending inside minutes, outages and
+// loads, runs them through the simulator into ClickHouse with clock steps (extra samples
+// overlapping their neighbours) and stale duplicates (same key, other values and interval,
+// received first), and checks every path — raw samples, samples_1s, samples_1m (which reads
+// partial minutes from samples_1s) and the minutes the attribution service stored — against
+// each other (1e-6 on money and seconds, 1e-4 on ratios) and against the ground truth, computed
+// here tick by tick from the scenario and the README's definitions within the README's
+// tolerances (those of the acceptance check), on whole-minute windows: the whole scenario and,
+// with SLICEMETER_PROPERTY_FULL=1 or for the first seed, every whole-minute sub-window; for the
+// other seeds every whole-minute start with lengths of 1 and 2 minutes and to the end (a full
+// sweep is 55 windows × 4 paths a seed). More seeds: SLICEMETER_PROPERTY_SEEDS=n.
 func TestPropertyRandomScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates random fleets into ClickHouse")
@@ -38,11 +47,10 @@ func TestPropertyRandomScenarios(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("SLICEMETER_PROPERTY_SEEDS")); err == nil && n > 0 {
 		seeds = n
 	}
+	full := os.Getenv("SLICEMETER_PROPERTY_FULL") == "1"
 	for i := range 2 * seeds {
-		// Times on multiples of 5 s or of whole minutes, checked from the samples and both
-		// rollups (samples_1m reads partial minutes from samples_1s), each against the ground
-		// truth and against the raw samples' report.
-		seed, grain, sources := i/2, 5*time.Second, []store.Samples{store.RawSamples, store.SecondRollup, store.MinuteRollup}
+		// Times on multiples of 5 s or of whole minutes.
+		seed, grain := i/2, 5*time.Second
 		if i%2 == 1 {
 			grain = time.Minute
 		}
@@ -52,35 +60,63 @@ func TestPropertyRandomScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatalf("generated scenario: %v\n%s", err, text)
 			}
+			ctx := context.Background()
 			conn := newDatabase(t)
 			insertStaleCopies(t, conn, sc, rand.New(rand.NewPCG(uint64(seed), 7)))
-			chtest.InsertScenario(t, conn, sc)
+			insertWithClockSteps(t, conn, sc, rand.New(rand.NewPCG(uint64(seed), 11)))
+			chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
 			chtest.RollUp(t, conn)
-			want := groundTruth(sc)
-			var raw report.Report
-			for _, source := range sources {
-				rep, err := reportOf(context.Background(), conn, sc.Start, sc.End(), pricebook.FromScenario(sc), source)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if errs := billing.CheckInvariants(rep); len(errs) > 0 {
-					t.Errorf("%s: invariants: %v", source, errs)
-				}
-				if source == store.RawSamples {
-					raw = rep
-				} else if d, _, _ := samePaths(raw, rep); len(d) > 0 {
-					t.Errorf("%s disagrees with raw samples: %s", source, strings.Join(d, "; "))
-				}
-				got := map[string]report.Row{}
-				for _, r := range rep.Tenants {
-					got[r.Tenant] = r
-				}
-				if len(got) != len(want) {
-					t.Errorf("%s: tenants %d, want %d", source, len(got), len(want))
-				}
-				for name, w := range want {
-					if d := compareRow(got[name], w, sc.Interval); len(d) > 0 {
-						t.Errorf("%s: tenant %s: %s", source, name, strings.Join(d, "; "))
+			book := pricebook.FromScenario(sc)
+			runner := service.NewRunner(conn, book, service.Passes{Backfill: sc.Duration, MaxMinutes: int(sc.Duration / time.Minute),
+				Samples: store.RawSamples}, nil, slog.New(slog.DiscardHandler))
+			runner.SetClock(func() time.Time { return sc.End() })
+			if _, err := runner.Once(ctx); err != nil {
+				t.Fatal(err)
+			}
+			paths := []struct {
+				name    string
+				compute func(from, to time.Time) (report.Report, error)
+			}{
+				{"raw", func(from, to time.Time) (report.Report, error) {
+					return reportOf(ctx, conn, from, to, book, store.RawSamples)
+				}},
+				{"rollup-1s", func(from, to time.Time) (report.Report, error) {
+					return reportOf(ctx, conn, from, to, book, store.SecondRollup)
+				}},
+				{"rollup-1m", func(from, to time.Time) (report.Report, error) {
+					return reportOf(ctx, conn, from, to, book, store.MinuteRollup)
+				}},
+				{"from-minutes", func(from, to time.Time) (report.Report, error) { return store.FromMinutes(ctx, conn, from, to) }},
+			}
+			for _, w := range propertyWindows(int(sc.Duration/time.Minute), full || seed == 0) {
+				from, to := time.Duration(w[0])*time.Minute, time.Duration(w[1])*time.Minute
+				whole := from == 0 && to == sc.Duration
+				want := groundTruth(sc, from, to)
+				var raw report.Report
+				for _, p := range paths {
+					rep, err := p.compute(sc.Start.Add(from), sc.Start.Add(to))
+					if err != nil {
+						t.Fatalf("%s [%s, %s): %v", p.name, from, to, err)
+					}
+					if errs := billing.CheckInvariants(rep); len(errs) > 0 {
+						t.Errorf("%s [%s, %s): invariants: %v", p.name, from, to, errs)
+					}
+					if p.name == "raw" {
+						raw = rep
+					} else if d, _, _ := samePaths(raw, rep); len(d) > 0 {
+						t.Errorf("%s [%s, %s) disagrees with raw samples: %s", p.name, from, to, strings.Join(d, "; "))
+					}
+					got := map[string]report.Row{}
+					for _, r := range rep.Tenants {
+						got[r.Tenant] = r
+					}
+					if len(got) != len(want) {
+						t.Errorf("%s [%s, %s): tenants %d, want %d", p.name, from, to, len(got), len(want))
+					}
+					for name, tw := range want {
+						if d := compareRow(got[name], tw, sc.Interval, whole); len(d) > 0 {
+							t.Errorf("%s [%s, %s): tenant %s: %s", p.name, from, to, name, strings.Join(d, "; "))
+						}
 					}
 				}
 			}
@@ -91,9 +127,26 @@ func TestPropertyRandomScenarios(t *testing.T) {
 	}
 }
 
+// propertyWindows are the whole-minute windows [i, j) of a scenario of minutes that the
+// property test checks, the whole one first: every one (all), or every start with lengths 1
+// and 2 and to the end.
+func propertyWindows(minutes int, all bool) [][2]int {
+	out := [][2]int{{0, minutes}}
+	for i := range minutes {
+		for j := i + 1; j <= minutes; j++ {
+			if (i == 0 && j == minutes) || (!all && j-i > 2 && j != minutes) {
+				continue
+			}
+			out = append(out, [2]int{i, j})
+		}
+	}
+	return out
+}
+
 // insertStaleCopies writes, before the scenario's own samples, copies of a random part of them
-// with another sm_active: duplicates of the same (node, instance_id, ts_ns) with conflicting
-// values. The one received last wins in every table and path, so the ground truth stands.
+// with another sm_active and another interval: duplicates of the same (node, instance_id,
+// ts_ns) with conflicting values. The one received last wins in every table and path, so the
+// ground truth stands.
 func insertStaleCopies(t *testing.T, conn driver.Conn, sc *scenario.Scenario, r *rand.Rand) {
 	t.Helper()
 	chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) {
@@ -102,6 +155,7 @@ func insertStaleCopies(t *testing.T, conn driver.Conn, sc *scenario.Scenario, r 
 			if r.IntN(4) == 0 {
 				c := proto.Clone(s).(*pb.Sample)
 				c.SmActive = 1 - c.SmActive
+				c.IntervalNs = []uint64{c.IntervalNs / 2, c.IntervalNs * 2, c.IntervalNs * 3}[r.IntN(3)]
 				stale = append(stale, c)
 			}
 		}
@@ -109,6 +163,47 @@ func insertStaleCopies(t *testing.T, conn driver.Conn, sc *scenario.Scenario, r 
 			chtest.InsertSamples(t, conn, node, stale)
 		}
 	})
+}
+
+// insertWithClockSteps writes the scenario's samples and, after a random fifth of them, the
+// sample of an exporter whose clock stepped back: a copy taken again δ (10 ms to 90 % of the
+// interval) earlier, overlapping the sample before it and this one. Only where the sample
+// before it is there (no outage, the same attachment, the same load), so that the union of the
+// intervals, the cold start and the time-weighted means are the scenario's; its waits were
+// reported already (none). Summed instead of united, those intervals would meter up to twice
+// the time.
+func insertWithClockSteps(t *testing.T, conn driver.Conn, sc *scenario.Scenario, r *rand.Rand) {
+	t.Helper()
+	type key struct{ node, instance string }
+	prev := map[key]*pb.Sample{}
+	chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) {
+		out := samples
+		for _, s := range samples {
+			k := key{node, s.InstanceId}
+			p := prev[k]
+			prev[k] = s
+			if p == nil || p.TsNs+p.IntervalNs != s.TsNs || p.Attached != s.Attached || !sameLoad(p, s) || r.IntN(5) != 0 {
+				continue
+			}
+			c := proto.Clone(s).(*pb.Sample)
+			step := time.Duration(10+r.Int64N(int64(time.Duration(s.IntervalNs)*9/10/time.Millisecond)-10)) * time.Millisecond
+			c.TsNs -= uint64(step)
+			if c.Vgpu != nil {
+				c.Vgpu.WaitsNs = nil
+			}
+			out = append(out, c)
+		}
+		chtest.InsertSamples(t, conn, node, out)
+	})
+}
+
+// sameLoad: two samples of one instance report the same activity, a vGPU's within its
+// scheduler's phase noise (a slice of the interval).
+func sameLoad(a, b *pb.Sample) bool {
+	if a.Kind == pb.Kind_KIND_VGPU {
+		return math.Abs(a.SmActive-b.SmActive) <= 0.02
+	}
+	return a.SmActive == b.SmActive
 }
 
 // randomScenario writes a scenario of one or two nodes over ten minutes; every time is a
@@ -198,11 +293,12 @@ type truth struct {
 	breaches                          int
 }
 
-// groundTruth applies the README's definitions to the scenario itself, tick by tick: samples at
+// groundTruth applies the README's definitions to the scenario's window [from, to) (offsets from
+// its start, whole minutes), tick by tick: samples at
 // start + n·interval, none during an outage; a vGPU scheduler round-robin over the busy vGPUs
 // (each waits (k−1)·timeslice + k·switch, the switch share of the GPU is switch/(timeslice +
 // switch) while k ≥ 2 are busy; a vGPU alone runs without switches: waits 0, no switch share).
-func groundTruth(sc *scenario.Scenario) map[string]*truth {
+func groundTruth(sc *scenario.Scenario, from, to time.Duration) map[string]*truth {
 	out := map[string]*truth{}
 	type gpuKey struct {
 		node string
@@ -233,12 +329,16 @@ func groundTruth(sc *scenario.Scenario) map[string]*truth {
 		return false
 	}
 	for _, tn := range sc.Tenants {
-		tr := out[tn.Name]
-		if tr == nil {
-			tr = &truth{waits: map[time.Duration]float64{}}
-			out[tn.Name] = tr
-		}
 		for _, a := range tn.Allocations {
+			lo, hi := max(a.Ready, from), min(a.End, to) // the billed time in the window
+			if lo >= hi {
+				continue
+			}
+			tr := out[tn.Name]
+			if tr == nil {
+				tr = &truth{waits: map[time.Duration]float64{}}
+				out[tn.Name] = tr
+			}
 			g := nodes[a.Target.Node].GPUs[a.Target.GPU]
 			model, _ := hardware.Lookup(g.Model)
 			fraction, o := 1.0, 0.0
@@ -257,7 +357,7 @@ func groundTruth(sc *scenario.Scenario) map[string]*truth {
 			default:
 				tr.whole = true
 			}
-			billed := a.End - a.Ready
+			billed := hi - lo
 			list := sc.Prices[g.Model] * fraction * billed.Seconds() / 3600
 			cost := list * sc.Tiers[tn.Tier]
 			var metered time.Duration
@@ -266,7 +366,7 @@ func groundTruth(sc *scenario.Scenario) map[string]*truth {
 			// and the measured time: the efficiency is the minutes' clipped ratio of sums.
 			type minuteSums struct{ num, den, active float64 }
 			minutes := map[int64]*minuteSums{}
-			for tick := a.Ready; tick < a.End; tick += sc.Interval {
+			for tick := lo; tick < hi; tick += sc.Interval {
 				if down(a.Target.Node, tick) {
 					continue
 				}
@@ -359,8 +459,9 @@ func (tr *truth) p99() (p time.Duration, ok bool) {
 	return 0, false
 }
 
-// compareRow lists the differences beyond the acceptance check's tolerances.
-func compareRow(got report.Row, want *truth, interval time.Duration) []string {
+// compareRow lists the differences beyond the acceptance check's tolerances; the jitter and
+// cold starts only for the whole scenario (whole), which holds every allocation's request.
+func compareRow(got report.Row, want *truth, interval time.Duration, whole bool) []string {
 	var d []string
 	near := func(what string, g, w, abs, rel float64) {
 		if math.Abs(g-w) > abs && math.Abs(g-w) > rel*math.Abs(w) {
@@ -381,6 +482,9 @@ func compareRow(got report.Row, want *truth, interval time.Duration) []string {
 		} else {
 			near("efficiency", *got.Efficiency, want.effW/want.metered.Seconds(), 1e-4, 0.005)
 		}
+	}
+	if !whole {
+		return d
 	}
 	if p, ok := want.p99(); ok {
 		if got.JitterP99 == nil {

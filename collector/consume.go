@@ -189,7 +189,7 @@ func (c *Collector) processSamples(msg kafka.Message, now time.Time) {
 			continue
 		}
 		c.samples.addWire(d.node, s, d)
-		c.touched.addSecond(uint32(s.tsNs / 1e9))
+		c.touched.addSample(s.tsNs, s.intervalNs)
 	}
 	if first != nil {
 		// The valid samples are stored; the message is dead-lettered once, with the reason of

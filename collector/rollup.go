@@ -23,53 +23,26 @@ import (
 //
 // Samples whose sm_active was not measured (sm_active_unavailable = 1: a MIG instance on a GPU
 // without GPM) count in samples and covered_ns, since the time was metered, but not in
-// sm_active_sum, active_samples or active_ns: their sm_active of 0 would read as idle time.
+// sm_active_sum, active_samples, active_ns or sm_active_ns: their sm_active of 0 would read as
+// idle time.
 //
 // first_ns and last_ns are the row's first and last sample's ts_ns: attribution's capacity
 // (a GPU present from each sample for the presence period) needs them to the ns.
 
 // rollupSecondsQuery recomputes samples_1s for the nodes (a GroupSet) and the seconds
-// [from, to] (UInt32 Unix seconds). FINAL keeps, of the copies of one sample key, the one
-// received last, as every reader of samples does (tables.Final): a duplicate with conflicting
-// values must give one bill whatever the table.
-var rollupSecondsQuery = tables.Insert(tables.Samples1s, tables.RollupColumns) + `
-SELECT time, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(kind), any(profile),
-    any(compute_slices), any(sm_count), any(gpu_sm_count), any(mem_total_bytes),
-    any(gpu_mem_total_bytes), any(interval_ns),
-    ` + tables.SamplesCount + `, ` + tables.Covered + `, ` + tables.SMActiveSum + `, sum(toUInt64(attached)),
-    sum(vgpu_switch_ns), sum(vgpu_run_ns), minIf(ts_ns, attached = 1), sum(toFloat64(mem_used_bytes)),
-    sum(power_watts),
-    tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 1),
-    tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 2),
-    ` + tables.ActiveSamples + `, ` + tables.ActiveNS + `, min(ts_ns), max(ts_ns)
-FROM (
-    SELECT time, ts_ns, node, instance_id, gpu_uuid, gpu_index, model, kind, profile,
-        compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes,
-        interval_ns, sm_active, attached, vgpu_switch_ns, vgpu_run_ns, mem_used_bytes,
-        power_watts, vgpu_waits_ns, sm_active_unavailable
-    FROM ` + tables.Final(tables.Samples) + `
-    WHERE node IN ? AND time >= toDateTime(?) AND time <= toDateTime(?)
-)
-GROUP BY node, instance_id, time`
+// [from, to] (UInt32 Unix seconds, bound twice: the samples read, from up to a whole interval
+// before the first second, and the seconds written). FINAL keeps, of the copies of one sample
+// key, the one received last, as every reader of samples does (tables.Final): a duplicate with
+// conflicting values must give one bill whatever the table. Each sample counts in every second
+// it covers part of, by that part (tables.RollupSeconds: covered time is a union).
+var rollupSecondsQuery = tables.RollupSeconds(
+	"node IN ? AND time >= toDateTime(?) - 60 AND time <= toDateTime(?)",
+	"sec >= toDateTime(?) AND sec <= toDateTime(?)")
 
 // rollupMinutesQuery recomputes samples_1m for the nodes and the minutes starting in
 // [from, to] from the complete (most samples; of equals, the last written) samples_1s row of
 // each second, the row attribution reads (tables.Final).
-var rollupMinutesQuery = tables.Insert(tables.Samples1m, tables.RollupColumns) + `
-SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gpu_index), any(model),
-    any(kind), any(profile), any(compute_slices), any(sm_count), any(gpu_sm_count),
-    any(mem_total_bytes), any(gpu_mem_total_bytes), any(interval_ns),
-    sum(samples), sum(covered_ns), sum(sm_active_sum), sum(attached_sum), sum(vgpu_switch_ns_sum),
-    sum(vgpu_run_ns_sum), minIf(first_attached_ns, first_attached_ns > 0), sum(mem_used_bytes_sum),
-    sum(power_watts_sum),
-    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2),
-    sum(active_samples), sum(active_ns), min(first_ns), max(last_ns)
-FROM (
-    SELECT ` + tables.List(tables.RollupColumns) + `
-    FROM ` + tables.Final(tables.Samples1s) + `
-    WHERE node IN ? AND time >= toDateTime(?) AND time <= toDateTime(?)
-)
-GROUP BY node, instance_id, minute`
+var rollupMinutesQuery = tables.RollupMinutes("node IN ? AND time >= toDateTime(?) AND time <= toDateTime(?)")
 
 // touched records which nodes and seconds the pending samples cover, so that a flush
 // recomputes only those rollup rows. Consecutive samples mostly share both, so add is a
@@ -103,6 +76,22 @@ func (t *touched) addSecond(sec uint32) {
 	t.seconds[sec] = struct{}{}
 	t.lastSec, t.any = sec, true
 }
+
+// addSample adds the seconds a sample covers part of, [ts, ts + interval): a rollup row holds
+// the pieces of the samples inside its second, so a sample that spans seconds changes each.
+func (t *touched) addSample(tsNs, intervalNs uint64) {
+	first := tsNs / 1e9
+	last := first
+	if intervalNs > 0 {
+		last = (tsNs + min(intervalNs, maxInterval) - 1) / 1e9
+	}
+	for s := first; s <= last; s++ {
+		t.addSecond(uint32(s))
+	}
+}
+
+// maxInterval is the longest interval a sample covers (tables.MaxInterval), in ns.
+const maxInterval = 60e9
 
 func (t *touched) empty() bool { return len(t.seconds) == 0 }
 
@@ -155,7 +144,7 @@ const rollupGap = 60
 func recomputeRollups(ctx context.Context, conn driver.Conn, t *touched) error {
 	nodes := t.nodeSet()
 	for _, r := range t.ranges(rollupGap) {
-		if err := conn.Exec(ctx, rollupSecondsQuery, nodes, r.from, r.to); err != nil {
+		if err := conn.Exec(ctx, rollupSecondsQuery, nodes, r.from, r.to, r.from, r.to); err != nil {
 			return fmt.Errorf("recompute samples_1s for %d nodes, seconds %s: %w", len(nodes.Value), r, err)
 		}
 		minutes := secondRange{r.from - r.from%60, r.to - r.to%60 + 59}

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -291,7 +292,7 @@ func TestRollupActiveSamples(t *testing.T) {
 			var tr touched
 			tr.addNode(node)
 			for i, x := range tc.in {
-				ts := (minute+x.sec)*1e9 + uint64(i)*1e6
+				ts := (minute+x.sec)*1e9 + uint64(i)*1e8 // apart by the interval: no overlap
 				s := sample(pb.Kind_KIND_MIG, "gpu0/mig0", ts)
 				s.SmActive, s.SmActiveUnavailable = x.smActive, x.unavailable
 				cols.add(node, s)
@@ -379,7 +380,7 @@ func compareRollup(got, want rollupRow) string {
 func TestRollupQueriesOnCurrentClickHouse(t *testing.T) {
 	localtest.SkipShort(t, "chDB (python)")
 	bind := func(q string) string {
-		for _, arg := range []string{"('node-a', 'node-b')", "1767571200", "1767571319"} {
+		for _, arg := range []string{"('node-a', 'node-b')", "1767571200", "1767571319", "1767571200", "1767571319"} {
 			q = strings.Replace(q, "?", arg, 1)
 		}
 		return q + ";\n"
@@ -403,4 +404,90 @@ SELECT toDateTime(1767571200), 1767571200100000000, 100000000, 'node-a', 'GPU-1'
 		files = append(files, filepath.Join("..", "schemas", "migrations", f))
 	}
 	localtest.CheckWithChDB(t, append(files, file)...)
+}
+
+// TestRollupPieces checks that a rollup row holds the pieces of the samples inside its second:
+// a sample spanning seconds counts in each by its part (and the flush recomputes each of them),
+// overlapping samples cover their union once (covered_ns, active_ns), each instant with the
+// mean sm_active of the samples covering it (sm_active_ns), and samples and the per-sample
+// sums stay those of the samples taken in the row.
+func TestRollupPieces(t *testing.T) {
+	conn := localtest.Database(t).Conn
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const node = "pieces"
+	minute := (base/1e9)/60*60 + 60
+	s0 := minute + 58 // the seconds s0, s0+1 (59) and s0+2 (the next minute)
+	var cols sampleColumns
+	var tr touched
+	tr.addNode(node)
+	for _, x := range []struct {
+		at, interval uint64 // ns after s0
+		sm           float64
+	}{
+		{800e6, 1500e6, 0.2}, // [0.8, 2.3): three seconds, two minutes
+		{1000e6, 100e6, 1},   // [1.0, 1.1): inside the first
+		{1050e6, 100e6, 1},   // [1.05, 1.15): a clock step back
+	} {
+		s := sample(pb.Kind_KIND_MIG, "gpu0/mig0", s0*1e9+x.at)
+		s.IntervalNs, s.SmActive = x.interval, x.sm
+		cols.add(node, s)
+		tr.addSample(s.TsNs, s.IntervalNs)
+	}
+	if err := insertColumns(ctx, conn, "samples", tables.SampleColumns, cols.columns()); err != nil {
+		t.Fatal(err)
+	}
+	if err := recomputeRollups(ctx, conn, &tr); err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		sec, samples, covered, active uint64
+		smNS, smSum                   float64
+	}
+	read := func(table string) []row {
+		rows, err := conn.Query(ctx, `SELECT toUInt64(time), samples, covered_ns, active_ns, sm_active_ns, sm_active_sum
+            FROM `+table+` FINAL WHERE node = ? ORDER BY time`, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.sec, &r.samples, &r.covered, &r.active, &r.smNS, &r.smSum); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r)
+		}
+		return out
+	}
+	// s0 + 1: [1.0, 1.05) at (0.2 + 1) / 2, [1.05, 1.1) at (0.2 + 1 + 1) / 3, [1.1, 1.15) at
+	// (0.2 + 1) / 2, [1.15, 2.0) at 0.2.
+	second := 0.6*50e6 + 2.2/3*50e6 + 0.6*50e6 + 0.2*850e6
+	for _, tc := range []struct {
+		table string
+		want  []row
+	}{
+		{"samples_1s", []row{
+			{s0, 1, 200e6, 200e6, 0.2 * 200e6, 0.2},
+			{s0 + 1, 2, 1e9, 1e9, second, 2},
+			{s0 + 2, 0, 300e6, 300e6, 0.2 * 300e6, 0},
+		}},
+		{"samples_1m", []row{
+			{minute, 3, 1200e6, 1200e6, 0.2*200e6 + second, 2.2},
+			{minute + 60, 0, 300e6, 300e6, 0.2 * 300e6, 0},
+		}},
+	} {
+		got := read(tc.table)
+		near := func(a, b float64) bool { return math.Abs(a-b) < 1e-3 }
+		ok := len(got) == len(tc.want)
+		for i := 0; ok && i < len(got); i++ {
+			g, w := got[i], tc.want[i]
+			ok = g.sec == w.sec && g.samples == w.samples && g.covered == w.covered && g.active == w.active &&
+				near(g.smNS, w.smNS) && near(g.smSum, w.smSum)
+		}
+		if !ok {
+			t.Errorf("%s:\n%+v\nwant\n%+v", tc.table, got, tc.want)
+		}
+	}
 }

@@ -102,15 +102,21 @@ func (t *Terms) averageOver(a Allocation, model string, billed Interval, book *p
 // Usage is what the (deduplicated) samples of an allocation's target add up to within its
 // billed interval; the store's usage query computes it per allocation.
 type Usage struct {
-	Metered time.Duration // Σ overlap of each sample's [ts, ts+interval) with the billed interval
+	// Metered is the time the samples cover in the billed interval: the measure of the union
+	// of their [ts, ts+interval), never the sum (overlapping samples cover their union once).
+	Metered time.Duration
 	// Active is the part of Metered covered by samples whose activity was measured (not
-	// sm_active_unavailable: a MIG instance on a GPU without GPM is metered but unmeasured).
+	// sm_active_unavailable: a MIG instance on a GPU without GPM is metered but unmeasured), the
+	// union of theirs.
 	Active time.Duration
-	// EfficiencyNS is Σ efficiency × measured overlap (ns): per sample sm_active for a whole GPU
-	// or MIG; for a vGPU per allocation-minute min(1, Σ sm_active·overlap / Σ fraction·(1 −
-	// o_tick)·overlap) over the minute's measured samples, times the minute's measured ns.
+	// EfficiencyNS is Σ efficiency × measured ns (where samples overlap, each instant counts
+	// once, at the mean of the samples covering it): for a whole GPU or MIG the integral of
+	// sm_active over the measured time; for a vGPU per allocation-minute min(1, Σ
+	// sm_active·covered / Σ fraction·(1 − o)·covered), o the minute's switch share, times the
+	// minute's measured ns.
 	EfficiencyNS float64
-	// SwitchNS is Σ vgpu_switch_ns/interval_ns × overlap (ns): the vGPU overhead, time-weighted.
+	// SwitchNS is the integral of vgpu_switch_ns/interval_ns over the metered time (ns): the
+	// vGPU overhead, time-weighted.
 	SwitchNS float64
 }
 

@@ -32,49 +32,76 @@ var dedupSamples = `
     PREWHERE time >= toDateTime(?) AND time <= toDateTime(?)
     WHERE ts_ns >= ? AND ts_ns < ? AND (node, instance_id) IN (` + targetsTable + `)`
 
-// usageQuery: per allocation, the overlap of every sample with the billed interval, the part
-// of it whose activity was measured, the efficiency (measured samples only) and vGPU switch
-// share weighted by it, and the vGPU waits of the samples taken in its billed time as a
-// histogram (wait → count; the p99 is computed in Go from it). One pass over the samples
-// answers all of it.
+// usageQuery: per allocation, the time its samples cover in the billed interval (the measure
+// of their union, never the sum: README.md, "Definitions"), the part covered by samples whose
+// activity was measured, the efficiency and vGPU switch share, and the vGPU waits of the
+// samples taken in its billed time as a histogram (wait → count; the p99 is computed in Go
+// from it). One pass over the samples answers all of it.
 //
-// The efficiency is summed per allocation-minute (usageByMinute): for a time-sliced instance
-// the clipped ratio of the minute's sums (README.md, "Definitions"), for the others the plain
-// Σ sm_active × measured time.
+// Each sample's part of the billed time is cut at the UTC minutes it spans (at most two: an
+// interval is at most tables.MaxInterval), and each allocation-minute sweeps its pieces
+// (tables.Coverage, tables.Sweep): the unions of all and of the measured pieces, and the integrals over them of
+// the mean switch share and mean sm_active of the samples covering each instant (where samples
+// overlap, each instant counts once). The rollups hold the same unions and integrals per
+// second, and both are additive over disjoint slices of time, so every path sums the same
+// numbers per minute (usageByMinute). The waits count in the piece in which the sample was taken.
 var usageQuery = usageByMinute(`
-        SELECT allocation_id, t, sliced, frac, sm,
-            least(t + iv, billed_end) - greatest(t, billed_start) AS overlap,
-            if(measured, overlap, toInt64(0)) AS active,
-            if(iv > 0, sw / iv, 0.) AS o_tick,
-            if(sliced = 1 AND t >= billed_start, waits, emptyArrayUInt64()) AS ws,
-            arrayMap(w -> toUInt64(1), ws) AS cs
+        SELECT allocation_id, minute, sliced AS m_sliced, frac AS m_frac,
+            toFloat64(u_union) AS m_overlap, toFloat64(a_union) AS m_active, a_integral AS m_sm, u_integral AS m_switch,
+            m_ws, m_cs
         FROM (
-            SELECT node, instance_id, toInt64(ts_ns) AS t,
-                toInt64(interval_ns) AS iv, sm_active AS sm, toInt64(vgpu_switch_ns) AS sw,
-                ` + tables.Measured + ` AS measured, vgpu_waits_ns AS waits` + dedupSamples + `
-        ) AS s ALL INNER JOIN (` + allocationsTable + `
-        ) AS a USING (node, instance_id)
-        WHERE t < billed_end AND t + iv > billed_start`)
+            SELECT *,
+                ` + tables.Coverage("u", "los", "his", "os", "u_len", "u_weighted", "regular") + `,
+                ` + tables.Coverage("a", "alos", "ahis", "sms", "a_len", "a_weighted", "regular") + `
+            FROM (
+                SELECT allocation_id, minute, any(sliced) AS sliced, any(frac) AS frac,
+                    groupArray(lo) AS los, groupArray(hi) AS his, groupArray(o_tick) AS os,
+                    groupArrayIf(lo, measured) AS alos, groupArrayIf(hi, measured) AS ahis, groupArrayIf(sm, measured) AS sms,
+                    tupleElement(sumMap(ws, cs), 1) AS m_ws, tupleElement(sumMap(ws, cs), 2) AS m_cs,
+                    sum(hi - lo) AS u_len, sum(o_tick * (hi - lo)) AS u_weighted,
+                    sumIf(hi - lo, measured) AS a_len, sumIf(sm * (hi - lo), measured) AS a_weighted,
+                    ` + tables.Regular + ` AS regular
+                FROM (
+                    SELECT allocation_id, sliced, frac, sm, measured, o_tick, t, iv,
+                        greatest(t, billed_start) AS b_lo, least(t + iv, billed_end) AS b_hi,
+                        intDiv(b_lo, 60000000000) AS first_minute,
+                        arrayJoin(if(intDiv(b_hi - 1, 60000000000) = first_minute, [first_minute], [first_minute, first_minute + 1])) AS minute,
+                        greatest(b_lo, minute * 60000000000) - minute * 60000000000 AS lo,
+                        least(b_hi, (minute + 1) * 60000000000) - minute * 60000000000 AS hi,
+                        if(sliced = 1 AND t >= billed_start AND minute = first_minute, waits, emptyArrayUInt64()) AS ws,
+                        arrayMap(w -> toUInt64(1), ws) AS cs
+                    FROM (
+                        SELECT node, instance_id, toInt64(ts_ns) AS t,
+                            toInt64(least(interval_ns, ` + tables.MaxInterval + `)) AS iv, sm_active AS sm,
+                            if(iv > 0, vgpu_switch_ns / iv, 0.) AS o_tick,
+                            ` + tables.Measured + ` AS measured, vgpu_waits_ns AS waits` + dedupSamples + `
+                    ) AS s ALL INNER JOIN (` + allocationsTable + `
+                    ) AS a USING (node, instance_id)
+                    WHERE t < billed_end AND t + iv > billed_start
+                )
+                WHERE hi > lo
+                GROUP BY allocation_id, minute
+            )
+        )`)
 
-// usageByMinute sums the per-row usage of rows (a subquery with one row per sample, second or
-// minute: allocation_id, t (ns), sliced, frac, sm (mean sm_active), overlap and active (ns in the
-// billed time), o_tick (switch share), ws and cs (waits histogram)) per allocation-minute, the
-// UTC minute of t, then per allocation. A vGPU's efficiency in a minute is
-// min(1, Σ sm·active / Σ fraction·(1 − o)·active): clipping each 100 ms tick would turn the
-// scheduler's phase noise into waste, and sums of sums are the same whatever the table.
-func usageByMinute(rows string) string {
+// usageByMinute sums per allocation the allocation-minutes of minutes (a subquery with one row
+// per allocation and UTC minute: allocation_id, m_sliced, m_frac (billed fraction), m_overlap
+// and m_active (the covered and the measured time in the billed time, ns), m_sm (the integral
+// of sm_active over the measured time) and m_switch (that of the switch share over the
+// covered time), m_ws and m_cs (waits histogram)). A vGPU's efficiency in a minute is
+// min(1, m_sm / (fraction·(1 − o)·m_active)), o = m_switch / m_overlap the minute's switch
+// share: clipping each 100 ms tick would turn the scheduler's phase noise into waste. Sums of
+// the minutes are the same whatever the table.
+func usageByMinute(minutes string) string {
 	return `
-SELECT allocation_id, toInt64(sum(m_overlap)), toInt64(sum(m_active)),
-    sum(if(m_sliced = 1, if(m_den > 0., least(1., m_num / m_den), 0.) * m_active, m_num)), sum(m_switch),
+SELECT allocation_id, toInt64(round(sum(m_overlap))), toInt64(round(sum(m_active))),
+    sum(if(m_sliced = 1, if(m_den > 0., least(1., m_sm / m_den), 0.) * m_active, m_sm)), sum(m_switch),
     tupleElement(sumMap(m_ws, m_cs), 1), tupleElement(sumMap(m_ws, m_cs), 2)
 FROM (
-    SELECT allocation_id, intDiv(t, 60000000000) AS minute, any(sliced) AS m_sliced,
-        sum(overlap) AS m_overlap, sum(active) AS m_active, sum(o_tick * overlap) AS m_switch,
-        sum(sm * active) AS m_num, sum(frac * (1. - o_tick) * active) AS m_den,
-        tupleElement(sumMap(ws, cs), 1) AS m_ws, tupleElement(sumMap(ws, cs), 2) AS m_cs
-    FROM (` + rows + `
+    SELECT allocation_id, m_sliced, m_active, m_sm, m_switch, m_ws, m_cs, m_overlap,
+        m_frac * (m_active - if(m_overlap > 0., m_switch / m_overlap, 0.) * m_active) AS m_den
+    FROM (` + minutes + `
     )
-    GROUP BY allocation_id, minute
 )
 GROUP BY allocation_id`
 }

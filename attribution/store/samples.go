@@ -8,9 +8,9 @@ package store
 // What changes at second granularity, all within the report's tolerances (README.md):
 //   - a second's samples count for the billed time by the share of the second that lies in it
 //     (exact for allocations on whole seconds, as schedulers report them);
-//   - a vGPU's efficiency in a minute, min(1, Σ sm·active / Σ fraction·(1 − o)·active), sums
-//     each second's mean sm_active and switch share (exact when a second's samples have one
-//     interval);
+//   - nothing else: a row holds the pieces of the samples inside its second, with their
+//     unions and integrals (tables.RollupSeconds), so that the sums per minute are those of
+//     the raw samples;
 //   - the cold start is the first attached sample of the first second with one at or after
 //     requested_at (off by less than a second only if requested_at falls inside a second in
 //     which the instance was already attached before it).
@@ -120,13 +120,16 @@ const rollupInstancesInWindowQuery = `
 SELECT ` + rollupInstanceColumns + `
 FROM {{table}}
 PREWHERE time >= toDateTime(?) - {{seconds}} AND time <= toDateTime(?)
-WHERE toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ?
+WHERE toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ? AND samples > 0
 GROUP BY node, instance_id, gpu_uuid, model`
 
+// rollupInstancesEverQuery: as rollupInstancesInWindowQuery, the rows with a sample taken in
+// them (samples > 0), as raw samples count by ts: a row only covered by a sample taken in an
+// earlier one does not say that the instance was there then.
 const rollupInstancesEverQuery = `
 SELECT ` + rollupInstanceColumns + `
 FROM {{table}}
-WHERE (node, instance_id) IN (` + targetsTable + `)
+WHERE (node, instance_id) IN (` + targetsTable + `) AND samples > 0
 GROUP BY node, instance_id, gpu_uuid, model`
 
 // dedupSeconds ends a subquery that selects the complete row of each second of the chunk's
@@ -143,27 +146,38 @@ var dedupSeconds = `
     WHERE toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ?
         AND (node, instance_id) IN (` + targetsTable + `)`
 
-// rollupUsageRows is usageByMinute's rows from a rollup: a row's measured samples
-// (active_samples, covering active_ns) are those whose activity was available; sm_active_sum
-// sums only them. The waits are those of the rows that start in the billed time. {{dedup}} is
+// rollupUsageRows is the rows of usageByMinute's minutes from a rollup. A row holds the pieces
+// of the samples inside its [t, t + step) (tables.RollupSeconds): covered_ns and active_ns are
+// their unions, all and measured, sm_active_ns and switch_ns the integrals of the mean
+// sm_active and switch share over them; a row counts for the billed time by the share of it
+// that lies there. The waits are those of the rows that start in the billed time. {{dedup}} is
 // the FROM of the rows (dedupSeconds, or dedupPartialSeconds), {{only}} a further condition on
 // which rows count.
 const rollupUsageRows = `
-        SELECT allocation_id, t, sliced, frac,
+        SELECT allocation_id, intDiv(t, 60000000000) AS minute, sliced, frac,
             (least(t + {{step}}, billed_end) - greatest(t, billed_start)) / {{step}} AS share,
-            covered * share AS overlap,
-            active_covered * share AS active,
-            if(covered > 0, sw / covered, 0.) AS o_tick,
-            if(n > 0, sm_sum / n, 0.) AS sm,
+            covered * share AS r_overlap, active_covered * share AS r_active,
+            sm_ns * share AS r_sm, sw_ns * share AS r_switch,
             if(sliced = 1 AND t >= billed_start, w, emptyArrayUInt64()) AS ws,
             if(sliced = 1 AND t >= billed_start, c, emptyArrayUInt64()) AS cs
         FROM (
             SELECT node, instance_id, toInt64(time) * 1000000000 AS t, toInt64(covered_ns) AS covered,
-                toInt64(active_ns) AS active_covered, toInt64(active_samples) AS n, sm_active_sum AS sm_sum,
-                toInt64(vgpu_switch_ns_sum) AS sw, wait_ns AS w, wait_count AS c{{dedup}}
+                toInt64(active_ns) AS active_covered, sm_active_ns AS sm_ns, switch_ns AS sw_ns,
+                wait_ns AS w, wait_count AS c{{dedup}}
         ) AS s ALL INNER JOIN (` + allocationsTable + `
         ) AS a USING (node, instance_id)
         WHERE t < billed_end AND t + {{step}} > billed_start{{only}}`
+
+// rollupMinutes groups rollupUsageRows (one or two legs) into usageByMinute's minutes.
+func rollupMinutes(rows string) string {
+	return `
+        SELECT allocation_id, minute, any(sliced) AS m_sliced, any(frac) AS m_frac,
+            sum(r_overlap) AS m_overlap, sum(r_active) AS m_active, sum(r_sm) AS m_sm, sum(r_switch) AS m_switch,
+            tupleElement(sumMap(ws, cs), 1) AS m_ws, tupleElement(sumMap(ws, cs), 2) AS m_cs
+        FROM (` + rows + `
+        )
+        GROUP BY allocation_id, minute`
+}
 
 // dedupPartialSeconds is dedupSeconds over samples_1s limited to the partial minutes of the
 // chunk's allocations (partialMinutesTable, minutes as Unix seconds / 60): the per-minute rollup
@@ -192,12 +206,12 @@ func rollupUsage(table string, step time.Duration) string {
 			"{{seconds}}", strconv.FormatInt(int64(step/time.Second), 10)).Replace(rows)
 	}
 	if step < time.Minute {
-		return usageByMinute(leg(table, step, dedupSeconds, ""))
+		return usageByMinute(rollupMinutes(leg(table, step, dedupSeconds, "")))
 	}
-	return usageByMinute(leg(table, step, dedupSeconds, " AND t >= billed_start AND t + {{step}} <= billed_end") +
+	return usageByMinute(rollupMinutes(leg(table, step, dedupSeconds, " AND t >= billed_start AND t + {{step}} <= billed_end") +
 		"\n        UNION ALL" +
 		leg(tables.Samples1s, time.Second, dedupPartialSeconds,
-			" AND ("+minuteOf+" < billed_start OR "+minuteOf+" + 60000000000 > billed_end)"))
+			" AND ("+minuteOf+" < billed_start OR "+minuteOf+" + 60000000000 > billed_end)")))
 }
 
 // rollupFirstAttachedQuery is firstAttachedQuery over a rollup: a row's first_attached_ns is

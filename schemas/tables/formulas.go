@@ -21,12 +21,5 @@ const (
 	SMActivity = "sum(sm_active_sum) / greatest(sum(active_samples), 1)"
 )
 
-// Formulas of a rollup row (samples_1s, samples_1m) from the samples it rolls up, in the
-// column order of RollupColumns' counters.
-const (
-	SamplesCount  = "count()"
-	Covered       = "sum(interval_ns)"
-	SMActiveSum   = "sumIf(sm_active, " + Measured + ")"
-	ActiveSamples = "countIf(" + Measured + ")"
-	ActiveNS      = "sumIf(interval_ns, " + Measured + ")"
-)
+// A rollup row's own columns are computed from the samples it rolls up by RollupSeconds and
+// RollupMinutes (rollup.go): its covered time is a union, not a sum, of the samples' pieces.

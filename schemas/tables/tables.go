@@ -29,14 +29,15 @@ var SampleColumns = []string{
 }
 
 // RollupColumns are the columns of samples_1s and samples_1m, one row per (node, instance,
-// second or minute) as the collector last recomputed it. first_ns and last_ns are the ts_ns of
-// its first and last sample.
+// second or minute) as the collector last recomputed it: the pieces of the samples that cover
+// part of the row (RollupSeconds). first_ns and last_ns are the ts_ns of the first and last
+// sample taken in it (of a row only covered by samples taken before it: of those).
 var RollupColumns = []string{
 	"time", "node", "instance_id", "gpu_uuid", "gpu_index", "model", "kind", "profile",
 	"compute_slices", "sm_count", "gpu_sm_count", "mem_total_bytes", "gpu_mem_total_bytes", "interval_ns",
 	"samples", "covered_ns", "sm_active_sum", "attached_sum", "vgpu_switch_ns_sum", "vgpu_run_ns_sum",
 	"first_attached_ns", "mem_used_bytes_sum", "power_watts_sum", "wait_ns", "wait_count", "active_samples",
-	"active_ns", "first_ns", "last_ns",
+	"active_ns", "first_ns", "last_ns", "sm_active_ns", "switch_ns",
 }
 
 // AllocationColumns are the columns of allocations, one row per version of an allocation.

@@ -194,28 +194,11 @@ func ScenarioAllocations(sc *scenario.Scenario) []AllocationRow {
 // the one received last).
 func RollUp(t testing.TB, conn driver.Conn) {
 	t.Helper()
-	err := conn.Exec(context.Background(), tables.Insert(tables.Samples1s, tables.RollupColumns)+`
-SELECT time, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(kind), any(profile),
-    any(compute_slices), any(sm_count), any(gpu_sm_count), any(mem_total_bytes), any(gpu_mem_total_bytes), any(interval_ns),
-    count(), sum(interval_ns), sumIf(sm_active, sm_active_unavailable = 0), sum(toUInt64(attached)), sum(vgpu_switch_ns), sum(vgpu_run_ns),
-    minIf(ts_ns, attached = 1), sum(toFloat64(mem_used_bytes)), sum(power_watts),
-    tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 1),
-    tupleElement(sumMap(vgpu_waits_ns, arrayMap(w -> toUInt64(1), vgpu_waits_ns)), 2),
-    countIf(sm_active_unavailable = 0), sumIf(interval_ns, sm_active_unavailable = 0), min(ts_ns), max(ts_ns)
-FROM samples FINAL
-GROUP BY node, instance_id, time`)
+	err := conn.Exec(context.Background(), tables.RollupSeconds("1", "1"))
 	if err != nil {
 		t.Fatalf("roll the samples up into samples_1s: %v", err)
 	}
-	err = conn.Exec(context.Background(), tables.Insert(tables.Samples1m, tables.RollupColumns)+`
-SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gpu_index), any(model), any(kind), any(profile),
-    any(compute_slices), any(sm_count), any(gpu_sm_count), any(mem_total_bytes), any(gpu_mem_total_bytes), any(interval_ns),
-    sum(samples), sum(covered_ns), sum(sm_active_sum), sum(attached_sum), sum(vgpu_switch_ns_sum), sum(vgpu_run_ns_sum),
-    minIf(first_attached_ns, first_attached_ns > 0), sum(mem_used_bytes_sum), sum(power_watts_sum),
-    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2),
-    sum(active_samples), sum(active_ns), min(first_ns), max(last_ns)
-FROM samples_1s FINAL
-GROUP BY node, instance_id, minute`)
+	err = conn.Exec(context.Background(), tables.RollupMinutes("1"))
 	if err != nil {
 		t.Fatalf("roll samples_1s up into samples_1m: %v", err)
 	}
