@@ -24,7 +24,6 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
-	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/internal/lograte"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
@@ -72,7 +71,7 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	// Ending the passes before the connection closes, however Run ends.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	conn, err := chconn.Open(ctx, cfg.DSN)
+	conn, err := migrations.Open(ctx, cfg.DSN)
 	if err != nil {
 		return err
 	}
