@@ -72,6 +72,9 @@ type Server struct {
 	Logger *slog.Logger
 	// MaxBody bounds a POST body (default DefaultMaxBody); a larger one is refused with 413.
 	MaxBody int64
+	// Limits bound the reports' cost and concurrency (limits.go); nil: DefaultReportLimits
+	// without a bound on concurrency.
+	Limits *ReportLimits
 }
 
 // DefaultMaxBody is the POST body limit unless Server.MaxBody says otherwise: 64 MiB holds the
@@ -304,12 +307,16 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter step: %w", err))
 		return
 	}
-	const maxWindows = 10000
-	if len(windows) > maxWindows {
-		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter step: %d windows; expected at most %d", len(windows), maxWindows))
+	if !s.checkReportCost(w, r, len(windows), tenant, from, to) {
 		return
 	}
+	release, ok := s.admitReport(w)
+	if !ok {
+		return
+	}
+	defer release()
 	var series report.Series
+	rows := 0
 	for _, win := range windows {
 		rep, err := s.Report(r.Context(), ReportQuery{From: win.Start, To: win.End, Neighbours: f == report.JSON, FromMinutes: fromMinutes})
 		if err != nil {
@@ -319,6 +326,9 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		}
 		if tenant != "" {
 			rep = rep.Only(tenant)
+		}
+		if rows += len(rep.Tenants); !s.checkReportRows(w, rows) {
+			return
 		}
 		series = append(series, rep)
 	}

@@ -5,8 +5,8 @@ import (
 	"log/slog"
 
 	"github.com/alecthomas/kingpin/v2"
-	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/slicemeter/slicemeter/attribution/api"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/usage"
@@ -33,7 +33,8 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 	// The per-second rollup: a minute of 1000 instances in about 1 s where raw 10 Hz samples
 	// take 2.5 s (BenchmarkMinute), exact for allocations on whole seconds.
 	cmd.samples = samplesFlag(c, "rollup-1s")
-	cmd.cfg.Web = kingpinflag.AddFlags(c, ":9837")
+	cmd.cfg.Web = webserver.AddFlags(c, ":9837")
+	cmd.cfg.Reports = api.AddReportLimitFlags(c)
 	c.Flag("attribution.delay", "A minute is attributed this long after it ends (samples arrive late through Kafka).").Default("30s").DurationVar(&cmd.cfg.Delay)
 	c.Flag("attribution.lookback", "Every pass attributes again the closed minutes this far back, so late samples count.").Default("10m").DurationVar(&cmd.cfg.Lookback)
 	c.Flag("attribution.backfill", "With no minute stored yet, start this far back.").Default("1h").DurationVar(&cmd.cfg.Backfill)

@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/slicemeter/slicemeter/internal/webserver"
+
 	"github.com/alecthomas/kingpin/v2"
-	"github.com/prometheus/exporter-toolkit/web"
-	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/slicemeter/slicemeter/deploy/demo"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
@@ -26,7 +26,7 @@ type demoCmd struct {
 	partitions *int
 	flush      *time.Duration
 	simStart   *string
-	web        *web.FlagConfig
+	web        *webserver.Flags
 }
 
 func newDemoCmd(app *kingpin.Application, stdout io.Writer) *demoCmd {
@@ -42,7 +42,7 @@ func newDemoCmd(app *kingpin.Application, stdout io.Writer) *demoCmd {
 		partitions: c.Flag("kafka.partitions", "Partitions of the topics when they have to be created.").Default("4").Int(),
 		flush:      c.Flag("kafka.flush-interval", "Sampled time per SampleBatch (default: 1s, 10s with --fast).").Duration(),
 		simStart:   c.Flag("sim.start", "Move the scenario to start at this time (RFC 3339, or now): a live demo then has wall-clock timestamps that Prometheus and the attribution service's trailing window see.").String(),
-		web:        kingpinflag.AddFlags(c, ":9835"),
+		web:        webserver.AddFlags(c, ":9835"),
 	}
 }
 
