@@ -19,7 +19,8 @@ import (
 // authentication configured (exit 2 naming the flags); with an auth file whose entries
 // `slicemeter api token hash` made, no token is a 401 with a JSON error, a tenant asking for
 // another tenant a 403, a tenant's unfiltered report (CSV and JSON) and allocations hold only
-// its rows, and a scheduler writes allocations but cannot read reports.
+// its rows, and a scheduler writes allocations (its tenants', never moving one to another
+// tenant) but cannot read reports.
 func TestAPIAuth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -29,7 +30,7 @@ func TestAPIAuth(t *testing.T) {
 		t.Errorf("attribution without authentication exited %d, want 2 naming the flags:\n%s", r.Code, r.Stderr)
 	}
 
-	tokens := map[string]string{"ops": "ops-0123456789abcdef", "acme": "acme-0123456789abcdef", "slurm": "slurm-0123456789abcdef"}
+	tokens := map[string]string{"ops": "ops-0123456789abcdef", "acme": "acme-0123456789abcdef", "slurm": "slurm-0123456789abcdef", "k8s": "k8s-0123456789abcdef"}
 	entry := func(name, role, tenants string) string {
 		r := apptest.RunInput(t, ctx, tokens[name]+"\n", "api", "token", "hash", "--name", name)
 		if r.Code != 0 || strings.Contains(r.Stdout, tokens[name]) {
@@ -39,7 +40,7 @@ func TestAPIAuth(t *testing.T) {
 		return strings.Replace(e, "[TENANT]", tenants, 1)
 	}
 	authFile := filepath.Join(t.TempDir(), "auth.yaml")
-	content := "tokens:\n" + entry("ops", "operator", "[]") + entry("acme", "tenant", "[acme]") + entry("slurm", "scheduler", "[delta]")
+	content := "tokens:\n" + entry("ops", "operator", "[]") + entry("acme", "tenant", "[acme]") + entry("slurm", "scheduler", "[delta]") + entry("k8s", "scheduler", "[]")
 	content = strings.ReplaceAll(content, "    tenants: []     # for tenant; optional for scheduler\n", "")
 	if err := os.WriteFile(authFile, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
@@ -92,6 +93,8 @@ func TestAPIAuth(t *testing.T) {
 		{"tenant cannot write", "POST", "/api/v1/allocations", "acme", alloc, 403, nil, nil},
 		{"scheduler writes its tenant", "POST", "/api/v1/allocations", "slurm", alloc, 200, []string{`"stored":["auth-1"]`}, nil},
 		{"scheduler other tenant", "POST", "/api/v1/allocations", "slurm", strings.Replace(alloc, `"delta"`, `"acme"`, 1), 403, nil, nil},
+		{"scheduler of any tenant cannot move one", "POST", "/api/v1/allocations", "k8s", strings.Replace(alloc, `"delta"`, `"acme"`, 1), 403,
+			[]string{`move allocation \"auth-1\" from tenant \"delta\" to \"acme\"`}, nil},
 		{"scheduler cannot read reports", "GET", "/api/v1/report?" + window, "slurm", "", 403, []string{"may not read reports"}, nil},
 	}
 	for _, tt := range tests {

@@ -62,6 +62,22 @@ func (p Principal) mayWrite(tenant string) bool {
 	return p.Role == RoleOperator || p.Role == RoleScheduler && (len(p.Tenants) == 0 || slices.Contains(p.Tenants, tenant))
 }
 
+// mayChange refuses a change of a stored allocation's tenant unless the principal is an
+// operator: a scheduler's re-POST must not move one tenant's allocation onto another's bill.
+func (p Principal) mayChange(prev, next allocation.Allocation) error {
+	if prev.Tenant != next.Tenant && p.Role != RoleOperator {
+		return &movedError{id: next.ID, from: prev.Tenant, to: next.Tenant}
+	}
+	return nil
+}
+
+// movedError is mayChange's refusal.
+type movedError struct{ id, from, to string }
+
+func (e *movedError) Error() string {
+	return fmt.Sprintf("allocation %q: moving it from tenant %q to %q needs the operator role", e.id, e.from, e.to)
+}
+
 // Authorizer says who a request comes from; an error refuses it (401). A Server without one
 // refuses every request.
 type Authorizer interface {
@@ -82,7 +98,8 @@ var ErrNoAuthorizer = errors.New("the API has no authentication configured: ever
 
 // AllocationStore is what the API needs of the allocation store.
 type AllocationStore interface {
-	Put(ctx context.Context, allocs []allocation.Allocation) (allocations.Result, error)
+	// PutChecked stores allocs unless check refuses a change to a stored one (allocations.Store).
+	PutChecked(ctx context.Context, allocs []allocation.Allocation, check allocations.Check) (allocations.Result, error)
 	List(ctx context.Context, tenant string, from, to time.Time) ([]allocation.Allocation, error)
 }
 
@@ -208,8 +225,13 @@ func (s *Server) postAllocations(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	res, err := s.Store.Put(r.Context(), allocs)
+	res, err := s.Store.PutChecked(r.Context(), allocs, p.mayChange)
+	var moved *movedError
 	switch {
+	case errors.As(err, &moved):
+		s.Metrics.Refused(allocations.ReasonForbidden, len(allocs))
+		s.forbid(w, p, fmt.Sprintf("move allocation %q from tenant %q to %q (only an operator moves an allocation to another tenant)", moved.id, moved.from, moved.to))
+		return
 	case errors.Is(err, allocations.ErrRefused):
 		s.Metrics.Refused(allocations.ReasonConflict, len(allocs))
 		s.fail(w, http.StatusConflict, allocations.AtLine("request", lines, err))

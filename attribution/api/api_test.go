@@ -27,9 +27,18 @@ type memStore struct {
 	put    func([]allocation.Allocation) (allocations.Result, error)
 }
 
-func (m *memStore) Put(_ context.Context, allocs []allocation.Allocation) (allocations.Result, error) {
+func (m *memStore) PutChecked(_ context.Context, allocs []allocation.Allocation, check allocations.Check) (allocations.Result, error) {
 	if m.put != nil {
 		return m.put(allocs)
+	}
+	for _, a := range allocs {
+		for _, prev := range m.allocs {
+			if prev.ID == a.ID && check != nil {
+				if err := check(prev, a); err != nil {
+					return allocations.Result{}, err
+				}
+			}
+		}
 	}
 	m.allocs = append(m.allocs, allocs...)
 	var r allocations.Result

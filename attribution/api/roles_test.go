@@ -20,6 +20,7 @@ func TestRoles(t *testing.T) {
 	var (
 		postAcme    = endpoint{"post acme", "POST", "/api/v1/allocations", body}
 		postBeta    = endpoint{"post beta", "POST", "/api/v1/allocations", betaBody}
+		moveB1      = endpoint{"move b1 to acme", "POST", "/api/v1/allocations", strings.Replace(body, `"a1"`, `"b1"`, 1)}
 		listAll     = endpoint{"list", "GET", "/api/v1/allocations", ""}
 		listAcme    = endpoint{"list acme", "GET", "/api/v1/allocations?tenant=acme", ""}
 		listBeta    = endpoint{"list beta", "GET", "/api/v1/allocations?tenant=beta", ""}
@@ -35,6 +36,7 @@ func TestRoles(t *testing.T) {
 		tenants   []string // the tenants in the answer (reads), unallocated included
 	}{
 		{"", postAcme, 200, nil},
+		{"", moveB1, 200, nil},
 		{"", listAll, 200, []string{"acme", "beta"}},
 		{"", reportCSV, 200, []string{"acme", "beta", unallocated}},
 		{"", reportBeta, 200, []string{"beta"}},
@@ -52,6 +54,8 @@ func TestRoles(t *testing.T) {
 		{"scheduler", reportBeta, 403, nil},
 		{"scheduler:beta", postBeta, 200, nil},
 		{"scheduler:beta", postAcme, 403, nil},
+		{"scheduler", moveB1, 403, nil},
+		{"scheduler:acme,beta", moveB1, 403, nil},
 
 		{"acme", postAcme, 403, nil},
 		{"acme", listAll, 200, []string{"acme"}},
