@@ -5,10 +5,12 @@
 package auth
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -33,6 +35,9 @@ type Authenticator struct {
 	// slow for every request of a dashboard; a token proven once is known by its digest.
 	mu    sync.Mutex
 	known map[[sha256.Size]byte]api.Principal
+	// checking bounds the bcrypt checks running at once: a flood of wrong tokens (each costs
+	// a check per entry) then holds some of the cores, never all of them.
+	checking chan struct{}
 }
 
 // maxKnown bounds the verified-token cache; past it the cache starts over (tokens are few).
@@ -40,7 +45,8 @@ const maxKnown = 1024
 
 // New is an authenticator of the tokens and, when jwt is not nil, of JWTs.
 func New(tokens []Token, jwt *JWTVerifier) *Authenticator {
-	return &Authenticator{tokens: tokens, jwt: jwt, known: map[[sha256.Size]byte]api.Principal{}}
+	return &Authenticator{tokens: tokens, jwt: jwt, known: map[[sha256.Size]byte]api.Principal{},
+		checking: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))}
 }
 
 // Errors a request can be refused with (401). None names the token.
@@ -66,16 +72,22 @@ func (a *Authenticator) Principal(r *http.Request) (api.Principal, error) {
 	if a.jwt != nil && strings.Count(token, ".") == 2 {
 		return a.jwt.Verify(token)
 	}
-	return a.static(token)
+	return a.static(r.Context(), token)
 }
 
-func (a *Authenticator) static(token string) (api.Principal, error) {
+func (a *Authenticator) static(ctx context.Context, token string) (api.Principal, error) {
 	sum := sha256.Sum256([]byte(token))
 	a.mu.Lock()
 	p, ok := a.known[sum]
 	a.mu.Unlock()
 	if ok {
 		return p, nil
+	}
+	select {
+	case a.checking <- struct{}{}:
+		defer func() { <-a.checking }()
+	case <-ctx.Done():
+		return api.Principal{}, fmt.Errorf("checking the bearer token: %w", ctx.Err())
 	}
 	for _, t := range a.tokens {
 		if bcrypt.CompareHashAndPassword(t.Hash, []byte(token)) == nil {
