@@ -38,7 +38,7 @@ const (
 )
 
 // Roles are the roles in the order the documentation lists them.
-var Roles = []Role{RoleOperator, RoleFinance, RoleScheduler, RoleTenant}
+func Roles() []Role { return []Role{RoleOperator, RoleFinance, RoleScheduler, RoleTenant} }
 
 // Principal is who is calling, as the Authorizer established it.
 type Principal struct {

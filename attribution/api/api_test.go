@@ -73,7 +73,7 @@ func (headerAuth) Principal(r *http.Request) (Principal, error) {
 		return Principal{Name: "op", Role: RoleOperator}, nil
 	case withTenants:
 		return Principal{Name: h, Role: Role(role), Tenants: strings.Split(tenants, ",")}, nil
-	case slices.Contains(Roles, Role(h)):
+	case slices.Contains(Roles(), Role(h)):
 		return Principal{Name: h, Role: Role(h)}, nil
 	}
 	return Principal{Name: h, Role: RoleTenant, Tenants: []string{h}}, nil

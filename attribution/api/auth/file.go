@@ -230,8 +230,8 @@ func (p *parser) checkTenants(n *yaml.Node, field string, pr api.Principal) {
 }
 
 func rolesText() string {
-	s := make([]string, len(api.Roles))
-	for i, r := range api.Roles {
+	s := make([]string, len(api.Roles()))
+	for i, r := range api.Roles() {
 		s[i] = string(r)
 	}
 	return strings.Join(s, ", ")
@@ -239,7 +239,7 @@ func rolesText() string {
 
 func (p *parser) role(n *yaml.Node, field string) api.Role {
 	r := api.Role(p.str(n, field, "one of "+rolesText()))
-	if r != "" && !slices.Contains(api.Roles, r) {
+	if r != "" && !slices.Contains(api.Roles(), r) {
 		p.fail(n, field, fmt.Sprintf("%q", r), "one of "+rolesText())
 		return ""
 	}

@@ -40,7 +40,9 @@ const leeway = 30 * time.Second
 
 // The signing methods accepted: asymmetric only, so that a public key file can never be used
 // as an HMAC secret.
-var methods = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+func methods() []string {
+	return []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+}
 
 // NewJWTVerifier reads the JWKS file of cfg.
 func NewJWTVerifier(cfg JWTConfig) (*JWTVerifier, error) {
@@ -59,7 +61,7 @@ func NewJWTVerifier(cfg JWTConfig) (*JWTVerifier, error) {
 // never the token.
 func (v *JWTVerifier) Verify(token string) (api.Principal, error) {
 	claims := jwt.MapClaims{}
-	_, err := jwt.ParseWithClaims(token, claims, v.key, jwt.WithValidMethods(methods), jwt.WithIssuer(v.cfg.Issuer),
+	_, err := jwt.ParseWithClaims(token, claims, v.key, jwt.WithValidMethods(methods()), jwt.WithIssuer(v.cfg.Issuer),
 		jwt.WithAudience(v.cfg.Audience), jwt.WithExpirationRequired(), jwt.WithLeeway(leeway))
 	if err != nil {
 		return api.Principal{}, fmt.Errorf("the bearer JWT is not valid: %w", err)
@@ -67,7 +69,7 @@ func (v *JWTVerifier) Verify(token string) (api.Principal, error) {
 	sub, _ := claims["sub"].(string)
 	p := api.Principal{Name: "jwt:" + sub}
 	role, _ := claims[v.cfg.RoleClaim].(string)
-	if p.Role = api.Role(role); !slices.Contains(api.Roles, p.Role) {
+	if p.Role = api.Role(role); !slices.Contains(api.Roles(), p.Role) {
 		return api.Principal{}, fmt.Errorf("the bearer JWT's claim %s: %q; expected one of %s", v.cfg.RoleClaim, role, rolesText())
 	}
 	switch t := claims[v.cfg.TenantsClaim].(type) {
