@@ -78,7 +78,10 @@ func (c Cluster) EnsureTopics(ctx context.Context, partitions int, topics ...str
 
 	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
 	if err != nil {
-		return fmt.Errorf("ensure kafka topics: read metadata from brokers %s: %w", where, c.Security.explain(where, err))
+		if kafkaRefused := c.Security.explain(where, err); kafkaRefused != err {
+			return fmt.Errorf("ensure kafka topics: %w", kafkaRefused) // it names the brokers
+		}
+		return fmt.Errorf("ensure kafka topics: read metadata from brokers %s: %w", where, err)
 	}
 	var missing []kafka.TopicConfig
 	replication := min(3, len(meta.Brokers))
