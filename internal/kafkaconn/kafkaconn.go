@@ -1,7 +1,10 @@
 // Package kafkaconn sets up segmentio/kafka-go clients the way slicemeter uses them: topic
-// creation, a synchronous producer and a consumer-group reader with explicit commits.
+// creation, a synchronous producer and a consumer-group reader with explicit commits, over
+// plaintext or TLS and SASL (PLAIN, SCRAM-SHA-256/512): a Cluster is the brokers with the
+// Security loaded from the --kafka.tls.* and --kafka.sasl.* flags (SecurityConfig, AddFlags).
 //
-// All of it is tested against Apache Kafka 4.4.0 and kfake (kafkaconn_test.go). Kafka 4.x
+// All of it is tested against Apache Kafka 4.4.0 and kfake (kafkaconn_test.go), and over a
+// SASL_SSL listener of 4.4.0 (security_test.go). Kafka 4.x
 // removed the oldest protocol versions (KIP-896); kafka-go's consumer group still sends
 // OffsetCommit v2 and OffsetFetch v1, the oldest versions 4.4.0 accepts.
 package kafkaconn
