@@ -46,11 +46,17 @@ func TestKafkaSASL(t *testing.T) {
 
 	file := writeFile(t, "sasl.yaml", saslScenario)
 	sc := loadScenario(t, file)
+	scram256 := sk.User(kafkaconn.MechanismSCRAMSHA256)
+
+	// The demo first, over SCRAM-SHA-256 into a database of its own. The pipeline below
+	// reads its samples again too: the same scenario, so the same distinct samples.
+	demo := apptest.Demo(t, ctx, append([]string{"--scenario", file, "--fast", "--clickhouse.dsn", localtest.Database(t).DSN},
+		secure(scram256, scram256.PasswordFile)...)...)
+	noPassword("the demo's output", demo.Stdout+demo.Stderr)
 	scram512 := sk.User(kafkaconn.MechanismSCRAMSHA512)
 	collector := apptest.StartCollector(t, ctx, append(secure(scram512, scram512.PasswordFile), "--clickhouse.dsn", dsn,
 		"--kafka.group", "e2e-sasl", "--kafka.partitions", "2", "--collector.flush-interval", "200ms")...)
 
-	scram256 := sk.User(kafkaconn.MechanismSCRAMSHA256)
 	sec, err := kafkaconn.SecurityConfig{CAFile: sk.TLS.CAFile, Mechanism: scram256.Mechanism, Username: scram256.Name,
 		PasswordFile: scram256.PasswordFile}.Load()
 	if err != nil {
@@ -70,6 +76,15 @@ func TestKafkaSASL(t *testing.T) {
 		t.Errorf("collector did not stop cleanly: %v\n%s", err, collector.LogTail(20))
 	}
 	noPassword("the collector's log", collector.Log())
+	// The demo's report and the one from what this collector stored agree.
+	r := apptest.Report(t, ctx, dsn, scenarioWindow(file, sc)...)
+	got := parseCSV(t, r.Stdout)
+	if len(got) < 2 {
+		t.Fatalf("the report has no rows:\n%s", r.Stdout)
+	}
+	if d := compareReports(parseCSV(t, demo.Stdout), got, sc.Interval.Seconds()); len(d) > 0 {
+		t.Errorf("the demo's report differs from the pipeline's:\n  %s", strings.Join(d, "\n  "))
+	}
 
 	// A wrong password: both stop at start, naming the broker and the mechanism. The context
 	// only keeps a hung process from hanging the test; the start-up check has its own bound.
