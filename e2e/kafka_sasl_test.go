@@ -17,6 +17,7 @@ import (
 var saslScenario = strings.NewReplacer("duration: 70s", "duration: 10s", "end: 70s", "end: 10s", "end: 60s", "end: 8s").Replace(spoolScenario)
 
 // The pipeline over a SASL_SSL listener of the real broker, with certificates made by the test
+// (the broker requires a client certificate)
 // and SCRAM credentials made by kafka-storage format: the collector authenticates with
 // SCRAM-SHA-512, the exporter with PLAIN, the scheduler (this test) with SCRAM-SHA-256, and
 // ClickHouse stores every sample and allocation. Then a collector and an exporter with a
@@ -29,7 +30,8 @@ func TestKafkaSASL(t *testing.T) {
 	defer cancel()
 	brokers := sk.SASLSSLBrokers()
 	secure := func(u localtest.KafkaUser, passwordFile string) []string {
-		return []string{"--kafka.brokers", brokers, "--kafka.tls.ca-file", sk.TLS.CAFile, "--kafka.sasl.mechanism", u.Mechanism,
+		return []string{"--kafka.brokers", brokers, "--kafka.tls.ca-file", sk.TLS.CAFile, "--kafka.tls.cert-file", sk.TLS.ClientCert,
+			"--kafka.tls.key-file", sk.TLS.ClientKey, "--kafka.sasl.mechanism", u.Mechanism,
 			"--kafka.sasl.username", u.Name, "--kafka.sasl.password-file", passwordFile}
 	}
 	noPassword := func(what, out string) {
@@ -57,7 +59,7 @@ func TestKafkaSASL(t *testing.T) {
 	collector := apptest.StartCollector(t, ctx, append(secure(scram512, scram512.PasswordFile), "--clickhouse.dsn", dsn,
 		"--kafka.group", "e2e-sasl", "--kafka.partitions", "2", "--collector.flush-interval", "200ms")...)
 
-	sec, err := kafkaconn.SecurityConfig{CAFile: sk.TLS.CAFile, Mechanism: scram256.Mechanism, Username: scram256.Name,
+	sec, err := kafkaconn.SecurityConfig{CAFile: sk.TLS.CAFile, CertFile: sk.TLS.ClientCert, KeyFile: sk.TLS.ClientKey, Mechanism: scram256.Mechanism, Username: scram256.Name,
 		PasswordFile: scram256.PasswordFile}.Load()
 	if err != nil {
 		t.Fatal(err)

@@ -45,6 +45,9 @@ type KafkaSASLSSL struct {
 	// KeystoreFile is a PEM file with the broker's unencrypted PKCS #8 private key and its
 	// certificate chain (Kafka's ssl.keystore.type=PEM).
 	KeystoreFile string
+	// ClientCAFile, if set, is a PEM file of the CA certificates client certificates must chain
+	// to: clients without one are refused (ssl.client.auth=required).
+	ClientCAFile string
 	// Plain maps PLAIN user names to passwords (in the listener's JAAS configuration).
 	Plain map[string]string
 	// SCRAM are the SCRAM credentials written into the cluster's bootstrap metadata by
@@ -170,6 +173,11 @@ func (k *Kafka) serverProperties() map[string]string {
 		p["listener.name.sasl_ssl.ssl.keystore.type"] = "PEM"
 		p["listener.name.sasl_ssl.ssl.keystore.location"] = s.KeystoreFile
 		p["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+		if s.ClientCAFile != "" {
+			p["listener.name.sasl_ssl.ssl.client.auth"] = "required"
+			p["listener.name.sasl_ssl.ssl.truststore.type"] = "PEM"
+			p["listener.name.sasl_ssl.ssl.truststore.location"] = s.ClientCAFile
+		}
 		var jaas strings.Builder
 		jaas.WriteString("org.apache.kafka.common.security.plain.PlainLoginModule required")
 		for _, u := range slices.Sorted(maps.Keys(s.Plain)) {

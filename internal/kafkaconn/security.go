@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -179,6 +180,8 @@ func (s Security) explain(where string, err error) error {
 		return fmt.Errorf("kafka brokers %s: their TLS certificate is not trusted (see --kafka.tls.ca-file, --kafka.tls.server-name): %w", where, err)
 	case errors.As(err, &recErr):
 		return fmt.Errorf("kafka brokers %s do not speak TLS on that port: %w", where, err)
+	case tlsAlert(err):
+		return fmt.Errorf("kafka brokers %s refused the TLS connection (a client certificate? see --kafka.tls.cert-file): %w", where, err)
 	}
 	return err
 }
@@ -213,5 +216,12 @@ func Refused(err error) bool {
 	var certErr *tls.CertificateVerificationError
 	var recErr tls.RecordHeaderError
 	return errors.Is(err, kafka.SASLAuthenticationFailed) || errors.Is(err, kafka.UnsupportedSASLMechanism) ||
-		errors.As(err, &certErr) || errors.As(err, &recErr)
+		errors.As(err, &certErr) || errors.As(err, &recErr) || tlsAlert(err)
+}
+
+// tlsAlert reports whether err is a TLS alert the broker sent (crypto/tls returns it as a
+// net.OpError "remote error"), e.g. "certificate required".
+func tlsAlert(err error) bool {
+	var opErr *net.OpError
+	return errors.As(err, &opErr) && opErr.Op == "remote error"
 }

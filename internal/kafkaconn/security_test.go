@@ -101,8 +101,9 @@ func TestAddFlags(t *testing.T) {
 	}
 }
 
-// TestKafkaSASL: every mechanism over TLS against a real broker, and what a client told the
-// wrong thing hears: wrong password, wrong CA, TLS to a plaintext port.
+// TestKafkaSASL: every mechanism over TLS with a client certificate against a real broker, and
+// what a client told the wrong thing hears: wrong password, wrong CA or server name, no client
+// certificate, TLS to a plaintext port.
 func TestKafkaSASL(t *testing.T) {
 	sk := localtest.NewSecureKafka(t)
 	brokers := []string{sk.SASLSSLBrokers()}
@@ -110,7 +111,7 @@ func TestKafkaSASL(t *testing.T) {
 	defer cancel()
 	for _, u := range sk.Users {
 		t.Run(u.Mechanism, func(t *testing.T) {
-			sec, err := kafkaconn.SecurityConfig{CAFile: sk.TLS.CAFile, Mechanism: u.Mechanism, Username: u.Name, PasswordFile: u.PasswordFile}.Load()
+			sec, err := kafkaconn.SecurityConfig{CAFile: sk.TLS.CAFile, CertFile: sk.TLS.ClientCert, KeyFile: sk.TLS.ClientKey, Mechanism: u.Mechanism, Username: u.Name, PasswordFile: u.PasswordFile}.Load()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,19 +150,22 @@ func TestKafkaSASL(t *testing.T) {
 		want    []string
 		refused bool // false: the broker just hangs up, as a broker going down does
 	}{
-		{"wrong scram password", brokers[0], kafkaconn.SecurityConfig{CAFile: sk.TLS.CAFile, Mechanism: "scram-sha-512",
+		{"wrong scram password", brokers[0], kafkaconn.SecurityConfig{CAFile: sk.TLS.CAFile, CertFile: sk.TLS.ClientCert, KeyFile: sk.TLS.ClientKey, Mechanism: "scram-sha-512",
 			Username: sk.User("scram-sha-512").Name, PasswordFile: sk.WrongPasswordFile},
 			[]string{brokers[0], "refused the credentials", "SCRAM-SHA-512", sk.User("scram-sha-512").Name}, true},
-		{"wrong plain password", brokers[0], kafkaconn.SecurityConfig{CAFile: sk.TLS.CAFile, Mechanism: "plain",
+		{"wrong plain password", brokers[0], kafkaconn.SecurityConfig{CAFile: sk.TLS.CAFile, CertFile: sk.TLS.ClientCert, KeyFile: sk.TLS.ClientKey, Mechanism: "plain",
 			Username: sk.User("plain").Name, PasswordFile: sk.WrongPasswordFile},
 			[]string{brokers[0], "refused the credentials", "PLAIN"}, true},
-		{"scram user with another mechanism", brokers[0], kafkaconn.SecurityConfig{CAFile: sk.TLS.CAFile, Mechanism: "scram-sha-256",
+		{"scram user with another mechanism", brokers[0], kafkaconn.SecurityConfig{CAFile: sk.TLS.CAFile, CertFile: sk.TLS.ClientCert, KeyFile: sk.TLS.ClientKey, Mechanism: "scram-sha-256",
 			Username: sk.User("scram-sha-512").Name, PasswordFile: sk.User("scram-sha-512").PasswordFile},
 			[]string{brokers[0], "refused the credentials", "SCRAM-SHA-256"}, true},
-		{"untrusted certificate", brokers[0], kafkaconn.SecurityConfig{CAFile: sk.TLS.OtherCAFile},
+		{"untrusted certificate", brokers[0], kafkaconn.SecurityConfig{CAFile: sk.TLS.OtherCAFile, CertFile: sk.TLS.ClientCert, KeyFile: sk.TLS.ClientKey},
 			[]string{brokers[0], "not trusted", "--kafka.tls.ca-file"}, true},
-		{"wrong server name", brokers[0], kafkaconn.SecurityConfig{CAFile: sk.TLS.CAFile, ServerName: "kafka.elsewhere"},
+		{"wrong server name", brokers[0], kafkaconn.SecurityConfig{CAFile: sk.TLS.CAFile, CertFile: sk.TLS.ClientCert, KeyFile: sk.TLS.ClientKey, ServerName: "kafka.elsewhere"},
 			[]string{brokers[0], "not trusted", "--kafka.tls.server-name"}, true},
+		{"no client certificate", brokers[0], kafkaconn.SecurityConfig{CAFile: sk.TLS.CAFile, Mechanism: "plain",
+			Username: sk.User("plain").Name, PasswordFile: sk.User("plain").PasswordFile},
+			[]string{brokers[0], "refused the TLS connection", "--kafka.tls.cert-file"}, true},
 		{"tls to the plaintext listener", plaintext, kafkaconn.SecurityConfig{TLS: true},
 			[]string{plaintext, "(TLS)"}, false},
 	} {

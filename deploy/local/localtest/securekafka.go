@@ -19,7 +19,8 @@ type KafkaUser struct {
 }
 
 // SecureKafka is a Kafka broker with a SASL_SSL listener (SASLSSLBrokers) whose certificate
-// TLS.CAFile signed, and one user per mechanism: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (the
+// TLS.CAFile signed and which requires a client certificate TLS.CAFile signed (TLS.ClientCert),
+// and one user per mechanism: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (the
 // SCRAM ones created by `kafka-storage format --add-scram`).
 type SecureKafka struct {
 	*local.Kafka
@@ -36,7 +37,7 @@ func NewSecureKafka(t testing.TB) *SecureKafka {
 	files := TestTLS(t)
 	dir := t.TempDir()
 	sk := &SecureKafka{TLS: files}
-	opts := &local.KafkaSASLSSL{KeystoreFile: files.ServerKeystore, Plain: map[string]string{}}
+	opts := &local.KafkaSASLSSL{KeystoreFile: files.ServerKeystore, ClientCAFile: files.CAFile, Plain: map[string]string{}}
 	for _, m := range []string{"plain", "scram-sha-256", "scram-sha-512"} {
 		u := KafkaUser{Mechanism: m, Name: "user-" + m, Password: randomPassword(t)}
 		u.PasswordFile = filepath.Join(dir, u.Name+".password")
