@@ -17,10 +17,9 @@ import (
 var saslScenario = strings.NewReplacer("duration: 70s", "duration: 10s", "end: 70s", "end: 10s", "end: 60s", "end: 8s").Replace(spoolScenario)
 
 // The pipeline over a SASL_SSL listener of the real broker, with certificates made by the test
-// (the broker requires a client certificate)
-// and SCRAM credentials made by kafka-storage format: the collector authenticates with
-// SCRAM-SHA-512, the exporter with PLAIN, the scheduler (this test) with SCRAM-SHA-256, and
-// ClickHouse stores every sample and allocation. Then a collector and an exporter with a
+// (the broker requires a client certificate) and SCRAM credentials made by kafka-storage
+// format: the demo and the scheduler (this test) authenticate with SCRAM-SHA-256, the collector
+// with SCRAM-SHA-512, the exporter with PLAIN, and ClickHouse stores every sample and allocation. Then a collector and an exporter with a
 // wrong password stop at start with an error naming the broker and the mechanism, and no
 // output shows a password.
 func TestKafkaSASL(t *testing.T) {
