@@ -47,8 +47,8 @@ type Cluster struct {
 	Security Security
 }
 
-// Plain is a cluster reached in plaintext without authentication.
-func Plain(brokers []string) Cluster { return Cluster{Brokers: brokers} }
+// Plaintext is a cluster reached in plaintext without authentication.
+func Plaintext(brokers []string) Cluster { return Cluster{Brokers: brokers} }
 
 func (c Cluster) client(timeout time.Duration) *kafka.Client {
 	return &kafka.Client{Addr: kafka.TCP(c.Brokers...), Timeout: timeout, Transport: c.Security.transport()}
@@ -56,7 +56,7 @@ func (c Cluster) client(timeout time.Duration) *kafka.Client {
 
 // EnsureTopics is Cluster.EnsureTopics on a plaintext cluster.
 func EnsureTopics(ctx context.Context, brokers []string, partitions int, topics ...string) error {
-	return Plain(brokers).EnsureTopics(ctx, partitions, topics...)
+	return Plaintext(brokers).EnsureTopics(ctx, partitions, topics...)
 }
 
 // EnsureTopics creates the topics that do not exist yet with the given number of partitions
@@ -119,7 +119,7 @@ func (c Cluster) EnsureTopics(ctx context.Context, partitions int, topics ...str
 
 // TopicMaxMessageBytes is Cluster.TopicMaxMessageBytes on a plaintext cluster.
 func TopicMaxMessageBytes(ctx context.Context, brokers []string, topic string) (int64, error) {
-	return Plain(brokers).TopicMaxMessageBytes(ctx, topic)
+	return Plaintext(brokers).TopicMaxMessageBytes(ctx, topic)
 }
 
 // TopicMaxMessageBytes reads the topic's max.message.bytes (the broker's message.max.bytes
@@ -191,7 +191,7 @@ func waitForLeaders(ctx context.Context, client *kafka.Client, where string, top
 
 // NewWriter is Cluster.NewWriter on a plaintext cluster.
 func NewWriter(brokers []string, topic string, logger *slog.Logger) *kafka.Writer {
-	return Plain(brokers).NewWriter(topic, logger)
+	return Plaintext(brokers).NewWriter(topic, logger)
 }
 
 // NewWriter returns a synchronous producer: WriteMessages returns once all in-sync replicas
@@ -219,7 +219,7 @@ func (c Cluster) NewWriter(topic string, logger *slog.Logger) *kafka.Writer {
 
 // GroupReaderConfig is Cluster.GroupReaderConfig on a plaintext cluster.
 func GroupReaderConfig(brokers []string, groupID string, logger *slog.Logger, topics ...string) kafka.ReaderConfig {
-	return Plain(brokers).GroupReaderConfig(groupID, logger, topics...)
+	return Plaintext(brokers).GroupReaderConfig(groupID, logger, topics...)
 }
 
 // GroupReaderConfig is the consumer-group configuration slicemeter uses: offsets are
@@ -251,7 +251,7 @@ func (c Cluster) GroupReaderConfig(groupID string, logger *slog.Logger, topics .
 
 // NewGroupReader is Cluster.NewGroupReader on a plaintext cluster.
 func NewGroupReader(brokers []string, groupID string, logger *slog.Logger, topics ...string) *kafka.Reader {
-	return Plain(brokers).NewGroupReader(groupID, logger, topics...)
+	return Plaintext(brokers).NewGroupReader(groupID, logger, topics...)
 }
 
 // NewGroupReader returns a consumer-group reader configured by GroupReaderConfig.
