@@ -76,7 +76,7 @@ func (c Cluster) EnsureTopics(ctx context.Context, partitions int, topics ...str
 	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	client := c.client(DefaultTimeout)
-	defer client.Transport.(*kafka.Transport).CloseIdleConnections()
+	defer closeIdle(client.Transport)
 	where := strings.Join(brokers, ",")
 
 	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
@@ -128,7 +128,7 @@ func (c Cluster) TopicMaxMessageBytes(ctx context.Context, topic string) (int64,
 	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	client := c.client(DefaultTimeout)
-	defer client.Transport.(*kafka.Transport).CloseIdleConnections()
+	defer closeIdle(client.Transport)
 	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
 		ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{"max.message.bytes"},
 	}}})

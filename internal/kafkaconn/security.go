@@ -155,12 +155,30 @@ func (s Security) String() string {
 	return fmt.Sprintf("SASL %s as user %s over %s", s.SASL.Name(), s.user, tlsWord)
 }
 
-func (s Security) transport() *kafka.Transport {
-	return &kafka.Transport{TLS: s.TLS, SASL: s.SASL, DialTimeout: 5 * time.Second}
+// transport is what the clients' connections go through: kafka-go's default for plaintext (nil),
+// as before TLS and SASL were supported; else one of their own, whose dial timeout covers the
+// TLS handshake and the SASL exchange too.
+func (s Security) transport() kafka.RoundTripper {
+	if !s.Enabled() {
+		return nil
+	}
+	return &kafka.Transport{TLS: s.TLS, SASL: s.SASL, DialTimeout: 10 * time.Second}
 }
 
+// dialer is the consumer-group reader's: kafka-go's default (nil) for plaintext.
 func (s Security) dialer() *kafka.Dialer {
+	if !s.Enabled() {
+		return nil
+	}
 	return &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, TLS: s.TLS, SASLMechanism: s.SASL}
+}
+
+// closeIdle closes the idle connections of a transport made for one call (the default one is
+// shared and left alone).
+func closeIdle(rt kafka.RoundTripper) {
+	if t, ok := rt.(*kafka.Transport); ok {
+		t.CloseIdleConnections()
+	}
 }
 
 // explain makes an authentication or TLS failure say which broker refused what: kafka-go's own
@@ -197,7 +215,7 @@ func (c Cluster) Check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, CheckTimeout)
 	defer cancel()
 	t := c.Security.transport()
-	defer t.CloseIdleConnections()
+	defer closeIdle(t)
 	client := &kafka.Client{Addr: kafka.TCP(c.Brokers...), Timeout: CheckTimeout, Transport: t}
 	_, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
 	if err != nil {
