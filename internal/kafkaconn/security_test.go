@@ -142,6 +142,15 @@ func TestKafkaSASL(t *testing.T) {
 			}
 		})
 	}
+	// --kafka.tls.insecure-skip-verify accepts a certificate no given CA signed.
+	sec, err := kafkaconn.SecurityConfig{CAFile: sk.TLS.OtherCAFile, InsecureSkipVerify: true, CertFile: sk.TLS.ClientCert,
+		KeyFile: sk.TLS.ClientKey, Mechanism: "plain", Username: sk.User("plain").Name, PasswordFile: sk.User("plain").PasswordFile}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (kafkaconn.Cluster{Brokers: brokers, Security: sec}).Check(ctx); err != nil {
+		t.Errorf("Check with --kafka.tls.insecure-skip-verify: %v", err)
+	}
 	plaintext := sk.Brokers()
 	for _, tc := range []struct {
 		name    string
