@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/internal/lograte"
 )
 
@@ -45,7 +46,9 @@ const (
 // Config says where to read from and how to batch.
 type Config struct {
 	Brokers []string // Kafka bootstrap brokers
-	GroupID string   // consumer group; default DefaultGroupID
+	// KafkaSecurity is how every connection to them is made (TLS, SASL); zero: plaintext.
+	KafkaSecurity kafkaconn.Security
+	GroupID       string // consumer group; default DefaultGroupID
 
 	// A flush inserts the pending rows and commits their offsets when FlushRows rows are
 	// pending or FlushInterval has passed since the first pending message.

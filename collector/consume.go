@@ -13,6 +13,11 @@ import (
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
+// kafka is the cluster the collector reads from and writes dead letters to.
+func (c *Collector) kafka() kafkaconn.Cluster {
+	return kafkaconn.Cluster{Brokers: c.cfg.Brokers, Security: c.cfg.KafkaSecurity}
+}
+
 // Run consumes until ctx is done, then flushes and commits what it has (bounded by
 // Config.ShutdownTimeout) and returns. It returns an error only when it cannot start or when
 // the final flush failed (those messages will be delivered again to the group).
@@ -21,14 +26,13 @@ func (c *Collector) Run(ctx context.Context) error {
 		return errors.New("collector: Run called more than once")
 	}
 	if c.cfg.TopicPartitions > 0 {
-		err := kafkaconn.EnsureTopics(ctx, c.cfg.Brokers, c.cfg.TopicPartitions,
-			pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter)
+		err := c.kafka().EnsureTopics(ctx, c.cfg.TopicPartitions, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter)
 		if err != nil {
 			return fmt.Errorf("collector: %w", err)
 		}
 	}
-	reader := kafkaconn.NewGroupReader(c.cfg.Brokers, c.cfg.GroupID, c.log, pb.TopicSamples, pb.TopicAllocations)
-	deadLetterWriter := kafkaconn.NewWriter(c.cfg.Brokers, pb.TopicDeadLetter, c.log)
+	reader := c.kafka().NewGroupReader(c.cfg.GroupID, c.log, pb.TopicSamples, pb.TopicAllocations)
+	deadLetterWriter := c.kafka().NewWriter(pb.TopicDeadLetter, c.log)
 	defer func() {
 		if err := reader.Close(); err != nil {
 			c.log.Warn("close Kafka reader", "err", err)
@@ -43,7 +47,7 @@ func (c *Collector) Run(ctx context.Context) error {
 		go func() { defer close(retentionDone); c.runRetention(retentionCtx) }()
 		defer func() { stopRetention(); <-retentionDone }()
 	}
-	c.log.Info("collector started", "brokers", c.cfg.Brokers, "group", c.cfg.GroupID,
+	c.log.Info("collector started", "brokers", c.cfg.Brokers, "kafka_security", c.cfg.KafkaSecurity.String(), "group", c.cfg.GroupID,
 		"flush_rows", c.cfg.FlushRows, "flush_interval", c.cfg.FlushInterval)
 
 	// Flushing runs beside the fetching, in two stages: while the next batch fills, one batch

@@ -104,7 +104,7 @@ func TestAttributionService(t *testing.T) {
 	})
 
 	t.Run("service", func(t *testing.T) {
-		svc := apptest.StartAttribution(t, ctx, "--clickhouse.dsn", dsn, "--scenario", file, "--attribution.backfill", "5m")
+		svc := apptest.StartAttribution(t, ctx, "--api.insecure-no-auth", "--clickhouse.dsn", dsn, "--scenario", file, "--attribution.backfill", "5m")
 		base := svc.URL("")
 
 		get := func(path string) (int, string) {

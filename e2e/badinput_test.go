@@ -38,6 +38,13 @@ func TestBadInput(t *testing.T) {
 		{"bad report time", []string{"report", "--scenario", filepath.Join(scenarios, "mig-basic.yaml"), "--from", "yesterday", "--to", "2026-01-05T01:00:00Z"}, 2, []string{"--from", "yesterday"}},
 		{"clickhouse unreachable", []string{"report", "--clickhouse.dsn", "clickhouse://127.0.0.1:1/x", "--scenario", filepath.Join(scenarios, "mig-basic.yaml"),
 			"--from", "2026-01-05T00:00:00Z", "--to", "2026-01-05T01:00:00Z"}, 1, []string{"127.0.0.1:1"}},
+		{"kafka security on the embedded broker", []string{"demo", "--scenario", filepath.Join(scenarios, "mig-basic.yaml"), "--kafka.tls.enable"}, 2,
+			[]string{"--kafka.tls.* and --kafka.sasl.* need --kafka.brokers"}},
+		{"sasl without password file", []string{"collector", "--kafka.brokers", "127.0.0.1:1", "--kafka.sasl.mechanism", "scram-sha-256",
+			"--kafka.sasl.username", "u"}, 2, []string{"--kafka.sasl.password-file is empty"}},
+		{"absent password file", []string{"exporter", "--scenario", filepath.Join(scenarios, "mig-basic.yaml"), "--kafka.brokers", "127.0.0.1:1",
+			"--kafka.sasl.mechanism", "plain", "--kafka.sasl.username", "u", "--kafka.sasl.password-file", filepath.Join(dir, "nope.pw")}, 2,
+			[]string{"--kafka.sasl.password-file", "nope.pw"}},
 		// An unreachable Kafka is no bad input for the exporter: it starts and queues
 		// (TestExporterStartsBeforeKafka).
 	}

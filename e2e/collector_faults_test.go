@@ -213,7 +213,7 @@ func produceAllocations(ctx context.Context, brokers []string) (int, error) {
 			}
 		}
 	}
-	if err := allocations.Announce(ctx, brokers, events, nil); err != nil {
+	if err := allocations.Announce(ctx, kafkaconn.Plaintext(brokers), events, nil); err != nil {
 		return 0, fmt.Errorf("produce allocations: %w", err)
 	}
 	return ids, nil

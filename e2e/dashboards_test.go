@@ -59,7 +59,7 @@ func TestDashboardClickHouseQueries(t *testing.T) {
 	sc := loadScenario(t, demoFleet)
 	sc.Start = start
 	conn := db.Conn
-	attr := apptest.StartAttribution(t, ctx, "--clickhouse.dsn", dsn, "--scenario", demoFleet,
+	attr := apptest.StartAttribution(t, ctx, "--api.insecure-no-auth", "--clickhouse.dsn", dsn, "--scenario", demoFleet,
 		"--attribution.interval", "1s", "--attribution.delay", "0s", "--attribution.backfill", "2h", "--web.listen-address", "127.0.0.1:0")
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
@@ -141,7 +141,7 @@ func TestDashboardPromQLQueries(t *testing.T) {
 	// exist once it is ready: the attribution service needs them.
 	start := time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Minute)
 	demo := apptest.StartDemo(t, ctx, "--scenario", demoFleet, "--sim.start", start.Format(time.RFC3339), "--clickhouse.dsn", dsn)
-	attr := apptest.StartAttribution(t, ctx, "--clickhouse.dsn", dsn, "--scenario", demoFleet,
+	attr := apptest.StartAttribution(t, ctx, "--api.insecure-no-auth", "--clickhouse.dsn", dsn, "--scenario", demoFleet,
 		"--attribution.interval", "2s", "--attribution.delay", "0s")
 	demoAddr, attrAddr := demo.Addr(), attr.Addr()
 

@@ -22,7 +22,7 @@ func TestAttributionLimits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	db := localtest.Database(t)
-	p := apptest.StartAttribution(t, ctx, "--clickhouse.dsn", db.DSN, "--scenario", filepath.Join(scenarios, "mig-basic.yaml"),
+	p := apptest.StartAttribution(t, ctx, "--api.insecure-no-auth", "--clickhouse.dsn", db.DSN, "--scenario", filepath.Join(scenarios, "mig-basic.yaml"),
 		"--web.max-client-connections", "50", "--web.max-connections", "100", "--api.max-report-windows", "5")
 
 	resp, err := http.Get(p.URL("/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T10:00:00Z&step=1h"))

@@ -103,7 +103,7 @@ func freshTopics(t *testing.T, ctx context.Context, brokers []string, partitions
 func announceAllocations(t *testing.T, ctx context.Context, brokers []string, sc *scenario.Scenario) []*pb.AllocationEvent {
 	t.Helper()
 	events := sc.AllocationEvents()
-	if err := allocations.Announce(ctx, brokers, events, nil); err != nil {
+	if err := allocations.Announce(ctx, kafkaconn.Plaintext(brokers), events, nil); err != nil {
 		t.Fatal(err)
 	}
 	return events

@@ -24,7 +24,7 @@ func TestDamagedSchemaRefused(t *testing.T) {
 	for _, args := range [][]string{
 		{"migrate"},
 		{"report", "--scenario", scenario, "--from", "2026-01-05T00:00:00Z", "--to", "2026-01-05T01:00:00Z"},
-		{"attribution", "--scenario", scenario, "--web.listen-address", "127.0.0.1:0"},
+		{"attribution", "--api.insecure-no-auth", "--scenario", scenario, "--web.listen-address", "127.0.0.1:0"},
 		{"period", "list"},
 	} {
 		r := apptest.Run(t, ctx, append(args, "--clickhouse.dsn", db.DSN)...)

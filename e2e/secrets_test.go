@@ -20,7 +20,7 @@ func TestDSNPasswordNeverPrinted(t *testing.T) {
 	commands := [][]string{
 		{"migrate"},
 		{"report", "--scenario", scenario, "--from", "2026-01-05T00:00:00Z", "--to", "2026-01-05T01:00:00Z"},
-		{"attribution", "--scenario", scenario, "--web.listen-address", "127.0.0.1:0"},
+		{"attribution", "--api.insecure-no-auth", "--scenario", scenario, "--web.listen-address", "127.0.0.1:0"},
 		{"period", "list"},
 	}
 	dsns := []struct {

@@ -72,7 +72,7 @@ func TestUnpricedNeverStopsTheBill(t *testing.T) {
 		t.Errorf("pricebook check exited %d, want 2 naming the H100 and the budget tier:\n%s", r.Code, r.Stderr)
 	}
 
-	svc := apptest.StartAttribution(t, ctx, "--clickhouse.dsn", dsn, "--pricebook", book, "--attribution.backfill", "2h", "--attribution.max-minutes", "200")
+	svc := apptest.StartAttribution(t, ctx, "--api.insecure-no-auth", "--clickhouse.dsn", dsn, "--pricebook", book, "--attribution.backfill", "2h", "--attribution.max-minutes", "200")
 	get := func(path string) (int, string, string) {
 		t.Helper()
 		resp, err := http.Get(svc.URL(path))

@@ -14,8 +14,8 @@ import (
 
 // Announce publishes events on the allocations topic, keyed by tenant, as a scheduler does:
 // the collector stores them after its checks (the demo announces its scenario's this way).
-func Announce(ctx context.Context, brokers []string, events []*pb.AllocationEvent, logger *slog.Logger) error {
-	w := kafkaconn.NewWriter(brokers, pb.TopicAllocations, logger)
+func Announce(ctx context.Context, kc kafkaconn.Cluster, events []*pb.AllocationEvent, logger *slog.Logger) error {
+	w := kc.NewWriter(pb.TopicAllocations, logger)
 	defer w.Close()
 	msgs := make([]kafka.Message, 0, len(events))
 	for _, e := range events {

@@ -107,6 +107,16 @@ func (s *Store) query(ctx context.Context, before, where string, args ...any) ([
 // writes the rest and so ends where one successful Put would have; a corrected input gets
 // the next versions, which supersede them.
 func (s *Store) Put(ctx context.Context, allocs []allocation.Allocation) (Result, error) {
+	return s.PutChecked(ctx, allocs, nil)
+}
+
+// Check is asked, before anything is written, about every allocation of a Put that changes
+// one already stored (prev, its current state); an error refuses the whole input with it.
+type Check func(prev, next allocation.Allocation) error
+
+// PutChecked is Put that refuses the input if check (when not nil) refuses one of its changes:
+// the API's rule that only an operator moves an allocation to another tenant.
+func (s *Store) PutChecked(ctx context.Context, allocs []allocation.Allocation, check Check) (Result, error) {
 	var res Result
 	if len(allocs) == 0 {
 		return res, nil
@@ -140,6 +150,11 @@ func (s *Store) Put(ctx context.Context, allocs []allocation.Allocation) (Result
 		if ok && prev.Same(a) {
 			res.Unchanged = append(res.Unchanged, a.ID)
 			continue
+		}
+		if ok && check != nil {
+			if err := check(prev.Allocation, a); err != nil {
+				return Result{}, err
+			}
 		}
 		changed = append(changed, stored{a, prev.version + 1})
 	}

@@ -120,3 +120,38 @@ func TestStoreChunked(t *testing.T) {
 		t.Fatalf("overlap with the fifth: %v", err)
 	}
 }
+
+// TestPutChecked: the check sees each change of a stored allocation with its current state, and
+// its refusal writes nothing of the input; new and unchanged allocations are not asked about.
+func TestPutChecked(t *testing.T) {
+	ctx := context.Background()
+	store := allocations.NewStore(localtest.Database(t).Conn)
+	a := allocation.Allocation{ID: "m1", Tenant: "acme", Tier: "pro", Node: "node-a", Instance: "gpu0", RequestedAt: t0, StartedAt: t0}
+	var asked []string
+	refuseMoves := func(prev, next allocation.Allocation) error {
+		asked = append(asked, prev.ID+":"+prev.Tenant+">"+next.Tenant)
+		if prev.Tenant != next.Tenant {
+			return errors.New("moved")
+		}
+		return nil
+	}
+	if _, err := store.PutChecked(ctx, []allocation.Allocation{a}, refuseMoves); err != nil || len(asked) != 0 {
+		t.Fatalf("new: %v, asked %v; want stored, nothing asked", err, asked)
+	}
+	moved, other := a, allocation.Allocation{ID: "m2", Tenant: "beta", Tier: "pro", Node: "node-a", Instance: "gpu1", RequestedAt: t0, StartedAt: t0}
+	moved.Tenant = "beta"
+	if _, err := store.PutChecked(ctx, []allocation.Allocation{other, moved}, refuseMoves); err == nil || err.Error() != "moved" {
+		t.Fatalf("move: %v; want the check's error", err)
+	}
+	if got := strings.Join(asked, " "); got != "m1:acme>beta" {
+		t.Errorf("asked %q; want only m1's move", got)
+	}
+	list, err := store.List(ctx, "", time.Time{}, time.Time{})
+	if err != nil || len(list) != 1 || list[0].Tenant != "acme" {
+		t.Errorf("after the refused move: %+v, %v; want m1 of acme alone", list, err)
+	}
+	a.EndedAt = t0.Add(time.Hour)
+	if _, err := store.PutChecked(ctx, []allocation.Allocation{a}, refuseMoves); err != nil {
+		t.Errorf("a change within the tenant: %v", err)
+	}
+}

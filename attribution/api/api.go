@@ -1,9 +1,10 @@
 // Package api serves attribution's HTTP API: allocations in and out
 // (POST/GET /api/v1/allocations) and the tenant report (GET /api/v1/report).
 //
-// Who may see what is decided by an Authorizer, the seam for authentication: until one is
-// configured every caller is an operator (AllowAll); a tenant principal only ever sees and
-// posts its own tenant's allocations and rows.
+// Who may see what: an Authorizer (package auth: bearer tokens, JWTs) names the principal and
+// its role, and every handler holds it to the role's rights (Principal.mayRead, mayWrite): a
+// tenant principal only ever sees its own tenant's allocations and rows. Without an Authorizer
+// every request is refused; AllowAll (--api.insecure-no-auth) makes every caller an operator.
 package api
 
 import (
@@ -15,6 +16,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/allocations"
@@ -23,26 +26,80 @@ import (
 	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
-// Principal is who is calling: an operator (Tenant empty) sees everything, a tenant only its own.
-type Principal struct{ Tenant string }
+// Role is what a principal may do (README, "API authentication").
+type Role string
 
-// may says whether the principal may see or change the tenant's data.
-func (p Principal) may(tenant string) bool { return p.Tenant == "" || p.Tenant == tenant }
+// The roles.
+const (
+	RoleOperator  Role = "operator"  // everything
+	RoleFinance   Role = "finance"   // read every tenant (reports, allocations)
+	RoleScheduler Role = "scheduler" // write allocations, for any tenant or for its Tenants
+	RoleTenant    Role = "tenant"    // read its own Tenants only
+)
 
-// Authorizer says who a request comes from; an error refuses it (401).
+// Roles are the roles in the order the documentation lists them.
+func Roles() []Role { return []Role{RoleOperator, RoleFinance, RoleScheduler, RoleTenant} }
+
+// Principal is who is calling, as the Authorizer established it.
+type Principal struct {
+	Name string // for logs: the token's name or the JWT's subject
+	Role Role
+	// Tenants: a tenant principal's own tenants (at least one); a scheduler's tenants it may
+	// write (none: any tenant). Unused for operator and finance.
+	Tenants []string
+}
+
+// readsAll says whether the principal may read every tenant's data.
+func (p Principal) readsAll() bool { return p.Role == RoleOperator || p.Role == RoleFinance }
+
+// mayRead says whether the principal may read the tenant's data.
+func (p Principal) mayRead(tenant string) bool {
+	return p.readsAll() || p.Role == RoleTenant && slices.Contains(p.Tenants, tenant)
+}
+
+// mayWrite says whether the principal may create or change the tenant's allocations.
+func (p Principal) mayWrite(tenant string) bool {
+	return p.Role == RoleOperator || p.Role == RoleScheduler && (len(p.Tenants) == 0 || slices.Contains(p.Tenants, tenant))
+}
+
+// mayChange refuses a change of a stored allocation's tenant unless the principal is an
+// operator: a scheduler's re-POST must not move one tenant's allocation onto another's bill.
+func (p Principal) mayChange(prev, next allocation.Allocation) error {
+	if prev.Tenant != next.Tenant && p.Role != RoleOperator {
+		return &movedError{id: next.ID, from: prev.Tenant, to: next.Tenant}
+	}
+	return nil
+}
+
+// movedError is mayChange's refusal.
+type movedError struct{ id, from, to string }
+
+func (e *movedError) Error() string {
+	return fmt.Sprintf("allocation %q: moving it from tenant %q to %q needs the operator role", e.id, e.from, e.to)
+}
+
+// Authorizer says who a request comes from; an error refuses it (401). A Server without one
+// refuses every request.
 type Authorizer interface {
 	Principal(r *http.Request) (Principal, error)
 }
 
-// AllowAll treats every caller as an operator: the behaviour until authentication exists.
+// AllowAll treats every caller as an operator: for a service started with
+// --api.insecure-no-auth, and for tests.
 type AllowAll struct{}
 
 // Principal implements Authorizer.
-func (AllowAll) Principal(*http.Request) (Principal, error) { return Principal{}, nil }
+func (AllowAll) Principal(*http.Request) (Principal, error) {
+	return Principal{Name: "anonymous", Role: RoleOperator}, nil
+}
+
+// ErrNoAuthorizer refuses every request of a Server that has no Authorizer.
+var ErrNoAuthorizer = errors.New("the API has no authentication configured: every request is refused")
 
 // AllocationStore is what the API needs of the allocation store.
 type AllocationStore interface {
-	Put(ctx context.Context, allocs []allocation.Allocation) (allocations.Result, error)
+	// PutChecked stores allocs unless check refuses a change to a stored one (allocations.Store).
+	PutChecked(ctx context.Context, allocs []allocation.Allocation, check allocations.Check) (allocations.Result, error)
 	List(ctx context.Context, tenant string, from, to time.Time) ([]allocation.Allocation, error)
 }
 
@@ -105,16 +162,29 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (s *Server) principal(w http.ResponseWriter, r *http.Request) (Principal, bool) {
-	auth := s.Auth
-	if auth == nil {
-		auth = AllowAll{}
+	if s.Auth == nil {
+		s.fail(w, http.StatusUnauthorized, ErrNoAuthorizer)
+		return Principal{}, false
 	}
-	p, err := auth.Principal(r)
+	p, err := s.Auth.Principal(r)
 	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="slicemeter"`)
 		s.fail(w, http.StatusUnauthorized, err)
 		return Principal{}, false
 	}
 	return p, true
+}
+
+// forbid answers 403 naming the principal, what it asked and what its role allows.
+func (s *Server) forbid(w http.ResponseWriter, p Principal, what string) {
+	s.fail(w, http.StatusForbidden, fmt.Errorf("%s (role %s%s) may not %s", p.Name, p.Role, tenantsText(p), what))
+}
+
+func tenantsText(p Principal) string {
+	if len(p.Tenants) == 0 {
+		return ""
+	}
+	return ", tenants " + strings.Join(p.Tenants, ",")
 }
 
 // postResponse is what POST /api/v1/allocations answers.
@@ -128,6 +198,10 @@ type postResponse struct {
 func (s *Server) postAllocations(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.principal(w, r)
 	if !ok {
+		return
+	}
+	if p.Role != RoleOperator && p.Role != RoleScheduler {
+		s.forbid(w, p, "write allocations")
 		return
 	}
 	body, ok := s.readBody(w, r)
@@ -148,14 +222,19 @@ func (s *Server) postAllocations(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		if !p.may(a.Tenant) {
+		if !p.mayWrite(a.Tenant) {
 			s.Metrics.Refused(allocations.ReasonForbidden, len(allocs))
-			s.fail(w, http.StatusForbidden, fmt.Errorf("allocation %q belongs to tenant %q, not to %q", a.ID, a.Tenant, p.Tenant))
+			s.forbid(w, p, fmt.Sprintf("write allocation %q of tenant %q", a.ID, a.Tenant))
 			return
 		}
 	}
-	res, err := s.Store.Put(r.Context(), allocs)
+	res, err := s.Store.PutChecked(r.Context(), allocs, p.mayChange)
+	var moved *movedError
 	switch {
+	case errors.As(err, &moved):
+		s.Metrics.Refused(allocations.ReasonForbidden, len(allocs))
+		s.forbid(w, p, fmt.Sprintf("move allocation %q from tenant %q to %q (only an operator moves an allocation to another tenant)", moved.id, moved.from, moved.to))
+		return
 	case errors.Is(err, allocations.ErrRefused):
 		s.Metrics.Refused(allocations.ReasonConflict, len(allocs))
 		s.fail(w, http.StatusConflict, allocations.AtLine("request", lines, err))
@@ -216,20 +295,36 @@ func (s *Server) logger() *slog.Logger {
 	return s.Logger
 }
 
-// scope reads tenant, from and to; a tenant principal is held to its own tenant.
-func (s *Server) scope(w http.ResponseWriter, r *http.Request, timesRequired bool) (tenant string, from, to time.Time, ok bool) {
+// readScope is what a read request may return: every tenant (all), or only tenants.
+type readScope struct {
+	all     bool
+	tenants []string
+}
+
+// has says whether the scope includes the tenant.
+func (rs readScope) has(tenant string) bool { return rs.all || slices.Contains(rs.tenants, tenant) }
+
+// scope reads tenant, from and to; a principal that does not read every tenant is held to its
+// own: another tenant is a 403, no tenant means its own.
+func (s *Server) scope(w http.ResponseWriter, r *http.Request, what string, timesRequired bool) (sc readScope, from, to time.Time, ok bool) {
 	p, ok := s.principal(w, r)
 	if !ok {
-		return "", time.Time{}, time.Time{}, false
+		return readScope{}, time.Time{}, time.Time{}, false
 	}
 	q := r.URL.Query()
-	tenant = q.Get("tenant")
-	if tenant == "" {
-		tenant = p.Tenant
-	}
-	if !p.may(tenant) {
-		s.fail(w, http.StatusForbidden, fmt.Errorf("tenant %q may not read tenant %q", p.Tenant, tenant))
-		return "", time.Time{}, time.Time{}, false
+	switch tenant := q.Get("tenant"); {
+	case !p.readsAll() && p.Role != RoleTenant:
+		s.forbid(w, p, "read "+what)
+		return readScope{}, time.Time{}, time.Time{}, false
+	case tenant != "" && !p.mayRead(tenant):
+		s.forbid(w, p, fmt.Sprintf("read %s of tenant %q", what, tenant))
+		return readScope{}, time.Time{}, time.Time{}, false
+	case tenant != "":
+		sc = readScope{tenants: []string{tenant}}
+	case p.readsAll():
+		sc = readScope{all: true}
+	default:
+		sc = readScope{tenants: p.Tenants}
 	}
 	for _, f := range []struct {
 		name string
@@ -239,28 +334,32 @@ func (s *Server) scope(w http.ResponseWriter, r *http.Request, timesRequired boo
 		if v == "" {
 			if timesRequired {
 				s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter %s: missing; expected an RFC 3339 time", f.name))
-				return "", time.Time{}, time.Time{}, false
+				return readScope{}, time.Time{}, time.Time{}, false
 			}
 			continue
 		}
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
 			s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter %s: %q; expected an RFC 3339 time such as 2026-01-05T00:00:00Z", f.name, v))
-			return "", time.Time{}, time.Time{}, false
+			return readScope{}, time.Time{}, time.Time{}, false
 		}
 		*f.dst = t.UTC()
 	}
 	if !from.IsZero() && !to.IsZero() && !to.After(from) {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameters: to %s must be after from %s", to.Format(time.RFC3339), from.Format(time.RFC3339)))
-		return "", time.Time{}, time.Time{}, false
+		return readScope{}, time.Time{}, time.Time{}, false
 	}
-	return tenant, from, to, true
+	return sc, from, to, true
 }
 
 func (s *Server) getAllocations(w http.ResponseWriter, r *http.Request) {
-	tenant, from, to, ok := s.scope(w, r, false)
+	sc, from, to, ok := s.scope(w, r, "allocations", false)
 	if !ok {
 		return
+	}
+	tenant := "" // every tenant's, filtered below for a scope of several
+	if len(sc.tenants) == 1 {
+		tenant = sc.tenants[0]
 	}
 	allocs, err := s.Store.List(r.Context(), tenant, from, to)
 	if err != nil {
@@ -269,17 +368,19 @@ func (s *Server) getAllocations(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]allocation.JSON, 0, len(allocs))
 	for _, a := range allocs {
-		out = append(out, allocation.ToJSON(a))
+		if sc.has(a.Tenant) {
+			out = append(out, allocation.ToJSON(a))
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 // getReport answers the report of [from, to), optionally in steps, as CSV (default) or JSON,
 // computed from the samples or (source=minutes) summed from the stored minutes.
-// A tenant principal (or ?tenant=) gets only that tenant's rows; the __unallocated__ row is for
-// operators only.
+// A tenant principal (or ?tenant=) gets only its tenants' rows; the __unallocated__ row is for
+// the principals that read every tenant, in an unfiltered report.
 func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
-	tenant, from, to, ok := s.scope(w, r, true)
+	sc, from, to, ok := s.scope(w, r, "reports", true)
 	if !ok {
 		return
 	}
@@ -307,7 +408,7 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter step: %w", err))
 		return
 	}
-	if !s.checkReportCost(w, r, len(windows), tenant, from, to) {
+	if !s.checkReportCost(w, r, len(windows), sc, from, to) {
 		return
 	}
 	release, ok := s.admitReport(w)
@@ -324,8 +425,8 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, http.StatusInternalServerError, fmt.Errorf("report of [%s, %s): %w", win.Start.Format(time.RFC3339), win.End.Format(time.RFC3339), err))
 			return
 		}
-		if tenant != "" {
-			rep = rep.Only(tenant)
+		if !sc.all {
+			rep = rep.Only(sc.tenants...)
 		}
 		if rows += len(rep.Tenants); !s.checkReportRows(w, rows) {
 			return

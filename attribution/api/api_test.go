@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,9 +27,18 @@ type memStore struct {
 	put    func([]allocation.Allocation) (allocations.Result, error)
 }
 
-func (m *memStore) Put(_ context.Context, allocs []allocation.Allocation) (allocations.Result, error) {
+func (m *memStore) PutChecked(_ context.Context, allocs []allocation.Allocation, check allocations.Check) (allocations.Result, error) {
 	if m.put != nil {
 		return m.put(allocs)
+	}
+	for _, a := range allocs {
+		for _, prev := range m.allocs {
+			if prev.ID == a.ID && check != nil {
+				if err := check(prev, a); err != nil {
+					return allocations.Result{}, err
+				}
+			}
+		}
 	}
 	m.allocs = append(m.allocs, allocs...)
 	var r allocations.Result
@@ -48,14 +58,25 @@ func (m *memStore) List(_ context.Context, tenant string, _, _ time.Time) ([]all
 	return out, nil
 }
 
-// headerAuth takes the tenant from a header: a stand-in for real authentication.
+// headerAuth takes the principal from a header, a stand-in for package auth: "" is an
+// operator, "ROLE:T1,T2" a role with tenants, "ROLE" a role without, any other word a tenant
+// principal of that tenant, "nobody" is refused.
 type headerAuth struct{}
 
 func (headerAuth) Principal(r *http.Request) (Principal, error) {
-	if r.Header.Get("X-Tenant") == "nobody" {
+	h := r.Header.Get("X-Tenant")
+	role, tenants, withTenants := strings.Cut(h, ":")
+	switch {
+	case h == "nobody":
 		return Principal{}, errors.New("unknown caller")
+	case h == "":
+		return Principal{Name: "op", Role: RoleOperator}, nil
+	case withTenants:
+		return Principal{Name: h, Role: Role(role), Tenants: strings.Split(tenants, ",")}, nil
+	case slices.Contains(Roles(), Role(h)):
+		return Principal{Name: h, Role: Role(h)}, nil
 	}
-	return Principal{Tenant: r.Header.Get("X-Tenant")}, nil
+	return Principal{Name: h, Role: RoleTenant, Tenants: []string{h}}, nil
 }
 
 const body = `[{"allocation_id": "a1", "tenant": "acme", "tier": "pro", "node": "n", "instance_id": "gpu0",
@@ -103,11 +124,11 @@ func TestAPI(t *testing.T) {
 		{"post unknown tier", "POST", "/api/v1/allocations", "", strings.Replace(body, `"pro"`, `"gold"`, 1), 400, []string{`tier: \"gold\"`, "budget, pro"}, nil},
 		{"post reserved tenant", "POST", "/api/v1/allocations", "", strings.Replace(body, `"acme"`, `"__unallocated__"`, 1), 400, []string{`tenant: \"__unallocated__\"`, "not starting with _"}, nil},
 		{"post formula tenant", "POST", "/api/v1/allocations", "", strings.Replace(body, `"acme"`, `"=HYPERLINK(1)"`, 1), 400, []string{`tenant: \"=HYPERLINK(1)\"`}, nil},
-		{"post other tenant", "POST", "/api/v1/allocations", "beta", body, 403, []string{`tenant \"acme\", not to \"beta\"`}, nil},
+		{"post as a tenant", "POST", "/api/v1/allocations", "acme", body, 403, []string{`acme (role tenant, tenants acme) may not write allocations`}, nil},
 		{"unauthenticated", "GET", "/api/v1/allocations", "nobody", "", 401, []string{"unknown caller"}, nil},
 		{"list", "GET", "/api/v1/allocations?tenant=acme", "", "", 200, []string{`"allocation_id":"a1"`, `"ended_at":null`}, nil},
 		{"list own", "GET", "/api/v1/allocations", "acme", "", 200, []string{`"a1"`}, nil},
-		{"list other tenant", "GET", "/api/v1/allocations?tenant=acme", "beta", "", 403, []string{`tenant \"beta\" may not read tenant \"acme\"`}, nil},
+		{"list other tenant", "GET", "/api/v1/allocations?tenant=acme", "beta", "", 403, []string{`beta (role tenant, tenants beta) may not read allocations of tenant \"acme\"`}, nil},
 		{"list bad time", "GET", "/api/v1/allocations?from=yesterday", "", "", 400, []string{"from", "yesterday"}, nil},
 		{"report csv", "GET", "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T02:00:00Z&step=1h", "", "", 200,
 			[]string{"tenant,tier,window_start", "acme,pro,2026-01-05T01:00:00Z,2026-01-05T02:00:00Z", "__unallocated__,,2026-01-05T01:00:00Z"}, nil},
@@ -192,7 +213,7 @@ func TestPostBulk(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			store := &memStore{}
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				(&Server{Store: store, MaxBody: tt.maxBody}).postAllocations(w, r)
+				(&Server{Store: store, Auth: AllowAll{}, MaxBody: tt.maxBody}).postAllocations(w, r)
 			}))
 			defer srv.Close()
 			resp, err := http.Post(srv.URL+"/api/v1/allocations", "application/json", strings.NewReader(big))
@@ -234,7 +255,7 @@ func TestReportFailure(t *testing.T) {
 		for _, format := range []string{"csv", "json"} {
 			t.Run(tt.name+" "+format, func(t *testing.T) {
 				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					(&Server{Store: &memStore{}, Report: tt.report}).getReport(w, r)
+					(&Server{Store: &memStore{}, Auth: AllowAll{}, Report: tt.report}).getReport(w, r)
 				}))
 				defer srv.Close()
 				resp, err := http.Get(srv.URL + "/api/v1/report?from=" + from + "&to=" + to + "&step=1h&format=" + format)

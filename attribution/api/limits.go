@@ -78,9 +78,9 @@ func (s *Server) admitReport(w http.ResponseWriter) (release func(), ok bool) {
 }
 
 // checkReportCost answers 400 if windows × tenants of the request exceeds the limits. The
-// tenants are those with an allocation in [from, to) (the one asked for, if any), plus the
-// __unallocated__ row of an unfiltered report.
-func (s *Server) checkReportCost(w http.ResponseWriter, r *http.Request, windows int, tenant string, from, to time.Time) bool {
+// tenants are those of a scoped request, or in an unfiltered one those with an allocation in
+// [from, to) plus the __unallocated__ row.
+func (s *Server) checkReportCost(w http.ResponseWriter, r *http.Request, windows int, sc readScope, from, to time.Time) bool {
 	l := s.reportLimits()
 	if l.MaxWindows > 0 && windows > l.MaxWindows {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter step: %d windows; the limit is %d (--api.max-report-windows): use a coarser step or a shorter range", windows, l.MaxWindows))
@@ -89,8 +89,8 @@ func (s *Server) checkReportCost(w http.ResponseWriter, r *http.Request, windows
 	if l.MaxCost <= 0 {
 		return true
 	}
-	tenants := 1
-	if tenant == "" {
+	tenants := max(1, len(sc.tenants))
+	if sc.all {
 		allocs, err := s.Store.List(r.Context(), "", from, to)
 		if err != nil {
 			s.fail(w, http.StatusInternalServerError, fmt.Errorf("count the report's tenants: %w", err))

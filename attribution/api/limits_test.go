@@ -53,7 +53,7 @@ func TestReportCostLimits(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				(&Server{Store: store, Report: twoRows, Limits: tt.limits}).getReport(w, r)
+				(&Server{Store: store, Report: twoRows, Auth: AllowAll{}, Limits: tt.limits}).getReport(w, r)
 			}))
 			defer srv.Close()
 			code, _, body := getStatus(t, srv.URL+tt.query)
@@ -83,7 +83,7 @@ func TestReportConcurrencyLimit(t *testing.T) {
 		}
 		return twoRows(ctx, q)
 	}
-	s := &Server{Store: &memStore{}, Report: reporter, Limits: &ReportLimits{MaxConcurrent: 1, RetryAfter: 1500 * time.Millisecond}}
+	s := &Server{Store: &memStore{}, Report: reporter, Auth: AllowAll{}, Limits: &ReportLimits{MaxConcurrent: 1, RetryAfter: 1500 * time.Millisecond}}
 	mux := http.NewServeMux()
 	s.Register(mux)
 	srv := httptest.NewServer(mux)
@@ -100,7 +100,11 @@ func TestReportConcurrencyLimit(t *testing.T) {
 		resp.Body.Close()
 		first <- resp.StatusCode
 	}()
-	<-started
+	select {
+	case <-started:
+	case code := <-first:
+		t.Fatalf("the first report answered %d before computing", code)
+	}
 	code, header, body := getStatus(t, url)
 	if code != http.StatusTooManyRequests || header.Get("Retry-After") != "2" || !strings.Contains(body, "--api.max-concurrent-reports") {
 		t.Errorf("second report while one runs: %d Retry-After %q %s; want 429, Retry-After 2, naming the limit", code, header.Get("Retry-After"), body)

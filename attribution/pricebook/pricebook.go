@@ -103,3 +103,12 @@ func list[V any](m map[string]V) string {
 	keys := slices.Sorted(maps.Keys(m))
 	return strings.Join(keys, ", ")
 }
+
+// ContractPrices is how many per-tenant contract prices the book has (all tenants, models).
+func (b *PriceBook) ContractPrices() int {
+	n := 0
+	for _, prices := range b.Contracts {
+		n += len(prices)
+	}
+	return n
+}

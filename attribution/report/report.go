@@ -170,18 +170,18 @@ func timestamp(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-// Only is the report cut down to one tenant's rows, without the __unallocated__ row (which
+// Only is the report cut down to the tenants' rows, without the __unallocated__ row (which
 // describes the whole fleet): what a tenant may see.
-func (r Report) Only(tenant string) Report {
+func (r Report) Only(tenants ...string) Report {
 	out := r
 	out.Tenants, out.Corrections = nil, nil
 	for _, row := range r.Tenants {
-		if row.Tenant == tenant {
+		if slices.Contains(tenants, row.Tenant) {
 			out.Tenants = append(out.Tenants, row)
 		}
 	}
 	for _, row := range r.Corrections {
-		if row.Tenant == tenant {
+		if slices.Contains(tenants, row.Tenant) {
 			out.Corrections = append(out.Corrections, row)
 		}
 	}

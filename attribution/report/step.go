@@ -10,6 +10,25 @@ import (
 // Window is one [Start, End) of a stepped report.
 type Window struct{ Start, End time.Time }
 
+// ParseWindow parses a window's RFC 3339 edges, named fromName and toName in errors: the
+// report command's --from and --to.
+func ParseWindow(fromName, from, toName, to string) (start, end time.Time, err error) {
+	for _, e := range []struct {
+		name, value string
+		dst         *time.Time
+	}{{fromName, from, &start}, {toName, to, &end}} {
+		t, err := time.Parse(time.RFC3339Nano, e.value)
+		if err != nil {
+			return time.Time{}, time.Time{}, fmt.Errorf("%s %q: expected an RFC 3339 time such as 2026-01-05T00:00:00Z", e.name, e.value)
+		}
+		*e.dst = t.UTC()
+	}
+	if !end.After(start) {
+		return time.Time{}, time.Time{}, fmt.Errorf("%s (%s) must be after %s (%s)", toName, to, fromName, from)
+	}
+	return start, end, nil
+}
+
 // Windows is WindowsIn with calendar months in UTC.
 func Windows(from, to time.Time, step string) ([]Window, error) {
 	return WindowsIn(from, to, step, time.UTC)

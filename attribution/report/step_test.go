@@ -67,3 +67,24 @@ func TestWindows(t *testing.T) {
 		t.Error("reversed window accepted")
 	}
 }
+
+func TestParseWindow(t *testing.T) {
+	tests := []struct {
+		from, to string
+		err      string
+	}{
+		{"2026-01-05T00:00:00Z", "2026-01-05T01:00:00+01:00", "--to (2026-01-05T01:00:00+01:00) must be after --from (2026-01-05T00:00:00Z)"},
+		{"yesterday", "2026-01-05T01:00:00Z", `--from "yesterday": expected an RFC 3339 time`},
+		{"2026-01-05T00:00:00Z", "", `--to "": expected an RFC 3339 time`},
+		{"2026-01-05T00:30:00.5Z", "2026-01-05T02:00:00.5+01:00", ""},
+	}
+	for _, tt := range tests {
+		from, to, err := ParseWindow("--from", tt.from, "--to", tt.to)
+		switch {
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("%s, %s: error %v, want %q", tt.from, tt.to, err, tt.err)
+		case tt.err == "" && (err != nil || from.Location() != time.UTC || to.Sub(from) != 30*time.Minute):
+			t.Errorf("%s, %s: %v, %v, %v; want UTC half an hour apart", tt.from, tt.to, from, to, err)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/api"
+	"github.com/slicemeter/slicemeter/attribution/api/auth"
 	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
@@ -43,6 +44,10 @@ type Config struct {
 	// this long after its end; 0: never by the service.
 	CloseAfter time.Duration
 	Web        *webserver.Flags // where /metrics and the API are served
+	// AuthFile: the API's tokens and JWT settings (package auth); without it the API refuses
+	// to start unless InsecureNoAuth makes every caller an operator.
+	AuthFile       string
+	InsecureNoAuth bool
 	// Reports bound the API's report requests (cost, concurrency); nil: api's defaults.
 	Reports *api.ReportLimits
 }
@@ -65,13 +70,32 @@ func (c Config) Validate() error {
 			return usage.Errorf("--attribution.presence: %w", err)
 		}
 	}
+	switch {
+	case c.AuthFile == "" && !c.InsecureNoAuth:
+		return usage.Errorf("the API on /api/v1 needs authentication: give --api.auth-file FILE (tokens, JWT), or --api.insecure-no-auth to let anyone who reaches it act as an operator")
+	case c.AuthFile != "" && c.InsecureNoAuth:
+		return usage.Errorf("--api.auth-file %s and --api.insecure-no-auth: expected one of them", c.AuthFile)
+	}
 	return nil
+}
+
+// authorizer is the API's: from the auth file, or AllowAll (warned once) without one.
+func (c Config) authorizer(logger *slog.Logger) (api.Authorizer, error) {
+	if c.InsecureNoAuth {
+		logger.Warn("the API on /api/v1 is served without authentication (--api.insecure-no-auth): anyone who reaches it reads every tenant and writes allocations")
+		return api.AllowAll{}, nil
+	}
+	return auth.Load(c.AuthFile)
 }
 
 // Run runs the service until ctx ends (nil then) or serving fails. The metrics are registered
 // in reg and served from it.
 func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	authz, err := cfg.authorizer(logger)
+	if err != nil {
 		return err
 	}
 	// Ending the passes before the connection closes, however Run ends.
@@ -99,7 +123,7 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	srv := &api.Server{
 		Store:   allocations.NewStore(conn),
 		Report:  s.report,
-		Auth:    api.AllowAll{}, // the seam for authentication: a tenant principal sees only its own rows
+		Auth:    authz,
 		Metrics: allocations.NewMetrics(reg),
 		Tiers:   cfg.Book.Tiers,
 		Zone:    cfg.Book.Zone(),

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"os"
 
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution/api"
+	"github.com/slicemeter/slicemeter/attribution/api/auth"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/usage"
@@ -35,6 +38,8 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 	cmd.samples = samplesFlag(c, "rollup-1s")
 	cmd.cfg.Web = webserver.AddFlags(c, ":9837")
 	cmd.cfg.Reports = api.AddReportLimitFlags(c)
+	c.Flag("api.auth-file", "Who may use /api/v1: bearer token hashes and JWT settings (YAML; README, \"API authentication\").").PlaceHolder("FILE").StringVar(&cmd.cfg.AuthFile)
+	c.Flag("api.insecure-no-auth", "Serve /api/v1 without authentication: every caller is an operator (a warning is logged).").BoolVar(&cmd.cfg.InsecureNoAuth)
 	c.Flag("attribution.delay", "A minute is attributed this long after it ends (samples arrive late through Kafka).").Default("30s").DurationVar(&cmd.cfg.Delay)
 	c.Flag("attribution.lookback", "Every pass attributes again the closed minutes this far back, so late samples count.").Default("10m").DurationVar(&cmd.cfg.Lookback)
 	c.Flag("attribution.backfill", "With no minute stored yet, start this far back.").Default("1h").DurationVar(&cmd.cfg.Backfill)
@@ -63,4 +68,11 @@ func (c *attributionCmd) run(ctx context.Context, logger *slog.Logger) error {
 	cfg.DSN, cfg.Cluster = *c.dsn, *c.cluster
 	cfg.Samples = sampleSource(*c.samples)
 	return service.Run(ctx, cfg, webserver.NewRegistry(), logger)
+}
+
+// newAPICmd is `slicemeter api token hash`: a token on stdin, its --api.auth-file entry on stdout.
+func newAPICmd(app *kingpin.Application, stdout io.Writer) command {
+	c := app.Command("api", "The attribution API's access.").Command("token", "Bearer tokens.").Command("hash", "Read a token on stdin; print its --api.auth-file entry (bcrypt).")
+	name := c.Flag("name", "The entry's name (for logs).").Default("TOKEN-NAME").String()
+	return runFunc(func(context.Context, *slog.Logger) error { return auth.HashEntry(os.Stdin, stdout, *name) })
 }

@@ -1,6 +1,6 @@
 // Command slicemeter meters what every tenant of a shared GPU fleet gets and pays for.
 //
-//	slicemeter exporter | collector | attribution | migrate | report | period | demo | version
+//	slicemeter exporter | collector | attribution | migrate | report | period | demo | api | version
 //
 // Every flag can also be set with an environment variable: SLICEMETER_ and the flag name in
 // upper case with dots and dashes as underscores (--kafka.brokers: SLICEMETER_KAFKA_BROKERS).
@@ -32,6 +32,11 @@ const (
 type command interface {
 	run(ctx context.Context, logger *slog.Logger) error
 }
+
+// runFunc is a command that is one function.
+type runFunc func(ctx context.Context, logger *slog.Logger) error
+
+func (f runFunc) run(ctx context.Context, logger *slog.Logger) error { return f(ctx, logger) }
 
 func main() {
 	defaultVersion()
@@ -74,6 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"pricebook":   newPricebookCmd(app, stdout),
 		"version":     newVersionCmd(app, stdout),
 		"period":      newPeriodCmd(app, stdout),
+		"api":         newAPICmd(app, stdout),
 	}
 	selected, err := app.Parse(args)
 	if exited >= 0 { // --help or --version

@@ -50,11 +50,7 @@ func (c *pricebookCmd) run(ctx context.Context, _ *slog.Logger) error {
 			return err
 		}
 	}
-	contracts := 0
-	for _, prices := range book.Contracts {
-		contracts += len(prices)
-	}
 	_, err = fmt.Fprintf(c.stdout, "%s: ok: %s, %d GPU models, %d tiers, %d contract prices, %d effective-dated changes\n",
-		*c.file, book.Currency, len(book.Prices), len(book.Tiers), contracts, len(book.Changes))
+		*c.file, book.Currency, len(book.Prices), len(book.Tiers), book.ContractPrices(), len(book.Changes))
 	return err
 }

@@ -66,16 +66,9 @@ func sampleSource(flag string) store.Samples {
 }
 
 func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
-	from, err := parseTime("--from", *c.from)
+	from, to, err := report.ParseWindow("--from", *c.from, "--to", *c.to)
 	if err != nil {
-		return err
-	}
-	to, err := parseTime("--to", *c.to)
-	if err != nil {
-		return err
-	}
-	if !to.After(from) {
-		return usage.Errorf("--to (%s) must be after --from (%s)", *c.to, *c.from)
+		return usage.Wrap(err)
 	}
 	if err := store.CheckPresence(c.presence); err != nil {
 		return usage.Errorf("--attribution.presence: %w", err)
@@ -110,14 +103,6 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 		return fmt.Errorf("writing the report: %w", err)
 	}
 	return nil
-}
-
-func parseTime(flag, s string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, usage.Errorf("%s %q: expected an RFC 3339 time such as 2026-01-05T00:00:00Z", flag, s)
-	}
-	return t.UTC(), nil
 }
 
 // pricebookFlags choose the price book: a price book file, or the one a scenario carries.

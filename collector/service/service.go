@@ -24,8 +24,10 @@ import (
 type Config struct {
 	Brokers    string // --kafka.brokers: host:port[,host:port...]
 	Partitions int    // --kafka.partitions: of the topics when they have to be created
-	DSN        string // --clickhouse.dsn
-	Cluster    string // --clickhouse.cluster; "" for a single server
+	// Kafka is the --kafka.tls.* and --kafka.sasl.* flags: how every connection is secured.
+	Kafka   kafkaconn.SecurityConfig
+	DSN     string // --clickhouse.dsn
+	Cluster string // --clickhouse.cluster; "" for a single server
 	// Collector is the collector's batching and retention; Run fills in Brokers and
 	// Retention.Cluster from the fields above.
 	Collector collector.Config
@@ -33,10 +35,14 @@ type Config struct {
 }
 
 // check refuses a configuration the flags should not have allowed (usage errors, exit 2).
-func (c Config) check() ([]string, error) {
+func (c Config) check() (kafkaconn.Cluster, error) {
 	brokers := kafkaconn.ParseBrokers(c.Brokers)
 	if len(brokers) == 0 {
-		return nil, usage.Errorf("--kafka.brokers: %q names no broker; expected host:port[,host:port...]", c.Brokers)
+		return kafkaconn.Cluster{}, usage.Errorf("--kafka.brokers: %q names no broker; expected host:port[,host:port...]", c.Brokers)
+	}
+	sec, err := c.Kafka.Load()
+	if err != nil {
+		return kafkaconn.Cluster{}, err
 	}
 	r := c.Collector.Retention
 	for _, d := range []struct {
@@ -44,15 +50,15 @@ func (c Config) check() ([]string, error) {
 		d    time.Duration
 	}{{"--retention.raw", r.Raw}, {"--retention.rollup-1s", r.Rollup1s}, {"--retention.rollup-1m", r.Rollup1m}} {
 		if d.d < 0 {
-			return nil, usage.Errorf("%s: %s is negative; expected a duration such as 168h, or 0 to keep everything", d.flag, d.d)
+			return kafkaconn.Cluster{}, usage.Errorf("%s: %s is negative; expected a duration such as 168h, or 0 to keep everything", d.flag, d.d)
 		}
 	}
 	if c.Cluster != "" {
 		if err := migrations.ValidClusterName(c.Cluster); err != nil {
-			return nil, usage.Errorf("--clickhouse.cluster: %w", err)
+			return kafkaconn.Cluster{}, usage.Errorf("--clickhouse.cluster: %w", err)
 		}
 	}
-	return brokers, nil
+	return kafkaconn.Cluster{Brokers: brokers, Security: sec}, nil
 }
 
 // Service is a collector ready to consume: its topics exist and its ClickHouse schema is in
@@ -72,7 +78,7 @@ type Service struct {
 // awaited; /readyz answers ready once Run consumes), makes sure the topics exist, opens and
 // migrates ClickHouse and sets up the collector. Close releases what it opened.
 func New(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog.Logger) (*Service, error) {
-	brokers, err := cfg.check()
+	kc, err := cfg.check()
 	if err != nil {
 		return nil, err
 	}
@@ -80,15 +86,15 @@ func New(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	webCtx, stop := context.WithCancel(ctx)
 	s.stop = stop
 	s.webErr = webserver.Serve(webCtx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Logger: logger})
-	if err := s.open(ctx, brokers); err != nil {
+	if err := s.open(ctx, kc); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Service) open(ctx context.Context, brokers []string) error {
-	if err := kafkaconn.EnsureTopics(ctx, brokers, s.cfg.Partitions, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
+func (s *Service) open(ctx context.Context, kc kafkaconn.Cluster) error {
+	if err := kc.EnsureTopics(ctx, s.cfg.Partitions, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
 		return err
 	}
 	conn, err := migrations.OpenMigrated(ctx, s.cfg.DSN, s.cfg.Cluster, s.logger)
@@ -100,7 +106,7 @@ func (s *Service) open(ctx context.Context, brokers []string) error {
 		return err
 	}
 	colCfg := s.cfg.Collector
-	colCfg.Brokers = brokers
+	colCfg.Brokers, colCfg.KafkaSecurity = kc.Brokers, kc.Security
 	colCfg.Retention.Cluster = s.cfg.Cluster
 	s.col, err = collector.New(colCfg, conn, s.reg, s.logger)
 	return err

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/collector"
+	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
@@ -22,11 +23,12 @@ func TestCheckRefusesWhatTheFlagsShouldNotAllow(t *testing.T) {
 		{"negative minute retention", Config{Brokers: "a:1", Collector: collector.Config{Retention: collector.Retention{Rollup1m: -time.Second}}},
 			"--retention.rollup-1m: -1s is negative"},
 		{"bad cluster name", Config{Brokers: "a:1", Cluster: "a-b"}, "--clickhouse.cluster: "},
+		{"sasl without user", Config{Brokers: "a:1", Kafka: kafkaconn.SecurityConfig{Mechanism: kafkaconn.MechanismPlain}}, "--kafka.sasl.username is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			brokers, err := tc.cfg.check()
+			kc, err := tc.cfg.check()
 			if tc.want == "" {
-				if err != nil || len(brokers) != 2 {
+				if brokers := kc.Brokers; err != nil || len(brokers) != 2 {
 					t.Fatalf("check: %v, %v; want two brokers", brokers, err)
 				}
 				return

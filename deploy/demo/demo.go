@@ -25,6 +25,7 @@ import (
 	collectorsvc "github.com/slicemeter/slicemeter/collector/service"
 	"github.com/slicemeter/slicemeter/deploy/local"
 	exportersvc "github.com/slicemeter/slicemeter/exporter/service"
+	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
 )
@@ -37,10 +38,11 @@ type Config struct {
 	FlushInterval time.Duration // sampled time per SampleBatch; 0: 1s, 10s with Fast
 	Report        io.Writer     // where the report goes, unless ReportPath names a file
 	ReportPath    string
-	Format        string   // of the report: csv or json
-	Brokers       []string // Kafka; none: an embedded broker (kfake)
-	DSN           string   // ClickHouse; empty: a server started in a temporary directory
-	Partitions    int      // of the topics when they have to be created
+	Format        string                   // of the report: csv or json
+	Brokers       []string                 // Kafka; none: an embedded broker (kfake)
+	Kafka         kafkaconn.SecurityConfig // TLS and SASL to Brokers; the embedded broker is plaintext
+	DSN           string                   // ClickHouse; empty: a server started in a temporary directory
+	Partitions    int                      // of the topics when they have to be created
 	Web           *webserver.Flags
 }
 
@@ -65,6 +67,13 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		defer f.Close()
 		out = f
 	}
+	sec, err := cfg.Kafka.Load()
+	if err != nil {
+		return err
+	}
+	if len(cfg.Brokers) == 0 && sec.Enabled() {
+		return usage.Errorf("--kafka.tls.* and --kafka.sasl.* need --kafka.brokers: the embedded broker is plaintext")
+	}
 	brokers, dsn, stopLocal, err := cfg.localServices(ctx, logger)
 	if err != nil {
 		return err
@@ -77,7 +86,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	defer stopWeb()
 	webErr := webserver.Serve(webCtx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &ready, Logger: logger})
 
-	col, err := collectorsvc.New(ctx, collectorsvc.Config{Brokers: strings.Join(brokers, ","), Partitions: cfg.Partitions, DSN: dsn,
+	col, err := collectorsvc.New(ctx, collectorsvc.Config{Brokers: strings.Join(brokers, ","), Kafka: cfg.Kafka, Partitions: cfg.Partitions, DSN: dsn,
 		Collector: collector.Config{GroupID: "slicemeter-demo-" + sc.Name, FlushRows: 200000, FlushInterval: 100 * time.Millisecond,
 			Tiers: pricebook.FromScenario(sc).Tiers}}, reg, logger)
 	if err != nil {
@@ -92,7 +101,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 
 	// Allocations, as a scheduler would announce them.
 	events := sc.AllocationEvents()
-	if err := allocations.Announce(ctx, brokers, events, logger); err != nil {
+	if err := allocations.Announce(ctx, kafkaconn.Cluster{Brokers: brokers, Security: sec}, events, logger); err != nil {
 		return err
 	}
 
@@ -104,7 +113,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		}
 	}
 	exp, err := exportersvc.New(exportersvc.Config{Source: "sim", Scenario: sc, Fast: cfg.Fast, FlushInterval: flush,
-		Brokers: brokers, Partitions: cfg.Partitions, Ready: &ready}, reg, logger)
+		Brokers: brokers, Kafka: cfg.Kafka, Partitions: cfg.Partitions, Ready: &ready}, reg, logger)
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,26 @@ type KafkaOptions struct {
 	// Properties are added to server.properties, replacing the harness's value of the same key.
 	// The listener, quorum and log.dirs keys belong to the harness: leave them alone.
 	Properties map[string]string
+	// SASLSSL, if set, adds a SASL_SSL listener for clients beside the PLAINTEXT one (which the
+	// harness keeps for its own readiness checks).
+	SASLSSL *KafkaSASLSSL
+}
+
+// KafkaSASLSSL is a SASL_SSL listener: TLS with the broker's key and certificate, then SASL
+// PLAIN or SCRAM-SHA-256/512 with the users given.
+type KafkaSASLSSL struct {
+	// KeystoreFile is a PEM file with the broker's unencrypted PKCS #8 private key and its
+	// certificate chain (Kafka's ssl.keystore.type=PEM).
+	KeystoreFile string
+	// ClientCAFile, if set, is a PEM file of the CA certificates client certificates must chain
+	// to: clients without one are refused (ssl.client.auth=required).
+	ClientCAFile string
+	// Plain maps PLAIN user names to passwords (in the listener's JAAS configuration).
+	Plain map[string]string
+	// SCRAM are the SCRAM credentials written into the cluster's bootstrap metadata by
+	// `kafka-storage format --add-scram`, each as that flag takes it:
+	// "SCRAM-SHA-256=[name=alice,password=secret]".
+	SCRAM []string
 }
 
 // Kafka is a single-node Apache Kafka broker in KRaft mode (broker and controller in one JVM),
@@ -45,6 +65,7 @@ type Kafka struct {
 	libs string
 
 	port           int    // PLAINTEXT listener, for clients (under mu)
+	saslPort       int    // SASL_SSL listener, with KafkaOptions.SASLSSL
 	controllerPort int    // CONTROLLER listener, the KRaft quorum
 	clusterID      string // set by format
 }
@@ -96,6 +117,11 @@ func (k *Kafka) create(ctx context.Context) error {
 	if k.controllerPort, err = FreePort(); err != nil {
 		return err
 	}
+	if k.opts.SASLSSL != nil {
+		if k.saslPort, err = FreePort(); err != nil {
+			return err
+		}
+	}
 	if err := os.RemoveAll(k.dataDir()); err != nil {
 		return fmt.Errorf("emptying Kafka's data directory: %w", err)
 	}
@@ -139,6 +165,29 @@ func (k *Kafka) serverProperties() map[string]string {
 		"share.coordinator.state.topic.replication.factor": "1",
 		"share.coordinator.state.topic.min.isr":            "1",
 		"group.initial.rebalance.delay.ms":                 "0",
+	}
+	if s := k.opts.SASLSSL; s != nil {
+		p["listeners"] += fmt.Sprintf(",SASL_SSL://127.0.0.1:%d", k.saslPort)
+		p["advertised.listeners"] += fmt.Sprintf(",SASL_SSL://127.0.0.1:%d", k.saslPort)
+		p["listener.security.protocol.map"] += ",SASL_SSL:SASL_SSL"
+		p["listener.name.sasl_ssl.ssl.keystore.type"] = "PEM"
+		p["listener.name.sasl_ssl.ssl.keystore.location"] = s.KeystoreFile
+		p["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+		if s.ClientCAFile != "" {
+			p["listener.name.sasl_ssl.ssl.client.auth"] = "required"
+			p["listener.name.sasl_ssl.ssl.truststore.type"] = "PEM"
+			p["listener.name.sasl_ssl.ssl.truststore.location"] = s.ClientCAFile
+		}
+		var jaas strings.Builder
+		jaas.WriteString("org.apache.kafka.common.security.plain.PlainLoginModule required")
+		for _, u := range slices.Sorted(maps.Keys(s.Plain)) {
+			fmt.Fprintf(&jaas, " user_%s=%q", u, s.Plain[u])
+		}
+		jaas.WriteString(";")
+		p["listener.name.sasl_ssl.plain.sasl.jaas.config"] = jaas.String()
+		for _, m := range []string{"scram-sha-256", "scram-sha-512"} {
+			p["listener.name.sasl_ssl."+m+".sasl.jaas.config"] = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+		}
 	}
 	maps.Copy(p, k.opts.Properties)
 	return p
@@ -207,11 +256,22 @@ func (k *Kafka) format(ctx context.Context) error {
 	k.clusterID = id
 	argv := k.jvm([]string{"-Xmx256m"}, filepath.Join(k.dir, "log", "format.log"),
 		"kafka.tools.StorageTool", "format", "--cluster-id", id, "--config", k.properties())
+	if s := k.opts.SASLSSL; s != nil {
+		for _, cred := range s.SCRAM {
+			argv = append(argv, "--add-scram", cred)
+		}
+	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = k.dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("formatting Kafka's storage (%s): %w\n%s", strings.Join(argv, " "), err, lastLines(string(out), 30))
+		shown := slices.Clone(argv)
+		for i := range shown {
+			if i > 0 && shown[i-1] == "--add-scram" {
+				shown[i] = "<credentials>" // they hold passwords
+			}
+		}
+		return fmt.Errorf("formatting Kafka's storage (%s): %w\n%s", strings.Join(shown, " "), err, lastLines(string(out), 30))
 	}
 	return nil
 }
@@ -293,6 +353,17 @@ func (k *Kafka) Brokers() string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.brokers()
+}
+
+// SASLSSLBrokers is the bootstrap address of the SASL_SSL listener, "127.0.0.1:PORT"; "" without
+// KafkaOptions.SASLSSL.
+func (k *Kafka) SASLSSLBrokers() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.opts.SASLSSL == nil {
+		return ""
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(k.saslPort))
 }
 
 // Dir is the broker's directory: server.properties, data/, log/.

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,7 +89,14 @@ type Result struct {
 // binary could not be run at all.
 func Run(t testing.TB, ctx context.Context, args ...string) Result {
 	t.Helper()
+	return RunInput(t, ctx, "", args...)
+}
+
+// RunInput is Run with stdin as the command's standard input.
+func RunInput(t testing.TB, ctx context.Context, stdin string, args ...string) Result {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, Binary(t), args...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Env = append(os.Environ(), env...)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/internal/webserver"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 )
@@ -38,7 +39,9 @@ type Config struct {
 
 	Summary string // a JSON summary of the run is written to this file at every flush (empty: none)
 
-	Brokers       []string      // Kafka brokers; none: serve /metrics only
+	Brokers []string // Kafka brokers; none: serve /metrics only
+	// Kafka is the --kafka.tls.* and --kafka.sasl.* flags: how every connection is secured.
+	Kafka         kafkaconn.SecurityConfig
 	Partitions    int           // of the samples topic, when it has to be created
 	FlushInterval time.Duration // sampled time that goes into one SampleBatch per node
 	SpoolDir      string        // disk spool for Kafka outages (empty: the memory queue)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/internal/webserver"
 )
 
@@ -144,6 +145,8 @@ func TestExitWithUndeliveredDataFails(t *testing.T) {
 	}{
 		{"spool", func(c *Config) { c.SpoolDir, c.SpoolMaxBytes = dir, 1<<20 }, "left in " + dir},
 		{"memory queue", func(c *Config) { c.QueueMaxBytes = 1 << 20 }, "lost: no --spool.dir"},
+		// The start-up check of a secured connection finds no broker: not fatal, it samples and queues.
+		{"tls", func(c *Config) { c.QueueMaxBytes, c.Kafka = 1<<20, kafkaconn.SecurityConfig{TLS: true} }, "lost: no --spool.dir"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{Source: "sim", ScenarioPath: nodeScenario, Fast: true, FlushInterval: time.Second,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/exporter"
 	"github.com/slicemeter/slicemeter/exporter/nvmlsource"
+	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/internal/webserver"
 )
 
@@ -20,15 +21,20 @@ type Service struct {
 	reg    *prometheus.Registry
 	logger *slog.Logger
 	src    *source
+	kafka  kafkaconn.Cluster // Config.Brokers with the loaded Config.Kafka
 }
 
 // New opens the source cfg names, registering its metrics in reg. A bad Config is a usage error.
 func New(cfg Config, reg *prometheus.Registry, logger *slog.Logger) (*Service, error) {
+	sec, err := cfg.Kafka.Load()
+	if err != nil {
+		return nil, err
+	}
 	src, err := openSource(&cfg, nvmlsource.NewMetrics(reg), logger)
 	if err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, reg: reg, logger: logger, src: src}, nil
+	return &Service{cfg: cfg, reg: reg, logger: logger, src: src, kafka: kafkaconn.Cluster{Brokers: cfg.Brokers, Security: sec}}, nil
 }
 
 // Instances is the number of instances a tick samples, where the source knows it before
@@ -55,6 +61,9 @@ func (s *Service) Run(ctx context.Context) (int64, error) {
 	ready := s.cfg.Ready
 	if ready == nil {
 		ready = new(atomic.Bool)
+	}
+	if err := s.checkKafka(ctx); err != nil {
+		return 0, err
 	}
 	sinks, pub, closeSinks, err := s.openSinks(tp)
 	if err != nil {
@@ -109,4 +118,22 @@ func (s *Service) Run(ctx context.Context) (int64, error) {
 		return err
 	})
 	return taken.Load(), err
+}
+
+// checkKafka makes a secured connection to Kafka once before sampling, within
+// kafkaconn.CheckTimeout, so that refused credentials or an untrusted certificate stop the
+// exporter with an error naming the brokers and the mechanism instead of filling the spool.
+// Brokers that cannot be reached are not fatal: the exporter spools until they can.
+func (s *Service) checkKafka(ctx context.Context) error {
+	if len(s.kafka.Brokers) == 0 || !s.kafka.Security.Enabled() {
+		return nil
+	}
+	err := s.kafka.Check(ctx)
+	if kafkaconn.Refused(err) {
+		return err
+	}
+	if err != nil {
+		s.logger.Warn("Kafka is not reachable yet; spooling until it is", "err", err)
+	}
+	return nil
 }

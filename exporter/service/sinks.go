@@ -10,7 +10,6 @@ import (
 	"github.com/slicemeter/slicemeter/exporter/promcollector"
 	"github.com/slicemeter/slicemeter/exporter/publish"
 	"github.com/slicemeter/slicemeter/exporter/summary"
-	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -39,7 +38,7 @@ func (s *Service) openSinks(tp trace.TracerProvider) (sinks []exporter.Sink, pub
 // be there: the publisher's sender makes sure the samples topic exists once it is, and batches
 // wait in the queue meanwhile.
 func (s *Service) openPublisher(tp trace.TracerProvider) (*publish.Publisher, func(), error) {
-	w := kafkaconn.NewWriter(s.cfg.Brokers, "", s.logger)
+	w := s.kafka.NewWriter("", s.logger)
 	// A flush is one message per node, already a batch: send it at once rather than waiting
 	// BatchTimeout for more messages that will not come.
 	w.BatchSize = 1
@@ -49,13 +48,13 @@ func (s *Service) openPublisher(tp trace.TracerProvider) (*publish.Publisher, fu
 	opts := publish.Options{SpoolDir: s.cfg.SpoolDir, SpoolMaxBytes: s.cfg.SpoolMaxBytes, Tracer: tp,
 		MemoryQueueBytes: s.cfg.QueueMaxBytes, MaxMessageBytes: s.cfg.MaxMessageBytes,
 		Prepare: func(ctx context.Context) error {
-			if err := kafkaconn.EnsureTopics(ctx, s.cfg.Brokers, s.cfg.Partitions, pb.TopicSamples); err != nil {
+			if err := s.kafka.EnsureTopics(ctx, s.cfg.Partitions, pb.TopicSamples); err != nil {
 				return err
 			}
 			if s.cfg.MaxMessageBytes > 0 {
 				return nil
 			}
-			n, err := kafkaconn.TopicMaxMessageBytes(ctx, s.cfg.Brokers, pb.TopicSamples)
+			n, err := s.kafka.TopicMaxMessageBytes(ctx, pb.TopicSamples)
 			if err != nil {
 				// Not fatal: a batch Kafka refuses as too large is split on the way out.
 				s.logger.Warn("the samples topic's max.message.bytes is unknown; batches are split when Kafka refuses them", "err", err)

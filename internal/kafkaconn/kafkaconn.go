@@ -1,7 +1,10 @@
 // Package kafkaconn sets up segmentio/kafka-go clients the way slicemeter uses them: topic
-// creation, a synchronous producer and a consumer-group reader with explicit commits.
+// creation, a synchronous producer and a consumer-group reader with explicit commits, over
+// plaintext or TLS and SASL (PLAIN, SCRAM-SHA-256/512): a Cluster is the brokers with the
+// Security loaded from the --kafka.tls.* and --kafka.sasl.* flags (SecurityConfig, AddFlags).
 //
-// All of it is tested against Apache Kafka 4.4.0 and kfake (kafkaconn_test.go). Kafka 4.x
+// All of it is tested against Apache Kafka 4.4.0 and kfake (kafkaconn_test.go), and over a
+// SASL_SSL listener of 4.4.0 (security_test.go). Kafka 4.x
 // removed the oldest protocol versions (KIP-896); kafka-go's consumer group still sends
 // OffsetCommit v2 and OffsetFetch v1, the oldest versions 4.4.0 accepts.
 package kafkaconn
@@ -37,13 +40,33 @@ func ParseBrokers(s string) []string {
 	return brokers
 }
 
+// Cluster is where and how to reach Kafka: the bootstrap brokers and the security of every
+// connection to them. The package-level functions are its methods for a plaintext cluster.
+type Cluster struct {
+	Brokers  []string
+	Security Security
+}
+
+// Plaintext is a cluster reached in plaintext without authentication.
+func Plaintext(brokers []string) Cluster { return Cluster{Brokers: brokers} }
+
+func (c Cluster) client(timeout time.Duration) *kafka.Client {
+	return &kafka.Client{Addr: kafka.TCP(c.Brokers...), Timeout: timeout, Transport: c.Security.transport()}
+}
+
+// EnsureTopics is Cluster.EnsureTopics on a plaintext cluster.
+func EnsureTopics(ctx context.Context, brokers []string, partitions int, topics ...string) error {
+	return Plaintext(brokers).EnsureTopics(ctx, partitions, topics...)
+}
+
 // EnsureTopics creates the topics that do not exist yet with the given number of partitions
 // and a replication factor of min(3, brokers in the cluster), then waits until every topic
 // has a leader for each of its partitions. Existing topics are left as they are.
 //
 // It uses kafka.Client (CreateTopics negotiated up to v5; Kafka 4.x accepts v2 and later), so
 // any broker may be asked: in KRaft mode the broker forwards creation to the controller.
-func EnsureTopics(ctx context.Context, brokers []string, partitions int, topics ...string) error {
+func (c Cluster) EnsureTopics(ctx context.Context, partitions int, topics ...string) error {
+	brokers := c.Brokers
 	if len(brokers) == 0 {
 		return errors.New("ensure kafka topics: no brokers given")
 	}
@@ -52,11 +75,15 @@ func EnsureTopics(ctx context.Context, brokers []string, partitions int, topics 
 	}
 	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: DefaultTimeout}
+	client := c.client(DefaultTimeout)
+	defer closeIdle(client.Transport)
 	where := strings.Join(brokers, ",")
 
 	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
 	if err != nil {
+		if kafkaRefused := c.Security.explain(where, err); kafkaRefused != err {
+			return fmt.Errorf("ensure kafka topics: %w", kafkaRefused) // it names the brokers
+		}
 		return fmt.Errorf("ensure kafka topics: read metadata from brokers %s: %w", where, err)
 	}
 	var missing []kafka.TopicConfig
@@ -90,12 +117,18 @@ func EnsureTopics(ctx context.Context, brokers []string, partitions int, topics 
 	return waitForLeaders(ctx, client, where, topics)
 }
 
+// TopicMaxMessageBytes is Cluster.TopicMaxMessageBytes on a plaintext cluster.
+func TopicMaxMessageBytes(ctx context.Context, brokers []string, topic string) (int64, error) {
+	return Plaintext(brokers).TopicMaxMessageBytes(ctx, topic)
+}
+
 // TopicMaxMessageBytes reads the topic's max.message.bytes (the broker's message.max.bytes
 // unless the topic overrides it): the largest record batch the topic accepts.
-func TopicMaxMessageBytes(ctx context.Context, brokers []string, topic string) (int64, error) {
+func (c Cluster) TopicMaxMessageBytes(ctx context.Context, topic string) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: DefaultTimeout}
+	client := c.client(DefaultTimeout)
+	defer closeIdle(client.Transport)
 	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
 		ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{"max.message.bytes"},
 	}}})
@@ -156,13 +189,19 @@ func waitForLeaders(ctx context.Context, client *kafka.Client, where string, top
 	}
 }
 
+// NewWriter is Cluster.NewWriter on a plaintext cluster.
+func NewWriter(brokers []string, topic string, logger *slog.Logger) *kafka.Writer {
+	return Plaintext(brokers).NewWriter(topic, logger)
+}
+
 // NewWriter returns a synchronous producer: WriteMessages returns once all in-sync replicas
 // have the messages. The key is hashed to pick the partition (murmur2, like the Java client,
 // so that other producers place the same key on the same partition). An empty topic means
 // each message names its own topic.
-func NewWriter(brokers []string, topic string, logger *slog.Logger) *kafka.Writer {
+func (c Cluster) NewWriter(topic string, logger *slog.Logger) *kafka.Writer {
 	return &kafka.Writer{
-		Addr:         kafka.TCP(brokers...),
+		Addr:         kafka.TCP(c.Brokers...),
+		Transport:    c.Security.transport(),
 		Topic:        topic,
 		Balancer:     &kafka.Murmur2Balancer{},
 		RequiredAcks: kafka.RequireAll,
@@ -178,12 +217,18 @@ func NewWriter(brokers []string, topic string, logger *slog.Logger) *kafka.Write
 	}
 }
 
+// GroupReaderConfig is Cluster.GroupReaderConfig on a plaintext cluster.
+func GroupReaderConfig(brokers []string, groupID string, logger *slog.Logger, topics ...string) kafka.ReaderConfig {
+	return Plaintext(brokers).GroupReaderConfig(groupID, logger, topics...)
+}
+
 // GroupReaderConfig is the consumer-group configuration slicemeter uses: offsets are
 // committed only by an explicit CommitMessages (CommitInterval 0), a new group starts at the
 // oldest message, and a fetch returns within MaxWait when there is little data.
-func GroupReaderConfig(brokers []string, groupID string, logger *slog.Logger, topics ...string) kafka.ReaderConfig {
+func (c Cluster) GroupReaderConfig(groupID string, logger *slog.Logger, topics ...string) kafka.ReaderConfig {
 	return kafka.ReaderConfig{
-		Brokers:           brokers,
+		Brokers:           c.Brokers,
+		Dialer:            c.Security.dialer(),
 		GroupID:           groupID,
 		GroupTopics:       topics,
 		CommitInterval:    0,
@@ -204,9 +249,14 @@ func GroupReaderConfig(brokers []string, groupID string, logger *slog.Logger, to
 	}
 }
 
-// NewGroupReader returns a consumer-group reader configured by GroupReaderConfig.
+// NewGroupReader is Cluster.NewGroupReader on a plaintext cluster.
 func NewGroupReader(brokers []string, groupID string, logger *slog.Logger, topics ...string) *kafka.Reader {
-	return kafka.NewReader(GroupReaderConfig(brokers, groupID, logger, topics...))
+	return Plaintext(brokers).NewGroupReader(groupID, logger, topics...)
+}
+
+// NewGroupReader returns a consumer-group reader configured by GroupReaderConfig.
+func (c Cluster) NewGroupReader(groupID string, logger *slog.Logger, topics ...string) *kafka.Reader {
+	return kafka.NewReader(c.GroupReaderConfig(groupID, logger, topics...))
 }
 
 // ErrorLogger adapts a slog.Logger to kafka-go's error logger (nil logs nothing).
