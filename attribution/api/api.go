@@ -129,6 +129,9 @@ type Server struct {
 	Logger *slog.Logger
 	// MaxBody bounds a POST body (default DefaultMaxBody); a larger one is refused with 413.
 	MaxBody int64
+	// Limits bound the reports' cost and concurrency (limits.go); nil: DefaultReportLimits
+	// without a bound on concurrency.
+	Limits *ReportLimits
 }
 
 // DefaultMaxBody is the POST body limit unless Server.MaxBody says otherwise: 64 MiB holds the
@@ -405,12 +408,16 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter step: %w", err))
 		return
 	}
-	const maxWindows = 10000
-	if len(windows) > maxWindows {
-		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter step: %d windows; expected at most %d", len(windows), maxWindows))
+	if !s.checkReportCost(w, r, len(windows), sc, from, to) {
 		return
 	}
+	release, ok := s.admitReport(w)
+	if !ok {
+		return
+	}
+	defer release()
 	var series report.Series
+	rows := 0
 	for _, win := range windows {
 		rep, err := s.Report(r.Context(), ReportQuery{From: win.Start, To: win.End, Neighbours: f == report.JSON, FromMinutes: fromMinutes})
 		if err != nil {
@@ -420,6 +427,9 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		}
 		if !sc.all {
 			rep = rep.Only(sc.tenants...)
+		}
+		if rows += len(rep.Tenants); !s.checkReportRows(w, rows) {
+			return
 		}
 		series = append(series, rep)
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/allocations"
@@ -25,7 +24,6 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
-	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/internal/lograte"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
@@ -45,11 +43,13 @@ type Config struct {
 	// CloseAfter: each billing period is closed (attribution/period, from the stored minutes)
 	// this long after its end; 0: never by the service.
 	CloseAfter time.Duration
-	Web        *web.FlagConfig // where /metrics and the API are served
+	Web        *webserver.Flags // where /metrics and the API are served
 	// AuthFile: the API's tokens and JWT settings (package auth); without it the API refuses
 	// to start unless InsecureNoAuth makes every caller an operator.
 	AuthFile       string
 	InsecureNoAuth bool
+	// Reports bound the API's report requests (cost, concurrency); nil: api's defaults.
+	Reports *api.ReportLimits
 }
 
 // Validate fails, with a usage error, for a config the service cannot run with.
@@ -59,6 +59,11 @@ func (c Config) Validate() error {
 	}
 	if c.Interval <= 0 || c.Window <= 0 || c.Lookback < 0 || c.Delay < 0 || c.Backfill < 0 || c.MaxMinutes <= 0 {
 		return usage.Errorf("--attribution.interval, --attribution.window and --attribution.max-minutes must be > 0; delay, lookback and backfill ≥ 0")
+	}
+	if c.Reports != nil {
+		if err := c.Reports.Check(); err != nil {
+			return usage.Wrap(err)
+		}
 	}
 	if c.Presence != 0 {
 		if err := store.CheckPresence(c.Presence); err != nil {
@@ -96,7 +101,7 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	// Ending the passes before the connection closes, however Run ends.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	conn, err := chconn.Open(ctx, cfg.DSN)
+	conn, err := migrations.Open(ctx, cfg.DSN)
 	if err != nil {
 		return err
 	}
@@ -123,6 +128,7 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 		Tiers:   cfg.Book.Tiers,
 		Zone:    cfg.Book.Zone(),
 		Logger:  logger,
+		Limits:  cfg.Reports,
 	}
 	webErr := webserver.Serve(ctx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Logger: logger, Routes: []func(*http.ServeMux){srv.Register}})
 	return webserver.RunServing(webErr, func() error {

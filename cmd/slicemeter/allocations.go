@@ -13,8 +13,8 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
-	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/internal/usage"
+	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
 
 // allocationsCmd is `slicemeter allocations import FILE`: allocations from a CSV or JSON file
@@ -54,7 +54,7 @@ func (c *allocationsCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if err != nil {
 		return usage.Wrap(err)
 	}
-	conn, err := chconn.Open(ctx, *c.dsn)
+	conn, err := migrations.Open(ctx, *c.dsn)
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,8 @@ import (
 	"os"
 
 	"github.com/alecthomas/kingpin/v2"
-	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/slicemeter/slicemeter/attribution/api"
 	"github.com/slicemeter/slicemeter/attribution/api/auth"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
@@ -36,7 +36,8 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 	// The per-second rollup: a minute of 1000 instances in about 1 s where raw 10 Hz samples
 	// take 2.5 s (BenchmarkMinute), exact for allocations on whole seconds.
 	cmd.samples = samplesFlag(c, "rollup-1s")
-	cmd.cfg.Web = kingpinflag.AddFlags(c, ":9837")
+	cmd.cfg.Web = webserver.AddFlags(c, ":9837")
+	cmd.cfg.Reports = api.AddReportLimitFlags(c)
 	c.Flag("api.auth-file", "Who may use /api/v1: bearer token hashes and JWT settings (YAML; README, \"API authentication\").").PlaceHolder("FILE").StringVar(&cmd.cfg.AuthFile)
 	c.Flag("api.insecure-no-auth", "Serve /api/v1 without authentication: every caller is an operator (a warning is logged).").BoolVar(&cmd.cfg.InsecureNoAuth)
 	c.Flag("attribution.delay", "A minute is attributed this long after it ends (samples arrive late through Kafka).").Default("30s").DurationVar(&cmd.cfg.Delay)

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/alecthomas/kingpin/v2"
-	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/collector/service"
@@ -33,7 +32,7 @@ func newCollectorCmd(app *kingpin.Application) *collectorCmd {
 	cmd.book = c.Flag("pricebook", "Price book file: dead-letter allocation events at a tier it lacks (reason invalid, field tier) instead of storing them. Read at start: restart the collector after adding a tier.").String()
 	c.Flag("collector.flush-rows", "Insert when this many rows are buffered.").Default("100000").IntVar(&cfg.Collector.FlushRows)
 	c.Flag("collector.flush-interval", "Insert at least this often.").Default("1s").DurationVar(&cfg.Collector.FlushInterval)
-	cfg.Web = kingpinflag.AddFlags(c, ":9836")
+	cfg.Web = webserver.AddFlags(c, ":9836")
 	// Whole days are what expires (day partitions); 0 keeps everything.
 	r := &cfg.Collector.Retention
 	c.Flag("retention.raw", "Keep raw samples this long (e.g. 168h; 0: forever).").Default("0").DurationVar(&r.Raw)

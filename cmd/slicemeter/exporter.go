@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/alecthomas/kingpin/v2"
-	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/slicemeter/slicemeter/exporter/service"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
@@ -46,7 +45,7 @@ func newExporterCmd(app *kingpin.Application) *exporterCmd {
 	c.Flag("queue.max-bytes", "Without --spool.dir: size limit of the memory queue that keeps batches while Kafka is unreachable; when full the oldest are dropped and counted (memory_queue_full), and what it holds at exit is lost.").Default("67108864").Int64Var(&cfg.QueueMaxBytes)
 	c.Flag("kafka.max-message-bytes", "Largest message the samples topic accepts; bigger batches are split to fit (0: read the topic's max.message.bytes once Kafka is reached).").Default("0").Int64Var(&cfg.MaxMessageBytes)
 	c.Flag("kafka.drain-timeout", "At exit, how long to keep delivering queued batches; what is left then stays in the spool (or is lost with the memory queue) and the exit status is 1.").Default("30s").DurationVar(&cfg.DrainTimeout)
-	cfg.Web = kingpinflag.AddFlags(c, ":9835")
+	cfg.Web = webserver.AddFlags(c, ":9835")
 	return e
 }
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/period"
-	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/internal/usage"
+	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
 
 // periodCmd is `slicemeter period close|list|show`: the closed billing periods.
@@ -49,7 +49,7 @@ func (c *periodCmd) run(ctx context.Context, _ *slog.Logger) error {
 			return usage.Wrap(err)
 		}
 	}
-	conn, err := chconn.Open(ctx, *c.dsn)
+	conn, err := migrations.Open(ctx, *c.dsn)
 	if err != nil {
 		return err
 	}

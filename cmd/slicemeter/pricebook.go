@@ -11,8 +11,8 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
-	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/internal/usage"
+	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
 
 // pricebookCmd is `slicemeter pricebook check FILE`: validate a price book and, with a
@@ -41,7 +41,7 @@ func (c *pricebookCmd) run(ctx context.Context, _ *slog.Logger) error {
 		return usage.Wrap(err)
 	}
 	if *c.dsn != "" {
-		conn, err := chconn.Open(ctx, *c.dsn)
+		conn, err := migrations.Open(ctx, *c.dsn)
 		if err != nil {
 			return err
 		}

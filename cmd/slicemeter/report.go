@@ -13,8 +13,8 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
-	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/internal/usage"
+	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
 
 type reportCmd struct {
@@ -85,7 +85,7 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if err != nil {
 		return usage.Wrap(fmt.Errorf("--step: %w", err))
 	}
-	conn, err := chconn.Open(ctx, *c.dsn)
+	conn, err := migrations.Open(ctx, *c.dsn)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/slicemeter/slicemeter/collector"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
@@ -32,7 +31,7 @@ type Config struct {
 	// Collector is the collector's batching and retention; Run fills in Brokers and
 	// Retention.Cluster from the fields above.
 	Collector collector.Config
-	Web       *web.FlagConfig // listen addresses and web config; nil serves nothing
+	Web       *webserver.Flags // listen addresses and web config; nil serves nothing
 }
 
 // check refuses a configuration the flags should not have allowed (usage errors, exit 2).

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/slicemeter/slicemeter/attribution"
@@ -44,7 +43,7 @@ type Config struct {
 	Kafka         kafkaconn.SecurityConfig // TLS and SASL to Brokers; the embedded broker is plaintext
 	DSN           string                   // ClickHouse; empty: a server started in a temporary directory
 	Partitions    int                      // of the topics when they have to be created
-	Web           *web.FlagConfig
+	Web           *webserver.Flags
 }
 
 // Run runs the demo: it starts what cfg does not name, runs the services on the scenario and

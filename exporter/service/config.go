@@ -9,9 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/exporter-toolkit/web"
-
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
+	"github.com/slicemeter/slicemeter/internal/webserver"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 )
 
@@ -57,7 +56,7 @@ type Config struct {
 
 	// Web is where /metrics, /healthz and /readyz are served; nil: nowhere (the caller serves
 	// the registry).
-	Web *web.FlagConfig
+	Web *webserver.Flags
 	// Ready, if set, is set once sampling starts (for a caller that serves its own /readyz).
 	Ready *atomic.Bool
 }

@@ -59,7 +59,7 @@ func TestStartsWithoutKafka(t *testing.T) {
 			var ready atomic.Bool
 			cfg := Config{Source: "sim", ScenarioPath: nodeScenario, SimStart: "now", FlushInterval: 200 * time.Millisecond,
 				Brokers: []string{"127.0.0.1:" + strconv.Itoa(kafkaPort)}, Partitions: 2, Ready: &ready,
-				Web: &web.FlagConfig{WebListenAddresses: &[]string{addr}, WebSystemdSocket: &systemd, WebConfigFile: &configFile}}
+				Web: &webserver.Flags{FlagConfig: &web.FlagConfig{WebListenAddresses: &[]string{addr}, WebSystemdSocket: &systemd, WebConfigFile: &configFile}}}
 			tc.cfg(&cfg)
 			reg := webserver.NewRegistry()
 			svc, err := New(cfg, reg, slog.New(slog.DiscardHandler))

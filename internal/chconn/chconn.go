@@ -14,6 +14,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
 // DefaultPingTimeout bounds how long Open waits for the server to answer, so that an
@@ -56,17 +58,23 @@ func EnsureDatabase(ctx context.Context, dsn string) error {
 	return nil
 }
 
-// parseOptions parses dsn and fills in the timeouts we rely on.
+// parseOptions parses dsn and fills in the timeouts we rely on. Its errors are usage errors
+// and never quote the password, not even of a DSN that does not parse.
 func parseOptions(dsn string) (*clickhouse.Options, error) {
 	opts, err := clickhouse.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("parse clickhouse DSN %q: %w", redact(dsn), err)
+		if _, perr := url.Parse(dsn); perr != nil {
+			// The URL error would quote the piece that does not parse, often the password.
+			return nil, usage.Errorf("clickhouse DSN %s does not parse as a URL (details hidden: they may quote the password): "+
+				"percent-encode '%%', '@', ':', '/', '?' and '#' in the user name and password ('%%' as %%25)", Redact(dsn))
+		}
+		return nil, usage.Errorf("parse clickhouse DSN %s: %s", Redact(dsn), scrub(err.Error(), dsn))
 	}
 	if opts.Protocol != clickhouse.Native {
-		return nil, fmt.Errorf("clickhouse DSN %q: only the native protocol (clickhouse://host:port/db) is supported", redact(dsn))
+		return nil, usage.Errorf("clickhouse DSN %s: only the native protocol (clickhouse://host:port/db) is supported", Redact(dsn))
 	}
 	if len(opts.Addr) == 0 {
-		return nil, fmt.Errorf("clickhouse DSN %q: no host:port", redact(dsn))
+		return nil, usage.Errorf("clickhouse DSN %s: no host:port", Redact(dsn))
 	}
 	if opts.DialTimeout == 0 {
 		opts.DialTimeout = 5 * time.Second
@@ -104,16 +112,4 @@ func validIdentifier(name string) bool {
 		}
 	}
 	return name != ""
-}
-
-// redact hides a password in a DSN before it appears in an error message.
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		return dsn
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
 }

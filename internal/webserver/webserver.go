@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -29,7 +30,7 @@ func NewRegistry() *prometheus.Registry {
 
 // Options are what one process serves.
 type Options struct {
-	Flags    *web.FlagConfig      // listen addresses and web config file; no address serves nothing
+	Flags    *Flags               // listen addresses, web config file, limits; no address serves nothing
 	Registry *prometheus.Registry // served on /metrics (MetricsHandler)
 	Ready    *atomic.Bool         // /readyz answers 503 while false; nil: always ready
 	// Missing, if set, says what the process still lacks (e.g. "kafka: dial tcp …: connection
@@ -43,12 +44,19 @@ type Options struct {
 // and is closed when the server has stopped; with no listen address it is closed at once.
 func Serve(ctx context.Context, o Options) <-chan error {
 	errc := make(chan error, 1)
-	f := o.Flags
-	if f == nil || f.WebListenAddresses == nil || len(*f.WebListenAddresses) == 0 || (*f.WebListenAddresses)[0] == "" {
+	if o.Flags == nil || o.Flags.FlagConfig == nil {
+		close(errc)
+		return errc
+	}
+	f, limits := o.Flags.FlagConfig, o.Flags.Limits
+	if f.WebListenAddresses == nil || len(*f.WebListenAddresses) == 0 || (*f.WebListenAddresses)[0] == "" {
 		close(errc)
 		return errc
 	}
 	metrics, err := MetricsHandler(o.Registry)
+	if err == nil {
+		err = limits.check()
+	}
 	if err != nil {
 		errc <- err
 		close(errc)
@@ -65,9 +73,19 @@ func Serve(ctx context.Context, o Options) <-chan error {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: limits.ReadHeaderTimeout, ReadTimeout: limits.ReadTimeout,
+		WriteTimeout: limits.WriteTimeout, IdleTimeout: limits.IdleTimeout}
 	go func() {
-		err := web.ListenAndServe(srv, f, logger)
+		var err error
+		if ownListeners(f) {
+			var listeners []net.Listener
+			if listeners, err = limits.listen(*f.WebListenAddresses); err == nil {
+				err = web.ServeMultiple(listeners, srv, f, logger)
+			}
+		} else {
+			logger.Warn("the connection caps apply only to TCP listen addresses: not applied", "max_connections", limits.MaxConnections)
+			err = web.ListenAndServe(srv, f, logger)
+		}
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- err
 		}

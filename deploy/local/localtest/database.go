@@ -101,11 +101,11 @@ func recreate(ctx context.Context, ch *local.ClickHouse, name string) error {
 func migrate(ctx context.Context, dsn string) error {
 	conn, err := chconn.Open(ctx, dsn)
 	if err != nil {
-		return fmt.Errorf("connecting to migrate %s: %w", dsn, err)
+		return fmt.Errorf("connecting to migrate %s: %w", chconn.Redact(dsn), err)
 	}
 	defer conn.Close()
 	if _, err := migrations.Apply(ctx, conn); err != nil {
-		return fmt.Errorf("migrating %s: %w", dsn, err)
+		return fmt.Errorf("migrating %s: %w", chconn.Redact(dsn), err)
 	}
 	return nil
 }
@@ -117,16 +117,16 @@ func open(ctx context.Context, dsn string, logger *slog.Logger) (driver.Conn, er
 	}
 	o, err := clickhouse.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("parsing DSN %s: %w", dsn, err)
+		return nil, fmt.Errorf("parsing DSN %s: %w", chconn.Redact(dsn), err)
 	}
 	o.Logger = logger
 	conn, err := clickhouse.Open(o)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", dsn, err)
+		return nil, fmt.Errorf("connecting to %s: %w", chconn.Redact(dsn), err)
 	}
 	if err := conn.Ping(ctx); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("connecting to %s: %w", dsn, err)
+		return nil, fmt.Errorf("connecting to %s: %w", chconn.Redact(dsn), err)
 	}
 	return conn, nil
 }

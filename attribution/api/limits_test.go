@@ -1,0 +1,128 @@
+package api
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/schemas/allocation"
+)
+
+// twoRows is a Reporter whose every window has two tenant rows.
+func twoRows(_ context.Context, q ReportQuery) (report.Report, error) {
+	return report.Report{WindowStart: q.From, WindowEnd: q.To, Currency: "USD", Tenants: []report.Row{
+		{Tenant: "acme", Tier: "pro", WindowStart: q.From, WindowEnd: q.To, Currency: "USD"},
+		{Tenant: "beta", Tier: "pro", WindowStart: q.From, WindowEnd: q.To, Currency: "USD"},
+	}}, nil
+}
+
+func getStatus(t *testing.T, url string) (int, http.Header, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// Ten hourly windows; three tenants have allocations, plus the __unallocated__ row: cost 40.
+func TestReportCostLimits(t *testing.T) {
+	store := &memStore{allocs: []allocation.Allocation{{ID: "a", Tenant: "acme"}, {ID: "b", Tenant: "beta"}, {ID: "c", Tenant: "gamma"}, {ID: "d", Tenant: "acme"}}}
+	const query = "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T10:00:00Z&step=1h"
+	tests := []struct {
+		name   string
+		limits *ReportLimits
+		query  string
+		code   int
+		want   []string
+	}{
+		{"within", &ReportLimits{MaxWindows: 10, MaxCost: 40, MaxRows: 20}, query, 200, nil},
+		{"windows", &ReportLimits{MaxWindows: 5}, query, 400, []string{"10 windows", "limit is 5", "--api.max-report-windows"}},
+		{"cost", &ReportLimits{MaxCost: 39}, query, 400, []string{"10 windows × 4 tenants = 40", "limit is 39", "--api.max-report-cost"}},
+		{"cost of one tenant", &ReportLimits{MaxCost: 10}, query + "&tenant=acme", 200, nil},
+		{"rows", &ReportLimits{MaxRows: 15}, query, 400, []string{"more than 15 rows (16 so far)", "--api.max-report-rows"}},
+		{"no limits", &ReportLimits{}, query, 200, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				(&Server{Store: store, Report: twoRows, Auth: AllowAll{}, Limits: tt.limits}).getReport(w, r)
+			}))
+			defer srv.Close()
+			code, _, body := getStatus(t, srv.URL+tt.query)
+			if code != tt.code {
+				t.Fatalf("status %d, want %d: %s", code, tt.code, body)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("body does not name %q: %s", w, body)
+				}
+			}
+		})
+	}
+}
+
+// With one report at a time, a second request while the first is computed gets 429 with
+// Retry-After, and the slot is free again once the first has answered.
+func TestReportConcurrencyLimit(t *testing.T) {
+	started, finish := make(chan struct{}, 1), make(chan struct{})
+	reporter := func(ctx context.Context, q ReportQuery) (report.Report, error) {
+		if q.From.Hour() == 0 {
+			select {
+			case started <- struct{}{}:
+				<-finish
+			default:
+			}
+		}
+		return twoRows(ctx, q)
+	}
+	s := &Server{Store: &memStore{}, Report: reporter, Auth: AllowAll{}, Limits: &ReportLimits{MaxConcurrent: 1, RetryAfter: 1500 * time.Millisecond}}
+	mux := http.NewServeMux()
+	s.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	url := srv.URL + "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T02:00:00Z&step=1h"
+
+	first := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(url)
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	select {
+	case <-started:
+	case code := <-first:
+		t.Fatalf("the first report answered %d before computing", code)
+	}
+	code, header, body := getStatus(t, url)
+	if code != http.StatusTooManyRequests || header.Get("Retry-After") != "2" || !strings.Contains(body, "--api.max-concurrent-reports") {
+		t.Errorf("second report while one runs: %d Retry-After %q %s; want 429, Retry-After 2, naming the limit", code, header.Get("Retry-After"), body)
+	}
+	close(finish)
+	if code := <-first; code != http.StatusOK {
+		t.Errorf("first report: %d", code)
+	}
+	if code, _, body := getStatus(t, url); code != http.StatusOK {
+		t.Errorf("a report after the first ended: %d %s", code, body)
+	}
+}
+
+func TestReportLimitsCheck(t *testing.T) {
+	if err := DefaultReportLimits().Check(); err != nil {
+		t.Error(err)
+	}
+	if err := (&ReportLimits{MaxCost: -1}).Check(); err == nil || !strings.Contains(err.Error(), "--api.max-report-cost") {
+		t.Errorf("negative cost limit: %v", err)
+	}
+}
