@@ -3,10 +3,6 @@ package attribution_test
 import (
 	"context"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,14 +13,13 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
-	"github.com/slicemeter/slicemeter/schemas/migrations"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
 // TestCurrentClickHouseDialect runs every query Compute sends — as sent, values bound — through
 // chDB (current ClickHouse) after the migrations: the SQL must run there as on 18.16.
 func TestCurrentClickHouseDialect(t *testing.T) {
-	recorder := &queryRecorder{}
+	recorder := &chtest.QueryRecorder{}
 	conn := newDatabaseLogged(t, slog.New(recorder))
 	// One of each kind of allocation, and one whose target has no sample in the window, so that
 	// every query runs.
@@ -81,26 +76,18 @@ func TestCurrentClickHouseDialect(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	queries := recorder.selects()
+	queries := recorder.Selects()
 	if len(queries) < 6 {
 		t.Fatalf("recorded %d queries, want the 6 kinds Compute sends: %q", len(queries), queries)
 	}
-	script := filepath.Join(t.TempDir(), "compute.sql")
-	if err := os.WriteFile(script, []byte(strings.Join(queries, ";\n")+";\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	files := []string{}
-	for _, f := range migrations.Files() {
-		files = append(files, filepath.Join("..", "schemas", "migrations", f))
-	}
-	localtest.CheckWithChDB(t, append(files, script)...)
+	localtest.CheckQueriesWithChDB(t, "compute.sql", queries)
 }
 
 // TestServiceQueriesCurrentDialect runs the queries of the GPUs' presence (every sample
 // source) and of the Kafka events' overlap check, as sent, through chDB (current ClickHouse):
 // they must run there as on 18.16.
 func TestServiceQueriesCurrentDialect(t *testing.T) {
-	recorder := &queryRecorder{}
+	recorder := &chtest.QueryRecorder{}
 	conn := newDatabaseLogged(t, slog.New(recorder))
 	ctx := context.Background()
 	insertSamples(t, conn, "node-a", []*pb.Sample{migA100.sample(0, time.Second, true, 0.5), wholeA100.sample(-30*time.Minute, time.Second, true, 1)})
@@ -125,51 +112,5 @@ func TestServiceQueriesCurrentDialect(t *testing.T) {
 	if err != nil || len(refused) != 1 {
 		t.Fatalf("check an overlapping event: %v, %v", refused, err)
 	}
-	script := filepath.Join(t.TempDir(), "service.sql")
-	if err := os.WriteFile(script, []byte(strings.Join(recorder.selects(), ";\n")+";\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var files []string
-	for _, f := range migrations.Files() {
-		files = append(files, filepath.Join("..", "schemas", "migrations", f))
-	}
-	localtest.CheckWithChDB(t, append(files, script)...)
-}
-
-// queryRecorder is a slog.Handler that keeps the queries clickhouse-go logs as it sends them.
-type queryRecorder struct {
-	mu      sync.Mutex
-	queries []string
-}
-
-func (r *queryRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *queryRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *queryRecorder) WithGroup(string) slog.Handler            { return r }
-
-func (r *queryRecorder) Handle(_ context.Context, rec slog.Record) error {
-	if rec.Message != "sending query" {
-		return nil
-	}
-	rec.Attrs(func(a slog.Attr) bool {
-		if a.Key == "query" {
-			r.mu.Lock()
-			r.queries = append(r.queries, a.Value.String())
-			r.mu.Unlock()
-		}
-		return true
-	})
-	return nil
-}
-
-// selects are the recorded queries other than INSERTs (the test's own data).
-func (r *queryRecorder) selects() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, q := range r.queries {
-		if !strings.HasPrefix(strings.TrimSpace(q), "INSERT") {
-			out = append(out, strings.TrimSpace(q))
-		}
-	}
-	return out
+	localtest.CheckQueriesWithChDB(t, "service.sql", recorder.Selects())
 }

@@ -3,8 +3,6 @@ package collector
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -97,15 +95,7 @@ func TestApplyTTL(t *testing.T) {
 		t.Fatalf("statements %q, want %q", stmts, want)
 	}
 	script := strings.Join(stmts, ";\n") + ";\nSELECT throwIf(count() != 2) FROM system.tables WHERE database = currentDatabase() AND name IN ('samples', 'samples_1m') AND position(create_table_query, 'TTL') > 0;\n"
-	file := filepath.Join(t.TempDir(), "ttl.sql")
-	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var files []string
-	for _, f := range migrations.Files() {
-		files = append(files, filepath.Join("..", "schemas", "migrations", f))
-	}
-	localtest.CheckWithChDB(t, append(files, file)...)
+	localtest.CheckScriptWithChDB(t, "ttl.sql", script)
 }
 
 // TestDropExpiredCluster: on a two-shard cluster the day partitions live in samples_local on

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
-	"github.com/slicemeter/slicemeter/schemas/migrations"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -395,15 +392,7 @@ SELECT toDateTime(1767571200), 1767571200100000000, 100000000, 'node-a', 'GPU-1'
     OR first_attached_ns != 1767571200000000000 OR active_samples != 1 OR active_ns != 100000000
     OR covered_ns != 200000000 OR abs(sm_active_sum - 0.5) > 1e-9) FROM samples_1m;
 `
-	file := filepath.Join(t.TempDir(), "rollup.sql")
-	if err := os.WriteFile(file, []byte(sql), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	files := []string{}
-	for _, f := range migrations.Files() {
-		files = append(files, filepath.Join("..", "schemas", "migrations", f))
-	}
-	localtest.CheckWithChDB(t, append(files, file)...)
+	localtest.CheckScriptWithChDB(t, "rollup.sql", sql)
 }
 
 // TestRollupPieces checks that a rollup row holds the pieces of the samples inside its second:

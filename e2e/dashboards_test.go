@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"github.com/slicemeter/slicemeter/deploy/local"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/e2e/apptest"
-	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
 
 const demoFleet = "../deploy/demo/fleet.yaml"
@@ -118,15 +116,7 @@ func TestDashboardClickHouseQueries(t *testing.T) {
 	t.Logf("slowest ClickHouse panel query on one hour of the demo fleet (%d instances at 100 ms): %v", 10, slowest)
 
 	// The current dialect: the tables, then every query, through chDB.
-	file := filepath.Join(t.TempDir(), "dashboards.sql")
-	if err := os.WriteFile(file, []byte(strings.Join(expanded, ";\n")+";\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var files []string
-	for _, f := range migrations.Files() {
-		files = append(files, filepath.Join("../schemas/migrations", f))
-	}
-	localtest.CheckWithChDB(t, append(files, file)...)
+	localtest.CheckQueriesWithChDB(t, "dashboards.sql", expanded)
 }
 
 // Every PromQL panel query returns series from a real Prometheus that scraped a live demo

@@ -5,10 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +21,6 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
-	"github.com/slicemeter/slicemeter/schemas/migrations"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -195,7 +191,7 @@ func checkBilled(t *testing.T, conn driver.Conn, m period.Month, now time.Time) 
 // TestPeriodQueriesCurrentDialect runs the queries of a close, a read-back and the corrections,
 // as sent (values bound), through chDB (current ClickHouse) after the migrations.
 func TestPeriodQueriesCurrentDialect(t *testing.T) {
-	recorder := &queryRecorder{}
+	recorder := &chtest.QueryRecorder{}
 	conn := chtest.NewDatabase(t, slog.New(recorder))
 	ctx := context.Background()
 	sampleMonths(t, conn, day(time.February, 27), day(time.March, 2))
@@ -209,7 +205,7 @@ func TestPeriodQueriesCurrentDialect(t *testing.T) {
 		t.Fatal(err)
 	}
 	var queries []string
-	for _, q := range recorder.all() {
+	for _, q := range recorder.All() {
 		if strings.Contains(q, "billing_period") && !strings.HasPrefix(q, "INSERT") {
 			queries = append(queries, q)
 		}
@@ -217,46 +213,7 @@ func TestPeriodQueriesCurrentDialect(t *testing.T) {
 	if len(queries) < 3 {
 		t.Fatalf("recorded %d period queries: %q", len(queries), queries)
 	}
-	script := filepath.Join(t.TempDir(), "period.sql")
-	if err := os.WriteFile(script, []byte(strings.Join(queries, ";\n")+";\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var files []string
-	for _, f := range migrations.Files() {
-		files = append(files, filepath.Join("..", "..", "schemas", "migrations", f))
-	}
-	localtest.CheckWithChDB(t, append(files, script)...)
-}
-
-// queryRecorder is a slog.Handler that keeps the queries clickhouse-go logs as it sends them.
-type queryRecorder struct {
-	mu      sync.Mutex
-	queries []string
-}
-
-func (r *queryRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *queryRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *queryRecorder) WithGroup(string) slog.Handler            { return r }
-
-func (r *queryRecorder) Handle(_ context.Context, rec slog.Record) error {
-	if rec.Message != "sending query" {
-		return nil
-	}
-	rec.Attrs(func(a slog.Attr) bool {
-		if a.Key == "query" {
-			r.mu.Lock()
-			r.queries = append(r.queries, strings.TrimSpace(a.Value.String()))
-			r.mu.Unlock()
-		}
-		return true
-	})
-	return nil
-}
-
-func (r *queryRecorder) all() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.queries...)
+	localtest.CheckQueriesWithChDB(t, "period.sql", queries)
 }
 
 // TestCloseDue closes what is due, in order, at successive moments.
