@@ -73,21 +73,7 @@ func TestPropertyRandomScenarios(t *testing.T) {
 			if _, err := runner.Once(ctx); err != nil {
 				t.Fatal(err)
 			}
-			paths := []struct {
-				name    string
-				compute func(from, to time.Time) (report.Report, error)
-			}{
-				{"raw", func(from, to time.Time) (report.Report, error) {
-					return reportOf(ctx, conn, from, to, book, store.RawSamples)
-				}},
-				{"rollup-1s", func(from, to time.Time) (report.Report, error) {
-					return reportOf(ctx, conn, from, to, book, store.SecondRollup)
-				}},
-				{"rollup-1m", func(from, to time.Time) (report.Report, error) {
-					return reportOf(ctx, conn, from, to, book, store.MinuteRollup)
-				}},
-				{"from-minutes", func(from, to time.Time) (report.Report, error) { return store.FromMinutes(ctx, conn, from, to) }},
-			}
+			paths := reportPaths(ctx, conn, book)
 			for _, w := range propertyWindows(int(sc.Duration/time.Minute), full || seed == 0) {
 				from, to := time.Duration(w[0])*time.Minute, time.Duration(w[1])*time.Minute
 				whole := from == 0 && to == sc.Duration
@@ -507,4 +493,23 @@ func compareRow(got report.Row, want *truth, interval time.Duration, whole bool)
 		d = append(d, fmt.Sprintf("breaches %d, want %d", got.ColdStartBreaches, want.breaches))
 	}
 	return d
+}
+
+// reportPath is one way to a window's report: raw samples, a rollup or the stored minutes.
+type reportPath struct {
+	name    string
+	compute func(from, to time.Time) (report.Report, error)
+}
+
+// reportPaths are the four paths whose reports of a whole-minute window must agree, raw first.
+func reportPaths(ctx context.Context, conn store.Querier, book *pricebook.PriceBook) []reportPath {
+	rollup := func(src store.Samples) func(from, to time.Time) (report.Report, error) {
+		return func(from, to time.Time) (report.Report, error) { return reportOf(ctx, conn, from, to, book, src) }
+	}
+	return []reportPath{
+		{"raw", rollup(store.RawSamples)},
+		{"rollup-1s", rollup(store.SecondRollup)},
+		{"rollup-1m", rollup(store.MinuteRollup)},
+		{"from-minutes", func(from, to time.Time) (report.Report, error) { return store.FromMinutes(ctx, conn, from, to) }},
+	}
 }

@@ -85,21 +85,7 @@ func TestMeteredUnion(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	paths := []struct {
-		name    string
-		compute func(from, to time.Time) (report.Report, error)
-	}{
-		{"raw", func(from, to time.Time) (report.Report, error) {
-			return reportOf(ctx, conn, from, to, book, store.RawSamples)
-		}},
-		{"rollup-1s", func(from, to time.Time) (report.Report, error) {
-			return reportOf(ctx, conn, from, to, book, store.SecondRollup)
-		}},
-		{"rollup-1m", func(from, to time.Time) (report.Report, error) {
-			return reportOf(ctx, conn, from, to, book, store.MinuteRollup)
-		}},
-		{"from-minutes", func(from, to time.Time) (report.Report, error) { return store.FromMinutes(ctx, conn, from, to) }},
-	}
+	paths := reportPaths(ctx, conn, book)
 	// The union's unmetered seconds of the whole window, by hand.
 	wantUnmetered := map[string]float64{"step": 29.95, "dup": 60, "vee": 0}
 	// The efficiency of step: each instant counts once, with the mean of the samples covering
