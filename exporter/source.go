@@ -59,7 +59,55 @@ type GPUState struct {
 	// GPM, i.e. before Hopper): those instances' sm_active is not served rather than served as 0.
 	ActivityAvailable bool
 	Instances         []InstanceActivity
+	// Health is what dcgm-exporter's users alert on, read at the tick like everything else.
+	Health Health
 }
+
+// Health holds a GPU's health counters and gauges beyond the basics above, read at the tick
+// (mostly through nvmlDeviceGetFieldValues). A device reports only some of them (no NVLink on
+// PCIe cards, no row remapping before Ampere): Supported says which, and an unsupported one is
+// not served rather than served as 0.
+type Health struct {
+	Supported HealthFields
+
+	PCIeTxBytes, PCIeRxBytes uint64 // counters since the driver loaded
+	PCIeReplays              uint64 // counter
+	// NVLinkTxBytes and NVLinkRxBytes are summed over the GPU's links, counters.
+	NVLinkTxBytes, NVLinkRxBytes uint64
+	MemTempC                     float64 // HBM temperature
+	FBFree, FBReserved           uint64  // bytes; used is GPUState.MemUsed
+	// CopyUtil (memory controller), EncoderUtil and DecoderUtil are 0..1 over the tick.
+	CopyUtil, EncoderUtil, DecoderUtil float64
+	// Row remapping (Ampere+): rows remapped for correctable and uncorrectable errors
+	// (counters), a remap waiting for a GPU reset, and a remap that failed.
+	RemappedCorrectable, RemappedUncorrectable uint64
+	RemapPending, RemapFailure                 bool
+	// PowerViolationNs and ThermalViolationNs are the time the clocks were held down by the
+	// power cap and by temperature (nvmlDeviceGetViolationStatus), counters in ns.
+	PowerViolationNs, ThermalViolationNs uint64
+	// DriverVersion and CUDAVersion (e.g. "580.65.06", "13.0") are the node's, repeated per GPU.
+	DriverVersion, CUDAVersion string
+}
+
+// HealthFields is a set of Health's fields, one bit each.
+type HealthFields uint32
+
+// The fields of Health that a device may or may not report.
+const (
+	HealthPCIe HealthFields = 1 << iota // PCIeTxBytes, PCIeRxBytes
+	HealthPCIeReplays
+	HealthNVLink // NVLinkTxBytes, NVLinkRxBytes
+	HealthMemTemp
+	HealthFB // FBFree, FBReserved
+	HealthCopyUtil
+	HealthCodecUtil  // EncoderUtil, DecoderUtil
+	HealthRemap      // RemappedCorrectable, RemappedUncorrectable, RemapPending, RemapFailure
+	HealthViolations // PowerViolationNs, ThermalViolationNs
+	HealthVersions   // DriverVersion, CUDAVersion
+)
+
+// Has says whether every field of f is supported.
+func (h Health) Has(f HealthFields) bool { return h.Supported&f == f }
 
 // InstanceActivity is an instance's GPM activity beyond sm_active, and its processes.
 type InstanceActivity struct {
@@ -74,4 +122,8 @@ type InstanceActivity struct {
 	DriverSMUtil    float64
 	HasDriverSMUtil bool
 	VGPUType        string // vGPU: the vGPU type (profile) name
+	// GPUInstanceID is a MIG instance's GPU instance id (nvmlGpuInstanceInfo_t.id), what
+	// dcgm-exporter labels GPU_I_ID; HasGPUInstanceID is false for whole GPUs and vGPUs.
+	GPUInstanceID    uint32
+	HasGPUInstanceID bool
 }
