@@ -110,6 +110,8 @@ type ReportQuery struct {
 	Neighbours bool
 	// FromMinutes sums the minutes the service stored instead of computing from the samples.
 	FromMinutes bool
+	// Lines asks for the line items too (report.Report.Allocations).
+	Lines bool
 }
 
 // Reporter computes the report of one window.
@@ -376,7 +378,8 @@ func (s *Server) getAllocations(w http.ResponseWriter, r *http.Request) {
 }
 
 // getReport answers the report of [from, to), optionally in steps, as CSV (default) or JSON,
-// computed from the samples or (source=minutes) summed from the stored minutes.
+// computed from the samples or (source=minutes) summed from the stored minutes, one row per
+// tenant or (by=allocation) per allocation.
 // A tenant principal (or ?tenant=) gets only its tenants' rows; the __unallocated__ row is for
 // the principals that read every tenant, in an unfiltered report.
 func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
@@ -392,6 +395,11 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 	f, err := report.ParseFormat(format)
 	if err != nil {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter format: %w", err))
+		return
+	}
+	by, err := report.ParseBy(q.Get("by"))
+	if err != nil {
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter by: %w", err))
 		return
 	}
 	var fromMinutes bool
@@ -419,7 +427,8 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 	var series report.Series
 	rows := 0
 	for _, win := range windows {
-		rep, err := s.Report(r.Context(), ReportQuery{From: win.Start, To: win.End, Neighbours: f == report.JSON, FromMinutes: fromMinutes})
+		rep, err := s.Report(r.Context(), ReportQuery{From: win.Start, To: win.End, Neighbours: f == report.JSON && by == report.ByTenant,
+			FromMinutes: fromMinutes, Lines: by == report.ByAllocation})
 		if err != nil {
 			s.logger().ErrorContext(r.Context(), "computing a report failed", "from", win.Start, "to", win.End, "err", err)
 			s.fail(w, http.StatusInternalServerError, fmt.Errorf("report of [%s, %s): %w", win.Start.Format(time.RFC3339), win.End.Format(time.RFC3339), err))
@@ -428,7 +437,11 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		if !sc.all {
 			rep = rep.Only(sc.tenants...)
 		}
-		if rows += len(rep.Tenants); !s.checkReportRows(w, rows) {
+		n := len(rep.Tenants)
+		if by == report.ByAllocation {
+			n = len(rep.Allocations)
+		}
+		if rows += n; !s.checkReportRows(w, rows) {
 			return
 		}
 		series = append(series, rep)
@@ -436,7 +449,7 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 	// Rendered before anything is sent, so that a report that cannot be written (a NaN
 	// amount) is a 500 with its reason, never a 200 with an empty or partial body.
 	var body bytes.Buffer
-	if err := series.Write(&body, f); err != nil {
+	if err := series.WriteBy(&body, f, by); err != nil {
 		s.logger().ErrorContext(r.Context(), "writing a report failed", "err", err)
 		s.fail(w, http.StatusInternalServerError, fmt.Errorf("write the report: %w", err))
 		return

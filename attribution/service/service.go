@@ -159,7 +159,7 @@ type service struct {
 // report answers the API's report requests.
 func (s *service) report(ctx context.Context, q api.ReportQuery) (report.Report, error) {
 	res, err := attribution.Report(ctx, s.conn, s.cfg.Book, attribution.Options{From: q.From, To: q.To, Samples: s.cfg.Samples, FromMinutes: q.FromMinutes, Neighbours: q.Neighbours,
-		Presence: s.cfg.Presence})
+		Presence: s.cfg.Presence, Lines: q.Lines})
 	attribution.LogNotes(ctx, s.logger, res.Report)
 	return res.Report, err
 }

@@ -26,6 +26,7 @@ type reportCmd struct {
 	samples  *string
 	minutes  *bool
 	format   *string
+	by       *string
 	presence time.Duration
 }
 
@@ -41,6 +42,7 @@ func newReportCmd(app *kingpin.Application, stdout io.Writer) *reportCmd {
 		samples: samplesFlag(c, "raw"),
 		minutes: c.Flag("from-minutes", "Sum the minutes the attribution service stored (whole-minute windows) instead of computing from the samples.").Bool(),
 		format:  c.Flag("format", "Output format.").Default("csv").Enum("csv", "json"),
+		by:      c.Flag("by", "One row per tenant, or per allocation (the line items each tenant's row sums).").Default("tenant").Enum("tenant", "allocation"),
 	}
 	presenceFlag(c, &cmd.presence)
 	return cmd
@@ -91,7 +93,7 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 	}
 	defer conn.Close()
 	series, err := attribution.ReportSeries(ctx, conn, book, windows, attribution.Options{Samples: sampleSource(*c.samples),
-		FromMinutes: *c.minutes, Neighbours: *c.format == "json", Presence: c.presence}, logger)
+		FromMinutes: *c.minutes, Neighbours: *c.format == "json", Presence: c.presence, Lines: *c.by == "allocation"}, logger)
 	if err != nil {
 		return err
 	}
@@ -99,7 +101,7 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if err != nil {
 		return usage.Wrap(err)
 	}
-	if err := series.Write(c.stdout, f); err != nil {
+	if err := series.WriteBy(c.stdout, f, report.By(*c.by)); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}
 	return nil
