@@ -104,7 +104,7 @@ func renderedSum(rep report.Report) error {
 	}
 	// Columns: line items' allocated_seconds, unmetered, list_cost, cost, waste_cost,
 	// overhead_cost; the tenant report's the same.
-	itemCols, tenantCols := []int{10, 12, 13, 14, 15, 16}, []int{4, 13, 5, 6, 7, 8}
+	itemCols, tenantCols := []int{11, 13, 14, 15, 16, 17}, []int{4, 13, 5, 6, 7, 8}
 	sum, count := map[string][]float64{}, map[string]int{}
 	for _, r := range items[1:] {
 		if sum[r[0]] == nil {

@@ -13,7 +13,7 @@ import (
 // Line is one allocation's part of a window's report: everything a tenant's row sums.
 type Line struct {
 	AllocationID, Tenant, Tier, Node, Instance string
-	Model, Profile                             string  // the instance's GPU model and MIG or vGPU profile
+	Kind, Model, Profile                       string  // the instance's kind (gpu, mig, vgpu), GPU model and MIG or vGPU profile
 	Fraction                                   float64 // billed fraction of the GPU
 	Billed, Metered                            time.Duration
 	Active                                     time.Duration // the measured part of Metered (sm_active available)
@@ -157,7 +157,7 @@ func AllocationRows(lines []Line, window Interval, currency string) []report.All
 		row := report.AllocationRow{
 			Tenant: l.Tenant, AllocationID: l.AllocationID, Tier: l.Tier,
 			WindowStart: UTC(window.Start), WindowEnd: UTC(window.End),
-			Node: l.Node, Instance: l.Instance, Model: l.Model, Profile: l.Profile, Fraction: l.Fraction,
+			Node: l.Node, Instance: l.Instance, Kind: l.Kind, Model: l.Model, Profile: l.Profile, Fraction: l.Fraction,
 			Allocated: l.Billed, Measured: l.Active, Unmetered: l.Billed - l.Metered,
 			ListCost: l.ListCost, Cost: l.Cost, WasteCost: l.WasteCost, OverheadCost: l.OverheadCost,
 			Overhead: l.Overhead, JitterP99: l.JitterP99, ColdStart: l.ColdStart,

@@ -35,7 +35,7 @@ func ParseBy(s string) (By, error) {
 // AllocationHeader is the CSV header of the line items: one row per allocation per window.
 func AllocationHeader() []string {
 	return []string{
-		"tenant", "allocation_id", "tier", "window_start", "window_end", "node", "instance_id", "model", "profile",
+		"tenant", "allocation_id", "tier", "window_start", "window_end", "node", "instance_id", "kind", "model", "profile",
 		"billed_fraction", "allocated_seconds", "measured_seconds", "unmetered_seconds", "list_cost", "cost",
 		"waste_cost", "overhead_cost", "efficiency", "overhead_fraction", "jitter_p99_ms", "cold_start_s",
 		"cold_start_breach", "currency",
@@ -49,7 +49,7 @@ type AllocationRow struct {
 	Tenant, AllocationID, Tier string
 	WindowStart, WindowEnd     time.Time
 	Node, Instance             string
-	Model, Profile             string
+	Kind, Model, Profile       string        // gpu, mig or vgpu; GPU model; MIG or vGPU profile
 	Fraction                   float64       // billed fraction of the GPU
 	Allocated                  time.Duration // billed time in the window
 	Measured                   time.Duration // metered time whose activity was measured
@@ -78,20 +78,20 @@ func (row AllocationRow) cells() ([]cell, error) {
 	var empty cell
 	c := []cell{
 		text(row.Tenant), text(row.AllocationID), text(row.Tier), text(timestamp(row.WindowStart)), text(timestamp(row.WindowEnd)),
-		text(row.Node), text(row.Instance), text(row.Model), text(row.Profile), num("billed_fraction", row.Fraction, 6),
+		text(row.Node), text(row.Instance), text(row.Kind), text(row.Model), text(row.Profile), num("billed_fraction", row.Fraction, 6),
 		seconds(row.Allocated), seconds(row.Measured), seconds(row.Unmetered),
 		num("list_cost", row.ListCost, 6), num("cost", row.Cost, 6), num("waste_cost", row.WasteCost, 6),
 		num("overhead_cost", row.OverheadCost, 6), empty, num("overhead_fraction", row.Overhead, 4), empty, empty,
 		{text: strconv.FormatBool(row.ColdStartBreach), number: true}, text(row.Currency),
 	}
 	if row.Efficiency != nil {
-		c[17] = num("efficiency", *row.Efficiency, 4)
+		c[18] = num("efficiency", *row.Efficiency, 4)
 	}
 	if row.JitterP99 != nil {
-		c[19] = num("", float64(*row.JitterP99)/float64(time.Millisecond), 3)
+		c[20] = num("", float64(*row.JitterP99)/float64(time.Millisecond), 3)
 	}
 	if row.ColdStart != nil {
-		c[20] = seconds(*row.ColdStart)
+		c[21] = seconds(*row.ColdStart)
 	}
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("line item of allocation %q: %s", row.AllocationID, strings.Join(bad, ", "))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -186,6 +187,15 @@ func (s *minuteSums) line(tenant, id string) billing.Line {
 	}
 	l.Overhead = overheadOf(s.overheadNS, l.Metered, s.overheadCost.InexactFloat64(), l.Cost)
 	l.WasteCost, l.OverheadCost = billing.Charges(l.Cost, l.Overhead, l.Efficiency, l.Active, l.Billed)
+	// The kind is not stored: a whole GPU has no profile, a vGPU is time-sliced.
+	switch {
+	case s.profile == "" && s.model != "":
+		l.Kind = pb.Kind_KIND_GPU.Label()
+	case s.sliced:
+		l.Kind = pb.Kind_KIND_VGPU.Label()
+	case s.profile != "":
+		l.Kind = pb.Kind_KIND_MIG.Label()
+	}
 	if s.coldStart >= 0 {
 		d := time.Duration(s.coldStart)
 		l.ColdStart = &d
