@@ -20,6 +20,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/api"
 	"github.com/slicemeter/slicemeter/attribution/api/auth"
+	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
@@ -43,7 +44,9 @@ type Config struct {
 	// CloseAfter: each billing period is closed (attribution/period, from the stored minutes)
 	// this long after its end; 0: never by the service.
 	CloseAfter time.Duration
-	Web        *webserver.Flags // where /metrics and the API are served
+	// Export: where the FOCUS files of each period closed are written (nil or no Dir: none).
+	Export *focus.ExportFlags
+	Web    *webserver.Flags // where /metrics and the API are served
 	// AuthFile: the API's tokens and JWT settings (package auth); without it the API refuses
 	// to start unless InsecureNoAuth makes every caller an operator.
 	AuthFile       string
@@ -130,6 +133,9 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 		Logger:  logger,
 		Limits:  cfg.Reports,
 	}
+	if cfg.Export != nil {
+		srv.Issuer = focus.IssuerNamed(cfg.Export.Issuer)
+	}
 	webErr := webserver.Serve(ctx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Logger: logger, Routes: []func(*http.ServeMux){srv.Register}})
 	return webserver.RunServing(webErr, func() error {
 		tick := time.NewTicker(cfg.Interval)
@@ -206,7 +212,8 @@ func (s *service) closePeriods(ctx context.Context) {
 	if s.cfg.CloseAfter <= 0 {
 		return
 	}
-	closer := period.Closer{Conn: s.conn, Book: s.cfg.Book, Options: attribution.Options{FromMinutes: true, Delay: s.cfg.Delay}}
+	closer := period.Closer{Conn: s.conn, Book: s.cfg.Book, Options: attribution.Options{FromMinutes: true, Delay: s.cfg.Delay},
+		Export: s.cfg.Export}
 	now := time.Now()
 	closed, err := period.CloseDue(ctx, closer, s.cfg.CloseAfter, now)
 	for _, p := range closed {

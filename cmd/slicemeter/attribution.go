@@ -10,6 +10,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/api"
 	"github.com/slicemeter/slicemeter/attribution/api/auth"
+	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/usage"
@@ -47,6 +48,7 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 	presenceFlag(c, &cmd.cfg.Presence)
 	c.Flag("billing.close-after", "Close each billing period (a calendar month in the price book's timezone) this long after its end; 0: never.").
 		Default("72h").DurationVar(&cmd.cfg.CloseAfter)
+	cmd.cfg.Export = focus.AddExportFlags(c)
 	c.Flag("attribution.max-minutes", "At most this many minutes per pass (the rest follow in the next passes).").Default("120").IntVar(&cmd.cfg.MaxMinutes)
 	return cmd
 }
