@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
@@ -29,9 +30,36 @@ func FromAttribution(conn store.Querier, book *pricebook.PriceBook, o attributio
 	}
 }
 
+// Stream gives the line items of [from, to) hour by hour, in one pass; false when it cannot
+// for that range (the caller then asks Hourly for each hour).
+type Stream func(ctx context.Context, from, to time.Time, each func(w report.Window, rows []report.AllocationRow) error) (bool, error)
+
+// ForAttribution is the export of attribution.Report's line items with the options: from the
+// stored minutes (o.FromMinutes) a range of whole hours up to the horizon is read as one
+// stream of hours (store.HourlyLines), anything else hour by hour.
+func ForAttribution(conn store.Querier, book *pricebook.PriceBook, o attribution.Options, logger *slog.Logger) Export {
+	e := Export{Report: FromAttribution(conn, book, o, logger), Zone: book.Zone()}
+	if !o.FromMinutes {
+		return e
+	}
+	e.Stream = func(ctx context.Context, from, to time.Time, each func(report.Window, []report.AllocationRow) error) (bool, error) {
+		o.From, o.To = from, to
+		if !o.Horizon().Equal(to) || !from.Equal(from.Truncate(time.Hour)) || !to.Equal(to.Truncate(time.Hour)) {
+			return false, nil
+		}
+		return true, store.HourlyLines(ctx, conn, from, to, func(hour time.Time, lines []billing.Line) error {
+			w := report.Window{Start: hour, End: hour.Add(time.Hour)}
+			return each(w, billing.AllocationRows(lines, billing.Interval{Start: w.Start.UnixNano(), End: w.End.UnixNano()}, book.Currency))
+		})
+	}
+	return e
+}
+
 // Export writes the FOCUS rows of a range.
 type Export struct {
 	Report Hourly
+	// Stream, when set, is tried first (Report for the hours it cannot give).
+	Stream Stream
 	// Zone is the billing periods' (the price book's); nil: UTC.
 	Zone   *time.Location
 	Issuer Issuer
@@ -92,24 +120,50 @@ func Hours(from, to time.Time, zone *time.Location) []report.Window {
 // one hour's report is held at a time.
 func (e Export) Usage(ctx context.Context, from, to time.Time, w Writer) (Totals, error) {
 	var tot Totals
-	for _, h := range Hours(from, to, e.Zone) {
-		rep, err := e.Report(ctx, h.Start, h.End)
-		if err != nil {
-			return tot, fmt.Errorf("FOCUS rows of %s: %w", h.Start.Format(DateTime), err)
-		}
+	write := func(h report.Window, rows []report.AllocationRow) error {
 		p := PeriodOf(h.Start, zoneOr(e.Zone))
-		for _, a := range rep.Allocations {
+		for _, a := range rows {
 			if !e.has(a.Tenant) {
 				continue
 			}
 			r := Usage(a, p, e.Issuer)
 			if err := w.Write(r); err != nil {
-				return tot, err
+				return err
 			}
 			tot.add(r)
 		}
+		return nil
+	}
+	hours := Hours(from, to, e.Zone)
+	if e.Stream != nil && wholeHours(hours) {
+		ok, err := e.Stream(ctx, from, to, write)
+		if err != nil {
+			return tot, fmt.Errorf("FOCUS rows of [%s, %s): %w", from.Format(DateTime), to.Format(DateTime), err)
+		}
+		if ok {
+			return tot, nil
+		}
+	}
+	for _, h := range hours {
+		rep, err := e.Report(ctx, h.Start, h.End)
+		if err == nil {
+			err = write(h, rep.Allocations)
+		}
+		if err != nil {
+			return tot, fmt.Errorf("FOCUS rows of %s: %w", h.Start.Format(DateTime), err)
+		}
 	}
 	return tot, nil
+}
+
+// wholeHours says whether every window is a whole UTC hour (no month starts inside one).
+func wholeHours(ws []report.Window) bool {
+	for _, w := range ws {
+		if w.End.Sub(w.Start) != time.Hour || !w.Start.Equal(w.Start.Truncate(time.Hour)) {
+			return false
+		}
+	}
+	return true
 }
 
 // Corrections writes a Correction row for each of the closed period's correction lines

@@ -127,8 +127,7 @@ func (c Closer) Close(ctx context.Context, m Month, now time.Time) (Closed, erro
 		return out, err
 	}
 	if c.Export != nil && c.Export.Dir != "" {
-		e := focus.Export{Report: focus.FromAttribution(c.Conn, c.Book, o, nil), Zone: zone}
-		if _, err := c.Export.Month(ctx, e, focus.PeriodOf(start, zone), rep); err != nil {
+		if _, err := c.Export.Month(ctx, focus.ForAttribution(c.Conn, c.Book, o, nil), focus.PeriodOf(start, zone), rep); err != nil {
 			return stored, fmt.Errorf("billing period %s is closed, its FOCUS files are not written: %w", m, err)
 		}
 	}

@@ -79,41 +79,24 @@ func FromMinutesLines(ctx context.Context, conn Querier, from, to time.Time) (re
 		ct := minTime(cf.Add(minutesChunk), to)
 		f, t := cf.Unix(), ct.Unix()
 		err := queryEach(ctx, conn, minutesQuery, []any{f, t, f, t}, func(scan func(...any) error) error {
-			var (
-				x                                       minuteSums
-				tenant, id, tier, rowCurrency           string
-				n                                       uint64
-				listCost, cost, waste, overheadCost     decimal.Decimal
-				billed, metered, active, coldStart, sla int64
-				requested, started                      int64
-				sliced                                  uint8
-				waits, counts                           []uint64
-				efficiencyNS, overheadNS, fraction      float64
-				model, profile, node, instance          string
-			)
-			err := scan(&tenant, &id, &tier, &requested, &started, &sliced,
-				&billed, &metered, &active, &listCost, &cost, &waste, &overheadCost, &efficiencyNS, &coldStart, &sla, &rowCurrency, &waits, &counts, &n,
-				&overheadNS, &model, &profile, &fraction, &node, &instance)
+			r, err := scanMinuteSums(scan)
 			if err != nil {
 				return err
 			}
-			currency = rowCurrency
-			if tenant == report.Unallocated {
-				unallocated, minutes = unallocated.Add(listCost), minutes+n
+			currency = r.currency
+			if r.tenant == report.Unallocated {
+				unallocated, minutes = unallocated.Add(r.sums.listCost), minutes+r.minutes
 				return nil
 			}
-			k := [2]string{tenant, id}
+			k := [2]string{r.tenant, r.id}
 			sum := byAllocation[k]
 			if sum == nil {
-				sum = &minuteSums{tier: tier, requested: requested, started: started, sla: sla, coldStart: -1, waits: billing.Histogram{},
-					model: model, profile: profile, node: node, instance: instance}
+				sum = r.first()
 				byAllocation[k] = sum
 				order = append(order, k)
 			}
-			x = minuteSums{billed: billed, metered: metered, active: active, listCost: listCost, cost: cost, overheadCost: overheadCost,
-				efficiencyNS: efficiencyNS, overheadNS: overheadNS, coldStart: coldStart, sliced: sliced == 1}
-			sum.add(x, waits, counts)
-			sum.fraction = max(sum.fraction, fraction)
+			sum.add(r.sums, r.waits, r.counts)
+			sum.fraction = max(sum.fraction, r.sums.fraction)
 			return nil
 		})
 		if err != nil {
@@ -137,6 +120,37 @@ func FromMinutesLines(ctx context.Context, conn Querier, from, to time.Time) (re
 		WindowStart: from.UTC(), WindowEnd: to.UTC(), Currency: currency, Tenants: rows,
 		UnallocatedListCost: unallocated.InexactFloat64(), CapacityListCost: capacity, Notes: notes,
 	}, lines, nil
+}
+
+// summed is one row of minutesQuery: an allocation's sums over the minutes of a chunk.
+type summed struct {
+	tenant, id, currency string
+	sums                 minuteSums // with the allocation's facts (tier, model, …)
+	waits, counts        []uint64
+	minutes              uint64
+}
+
+// first is the sums an allocation starts from: its facts, nothing summed yet.
+func (r summed) first() *minuteSums {
+	s := r.sums
+	return &minuteSums{tier: s.tier, requested: s.requested, started: s.started, sla: s.sla, coldStart: -1, waits: billing.Histogram{},
+		model: s.model, profile: s.profile, node: s.node, instance: s.instance}
+}
+
+// scanMinuteSums reads a row of minutesQuery's columns, after lead (the columns before them).
+func scanMinuteSums(scan func(...any) error, lead ...any) (summed, error) {
+	var (
+		r      summed
+		x      minuteSums
+		sliced uint8
+		waste  decimal.Decimal
+	)
+	err := scan(append(lead, &r.tenant, &r.id, &x.tier, &x.requested, &x.started, &sliced,
+		&x.billed, &x.metered, &x.active, &x.listCost, &x.cost, &waste, &x.overheadCost, &x.efficiencyNS, &x.coldStart, &x.sla, &r.currency,
+		&r.waits, &r.counts, &r.minutes, &x.overheadNS, &x.model, &x.profile, &x.fraction, &x.node, &x.instance)...)
+	x.sliced = sliced == 1
+	r.sums = x
+	return r, err
 }
 
 // minutesChunk is the longest window FromMinutes reads at once.

@@ -93,7 +93,7 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 	defer conn.Close()
 	o := attribution.Options{Samples: sampleSource(*c.samples), FromMinutes: *c.minutes, Neighbours: c.out.Output == "json", Presence: c.presence, Lines: c.out.By == "allocation"}
 	if c.out.FOCUS() {
-		return c.out.Run(ctx, focus.Export{Report: focus.FromAttribution(conn, book, o, logger), Zone: book.Zone()}, from, to, c.stdout)
+		return c.out.Run(ctx, focus.ForAttribution(conn, book, o, logger), from, to, c.stdout)
 	}
 	series, err := attribution.ReportSeries(ctx, conn, book, windows, o, logger)
 	if err != nil {
