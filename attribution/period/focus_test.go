@@ -107,7 +107,9 @@ func TestCloseExportsFOCUS(t *testing.T) {
 			localtest.ValidateFOCUS(t, base+".csv")
 		})
 	}
-	// The stream of hours from the stored minutes gives the rows a report per hour gives.
+	// The stream of hours from the stored minutes gives the rows a report per hour gives, also
+	// with a batch of March 1's minutes stored twice.
+	storeMinutes(t, conn, day(time.March, 1), day(time.March, 2), time.Time{}, time.Time{}, day(time.May, 1))
 	e := focus.ForAttribution(conn, chtest.Book(), attribution.Options{FromMinutes: true, Now: day(time.May, 4)}, nil)
 	streamed := exportDay(t, e)
 	e.Stream = nil

@@ -3,18 +3,34 @@ package store
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
-// hourlyQuery is minutesQuery per UTC hour: each allocation's sums over each hour's minutes,
-// in hour order, so that a month is read as a stream of hours.
-var hourlyQuery = strings.Replace(strings.TrimSuffix(minutesQuery, "GROUP BY tenant, allocation_id"),
-	"\nSELECT tenant, allocation_id,", "\nSELECT toStartOfHour(minute) AS hour, tenant, allocation_id,", 1) +
-	"GROUP BY hour, tenant, allocation_id\nORDER BY hour, tenant, allocation_id"
+// hourlyQuery sums, per UTC hour and allocation, the stored minutes of [from, to) of each
+// minute's latest pass (tables.LatestPass; arguments from, to, from, to), in hour order: the
+// columns of minutesQuery after the hour. The copies of a row within the latest pass (a batch
+// sent twice) are the same row, so one is kept with LIMIT 1 BY, about three times cheaper
+// than minutesQuery's any() of every column per minute on a day of 1000 allocations.
+var hourlyQuery = `
+SELECT toStartOfHour(minute) AS hour, tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max(sliced),
+    sum(billed_ns), sum(metered_ns), sum(active_ns), sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
+    sum(efficiency_ns), max(cold_start_ns), any(cold_start_sla_ns), any(currency),
+    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), uniqExact(minute),
+    sum(overhead_ns), any(model), any(profile), max(fraction), any(node), any(instance_id)
+FROM (
+    SELECT minute, tenant, allocation_id, tier, requested_ns, started_ns, sliced, billed_ns, metered_ns, active_ns,
+        list_cost, cost, waste_cost, overhead_cost, efficiency_ns, cold_start_ns, cold_start_sla_ns, currency,
+        wait_ns, wait_count, overhead_ns, model, profile, fraction, node, instance_id
+    FROM ` + tables.AttributionMinutes + `
+    WHERE ` + tables.LatestPass(tables.MinuteWindow) + `
+    LIMIT 1 BY minute, tenant, allocation_id
+)
+GROUP BY hour, tenant, allocation_id
+ORDER BY hour, tenant, allocation_id`
 
 // HourlyLines calls each with the allocations' lines of every UTC hour of [from, to) (whole
 // hours), in hour order, from the stored minutes: the lines FromMinutesLines gives for the
