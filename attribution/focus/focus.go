@@ -41,7 +41,7 @@ var DefaultIssuer = Issuer{InvoiceIssuer: "slicemeter", Provider: "slicemeter", 
 type Row struct {
 	AvailabilityZone           *string  `parquet:"AvailabilityZone,optional"`
 	BilledCost                 float64  `parquet:"BilledCost"`
-	BillingAccountId           string   `parquet:"BillingAccountId"` //nolint:revive // FOCUS's name
+	BillingAccountId           string   `parquet:"BillingAccountId"`
 	BillingAccountName         string   `parquet:"BillingAccountName"`
 	BillingCurrency            string   `parquet:"BillingCurrency"`
 	BillingPeriodEnd           string   `parquet:"BillingPeriodEnd"`

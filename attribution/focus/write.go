@@ -38,7 +38,7 @@ func NewWriter(w io.Writer, f Format) (Writer, error) {
 		}
 		return &csvWriter{w: cw}, nil
 	case Parquet:
-		return &parquetWriter{w: parquet.NewGenericWriter[Row](w, parquet.Compression(&parquet.Zstd))}, nil
+		return &parquetWriter{w: parquet.NewGenericWriter[Row](w, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(parquetRowGroup))}, nil
 	}
 	return nil, fmt.Errorf("FOCUS format %q: expected csv or parquet", f)
 }
@@ -60,15 +60,18 @@ func (c *csvWriter) Close() error {
 	return nil
 }
 
-// parquetWriter buffers a few rows per call to the Parquet writer, which itself writes a row
-// group every parquet-go's default page and group sizes: memory stays bounded whatever the
-// month's length.
+// parquetWriter buffers a few rows per call to the Parquet writer, which writes a row group
+// every parquetRowGroup rows: memory stays bounded whatever the month's length (by default
+// parquet-go would hold the whole file as one row group until Close).
 type parquetWriter struct {
 	w   *parquet.GenericWriter[Row]
 	buf []Row
 }
 
-const parquetBatch = 1024
+const (
+	parquetBatch    = 1024
+	parquetRowGroup = 64 * 1024
+)
 
 func (p *parquetWriter) Write(r Row) error {
 	p.buf = append(p.buf, r)

@@ -14,12 +14,13 @@ import (
 // minute's latest pass (tables.LatestPass; arguments from, to, from, to), in hour order: the
 // columns of minutesQuery after the hour. The copies of a row within the latest pass (a batch
 // sent twice) are the same row, so one is kept with LIMIT 1 BY, about three times cheaper
-// than minutesQuery's any() of every column per minute on a day of 1000 allocations.
+// than minutesQuery's any() of every column per minute on a day of 1000 allocations; each
+// minute is then one row, so count() is its uniqExact(minute).
 var hourlyQuery = `
 SELECT toStartOfHour(minute) AS hour, tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max(sliced),
     sum(billed_ns), sum(metered_ns), sum(active_ns), sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
     sum(efficiency_ns), max(cold_start_ns), any(cold_start_sla_ns), any(currency),
-    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), uniqExact(minute),
+    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), count(),
     sum(overhead_ns), any(model), any(profile), max(fraction), any(node), any(instance_id)
 FROM (
     SELECT minute, tenant, allocation_id, tier, requested_ns, started_ns, sliced, billed_ns, metered_ns, active_ns,
