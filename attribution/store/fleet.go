@@ -5,6 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shopspring/decimal"
+
+	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -45,6 +50,209 @@ func FleetTiers(ctx context.Context, conn Querier, since time.Time) ([]string, e
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read the tiers of the allocations billed since %s: %w", since.UTC().Format(time.RFC3339), err)
+	}
+	return out, nil
+}
+
+// FleetInstance is what the per-minute rollup says about one instance over a window of whole
+// minutes: its facts (the latest row's) and the sums the fleet report needs.
+type FleetInstance struct {
+	billing.Target
+	GPU      billing.GPU
+	Facts    pricebook.Instance
+	Covered  time.Duration // the union of its samples' intervals
+	ActiveNS float64       // Σ sm_active × covered (ns): its own SMs' activity
+	// MemUsedNS is Σ mean memory used / memory of the instance × covered (ns): the
+	// time-weighted memory efficiency is MemUsedNS / Covered.
+	MemUsedNS float64
+	// MemHeld is Σ over its samples of memory used / memory of the instance, Attached the
+	// number of its samples with a tenant on it: memory is used only while a tenant's process
+	// is, so MemHeld / Attached is the memory efficiency of the time it was held.
+	MemHeld  float64
+	Attached uint64
+}
+
+// fleetInstancesQuery reads, per instance with a rollup row in [from, to) (seconds, twice: the
+// partition pruning and the rows), its latest facts and sums. FINAL keeps each row's fullest
+// version (tables.Final).
+var fleetInstancesQuery = `
+SELECT node, instance_id, argMax(gpu_uuid, time), argMax(model, time), argMax(kind, time), argMax(profile, time),
+    argMax(compute_slices, time), argMax(sm_count, time), argMax(gpu_sm_count, time), argMax(mem_total_bytes, time),
+    argMax(gpu_mem_total_bytes, time), sum(covered_ns), sum(sm_active_ns),
+    sum(if(samples > 0 AND mem_total_bytes > 0, mem_used_bytes_sum / samples / mem_total_bytes, 0.) * covered_ns),
+    sum(if(mem_total_bytes > 0, mem_used_bytes_sum / mem_total_bytes, 0.)), sum(attached_sum)
+FROM ` + tables.Final(tables.Samples1m) + `
+PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
+GROUP BY node, instance_id
+ORDER BY node, instance_id`
+
+// FleetInstances reads every instance with a per-minute rollup row in [from, to).
+func FleetInstances(ctx context.Context, conn Querier, from, to time.Time) ([]FleetInstance, error) {
+	var out []FleetInstance
+	err := queryEach(ctx, conn, fleetInstancesQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
+		var (
+			x       FleetInstance
+			covered uint64
+		)
+		err := scan(&x.Node, &x.Instance, &x.GPU.UUID, &x.Facts.Model, &x.Facts.Kind, &x.Facts.Profile, &x.Facts.ComputeSlices,
+			&x.Facts.SMCount, &x.Facts.GPUSMCount, &x.Facts.MemTotalBytes, &x.Facts.GPUMemTotalBytes, &covered, &x.ActiveNS, &x.MemUsedNS, &x.MemHeld, &x.Attached)
+		x.GPU.Node, x.GPU.Model, x.Covered = x.Node, x.Facts.Model, time.Duration(covered)
+		out = append(out, x)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the instances of the fleet in [%s, %s) from %s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), tables.Samples1m, err)
+	}
+	return out, nil
+}
+
+// gpuEnergyQuery is, per GPU, Σ over its minutes of the GPU's mean power × the time its
+// samples cover (J). Every instance of a GPU reports the GPU's power: per minute the instance
+// whose samples cover the most counts, once.
+var gpuEnergyQuery = `
+SELECT node, gpu_uuid, any(model), sum(j)
+FROM (
+    SELECT node, gpu_uuid, time, any(model) AS model,
+        max(if(samples > 0, power_watts_sum / samples, 0.) * covered_ns / 1e9) AS j
+    FROM ` + tables.Final(tables.Samples1m) + `
+    PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
+    GROUP BY node, gpu_uuid, time
+)
+GROUP BY node, gpu_uuid`
+
+// GPUEnergy is every GPU's energy in [from, to) in joules: its power integrated over the
+// time its samples cover.
+func GPUEnergy(ctx context.Context, conn Querier, from, to time.Time) (map[billing.GPU]float64, error) {
+	out := map[billing.GPU]float64{}
+	err := queryEach(ctx, conn, gpuEnergyQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
+		var (
+			g billing.GPU
+			j float64
+		)
+		err := scan(&g.Node, &g.UUID, &g.Model, &j)
+		out[g] += j
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the GPUs' energy in [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+	}
+	return out, nil
+}
+
+// Held is what the stored minutes of a window bill one tenant on one instance.
+type Held struct {
+	billing.Target
+	Tenant                               string
+	Billed                               time.Duration
+	ListCost, Cost, OverheadCost, Energy float64 // Energy: filled by TenantEnergy only
+}
+
+// heldQuery sums the latest pass of each minute of [from, to) per instance and tenant (its
+// arguments: from, to, from, to); the inner GROUP BY keeps one row per minute and allocation
+// (a batch sent twice would repeat them).
+var heldQuery = `
+SELECT node, instance_id, tenant, sum(b), sum(lc), sum(c), sum(oc)
+FROM (
+    SELECT minute, tenant, allocation_id, any(node) AS node, any(instance_id) AS instance_id, any(billed_ns) AS b,
+        any(list_cost) AS lc, any(cost) AS c, any(overhead_cost) AS oc
+    FROM ` + tables.AttributionMinutes + `
+    WHERE ` + tables.LatestPass(tables.MinuteWindow) + ` AND tenant != '` + report.Unallocated + `'
+    GROUP BY minute, tenant, allocation_id
+)
+GROUP BY node, instance_id, tenant
+ORDER BY node, instance_id, tenant`
+
+// HeldInstances sums the stored minutes of [from, to) per instance and tenant.
+func HeldInstances(ctx context.Context, conn Querier, from, to time.Time) ([]Held, error) {
+	f, t := from.Unix(), to.Unix()
+	var out []Held
+	err := queryEach(ctx, conn, heldQuery, []any{f, t, f, t}, func(scan func(...any) error) error {
+		var (
+			x                 Held
+			billed            int64
+			lc, c, overheadCs decimal.Decimal
+		)
+		err := scan(&x.Node, &x.Instance, &x.Tenant, &billed, &lc, &c, &overheadCs)
+		x.Billed = time.Duration(billed)
+		x.ListCost, x.Cost, x.OverheadCost = lc.InexactFloat64(), c.InexactFloat64(), overheadCs.InexactFloat64()
+		out = append(out, x)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sum the stored minutes of [%s, %s) per instance and tenant: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+	}
+	return out, nil
+}
+
+// tenantsPerHostQuery is, per node, the most tenants billed on it in one minute of [from, to)
+// (arguments from, to, from, to).
+var tenantsPerHostQuery = `
+SELECT node, max(n)
+FROM (
+    SELECT node, minute, uniqExact(tenant) AS n
+    FROM ` + tables.AttributionMinutes + `
+    WHERE ` + tables.LatestPass(tables.MinuteWindow) + ` AND tenant != '` + report.Unallocated + `' AND billed_ns > 0
+    GROUP BY node, minute
+)
+GROUP BY node`
+
+// TenantsPerHost is, per node, the most tenants the stored minutes of [from, to) bill on it
+// within one minute: how many tenants one host failure would take down.
+func TenantsPerHost(ctx context.Context, conn Querier, from, to time.Time) (map[string]int, error) {
+	f, t := from.Unix(), to.Unix()
+	out := map[string]int{}
+	err := queryEach(ctx, conn, tenantsPerHostQuery, []any{f, t, f, t}, func(scan func(...any) error) error {
+		var (
+			node string
+			n    uint64
+		)
+		err := scan(&node, &n)
+		out[node] = int(n)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count the tenants per host in the stored minutes of [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+	}
+	return out, nil
+}
+
+// tenantEnergyQuery is, per instance and tenant, Σ over the minutes of [from, to) of the
+// instance's GPU power × covered time (J) × the share of the minute the tenant is billed
+// (arguments: from, to for the rollup, then from, to, from, to for the minutes). The caller
+// multiplies by the instance's billed fraction.
+var tenantEnergyQuery = `
+SELECT node, instance_id, tenant, sum(j * b / 60e9)
+FROM (
+    SELECT time AS minute, node, instance_id, if(samples > 0, power_watts_sum / samples, 0.) * covered_ns / 1e9 AS j
+    FROM ` + tables.Final(tables.Samples1m) + `
+    PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
+) AS s ALL INNER JOIN (
+    SELECT minute, node, instance_id, tenant, sum(b1) AS b
+    FROM (
+        SELECT minute, tenant, allocation_id, any(node) AS node, any(instance_id) AS instance_id, any(billed_ns) AS b1
+        FROM ` + tables.AttributionMinutes + `
+        WHERE ` + tables.LatestPass(tables.MinuteWindow) + ` AND tenant != '` + report.Unallocated + `'
+        GROUP BY minute, tenant, allocation_id
+    ) AS r
+    GROUP BY minute, node, instance_id, tenant
+) AS m USING (minute, node, instance_id)
+GROUP BY node, instance_id, tenant
+ORDER BY node, instance_id, tenant`
+
+// TenantEnergy is, per instance and tenant, the energy (J) of the instance's GPU in the
+// minutes the tenant is billed there, before the instance's billed fraction is applied: per
+// minute the GPU's power × the time covered × the share of the minute billed.
+func TenantEnergy(ctx context.Context, conn Querier, from, to time.Time) ([]Held, error) {
+	f, t := from.Unix(), to.Unix()
+	var out []Held
+	err := queryEach(ctx, conn, tenantEnergyQuery, []any{f, t, f, t, f, t}, func(scan func(...any) error) error {
+		var x Held
+		err := scan(&x.Node, &x.Instance, &x.Tenant, &x.Energy)
+		out = append(out, x)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("split the GPUs' energy of [%s, %s) over the tenants: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 	}
 	return out, nil
 }
