@@ -117,8 +117,10 @@ type Reporter func(ctx context.Context, q ReportQuery) (report.Report, error)
 
 // Server is the API's handlers.
 type Server struct {
-	Store   AllocationStore
-	Report  Reporter
+	Store  AllocationStore
+	Report Reporter
+	// Fleet computes the fleet report (GET /api/v1/fleet); nil: not served (404).
+	Fleet   Fleeter
 	Auth    Authorizer
 	Metrics *allocations.Metrics // may be nil
 	// Tiers, when set, are the tiers an allocation may name (the price book's): an allocation
@@ -144,6 +146,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/allocations", s.postAllocations)
 	mux.HandleFunc("GET /api/v1/allocations", s.getAllocations)
 	mux.HandleFunc("GET /api/v1/report", s.getReport)
+	mux.HandleFunc("GET /api/v1/fleet", s.getFleet)
 }
 
 // problem is an error response.

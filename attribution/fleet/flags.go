@@ -25,14 +25,22 @@ type Flags struct {
 	By          string
 	Format      string
 	Presence    time.Duration
-	TenantLimit *int
+	TenantLimit int
 }
 
-// AddTenantLimitFlag adds --fleet.max-tenants-per-host (the fleet command's and the
+// TenantLimitFlag adds --fleet.max-tenants-per-host, into limit (the fleet command's and the
 // attribution service's, whose gauges carry it for the alert).
-func AddTenantLimitFlag(c *kingpin.CmdClause) *int {
-	return c.Flag("fleet.max-tenants-per-host", "The most tenants one host should carry (the blast radius of a host failure); more is reported and alerted on.").
-		Default(strconv.Itoa(DefaultMaxTenantsPerHost)).Int()
+func TenantLimitFlag(c *kingpin.CmdClause, limit *int) {
+	c.Flag("fleet.max-tenants-per-host", "The most tenants one host should carry (the blast radius of a host failure); more is reported and alerted on.").
+		Default(strconv.Itoa(DefaultMaxTenantsPerHost)).IntVar(limit)
+}
+
+// CheckTenantLimit refuses a limit under 1.
+func CheckTenantLimit(limit int) error {
+	if limit < 1 {
+		return usage.Errorf("--fleet.max-tenants-per-host %d: expected at least 1", limit)
+	}
+	return nil
 }
 
 // AddFlags adds the fleet command's flags to c.
@@ -47,7 +55,7 @@ func AddFlags(c *kingpin.CmdClause) *Flags {
 	c.Flag("format", "Output format.").Default("csv").EnumVar(&f.Format, "csv", "json")
 	c.Flag("attribution.presence", "The presence period the attribution service runs with: a GPU is capacity from each of its samples for this long.").
 		Default("1h").DurationVar(&f.Presence)
-	f.TenantLimit = AddTenantLimitFlag(c)
+	TenantLimitFlag(c, &f.TenantLimit)
 	return f
 }
 
@@ -67,10 +75,10 @@ func (f *Flags) Options() (Options, error) {
 	if err := store.CheckPresence(f.Presence); err != nil {
 		return Options{}, usage.Errorf("--attribution.presence: %w", err)
 	}
-	if *f.TenantLimit < 1 {
-		return Options{}, usage.Errorf("--fleet.max-tenants-per-host %d: expected at least 1", *f.TenantLimit)
+	if err := CheckTenantLimit(f.TenantLimit); err != nil {
+		return Options{}, err
 	}
-	return Options{From: from, To: to, By: by, Presence: f.Presence, TenantLimit: *f.TenantLimit}, nil
+	return Options{From: from, To: to, By: by, Presence: f.Presence, TenantLimit: f.TenantLimit}, nil
 }
 
 // Run is `slicemeter fleet`: the rows of the flags' window, from what ClickHouse stores, on w.
