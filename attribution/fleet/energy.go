@@ -23,10 +23,7 @@ func TenantEnergy(ctx context.Context, conn store.Querier, from, to time.Time) (
 	if err != nil {
 		return nil, err
 	}
-	energy, err := store.GPUEnergy(ctx, conn, from, to)
-	if err != nil {
-		return nil, err
-	}
+	energy := Energy(instances)
 	held, err := store.TenantEnergy(ctx, conn, from, to)
 	if err != nil {
 		return nil, err

@@ -127,9 +127,7 @@ func Read(ctx context.Context, conn store.Querier, from, to time.Time, presence 
 	if in.Instances, err = store.FleetInstances(ctx, conn, from, to); err != nil {
 		return nil, err
 	}
-	if in.Energy, err = store.GPUEnergy(ctx, conn, from, to); err != nil {
-		return nil, err
-	}
+	in.Energy = Energy(in.Instances)
 	if in.Held, err = store.HeldInstances(ctx, conn, from, to); err != nil {
 		return nil, err
 	}
@@ -137,6 +135,23 @@ func Read(ctx context.Context, conn store.Querier, from, to time.Time, presence 
 		return nil, err
 	}
 	return in, nil
+}
+
+// Energy is each GPU's energy (J): its power integrated over the samples of its instance
+// sampled longest (every instance of a GPU reports the GPU's power, and they are sampled
+// together).
+func Energy(instances []store.FleetInstance) map[billing.GPU]float64 {
+	longest := map[billing.GPU]store.FleetInstance{}
+	for _, x := range instances {
+		if l, ok := longest[x.GPU]; !ok || x.Covered > l.Covered || x.Covered == l.Covered && x.Instance < l.Instance {
+			longest[x.GPU] = x
+		}
+	}
+	out := make(map[billing.GPU]float64, len(longest))
+	for g, x := range longest {
+		out[g] = x.EnergyJ
+	}
+	return out
 }
 
 // Compute reads a window's inputs and builds its rows.

@@ -70,6 +70,9 @@ type FleetInstance struct {
 	// is, so MemHeld / Attached is the memory efficiency of the time it was held.
 	MemHeld  float64
 	Attached uint64
+	// EnergyJ is Σ its GPU's mean power × the time its samples cover (J): every instance of a
+	// GPU reports the GPU's power.
+	EnergyJ float64
 }
 
 // fleetInstancesQuery reads, per instance with a rollup row in [from, to) (seconds, twice: the
@@ -80,7 +83,8 @@ SELECT node, instance_id, argMax(gpu_uuid, time), argMax(model, time), argMax(ki
     argMax(compute_slices, time), argMax(sm_count, time), argMax(gpu_sm_count, time), argMax(mem_total_bytes, time),
     argMax(gpu_mem_total_bytes, time), sum(covered_ns), sum(sm_active_ns),
     sum(if(samples > 0 AND mem_total_bytes > 0, mem_used_bytes_sum / samples / mem_total_bytes, 0.) * covered_ns),
-    sum(if(mem_total_bytes > 0, mem_used_bytes_sum / mem_total_bytes, 0.)), sum(attached_sum)
+    sum(if(mem_total_bytes > 0, mem_used_bytes_sum / mem_total_bytes, 0.)), sum(attached_sum),
+    sum(if(samples > 0, power_watts_sum / samples, 0.) * covered_ns / 1e9)
 FROM ` + tables.Final(tables.Samples1m) + `
 PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
 GROUP BY node, instance_id
@@ -95,46 +99,13 @@ func FleetInstances(ctx context.Context, conn Querier, from, to time.Time) ([]Fl
 			covered uint64
 		)
 		err := scan(&x.Node, &x.Instance, &x.GPU.UUID, &x.Facts.Model, &x.Facts.Kind, &x.Facts.Profile, &x.Facts.ComputeSlices,
-			&x.Facts.SMCount, &x.Facts.GPUSMCount, &x.Facts.MemTotalBytes, &x.Facts.GPUMemTotalBytes, &covered, &x.ActiveNS, &x.MemUsedNS, &x.MemHeld, &x.Attached)
+			&x.Facts.SMCount, &x.Facts.GPUSMCount, &x.Facts.MemTotalBytes, &x.Facts.GPUMemTotalBytes, &covered, &x.ActiveNS, &x.MemUsedNS, &x.MemHeld, &x.Attached, &x.EnergyJ)
 		x.GPU.Node, x.GPU.Model, x.Covered = x.Node, x.Facts.Model, time.Duration(covered)
 		out = append(out, x)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read the instances of the fleet in [%s, %s) from %s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), tables.Samples1m, err)
-	}
-	return out, nil
-}
-
-// gpuEnergyQuery is, per GPU, Σ over its minutes of the GPU's mean power × the time its
-// samples cover (J). Every instance of a GPU reports the GPU's power: per minute the instance
-// whose samples cover the most counts, once.
-var gpuEnergyQuery = `
-SELECT node, gpu_uuid, any(model), sum(j)
-FROM (
-    SELECT node, gpu_uuid, time, any(model) AS model,
-        max(if(samples > 0, power_watts_sum / samples, 0.) * covered_ns / 1e9) AS j
-    FROM ` + tables.Final(tables.Samples1m) + `
-    PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
-    GROUP BY node, gpu_uuid, time
-)
-GROUP BY node, gpu_uuid`
-
-// GPUEnergy is every GPU's energy in [from, to) in joules: its power integrated over the
-// time its samples cover.
-func GPUEnergy(ctx context.Context, conn Querier, from, to time.Time) (map[billing.GPU]float64, error) {
-	out := map[billing.GPU]float64{}
-	err := queryEach(ctx, conn, gpuEnergyQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
-		var (
-			g billing.GPU
-			j float64
-		)
-		err := scan(&g.Node, &g.UUID, &g.Model, &j)
-		out[g] += j
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read the GPUs' energy in [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 	}
 	return out, nil
 }
@@ -148,17 +119,13 @@ type Held struct {
 }
 
 // heldQuery sums the latest pass of each minute of [from, to) per instance and tenant (its
-// arguments: from, to, from, to); the inner GROUP BY keeps one row per minute and allocation
-// (a batch sent twice would repeat them).
+// arguments: from, to, from, to). FINAL collapses a row stored twice (a batch sent again) as it
+// reads, in key order, where a GROUP BY per minute and allocation would hash every row of the
+// window; its condition (the minute's latest pass) is the same for every copy of a row.
 var heldQuery = `
-SELECT node, instance_id, tenant, sum(b), sum(lc), sum(c), sum(oc)
-FROM (
-    SELECT minute, tenant, allocation_id, any(node) AS node, any(instance_id) AS instance_id, any(billed_ns) AS b,
-        any(list_cost) AS lc, any(cost) AS c, any(overhead_cost) AS oc
-    FROM ` + tables.AttributionMinutes + `
-    WHERE ` + tables.LatestPass(tables.MinuteWindow) + ` AND tenant != '` + report.Unallocated + `'
-    GROUP BY minute, tenant, allocation_id
-)
+SELECT node, instance_id, tenant, sum(billed_ns), sum(list_cost), sum(cost), sum(overhead_cost)
+FROM ` + tables.Final(tables.AttributionMinutes) + `
+WHERE ` + tables.LatestPass(tables.MinuteWindow) + ` AND tenant != '` + report.Unallocated + `'
 GROUP BY node, instance_id, tenant
 ORDER BY node, instance_id, tenant`
 
