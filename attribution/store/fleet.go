@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -75,38 +77,67 @@ type FleetInstance struct {
 	EnergyJ float64
 }
 
-// fleetInstancesQuery reads, per instance with a rollup row in [from, to) (seconds, twice: the
-// partition pruning and the rows), its latest facts and sums. FINAL keeps each row's fullest
-// version (tables.Final).
-var fleetInstancesQuery = `
+// fleetFactsQuery reads, per instance with a rollup row in [from, to) (seconds, twice), its
+// latest facts. Without FINAL: every version of a row carries the same facts.
+var fleetFactsQuery = `
 SELECT node, instance_id, argMax(gpu_uuid, time), argMax(model, time), argMax(kind, time), argMax(profile, time),
     argMax(compute_slices, time), argMax(sm_count, time), argMax(gpu_sm_count, time), argMax(mem_total_bytes, time),
-    argMax(gpu_mem_total_bytes, time), sum(covered_ns), sum(sm_active_ns),
+    argMax(gpu_mem_total_bytes, time)
+FROM ` + tables.Samples1m + `
+PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
+GROUP BY node, instance_id`
+
+// fleetSumsQuery sums, per instance, its rows' fullest versions (tables.Final) in [from, to):
+// the covered time, the activity, the memory and the energy. Memory per row is its samples'
+// mean over the instance's memory.
+var fleetSumsQuery = `
+SELECT node, instance_id, sum(covered_ns), sum(sm_active_ns),
     sum(if(samples > 0 AND mem_total_bytes > 0, mem_used_bytes_sum / samples / mem_total_bytes, 0.) * covered_ns),
     sum(if(mem_total_bytes > 0, mem_used_bytes_sum / mem_total_bytes, 0.)), sum(attached_sum),
     sum(if(samples > 0, power_watts_sum / samples, 0.) * covered_ns / 1e9)
 FROM ` + tables.Final(tables.Samples1m) + `
 PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
-GROUP BY node, instance_id
-ORDER BY node, instance_id`
+GROUP BY node, instance_id`
 
-// FleetInstances reads every instance with a per-minute rollup row in [from, to).
+// FleetInstances reads every instance with a per-minute rollup row in [from, to), sorted by
+// node and instance.
 func FleetInstances(ctx context.Context, conn Querier, from, to time.Time) ([]FleetInstance, error) {
-	var out []FleetInstance
-	err := queryEach(ctx, conn, fleetInstancesQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
-		var (
-			x       FleetInstance
-			covered uint64
-		)
+	byTarget := map[billing.Target]*FleetInstance{}
+	args := []any{from.Unix(), to.Unix()}
+	err := queryEach(ctx, conn, fleetFactsQuery, args, func(scan func(...any) error) error {
+		x := &FleetInstance{}
 		err := scan(&x.Node, &x.Instance, &x.GPU.UUID, &x.Facts.Model, &x.Facts.Kind, &x.Facts.Profile, &x.Facts.ComputeSlices,
-			&x.Facts.SMCount, &x.Facts.GPUSMCount, &x.Facts.MemTotalBytes, &x.Facts.GPUMemTotalBytes, &covered, &x.ActiveNS, &x.MemUsedNS, &x.MemHeld, &x.Attached, &x.EnergyJ)
-		x.GPU.Node, x.GPU.Model, x.Covered = x.Node, x.Facts.Model, time.Duration(covered)
-		out = append(out, x)
+			&x.Facts.SMCount, &x.Facts.GPUSMCount, &x.Facts.MemTotalBytes, &x.Facts.GPUMemTotalBytes)
+		x.GPU.Node, x.GPU.Model = x.Node, x.Facts.Model
+		byTarget[x.Target] = x
 		return err
 	})
+	if err == nil {
+		err = queryEach(ctx, conn, fleetSumsQuery, args, func(scan func(...any) error) error {
+			var (
+				t       billing.Target
+				covered uint64
+				s       FleetInstance
+			)
+			if err := scan(&t.Node, &t.Instance, &covered, &s.ActiveNS, &s.MemUsedNS, &s.MemHeld, &s.Attached, &s.EnergyJ); err != nil {
+				return err
+			}
+			if x := byTarget[t]; x != nil {
+				x.Covered, x.ActiveNS, x.MemUsedNS, x.MemHeld, x.Attached, x.EnergyJ = time.Duration(covered), s.ActiveNS, s.MemUsedNS, s.MemHeld, s.Attached, s.EnergyJ
+			}
+			return nil
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read the instances of the fleet in [%s, %s) from %s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), tables.Samples1m, err)
 	}
+	out := make([]FleetInstance, 0, len(byTarget))
+	for _, x := range byTarget {
+		out = append(out, *x)
+	}
+	slices.SortFunc(out, func(a, b FleetInstance) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Instance, b.Instance))
+	})
 	return out, nil
 }
 
