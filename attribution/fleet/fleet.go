@@ -12,8 +12,10 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
@@ -117,23 +119,34 @@ func Read(ctx context.Context, conn store.Querier, from, to time.Time, presence 
 	}
 	in := &Inputs{From: from.UTC(), To: to.UTC()}
 	window := billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}
-	p, err := store.ReadPresence(ctx, conn, store.MinuteRollup, window, presence)
-	if err != nil {
-		return nil, err
+	// The reads are independent, and each (FINAL) runs on one thread of the server: at once,
+	// they take about as long as the longest.
+	reads := []func() error{
+		func() error {
+			p, err := store.ReadPresence(ctx, conn, store.MinuteRollup, window, presence)
+			if err == nil {
+				in.Capacity, err = p.Capacity(window)
+			}
+			return err
+		},
+		func() (err error) { in.Instances, err = store.FleetInstances(ctx, conn, from, to); return err },
+		func() (err error) { in.Held, err = store.HeldInstances(ctx, conn, from, to); return err },
+		func() (err error) { in.TenantsPerHost, err = store.TenantsPerHost(ctx, conn, from, to); return err },
 	}
-	if in.Capacity, err = p.Capacity(window); err != nil {
-		return nil, err
+	errs := make([]error, len(reads))
+	var wg sync.WaitGroup
+	for i, read := range reads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = read()
+		}()
 	}
-	if in.Instances, err = store.FleetInstances(ctx, conn, from, to); err != nil {
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	in.Energy = Energy(in.Instances)
-	if in.Held, err = store.HeldInstances(ctx, conn, from, to); err != nil {
-		return nil, err
-	}
-	if in.TenantsPerHost, err = store.TenantsPerHost(ctx, conn, from, to); err != nil {
-		return nil, err
-	}
 	return in, nil
 }
 
