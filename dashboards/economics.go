@@ -1,5 +1,7 @@
 package dashboards
 
+//lint:file-ignore SA1019 the v1 dashboard schema imports into Grafana 11 and 12; dashboardv2 only into 12.
+
 import (
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 
