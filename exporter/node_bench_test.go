@@ -89,7 +89,9 @@ func BenchmarkNode72Tick(b *testing.B) {
 //     OpenMetrics offered), gzip at its default level, and the request headers Prometheus 3
 //     sends (OpenMetrics preferred, gzip);
 //   - prometheus-snapshot-handler: the same with webserver.MetricsHandler (gzip at its fastest level),
-//     which is what cmd/slicemeter serves.
+//     which is what cmd/slicemeter serves;
+//   - prometheus-snapshot-handler-health: the same with every GPU reporting every health field
+//     (exporter.Health), as a Hopper node's NVML does.
 //
 // scrape-p99-ms is wall time and depends on what else the machine runs; cpu-ms/scrape is the
 // process's CPU time (user + system, garbage collection included) per scrape, which does not.
@@ -98,12 +100,14 @@ func BenchmarkNode72Scrape(b *testing.B) {
 		name       string
 		prometheus bool
 		handler    func(*prometheus.Registry) (http.Handler, error)
+		health     bool
 	}{
-		{"plain", false, nil},
+		{"plain", false, nil, false},
 		{"prometheus", true, func(reg *prometheus.Registry) (http.Handler, error) {
 			return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}), nil
-		}},
-		{"prometheus-snapshot-handler", true, webserver.MetricsHandler},
+		}, false},
+		{"prometheus-snapshot-handler", true, webserver.MetricsHandler, false},
+		{"prometheus-snapshot-handler-health", true, webserver.MetricsHandler, true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			sc, src, snap, reg := node72(b)
@@ -113,6 +117,9 @@ func BenchmarkNode72Scrape(b *testing.B) {
 				out, err := src.Read(ctx, t, sc.Interval)
 				if err != nil {
 					b.Fatal(err)
+				}
+				if tc.health {
+					withAllHealth(out, uint64(n))
 				}
 				if err := snap.Write(ctx, t, out); err != nil {
 					b.Fatal(err)
@@ -151,6 +158,23 @@ func BenchmarkNode72Scrape(b *testing.B) {
 			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(len(took)), "cpu-ms/scrape")
 			b.ReportMetric(float64(size), "body-bytes")
 		})
+	}
+}
+
+// withAllHealth gives every GPU every health field, counters at n.
+func withAllHealth(out []exporter.NodeSamples, n uint64) {
+	for i := range out {
+		for g := range out[i].GPUs {
+			out[i].GPUs[g].Health = exporter.Health{
+				Supported: exporter.HealthPCIe | exporter.HealthPCIeReplays | exporter.HealthNVLink | exporter.HealthMemTemp |
+					exporter.HealthFB | exporter.HealthCopyUtil | exporter.HealthCodecUtil | exporter.HealthRemap |
+					exporter.HealthViolations | exporter.HealthVersions,
+				PCIeTxBytes: n << 20, PCIeRxBytes: n << 21, PCIeReplays: n, NVLinkTxBytes: n << 24, NVLinkRxBytes: n << 24,
+				MemTempC: 55, FBFree: 1 << 34, FBReserved: 1 << 29, CopyUtil: 0.2, EncoderUtil: 0.05, DecoderUtil: 0.1,
+				RemappedCorrectable: 2, PowerViolationNs: n * 1e8, ThermalViolationNs: n * 5e7,
+				DriverVersion: "580.65.06", CUDAVersion: "13.0",
+			}
+		}
 	}
 }
 
