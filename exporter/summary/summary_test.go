@@ -1,13 +1,12 @@
 package summary
 
 import (
-	"strings"
-
 	"context"
 	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
