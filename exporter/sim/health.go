@@ -64,9 +64,6 @@ func (g *gpu) advanceHealth(d, interval time.Duration) {
 		h.nvlinkTx += act * nvlinkFullBps * sec
 		h.nvlinkRx += act * nvlinkFullBps * sec
 	}
-	if g.atPowerCap(d) {
-		h.powerViolation += interval
-	}
 	for i, f := range h.faults {
 		on := f.Active(inPeriod(d, g.period))
 		if on && !h.faultOn[i] && f.Kind == scenario.FaultRemapPending {
@@ -76,6 +73,9 @@ func (g *gpu) advanceHealth(d, interval time.Duration) {
 	}
 	if g.faulty(scenario.FaultThermalThrottle) {
 		h.thermalViolation += interval
+	}
+	if g.faulty(scenario.FaultPowerCap) {
+		h.powerViolation += interval
 	}
 }
 
@@ -88,9 +88,6 @@ func (g *gpu) faulty(k scenario.FaultKind) bool {
 	}
 	return false
 }
-
-// atPowerCap: at full activity the board draws its limit and the power cap holds the clocks.
-func (g *gpu) atPowerCap(d time.Duration) bool { return g.activity(d) >= 0.98 }
 
 // tempC is the core temperature at d: with activity, and near the limit while thermally throttled.
 func (g *gpu) tempC(d time.Duration) uint32 {
@@ -106,7 +103,7 @@ func (g *gpu) clocksEventReasons(d time.Duration) uint64 {
 	if g.activity(d) == 0 {
 		r |= nvml.ClocksEventReasonGpuIdle
 	}
-	if g.atPowerCap(d) {
+	if g.faulty(scenario.FaultPowerCap) {
 		r |= nvml.ClocksEventReasonSwPowerCap
 	}
 	if g.faulty(scenario.FaultThermalThrottle) {

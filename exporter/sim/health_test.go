@@ -29,6 +29,7 @@ nodes:
           - {kind: thermal_throttle, at: 20s, until: 30s}
           - {kind: remap_pending, at: 40s}
           - {kind: remap_failure, at: 50s}
+          - {kind: power_cap, at: 12s, until: 17s}
       - {model: L40S}
       - {model: A100-SXM4-40GB, mig: ["1g.5gb", "3g.20gb"]}
 tenants:
@@ -100,9 +101,14 @@ func TestSimulatedHealthThroughTheNVMLSource(t *testing.T) {
 		t.Errorf("NVLink TX grew %d B idle, %d B busy: want traffic only with activity", idle, busy)
 	}
 
-	// Power violation time grows at full activity; thermal violation only while throttled.
-	if pv := at(17, 0).Health.PowerViolationNs - at(12, 0).Health.PowerViolationNs; pv != uint64(5*time.Second) {
-		t.Errorf("power violation grew %v over 5 busy seconds, want 5s", time.Duration(pv))
+	// Violation time grows while the power cap or the temperature holds the clocks, only then.
+	pv := func(s int) uint64 { return at(s, 0).Health.PowerViolationNs }
+	if pv(11) != 0 || pv(16)-pv(11) != uint64(5*time.Second) || pv(40) != pv(16) {
+		t.Errorf("power violation %v before, %v over, %v after the cap: want 0, 5s, unchanged",
+			time.Duration(pv(11)), time.Duration(pv(16)-pv(11)), time.Duration(pv(40)-pv(16)))
+	}
+	if at(14, 0).ThrottleReasons&nvml.ClocksEventReasonSwPowerCap == 0 || at(18, 0).ThrottleReasons&nvml.ClocksEventReasonSwPowerCap != 0 {
+		t.Errorf("power-cap reason %#x during, %#x after the cap", at(14, 0).ThrottleReasons, at(18, 0).ThrottleReasons)
 	}
 	th := func(s int) uint64 { return at(s, 0).Health.ThermalViolationNs }
 	if th(19) != 0 || th(29)-th(19) != uint64(10*time.Second) || th(45) != th(29) {

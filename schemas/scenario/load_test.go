@@ -154,7 +154,7 @@ func TestParseErrors(t *testing.T) {
 		{"formula tenant", "  - name: a\n", "  - name: \"=HYPERLINK(1)\"\n", `tenants[0].name: "=HYPERLINK(1)": expected`},
 		{"loop not a bool", "interval: 100ms", "interval: 100ms\nloop: forever", `loop: "forever": expected true or false`},
 		{"loop off the grid", "interval: 100ms", "interval: 7s\nloop: true", "loop: duration 1h0m0s is not a multiple of interval 7s"},
-		{"fault kind", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: fire, at: 1m}]`, `nodes[0].gpus[0].faults[0].kind: "fire": expected one of remap_pending, remap_failure, thermal_throttle`},
+		{"fault kind", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: fire, at: 1m}]`, `nodes[0].gpus[0].faults[0].kind: "fire": expected one of remap_pending, remap_failure, thermal_throttle, power_cap`},
 		{"fault at missing", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: remap_failure}]`, `nodes[0].gpus[0].faults[0].at: missing; expected a duration`},
 		{"fault after the window", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: remap_failure, at: 2h}]`, `nodes[0].gpus[0].faults[0].at: 2h is not within the scenario's duration 1h0m0s`},
 		{"fault until before at", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: thermal_throttle, at: 10m, until: 5m}]`, `nodes[0].gpus[0].faults[0].until: 5m must be after at (10m)`},

@@ -82,11 +82,14 @@ const (
 	// FaultThermalThrottle: the GPU runs hot and its clocks are held down for temperature
 	// (thermal violation time grows, the thermal clocks-event reasons are set).
 	FaultThermalThrottle FaultKind = "thermal_throttle"
+	// FaultPowerCap: the board is held at its power limit (power violation time grows, the
+	// software power-cap clocks-event reason is set).
+	FaultPowerCap FaultKind = "power_cap"
 )
 
 // FaultKinds lists the fault kinds, for messages.
 func FaultKinds() []string {
-	return []string{string(FaultRemapPending), string(FaultRemapFailure), string(FaultThermalThrottle)}
+	return []string{string(FaultRemapPending), string(FaultRemapFailure), string(FaultThermalThrottle), string(FaultPowerCap)}
 }
 
 // Active says whether the fault is on at offset d (d already reduced to the window).
