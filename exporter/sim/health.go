@@ -120,13 +120,16 @@ func (g *gpu) smClockMHz() uint32 {
 	return simSMClockMHz
 }
 
+// memoryV2Version is computed once: STRUCT_VERSION boxes its argument (an allocation per call).
+var memoryV2Version = nvml.STRUCT_VERSION(nvml.Memory_v2{}, 2)
+
 // memoryV2 splits the framebuffer as nvmlDeviceGetMemoryInfo_v2 does: the driver reserves a
 // small part (about 0.6 %, 512 MiB of 80 GiB), the rest is used or free.
 func (g *gpu) memoryV2(d time.Duration) nvml.Memory_v2 {
 	total := g.model.MemoryBytes
 	reserved := total / 160
 	used := min(g.memUsed(d), total-reserved)
-	return nvml.Memory_v2{Version: nvml.STRUCT_VERSION(nvml.Memory_v2{}, 2), Total: total, Reserved: reserved, Used: used, Free: total - reserved - used}
+	return nvml.Memory_v2{Version: memoryV2Version, Total: total, Reserved: reserved, Used: used, Free: total - reserved - used}
 }
 
 // utilizationRates is nvmlDeviceGetUtilizationRates: not supported in MIG mode, as on real GPUs.
