@@ -149,9 +149,6 @@ func TestDashboardPromQLQueries(t *testing.T) {
 	}
 	var queries []dashboards.Query
 	for _, g := range all {
-		if *g.Dashboard.Uid == dashboards.GPUHealthUID {
-			continue // health fields the simulator may not report: TestDCGMCompat runs its queries
-		}
 		for _, q := range dashboards.Queries(g.Dashboard) {
 			if q.Kind == "prometheus" {
 				queries = append(queries, q)
