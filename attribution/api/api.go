@@ -117,10 +117,8 @@ type Reporter func(ctx context.Context, q ReportQuery) (report.Report, error)
 
 // Server is the API's handlers.
 type Server struct {
-	Store  AllocationStore
-	Report Reporter
-	// Fleet computes the fleet report (GET /api/v1/fleet); nil: not served (404).
-	Fleet   Fleeter
+	Store   AllocationStore
+	Report  Reporter
 	Auth    Authorizer
 	Metrics *allocations.Metrics // may be nil
 	// Tiers, when set, are the tiers an allocation may name (the price book's): an allocation
@@ -134,6 +132,8 @@ type Server struct {
 	// Limits bound the reports' cost and concurrency (limits.go); nil: DefaultReportLimits
 	// without a bound on concurrency.
 	Limits *ReportLimits
+	// Fleet computes the fleet report (GET /api/v1/fleet); nil: not served (404).
+	Fleet Fleeter
 }
 
 // DefaultMaxBody is the POST body limit unless Server.MaxBody says otherwise: 64 MiB holds the
