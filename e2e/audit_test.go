@@ -174,11 +174,18 @@ func TestAllocationAudit(t *testing.T) {
 			t.Errorf("%s: GET /api/v1/audit%s: %d with %d entries, want %d with %d: %s", tt.token, tt.query, code, len(got), tt.status, tt.n, b)
 		}
 	}
-	// Periods: finance lists them (none closed), a tenant may not.
+	// Periods: finance lists them (none closed) and may close one; a tenant may do neither.
 	if code, b := do("GET", "/api/v1/periods", "books", ""); code != 200 || strings.TrimSpace(b) != "[]" {
 		t.Errorf("finance lists the periods: %d %s, want 200 []", code, b)
 	}
-	if code, b := do("POST", "/api/v1/periods/2026-01/close", "acme", ""); code != 403 {
-		t.Errorf("a tenant closes a period: %d %s, want 403", code, b)
+	// The service has attributed none of 2025-12's minutes (it holds no samples): not yet.
+	if code, b := do("POST", "/api/v1/periods/2025-12/close", "books", ""); code != 409 || !strings.Contains(b, "44640 minutes are not attributed yet") {
+		t.Errorf("finance closes 2025-12: %d %s, want 409 naming the minutes not attributed", code, b)
+	}
+	for _, path := range []string{"GET /api/v1/periods", "POST /api/v1/periods/2026-01/close"} {
+		method, p, _ := strings.Cut(path, " ")
+		if code, b := do(method, p, "acme", ""); code != 403 {
+			t.Errorf("a tenant: %s: %d %s, want 403", path, code, b)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/slicemeter/slicemeter/attribution/period"
+	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/schemas/audit"
 )
 
@@ -57,6 +58,10 @@ func (memPeriods) Close(_ context.Context, m period.Month, _ time.Time) (period.
 		return period.Closed{}, fmt.Errorf("close %s: %w", m, period.ErrClosed)
 	case "2026-03":
 		return period.Closed{}, fmt.Errorf("close %s: %w", m, period.ErrNotOver)
+	case "2025-12":
+		return period.Closed{}, fmt.Errorf("close %s: 5 of its minutes are %w", m, store.ErrNotAttributed)
+	case "2025-11":
+		return period.Closed{}, fmt.Errorf("close %s: the database is gone", m)
 	}
 	return period.Closed{Period: m, Version: 1, Currency: "USD", Cost: decimal.RequireFromString("3")}, nil
 }
@@ -195,6 +200,8 @@ func TestPeriods(t *testing.T) {
 		{"close", "POST", "/api/v1/periods/2026-02/close", 200, []string{`"period":"2026-02"`, `"cost":"3.000000"`}},
 		{"closed already", "POST", "/api/v1/periods/2026-01/close", 409, []string{"closed already"}},
 		{"not over", "POST", "/api/v1/periods/2026-03/close", 409, []string{"not over"}},
+		{"not attributed", "POST", "/api/v1/periods/2025-12/close", 409, []string{"not attributed yet"}},
+		{"failed", "POST", "/api/v1/periods/2025-11/close", 500, []string{"database is gone"}},
 		{"bad month", "POST", "/api/v1/periods/2026-13/close", 400, []string{`2026-13`, "YYYY-MM"}},
 		{"get close", "GET", "/api/v1/periods/2026-02/close", 405, nil},
 	}

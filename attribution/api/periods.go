@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/period"
+	"github.com/slicemeter/slicemeter/attribution/store"
 )
 
 // Periods lists and closes billing periods (attribution/period over the database and the
@@ -79,8 +80,8 @@ func (s *Server) getPeriods(w http.ResponseWriter, r *http.Request) {
 }
 
 // closePeriod closes the billing period {period} (YYYY-MM) now, as `slicemeter period close`
-// does: 200 with the closed period; 409 when it is closed already, not over, or before a
-// closed period.
+// does: 200 with the closed period; 409 when it is closed already, not over, before a closed
+// period, or not all attributed yet (its stored minutes are the service's).
 func (s *Server) closePeriod(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.periodPrincipal(w, r, "close billing periods")
 	if !ok {
@@ -93,12 +94,12 @@ func (s *Server) closePeriod(w http.ResponseWriter, r *http.Request) {
 	}
 	closed, err := s.Periods.Close(r.Context(), m, time.Now())
 	switch {
-	case errors.Is(err, period.ErrClosed), errors.Is(err, period.ErrNotOver), errors.Is(err, period.ErrOutOfOrder):
+	case errors.Is(err, period.ErrClosed), errors.Is(err, period.ErrNotOver), errors.Is(err, period.ErrOutOfOrder), errors.Is(err, store.ErrNotAttributed):
 		s.fail(w, http.StatusConflict, err)
 		return
 	case err != nil:
 		s.logger().ErrorContext(r.Context(), "closing a billing period failed", "period", m.String(), "err", err)
-		s.fail(w, http.StatusInternalServerError, fmt.Errorf("close billing period %s: %w", m, err))
+		s.fail(w, http.StatusInternalServerError, err)
 		return
 	}
 	s.logger().InfoContext(r.Context(), "billing period closed", "period", m.String(), "by", p.Name, "version", closed.Version, "cost", closed.Cost.StringFixed(6))
