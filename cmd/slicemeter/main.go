@@ -18,6 +18,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/slicemeter/slicemeter/internal/buildinfo"
 	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
@@ -39,7 +40,7 @@ type runFunc func(ctx context.Context, logger *slog.Logger) error
 func (f runFunc) run(ctx context.Context, logger *slog.Logger) error { return f(ctx, logger) }
 
 func main() {
-	defaultVersion()
+	buildinfo.Default()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -61,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	logLevel := app.Flag("log.level", "Only log messages with this severity or above.").Default("info").Enum("debug", "info", "warn", "error")
 	logFormat := app.Flag("log.format", "Log format.").Default("logfmt").Enum("logfmt", "json")
 	app.Flag("version", "Print the version, branch and revision of this build.").NoEnvar().PreAction(func(*kingpin.ParseContext) error {
-		printVersion(stdout)
+		buildinfo.Print(stdout)
 		if exited < 0 {
 			exited = exitOK
 		}

@@ -18,6 +18,7 @@ type migDev struct {
 	sms      uint32
 	memTotal uint64
 	gi       int
+	giOK     bool // gi was read (dcgm-exporter's GPU_I_ID)
 	gpm      *gpmTarget
 }
 
@@ -53,6 +54,7 @@ func (s *Source) describeGPU(g *gpuDev) {
 		}
 	}
 	g.gpmMIG = g.gpm && s.has("nvmlGpmMigSampleGet")
+	g.memV2 = s.has("nvmlDeviceGetMemoryInfo_v2")
 	g.schedOK = s.has("nvmlDeviceGetVgpuSchedulerLog_v2")
 	s.registerEvents(g)
 	s.logger.Info("GPU found", "gpu", g.index, "uuid", g.uuid, "model", g.model, "gpm", g.gpm,
@@ -118,7 +120,7 @@ func (s *Source) discoverMIG(g *gpuDev, now time.Time) {
 			m.memTotal = mem.Total
 		}
 		if gi, r := md.GetGpuInstanceId(); s.ok(g, "nvmlDeviceGetGpuInstanceId", r) {
-			m.gi = gi
+			m.gi, m.giOK = gi, true
 		}
 		if g.gpmMIG {
 			m.gpm = s.newGPM(g)

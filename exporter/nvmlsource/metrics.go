@@ -51,13 +51,16 @@ func Calls() []string {
 	return []string{
 		"nvmlDeviceGetActiveVgpus", "nvmlDeviceGetAttributes", "nvmlDeviceGetClockInfo",
 		"nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetCount", "nvmlDeviceGetCurrentClocksEventReasons",
+		"nvmlDeviceGetDecoderUtilization", "nvmlDeviceGetEncoderUtilization", "nvmlDeviceGetFieldValues",
 		"nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetMaxMigDeviceCount",
-		"nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetMigMode",
+		"nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetMigMode",
 		"nvmlDeviceGetName", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetSamples", "nvmlDeviceGetTemperature",
 		"nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetUUID",
+		"nvmlDeviceGetUtilizationRates", "nvmlDeviceGetViolationStatus",
 		"nvmlDeviceGetVgpuSchedulerLog_v2", "nvmlDeviceGetVgpuUtilization", "nvmlDeviceRegisterEvents",
 		"nvmlEventSetCreate", "nvmlEventSetWait", "nvmlGpmMetricsGet", "nvmlGpmMigSampleGet",
-		"nvmlGpmQueryDeviceSupport", "nvmlGpmSampleAlloc", "nvmlGpmSampleGet", "nvmlVgpuInstanceGetFbUsage",
+		"nvmlGpmQueryDeviceSupport", "nvmlGpmSampleAlloc", "nvmlGpmSampleGet", "nvmlSystemGetCudaDriverVersion",
+		"nvmlSystemGetDriverVersion", "nvmlVgpuInstanceGetFbUsage",
 		"nvmlVgpuInstanceGetType", "nvmlVgpuInstanceGetUUID", "nvmlVgpuInstanceGetVmDriverVersion",
 		"nvmlVgpuInstanceGetVmID", "nvmlVgpuTypeGetFramebufferSize", "nvmlVgpuTypeGetName",
 	}

@@ -2,6 +2,7 @@ package nvmlsource
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -64,6 +65,23 @@ func fakeGPU(i int, lost *bool, mig bool) *mock.Device {
 			return nil, nvml.ERROR_NOT_FOUND
 		},
 		GetActiveVgpusFunc: func() ([]nvml.VgpuInstance, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED },
+		GetFieldValuesFunc: func(v []nvml.FieldValue) nvml.Return {
+			for k := range v {
+				// Every field answers its id + 1000, so that each lands where it belongs.
+				v[k].NvmlReturn, v[k].ValueType = uint32(ret()), uint32(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
+				binary.LittleEndian.PutUint64(v[k].Value[:], uint64(v[k].FieldId)+1000)
+			}
+			return ret()
+		},
+		GetMemoryInfo_v2Func: func() (nvml.Memory_v2, nvml.Return) {
+			return nvml.Memory_v2{Total: 40 << 30, Reserved: 512 << 20, Used: 2 << 30, Free: 40<<30 - 2<<30 - 512<<20}, ret()
+		},
+		GetUtilizationRatesFunc:   func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 60, Memory: 25}, ret() },
+		GetEncoderUtilizationFunc: func() (uint32, uint32, nvml.Return) { return 7, 167000, ret() },
+		GetDecoderUtilizationFunc: func() (uint32, uint32, nvml.Return) { return 9, 167000, ret() },
+		GetViolationStatusFunc: func(p nvml.PerfPolicyType) (nvml.ViolationTime, nvml.Return) {
+			return nvml.ViolationTime{ViolationTime: 5000 + uint64(p)}, ret()
+		},
 	}
 }
 
@@ -87,6 +105,8 @@ func fakeLib(devs []nvml.Device, missing string) *mock.Interface {
 				FreeFunc: func() nvml.Return { return nvml.SUCCESS },
 			}, nvml.SUCCESS
 		},
+		SystemGetDriverVersionFunc:     func() (string, nvml.Return) { return "580.65.06", nvml.SUCCESS },
+		SystemGetCudaDriverVersionFunc: func() (int, nvml.Return) { return 12080, nvml.SUCCESS },
 	}
 }
 

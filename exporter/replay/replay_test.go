@@ -97,6 +97,12 @@ func sameSamples(t *testing.T, got, want []exporter.NodeSamples) {
 				t.Fatalf("tick %d sample %d:\n got %v\nwant %v", i, j, got[i].Samples[j], want[i].Samples[j])
 			}
 		}
+		// The GPU health read at the tick replays too (it is not in the samples).
+		for j := range want[i].GPUs {
+			if j >= len(got[i].GPUs) || got[i].GPUs[j].Health != want[i].GPUs[j].Health || want[i].GPUs[j].Health.Supported == 0 {
+				t.Fatalf("tick %d GPU %d health:\n got %+v\nwant %+v (and some supported)", i, j, got[i].GPUs[j].Health, want[i].GPUs[j].Health)
+			}
+		}
 	}
 }
 

@@ -60,8 +60,10 @@ func newWorld(n *node, start time.Time, interval time.Duration) *world {
 				FreeFunc: func() nvml.Return { return nvml.SUCCESS },
 			}}, nvml.SUCCESS
 		},
-		GpmSampleAllocFunc: func() (nvml.GpmSample, nvml.Return) { return &gpmSample{}, nvml.SUCCESS },
-		GpmMetricsGetFunc:  w.gpmMetrics,
+		GpmSampleAllocFunc:             func() (nvml.GpmSample, nvml.Return) { return &gpmSample{}, nvml.SUCCESS },
+		GpmMetricsGetFunc:              w.gpmMetrics,
+		SystemGetDriverVersionFunc:     func() (string, nvml.Return) { return ok(simDriverVersion) },
+		SystemGetCudaDriverVersionFunc: func() (int, nvml.Return) { return ok(simCUDAVersion) },
 	}}
 	return w
 }
@@ -77,6 +79,7 @@ func (w *world) advance(d time.Duration) {
 			g.utilLog = g.utilLog[len(g.utilLog)-100:]
 		}
 		g.energyMJ += uint64(math.Round(g.power(d) * float64(w.interval.Milliseconds())))
+		g.advanceHealth(d, w.interval)
 		if g.sched == nil {
 			continue
 		}
@@ -131,16 +134,17 @@ func (w *world) device(g *gpu) nvml.Device {
 			if c == nvml.CLOCK_MEM {
 				return ok[uint32](simMemClockMHz)
 			}
-			return ok[uint32](simSMClockMHz)
+			return ok(g.smClockMHz())
 		},
-		GetTemperatureFunc: func(nvml.TemperatureSensors) (uint32, nvml.Return) {
-			return ok(uint32(30 + math.Round(50*min(1, g.activity(w.d)))))
-		},
-		GetCurrentClocksEventReasonsFunc: func() (uint64, nvml.Return) {
-			if g.activity(w.d) == 0 {
-				return ok[uint64](nvml.ClocksEventReasonGpuIdle)
-			}
-			return ok[uint64](0)
+		GetTemperatureFunc:               func(nvml.TemperatureSensors) (uint32, nvml.Return) { return ok(g.tempC(w.d)) },
+		GetCurrentClocksEventReasonsFunc: func() (uint64, nvml.Return) { return ok(g.clocksEventReasons(w.d)) },
+		GetFieldValuesFunc:               func(v []nvml.FieldValue) nvml.Return { return g.fieldValues(w.d, v) },
+		GetMemoryInfo_v2Func:             func() (nvml.Memory_v2, nvml.Return) { return ok(g.memoryV2(w.d)) },
+		GetUtilizationRatesFunc:          func() (nvml.Utilization, nvml.Return) { return g.utilizationRates(w.d) },
+		GetEncoderUtilizationFunc:        g.codecUtilization,
+		GetDecoderUtilizationFunc:        g.codecUtilization,
+		GetViolationStatusFunc: func(p nvml.PerfPolicyType) (nvml.ViolationTime, nvml.Return) {
+			return g.violationStatus(w, p)
 		},
 		GetTotalEccErrorsFunc: func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) { return ok[uint64](0) },
 		GetSamplesFunc: func(st nvml.SamplingType, last uint64) (nvml.ValueType, []nvml.Sample, nvml.Return) {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,7 +63,13 @@ type rawNode struct {
 		Model string   `yaml:"model"`
 		MIG   []string `yaml:"mig"`
 		GPM   *bool    `yaml:"gpm"`
-		VGPU  *struct {
+		// Faults: see Fault.
+		Faults []struct {
+			Kind  string `yaml:"kind"`
+			At    string `yaml:"at"`
+			Until string `yaml:"until"`
+		} `yaml:"faults"`
+		VGPU *struct {
 			Profile   string `yaml:"profile"`
 			Count     string `yaml:"count"`
 			Scheduler string `yaml:"scheduler"`
@@ -315,6 +322,9 @@ func (v *validator) nodes(raw []rawNode, s *Scenario) []Node {
 					v.fail(gf+".mig", "the profiles use %d compute slices; a GPU has %d", slices, hardware.MaxComputeSlices)
 				}
 			}
+			for k, rf := range rg.Faults {
+				g.Faults = append(g.Faults, v.fault(fmt.Sprintf("%s.faults[%d]", gf, k), rf.Kind, rf.At, rf.Until, s.Duration))
+			}
 			if rg.VGPU != nil {
 				g.VGPU = v.vgpu(gf+".vgpu", rg.VGPU.Profile, rg.VGPU.Count, rg.VGPU.Scheduler, rg.VGPU.Timeslice, rg.VGPU.Switch, model, ok)
 			}
@@ -323,6 +333,20 @@ func (v *validator) nodes(raw []rawNode, s *Scenario) []Node {
 		nodes = append(nodes, n)
 	}
 	return nodes
+}
+
+func (v *validator) fault(f, kind, at, until string, window time.Duration) Fault {
+	flt := Fault{Kind: FaultKind(kind), At: v.duration(f+".at", at, true), Until: v.duration(f+".until", until, false)}
+	if !slices.Contains(FaultKinds(), kind) {
+		v.fail(f+".kind", "%q: expected one of %s", kind, strings.Join(FaultKinds(), ", "))
+	}
+	if window > 0 && flt.At >= window {
+		v.fail(f+".at", "%s is not within the scenario's duration %s", at, window)
+	}
+	if until != "" && flt.Until <= flt.At {
+		v.fail(f+".until", "%s must be after at (%s)", until, at)
+	}
+	return flt
 }
 
 func (v *validator) vgpu(f, profile, count, scheduler, timeslice, sw string, model hardware.Model, known bool) *VGPU {

@@ -95,6 +95,28 @@ func TestLoadGPMFlag(t *testing.T) {
 	}
 }
 
+func TestParseFaults(t *testing.T) {
+	doc := strings.Replace(valid, `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: thermal_throttle, at: 10m, until: 20m}, {kind: remap_failure, at: 30m}]`, 1)
+	s, err := Parse("faults.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := s.Nodes[0].GPUs[0].Faults
+	want := []Fault{{Kind: FaultThermalThrottle, At: 10 * time.Minute, Until: 20 * time.Minute}, {Kind: FaultRemapFailure, At: 30 * time.Minute}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("faults %+v, want %+v", got, want)
+	}
+	for _, tc := range []struct {
+		f    Fault
+		d    time.Duration
+		want bool
+	}{{want[0], 10*time.Minute - 1, false}, {want[0], 10 * time.Minute, true}, {want[0], 20 * time.Minute, false}, {want[1], time.Hour, true}} {
+		if got := tc.f.Active(tc.d); got != tc.want {
+			t.Errorf("%+v active at %s = %v, want %v", tc.f, tc.d, got, tc.want)
+		}
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name, old, new, want string
@@ -132,6 +154,11 @@ func TestParseErrors(t *testing.T) {
 		{"formula tenant", "  - name: a\n", "  - name: \"=HYPERLINK(1)\"\n", `tenants[0].name: "=HYPERLINK(1)": expected`},
 		{"loop not a bool", "interval: 100ms", "interval: 100ms\nloop: forever", `loop: "forever": expected true or false`},
 		{"loop off the grid", "interval: 100ms", "interval: 7s\nloop: true", "loop: duration 1h0m0s is not a multiple of interval 7s"},
+		{"fault kind", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: fire, at: 1m}]`, `nodes[0].gpus[0].faults[0].kind: "fire": expected one of remap_pending, remap_failure, thermal_throttle, power_cap`},
+		{"fault at missing", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: remap_failure}]`, `nodes[0].gpus[0].faults[0].at: missing; expected a duration`},
+		{"fault after the window", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: remap_failure, at: 2h}]`, `nodes[0].gpus[0].faults[0].at: 2h is not within the scenario's duration 1h0m0s`},
+		{"fault until before at", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: thermal_throttle, at: 10m, until: 5m}]`, `nodes[0].gpus[0].faults[0].until: 5m must be after at (10m)`},
+		{"fault unknown field", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: remap_failure, at: 1m, gpu: 3}]`, "field gpu not found"},
 		{"jitter zero", "tiers: {pro: 1.0}", "tiers: {pro: 1.0}\nsla: {jitter_p99: {pro: 0s}}", `sla.jitter_p99.pro: "0s": expected a duration > 0`},
 	}
 	for _, tt := range tests {
