@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"os/user"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/audit"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -106,8 +109,13 @@ func (s *Store) query(ctx context.Context, before, where string, args ...any) ([
 // as versions like any other: Put again with the same input (a retry) finds those unchanged,
 // writes the rest and so ends where one successful Put would have; a corrected input gets
 // the next versions, which supersede them.
-func (s *Store) Put(ctx context.Context, allocs []allocation.Allocation) (Result, error) {
-	return s.PutChecked(ctx, allocs, nil)
+//
+// Every allocation written is recorded first in the audit trail (schemas/audit) as by who: an
+// insert's entries go in before its rows, and when they cannot be written, neither are the
+// rows (Put fails). A retry after a failed insert may so record that insert's writes twice;
+// no stored write goes unrecorded.
+func (s *Store) Put(ctx context.Context, who audit.Actor, allocs []allocation.Allocation) (Result, error) {
+	return s.PutChecked(ctx, who, allocs, nil)
 }
 
 // Check is asked, before anything is written, about every allocation of a Put that changes
@@ -116,7 +124,7 @@ type Check func(prev, next allocation.Allocation) error
 
 // PutChecked is Put that refuses the input if check (when not nil) refuses one of its changes:
 // the API's rule that only an operator moves an allocation to another tenant.
-func (s *Store) PutChecked(ctx context.Context, allocs []allocation.Allocation, check Check) (Result, error) {
+func (s *Store) PutChecked(ctx context.Context, who audit.Actor, allocs []allocation.Allocation, check Check) (Result, error) {
 	var res Result
 	if len(allocs) == 0 {
 		return res, nil
@@ -144,7 +152,11 @@ func (s *Store) PutChecked(ctx context.Context, allocs []allocation.Allocation, 
 	if err := allocation.FirstOverlap(allocs, plain); err != nil {
 		return res, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
-	var changed []stored
+	var (
+		changed []stored
+		entries []audit.Entry
+	)
+	now := s.now().UTC()
 	for _, a := range allocs {
 		prev, ok := byID[a.ID]
 		if ok && prev.Same(a) {
@@ -156,11 +168,20 @@ func (s *Store) PutChecked(ctx context.Context, allocs []allocation.Allocation, 
 				return Result{}, err
 			}
 		}
+		var before *allocation.Allocation
+		if ok {
+			before = &prev.Allocation
+		}
 		changed = append(changed, stored{a, prev.version + 1})
+		entries = append(entries, audit.NewEntry(now, who, before, a, prev.version+1, false))
 	}
-	received := s.now().UTC().Truncate(time.Second)
+	received := now.Truncate(time.Second)
 	for from := 0; from < len(changed); from += s.insertRows {
 		part := changed[from:min(from+s.insertRows, len(changed))]
+		if err := audit.Insert(ctx, s.conn, entries[from:from+len(part)]); err != nil {
+			return Result{}, fmt.Errorf("allocations %d to %d of the %d changed not written (%d written before; the same input again completes it): %w",
+				from+1, from+len(part), len(changed), from, err)
+		}
 		if err := s.insert(ctx, part, received); err != nil {
 			return Result{}, fmt.Errorf("insert allocations %d to %d of the %d changed (%d written before; the same input again completes it): %w",
 				from+1, from+len(part), len(changed), from, err)
@@ -317,4 +338,18 @@ func (s *Store) List(ctx context.Context, tenant string, from, to time.Time) ([]
 		out = append(out, r.Allocation)
 	}
 	return out, nil
+}
+
+// ImportActor is who `slicemeter allocations import FILE` writes as: the OS user (role cli),
+// from this host and file. The user is what the OS says, not authenticated by slicemeter: the
+// import needs the database's credentials, which are what admits it.
+func ImportActor(file string) audit.Actor {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	} else if env := os.Getenv("USER"); env != "" {
+		name = env
+	}
+	host, _ := os.Hostname()
+	return audit.Actor{Door: audit.DoorImport, Principal: name, Role: "cli", Origin: host + ":" + file}
 }

@@ -32,7 +32,7 @@ func (s *Server) getFleet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.Fleet == nil {
-		s.fail(w, http.StatusNotFound, fmt.Errorf("this server does not serve the fleet report"))
+		s.fail(w, http.StatusNotImplemented, fmt.Errorf("this server does not serve the fleet report"))
 		return
 	}
 	q := r.URL.Query()

@@ -28,6 +28,7 @@ import (
 	"github.com/slicemeter/slicemeter/internal/lograte"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
+	"github.com/slicemeter/slicemeter/schemas/audit"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
 
@@ -140,6 +141,8 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 		Zone:    cfg.Book.Zone(),
 		Logger:  logger,
 		Limits:  cfg.Reports,
+		Audit:   func(ctx context.Context, q audit.Query) ([]audit.Entry, error) { return audit.List(ctx, conn, q) },
+		Periods: periods{conn: conn, closer: s.closer()},
 	}
 	webErr := webserver.Serve(ctx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Logger: logger, Routes: []func(*http.ServeMux){srv.Register}})
 	return webserver.RunServing(webErr, func() error {
@@ -237,6 +240,23 @@ func (s *service) pass(ctx context.Context) {
 	s.ready.Store(true)
 }
 
+// closer closes billing periods from the stored minutes, for the service and the API.
+func (s *service) closer() period.Closer {
+	return period.Closer{Conn: s.conn, Book: s.cfg.Book, Options: attribution.Options{FromMinutes: true, Delay: s.cfg.Delay}}
+}
+
+// periods serves the API's billing periods.
+type periods struct {
+	conn   driver.Conn
+	closer period.Closer
+}
+
+func (p periods) List(ctx context.Context) ([]period.Closed, error) { return period.List(ctx, p.conn) }
+
+func (p periods) Close(ctx context.Context, m period.Month, now time.Time) (period.Closed, error) {
+	return p.closer.Close(ctx, m, now)
+}
+
 // closePeriods closes the billing periods that are due, from the stored minutes. A period that
 // cannot be closed yet (minutes not all attributed, a broken report) is retried at every pass
 // and logged once a minute: it blocks no attribution.
@@ -244,9 +264,8 @@ func (s *service) closePeriods(ctx context.Context) {
 	if s.cfg.CloseAfter <= 0 {
 		return
 	}
-	closer := period.Closer{Conn: s.conn, Book: s.cfg.Book, Options: attribution.Options{FromMinutes: true, Delay: s.cfg.Delay}}
 	now := time.Now()
-	closed, err := period.CloseDue(ctx, closer, s.cfg.CloseAfter, now)
+	closed, err := period.CloseDue(ctx, s.closer(), s.cfg.CloseAfter, now)
 	for _, p := range closed {
 		s.logger.Info("billing period closed", "period", p.Period.String(), "version", p.Version, "cost", p.Cost.StringFixed(6),
 			"corrections", p.CorrectionCost.StringFixed(6))
