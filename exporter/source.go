@@ -36,6 +36,9 @@ type GPUState struct {
 	Index uint32
 	UUID  string
 	Model string
+	// PCIBusID is the GPU's PCI address as dcgm-exporter's pci_bus_id shows it
+	// ("00000000:3B:00.0"), read once at discovery; empty where NVML did not report it.
+	PCIBusID string
 	// Failed says the GPU could not be read this tick (fallen off the bus, NVML errors); its
 	// instances are missing from the tick, the other GPUs are not.
 	Failed      bool
