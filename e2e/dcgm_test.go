@@ -96,7 +96,7 @@ func (s *healthSource) Read(ctx context.Context, t time.Time, interval time.Dura
 // dcgm12239 are the expressions of Grafana dashboard 12239 (NVIDIA dcgm-exporter's dashboard,
 // grafana/dcgm-exporter-dashboard.json in NVIDIA/dcgm-exporter), with its variables $instance and
 // $gpu, and the labels each must return: its legends read {{gpu}}, dcgm-exporter's users'
-// queries also UUID, modelName, Hostname and device.
+// queries also UUID, pci_bus_id, modelName, Hostname and device.
 var dcgm12239 = []struct {
 	panel, expr string
 	labels      []string
@@ -113,7 +113,11 @@ var dcgm12239 = []struct {
 	{"Tensor Core Utilization", `DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{instance=~"$instance", gpu=~"$gpu"}`, dcgmGPULabels},
 }
 
-var dcgmGPULabels = []string{"instance", "gpu", "UUID", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"}
+var dcgmGPULabels = []string{"instance", "gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"}
+
+// dcgmPCIBusIDs are the simulated GPUs' PCI addresses (an HGX board's first buses) by gpu, as
+// dcgm-exporter writes them: a series with pci_bus_id must carry its own GPU's.
+var dcgmPCIBusIDs = map[string]string{"0": "00000000:18:00.0", "1": "00000000:2A:00.0", "2": "00000000:3A:00.0", "3": "00000000:5D:00.0"}
 
 // The dcgm-exporter compatibility rules (alerts/dcgm-compat.rules.yml) in a real Prometheus that
 // scrapes the exporter's collector on loopback: dashboard 12239's expressions, every default
@@ -232,7 +236,8 @@ func TestDCGMCompat(t *testing.T) {
 }
 
 // checkLabels says what is wrong with a query's series: none, a series without one of the
-// labels, or (perMIG) no series with GPU_I_ID and GPU_I_PROFILE.
+// labels, one with another GPU's pci_bus_id, or (perMIG) no series with GPU_I_ID and
+// GPU_I_PROFILE.
 func checkLabels(series []map[string]string, labels []string, perMIG bool) string {
 	if len(series) == 0 {
 		return "no series"
@@ -242,6 +247,9 @@ func checkLabels(series []map[string]string, labels []string, perMIG bool) strin
 			if s[l] == "" {
 				return fmt.Sprintf("a series without %s: %v", l, s)
 			}
+		}
+		if id, ok := s["pci_bus_id"]; ok && s["gpu"] != "" && id != dcgmPCIBusIDs[s["gpu"]] {
+			return fmt.Sprintf("pci_bus_id %q on gpu %s, want %q: %v", id, s["gpu"], dcgmPCIBusIDs[s["gpu"]], s)
 		}
 	}
 	if perMIG {

@@ -61,24 +61,35 @@ func NewStore(conn driver.Conn) *Store {
 }
 
 // currentQuery: the current state of the allocations on some targets or with some ids (the
-// highest version of each id, not deleted). The first %s filters the rows before grouping
-// (by id: uses the table's order), the second the current states.
+// highest version of each id; deleted ones only where the third %s is 1). The first %s
+// filters the rows before grouping (by id: uses the table's order), the second the current states.
 var currentQuery = `
-SELECT allocation_id, cur_tenant, cur_tier, cur_node, cur_instance_id, cur_requested_ns, cur_started_ns, cur_ended_ns, cur_version
+SELECT allocation_id, cur_tenant, cur_tier, cur_node, cur_instance_id, cur_requested_ns, cur_started_ns, cur_ended_ns, cur_version, cur_deleted
 FROM (
     %s
 )
-WHERE cur_deleted = 0 AND %s
+WHERE (cur_deleted = 0 OR %d = 1) AND %s
 ORDER BY cur_started_ns, allocation_id`
 
 // stored is an allocation with the version it was stored at.
 type stored struct {
 	allocation.Allocation
 	version uint64
+	deleted bool // its latest version deletes it: only its version counts
 }
 
 func (s *Store) query(ctx context.Context, before, where string, args ...any) ([]stored, error) {
-	rows, err := s.conn.Query(ctx, fmt.Sprintf(currentQuery, tables.LatestAllocations(before), where), args...)
+	return s.queryDeleted(ctx, false, before, where, args...)
+}
+
+// queryDeleted is query that, with withDeleted, also returns the allocations whose latest
+// version deletes them.
+func (s *Store) queryDeleted(ctx context.Context, withDeleted bool, before, where string, args ...any) ([]stored, error) {
+	flag := 0
+	if withDeleted {
+		flag = 1
+	}
+	rows, err := s.conn.Query(ctx, fmt.Sprintf(currentQuery, tables.LatestAllocations(before), flag, where), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -88,10 +99,12 @@ func (s *Store) query(ctx context.Context, before, where string, args ...any) ([
 		var (
 			a                        stored
 			requested, started, ends int64
+			deleted                  uint8
 		)
-		if err := rows.Scan(&a.ID, &a.Tenant, &a.Tier, &a.Node, &a.Instance, &requested, &started, &ends, &a.version); err != nil {
+		if err := rows.Scan(&a.ID, &a.Tenant, &a.Tier, &a.Node, &a.Instance, &requested, &started, &ends, &a.version, &deleted); err != nil {
 			return nil, err
 		}
+		a.deleted = deleted != 0
 		a.RequestedAt, a.StartedAt, a.EndedAt = allocation.FromNS(requested), allocation.FromNS(started), allocation.FromNS(ends)
 		out = append(out, a)
 	}
@@ -146,7 +159,9 @@ func (s *Store) PutChecked(ctx context.Context, who audit.Actor, allocs []alloca
 	plain := make([]allocation.Allocation, 0, len(current))
 	byID := make(map[string]stored, len(current))
 	for _, c := range current {
-		plain = append(plain, c.Allocation)
+		if !c.deleted {
+			plain = append(plain, c.Allocation)
+		}
 		byID[c.ID] = c
 	}
 	if err := allocation.FirstOverlap(allocs, plain); err != nil {
@@ -158,7 +173,10 @@ func (s *Store) PutChecked(ctx context.Context, who audit.Actor, allocs []alloca
 	)
 	now := s.now().UTC()
 	for _, a := range allocs {
-		prev, ok := byID[a.ID]
+		prev, found := byID[a.ID]
+		// An id deleted (through Kafka) and given again is created anew, at a version above
+		// the deletion's: below it, the deletion would stay the latest and hide it.
+		ok := found && !prev.deleted
 		if ok && prev.Same(a) {
 			res.Unchanged = append(res.Unchanged, a.ID)
 			continue
@@ -172,7 +190,7 @@ func (s *Store) PutChecked(ctx context.Context, who audit.Actor, allocs []alloca
 		if ok {
 			before = &prev.Allocation
 		}
-		changed = append(changed, stored{a, prev.version + 1})
+		changed = append(changed, stored{Allocation: a, version: prev.version + 1})
 		entries = append(entries, audit.NewEntry(now, who, before, a, prev.version+1, false))
 	}
 	received := now.Truncate(time.Second)
@@ -211,7 +229,7 @@ func (s *Store) current(ctx context.Context, allocs []allocation.Allocation) ([]
 		}
 	}
 	for _, c := range chunks(ids, nil, s.lookupBytes) {
-		rows, err := s.query(ctx, "allocation_id IN (SELECT id FROM (SELECT ? AS ids) ARRAY JOIN ids AS id)", "1", ids[c.from:c.to])
+		rows, err := s.queryDeleted(ctx, true, "allocation_id IN (SELECT id FROM (SELECT ? AS ids) ARRAY JOIN ids AS id)", "1", ids[c.from:c.to])
 		if err != nil {
 			return nil, fmt.Errorf("read the current allocations with ids %d to %d of %d: %w", c.from+1, c.to, len(ids), err)
 		}

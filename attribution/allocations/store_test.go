@@ -11,6 +11,7 @@ import (
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
 	"github.com/slicemeter/slicemeter/schemas/audit"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
@@ -154,5 +155,49 @@ func TestPutChecked(t *testing.T) {
 	a.EndedAt = t0.Add(time.Hour)
 	if _, err := store.PutChecked(ctx, audit.Actor{Door: audit.DoorHTTP, Principal: "test"}, []allocation.Allocation{a}, refuseMoves); err != nil {
 		t.Errorf("a change within the tenant: %v", err)
+	}
+}
+
+// An allocation deleted through Kafka (a version that deletes it, as the collector writes one)
+// and given again over HTTP or import is created anew above the deletion, not hidden under it.
+func TestPutAfterDeletion(t *testing.T) {
+	ctx := context.Background()
+	conn := localtest.Database(t).Conn
+	ins, err := conn.PrepareBatch(ctx, tables.Insert(tables.Allocations, tables.AllocationColumns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := t0.UnixNano()
+	for _, v := range []struct {
+		version uint64
+		deleted uint8
+	}{{4, 0}, {5, 1}} {
+		if err := ins.Append("d1", "acme", "pro", "node-a", "gpu0", ns, ns, int64(0), v.version, v.deleted, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ins.Send(); err != nil {
+		t.Fatal(err)
+	}
+	store := allocations.NewStore(conn)
+	a := allocation.Allocation{ID: "d1", Tenant: "beta", Tier: "pro", Node: "node-a", Instance: "gpu0", RequestedAt: t0, StartedAt: t0}
+	res, err := store.Put(ctx, audit.Actor{Door: audit.DoorHTTP, Principal: "test"}, []allocation.Allocation{a})
+	if err != nil || len(res.Stored) != 1 {
+		t.Fatalf("put after deletion: %+v, %v; want it stored", res, err)
+	}
+	got, err := store.List(ctx, "", time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Tenant != "beta" {
+		t.Fatalf("after re-creating a deleted allocation: %+v, want d1 of beta", got)
+	}
+	// Its audit entry is a creation (nothing before it): the deleted row is not its past state.
+	var before string
+	if err := conn.QueryRow(ctx, "SELECT before FROM allocation_audit WHERE allocation_id = 'd1'").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	if before != "" {
+		t.Errorf("audit before = %q, want empty (a creation)", before)
 	}
 }

@@ -45,6 +45,8 @@ nvidia-smi -L | tee "$OUT/nvidia-smi-L.txt"
 nvidia-smi --query-gpu=index,uuid,name,driver_version,memory.total,mig.mode.current,power.limit,clocks.max.sm \
   --format=csv > "$OUT/gpus.csv" 2>&1 || true
 cat "$OUT/gpus.csv"
+# The PCI addresses, compared with the exporter's pci_bus_id (every nvidia-smi has pci.bus_id).
+nvidia-smi --query-gpu=index,pci.bus_id --format=csv,noheader > "$OUT/nvidia-smi-pci.csv" 2>&1 || true
 
 # The health fields this nvidia-smi can query (names differ between versions, and one unknown
 # field fails the whole query): compare.py compares those the exporter reads too.

@@ -5,7 +5,7 @@ Inputs in --out: exporter-summary.json and replay-summary.json (slicemeter expor
 nvidia-smi.csv (nvidia-smi --query-gpu=timestamp,index,utilization.gpu,power.draw,memory.used,
 clocks.sm,temperature.gpu -lms 200), metrics.txt (a /metrics scrape near the end), and for the
 GPU health: nvidia-smi-health.fields (the health fields this nvidia-smi can query, one a line) and
-nvidia-smi-health.csv (index then those fields, -lms 1000).
+nvidia-smi-health.csv (index then those fields, -lms 1000), nvidia-smi-pci.csv (index, pci.bus_id).
 Exit status 1 if a check fails.
 """
 import argparse, csv, json, os, re, sys
@@ -142,6 +142,17 @@ def compare_health(check, info, h, cols, ticks, loaded):
     info(f"NVLink TX/RX over the run: {h['nvlink_tx_bytes']}/{h['nvlink_rx_bytes']} B ({'read' if 'nvlink' in sup else 'not reported'}); "
          f"PCIe replays {h['pcie_replays']}; violation time power {h['power_violation_ns'] / 1e9:.2f} s, thermal {h['thermal_violation_ns'] / 1e9:.2f} s")
 
+def smi_pci(out, gpu):
+    """nvidia-smi's PCI bus id of gpu, or None."""
+    path = os.path.join(out, "nvidia-smi-pci.csv")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        for r in csv.reader(f):
+            if len(r) == 2 and r[0].strip() == str(gpu):
+                return r[1].strip()
+    return None
+
 def metric(text, name):
     total = 0.0
     found = False
@@ -188,6 +199,11 @@ def main():
         check("SM clock vs nvidia-smi", abs(clk - s["clock"]) <= CLOCK_REL * max(s["clock"], 1), f"exporter {clk:.0f} MHz vs nvidia-smi {s['clock']:.0f} MHz")
         check("energy counter grows", g["energy_joules"] > 0, f"{g['energy_joules']:.1f} J")
         print(f"temperature: exporter {g['temperature_mean_celsius']:.1f} C vs nvidia-smi {s['temp']:.1f} C; XIDs {g['xids']}")
+        bus = smi_pci(a.out, a.gpu)
+        if bus is None:
+            print("PCI bus id: nvidia-smi-pci.csv missing, not compared")
+        else:
+            check("PCI bus id vs nvidia-smi", g.get("pci_bus_id") == bus, f"exporter {g.get('pci_bus_id')!r} vs nvidia-smi {bus!r}")
         if "health" in g:
             compare_health(check, lambda line: print(line), g["health"], smi_health(a.out, a.gpu), g["ticks"], a.load not in ("", "none"))
         else:
@@ -195,7 +211,7 @@ def main():
     for i in live["instances"]:
         print(f"instance {i['id']} kind={i['kind']} profile={i['profile'] if 'profile' in i else ''} sm_active mean={i['sm_active_mean']:.3f} max={i['sm_active_max']:.3f} attached {i['attached_samples']}/{i['samples']}")
     same = [(k, live["gpus"][j][k], replay["gpus"][j][k]) for j in range(min(len(live["gpus"]), len(replay["gpus"])))
-            for k in ("utilization_mean", "power_mean_watts", "memory_used_mean_bytes", "energy_joules", "health")
+            for k in ("utilization_mean", "power_mean_watts", "memory_used_mean_bytes", "energy_joules", "health", "pci_bus_id")
             if live["gpus"][j][k] != replay["gpus"][j][k]]
     check("capture replays to the same figures", replay["ticks"] == live["ticks"] and not same and len(replay["gpus"]) == len(live["gpus"]),
           f"replay {replay['ticks']} ticks; differences {same[:3]}")

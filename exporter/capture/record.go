@@ -214,6 +214,9 @@ func (d *recDevice) GetUUID() (string, nvml.Return) {
 func (d *recDevice) GetName() (string, nvml.Return) {
 	return recorded[string](d.r, d.obj, "GetName")(d.Device.GetName())
 }
+func (d *recDevice) GetPciInfo() (nvml.PciInfo, nvml.Return) {
+	return recorded[nvml.PciInfo](d.r, d.obj, "GetPciInfo")(d.Device.GetPciInfo())
+}
 func (d *recDevice) GetMemoryInfo() (nvml.Memory, nvml.Return) {
 	return recorded[nvml.Memory](d.r, d.obj, "GetMemoryInfo")(d.Device.GetMemoryInfo())
 }

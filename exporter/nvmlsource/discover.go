@@ -48,6 +48,9 @@ func (s *Source) describeGPU(g *gpuDev) {
 	if mem, r := g.dev.GetMemoryInfo(); s.ok(g, "nvmlDeviceGetMemoryInfo", r) {
 		g.memTotal = mem.Total
 	}
+	if pci, r := g.dev.GetPciInfo(); s.ok(g, "nvmlDeviceGetPciInfo", r) {
+		g.pciBusID = pciBusID(pci)
+	}
 	if s.has("nvmlGpmQueryDeviceSupport") {
 		if sup, r := g.dev.GpmQueryDeviceSupport(); s.ok(g, "nvmlGpmQueryDeviceSupport", r) {
 			g.gpm = sup.IsSupportedDevice != 0
@@ -57,7 +60,7 @@ func (s *Source) describeGPU(g *gpuDev) {
 	g.memV2 = s.has("nvmlDeviceGetMemoryInfo_v2")
 	g.schedOK = s.has("nvmlDeviceGetVgpuSchedulerLog_v2")
 	s.registerEvents(g)
-	s.logger.Info("GPU found", "gpu", g.index, "uuid", g.uuid, "model", g.model, "gpm", g.gpm,
+	s.logger.Info("GPU found", "gpu", g.index, "uuid", g.uuid, "model", g.model, "pci_bus_id", g.pciBusID, "gpm", g.gpm,
 		"vgpu_scheduler_log", g.schedOK)
 }
 

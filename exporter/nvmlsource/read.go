@@ -42,7 +42,7 @@ func (s *Source) Read(ctx context.Context, t time.Time, interval time.Duration) 
 }
 
 func (s *Source) readGPU(dst []*pb.Sample, g *gpuDev, t time.Time, interval time.Duration) ([]*pb.Sample, exporter.GPUState) {
-	st := exporter.GPUState{Index: uint32(g.index), UUID: g.uuid, Model: g.model, MemTotal: g.memTotal,
+	st := exporter.GPUState{Index: uint32(g.index), UUID: g.uuid, Model: g.model, PCIBusID: g.pciBusID, MemTotal: g.memTotal,
 		XIDs: g.xids, LastXID: g.lastXID, ActivityAvailable: true}
 	if g.dev == nil {
 		st.Failed, st.FailReason = true, g.lost

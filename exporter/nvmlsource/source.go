@@ -72,6 +72,7 @@ type gpuDev struct {
 	model    string
 	sms      uint32
 	memTotal uint64
+	pciBusID string // read once in describeGPU: a GPU does not move on the bus while NVML is open
 
 	gpmMu   sync.Mutex // GPM calls are serialized per device (NVML's GPM is not re-entrant per GPU)
 	gpm     bool       // GPM supported (Hopper or newer)

@@ -37,6 +37,10 @@ func fakeGPU(i int, lost *bool, mig bool) *mock.Device {
 		GetUUIDFunc:       func() (string, nvml.Return) { return fmt.Sprintf("GPU-%d", i), nvml.SUCCESS },
 		GetNameFunc:       func() (string, nvml.Return) { return "NVIDIA A100-SXM4-40GB", nvml.SUCCESS },
 		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 40 << 30, Used: 2 << 30}, ret() },
+		GetPciInfoFunc: func() (nvml.PciInfo, nvml.Return) {
+			// Lower case, as some drivers write it: the source upper-cases it.
+			return pciInfo(fmt.Sprintf("00000000:%02x:00.0", 0xa0+i), "", 0, uint32(0xa0+i), 0), ret()
+		},
 		GpmQueryDeviceSupportFunc: func() (nvml.GpmSupport, nvml.Return) {
 			return nvml.GpmSupport{IsSupportedDevice: 0}, nvml.SUCCESS // an A100: no GPM
 		},

@@ -96,6 +96,10 @@ type gpu struct {
 	labels    []*dto.LabelPair // gpuLabels
 	eccLabels [2][]*dto.LabelPair
 	health    healthLabels
+	// pciInfo is gpuLabels + pci_bus_id, the labels of slicemeter_gpu_pci_info; nil while the
+	// source has not reported the bus id.
+	pciInfo  []*dto.LabelPair
+	pciBusID string
 }
 
 // healthLabels are a GPU's label pairs of the health families with a second label, built with
@@ -178,6 +182,11 @@ var (
 	descGPURemapFailure = prometheus.NewDesc("slicemeter_gpu_row_remap_failure", "1 if a row remap failed: the GPU needs service.", gpuLabels, nil)
 	descGPUViolation    = prometheus.NewDesc("slicemeter_gpu_violation_seconds_total", "Time the clocks were held down, by cause (power cap, temperature).", append(slices.Clip(gpuLabels), "cause"), nil)
 	descGPUDriverInfo   = prometheus.NewDesc("slicemeter_gpu_driver_info", "The driver and CUDA versions the GPU runs under.", append(slices.Clip(gpuLabels), "driver_version", "cuda_version"), nil)
+
+	// The GPU's PCI address gets an info series of its own rather than a label on an existing
+	// one: the label sets of served series stay as they are, and it is served wherever the bus
+	// id is known (also while the GPU cannot be read: which slot fell off the bus is the point).
+	descGPUPCIInfo = prometheus.NewDesc("slicemeter_gpu_pci_info", "The GPU's PCI address (domain:bus:device.function, as dcgm-exporter's pci_bus_id), read when it was discovered.", append(slices.Clip(gpuLabels), "pci_bus_id"), nil)
 )
 
 // clocksEventReasons are NVML's clocks-event reason bits (nvmlClocksEventReason*, nvml.h) and
@@ -299,7 +308,14 @@ func (s *Collector) writeGPU(node string, st *exporter.GPUState, now time.Time) 
 		g.eccLabels[0] = prometheus.MakeLabelPairs(descGPUECC, append(slices.Clip(values), "corrected"))
 		g.eccLabels[1] = prometheus.MakeLabelPairs(descGPUECC, append(slices.Clip(values), "uncorrected"))
 		g.health = newHealthLabels(values)
+		g.pciInfo, g.pciBusID = nil, ""
 		s.changed = true
+	}
+	if st.PCIBusID != g.pciBusID {
+		g.pciBusID, g.pciInfo = st.PCIBusID, nil
+		if st.PCIBusID != "" {
+			g.pciInfo = prometheus.MakeLabelPairs(descGPUPCIInfo, append(slices.Clip(g.health.driverInfoValues), st.PCIBusID))
+		}
 	}
 	if h := &st.Health; h.Has(exporter.HealthVersions) && (g.health.driverInfo == nil || g.health.driver != h.DriverVersion || g.health.cuda != h.CUDAVersion) {
 		g.health.driver, g.health.cuda = h.DriverVersion, h.CUDAVersion
@@ -407,7 +423,7 @@ func (s *Collector) Describe(ch chan<- *prometheus.Desc) {
 		descGPUThrottle, descGPUECC, descGPUXID, descGPULastXID, descGPUActivity, descOccupancy, descTensor, descDRAM, descProcesses, descVGPUInfo, descVGPUDriverUtil,
 		descGPUReason, descGPUPCIe, descGPUPCIeReplays, descGPUNVLink, descGPUMemTemp, descGPUMemFree, descGPUMemReserved,
 		descGPUCopyUtil, descGPUEncoderUtil, descGPUDecoderUtil, descGPURemapped, descGPURemapPending, descGPURemapFailure,
-		descGPUViolation, descGPUDriverInfo} {
+		descGPUViolation, descGPUDriverInfo, descGPUPCIInfo} {
 		ch <- d
 	}
 }
@@ -417,9 +433,9 @@ func (s *Collector) Collect(ch chan<- prometheus.Metric) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	v := &s.view
-	// At most 10 gauges and 3 counters per instance, 27 gauges and 13 counters per GPU: one
+	// At most 10 gauges and 3 counters per instance, 28 gauges and 13 counters per GPU: one
 	// allocation of each for the scrape.
-	m := newMetrics(10*len(v.instances)+27*len(v.gpus)+3*len(v.sampleGPUs)+len(v.nodes), 3*len(v.instances)+13*len(v.gpus))
+	m := newMetrics(10*len(v.instances)+28*len(v.gpus)+3*len(v.sampleGPUs)+len(v.nodes), 3*len(v.instances)+13*len(v.gpus))
 	for _, in := range v.infos {
 		ch <- m.gauge(descInfo, 1, in.info)
 	}
@@ -487,6 +503,9 @@ func collectGPU(ch chan<- prometheus.Metric, m *metrics, g *gpu) {
 	ch <- m.gauge(descGPUUp, b2f(!st.Failed), gp)
 	ch <- m.counter(descGPUXID, float64(st.XIDs), gp)
 	ch <- m.gauge(descGPULastXID, float64(st.LastXID), gp)
+	if g.pciInfo != nil {
+		ch <- m.gauge(descGPUPCIInfo, 1, g.pciInfo)
+	}
 	if st.Failed {
 		return // its figures are from no tick
 	}

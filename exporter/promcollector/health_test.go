@@ -129,3 +129,35 @@ func TestGPUInstanceIDLabelsInfo(t *testing.T) {
 	write([]exporter.InstanceActivity{{InstanceID: "MIG-a", GPUInstanceID: 2, HasGPUInstanceID: true}})
 	checkSeries(t, exposition(t, reg), []seriesWant{{mig("2"), true}, {mig(""), false}, {whole, true}})
 }
+
+// The GPU's PCI address is served on slicemeter_gpu_pci_info once the source reports it, also
+// while the GPU cannot be read, and replaces the old series if it changes; no other series
+// gains the label.
+func TestPCIBusIDLabelsPCIInfo(t *testing.T) {
+	snap := New()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(snap)
+	write := func(busID string, failed bool) string {
+		t.Helper()
+		err := snap.Write(context.Background(), time.Now(), []exporter.NodeSamples{{Node: "n",
+			Samples: []*pb.Sample{{GpuIndex: 0, GpuUuid: "GPU-0", Model: "H100-SXM5-80GB", Kind: pb.Kind_KIND_GPU, InstanceId: "GPU-0"}},
+			GPUs:    []exporter.GPUState{{Index: 0, UUID: "GPU-0", Model: "H100-SXM5-80GB", PCIBusID: busID, Failed: failed, Health: allHealth()}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return exposition(t, reg)
+	}
+	info := func(id string) string {
+		return `slicemeter_gpu_pci_info{gpu="0",model="H100-SXM5-80GB",node="n",pci_bus_id="` + id + `",uuid="GPU-0"} 1` + "\n"
+	}
+	const up = `slicemeter_gpu_up{gpu="0",model="H100-SXM5-80GB",node="n",uuid="GPU-0"} 1` + "\n"
+	const driver = `slicemeter_gpu_driver_info{cuda_version="13.0",driver_version="580.65.06",gpu="0",model="H100-SXM5-80GB",node="n",uuid="GPU-0"} 1` + "\n"
+	checkSeries(t, write("", false), []seriesWant{{"slicemeter_gpu_pci_info{", false}, {up, true}})
+	text := write("00000000:18:00.0", false)
+	checkSeries(t, text, []seriesWant{{info("00000000:18:00.0"), true}, {up, true}, {driver, true}})
+	if n := strings.Count(text, "pci_bus_id="); n != 1 {
+		t.Errorf("pci_bus_id on %d series, want only slicemeter_gpu_pci_info's", n)
+	}
+	checkSeries(t, write("00000000:18:00.0", true), []seriesWant{{info("00000000:18:00.0"), true}, {driver, false}})
+	checkSeries(t, write("00000000:2A:00.0", false), []seriesWant{{info("00000000:2A:00.0"), true}, {info("00000000:18:00.0"), false}})
+}

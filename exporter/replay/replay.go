@@ -237,6 +237,7 @@ func (p *Source) device(obj string) *mock.Device {
 		GetUUIDFunc:               func() (string, nvml.Return) { return answer[string](p, obj, "GetUUID") },
 		GetNameFunc:               func() (string, nvml.Return) { return answer[string](p, obj, "GetName") },
 		GetMemoryInfoFunc:         func() (nvml.Memory, nvml.Return) { return answer[nvml.Memory](p, obj, "GetMemoryInfo") },
+		GetPciInfoFunc:            func() (nvml.PciInfo, nvml.Return) { return answer[nvml.PciInfo](p, obj, "GetPciInfo") },
 		GpmQueryDeviceSupportFunc: func() (nvml.GpmSupport, nvml.Return) { return answer[nvml.GpmSupport](p, obj, "GpmQueryDeviceSupport") },
 		RegisterEventsFunc:        func(uint64, nvml.EventSet) nvml.Return { return p.take(obj, "RegisterEvents") },
 		GetPowerUsageFunc:         func() (uint32, nvml.Return) { return answer[uint32](p, obj, "GetPowerUsage") },

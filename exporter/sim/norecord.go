@@ -37,6 +37,7 @@ type device struct{ *mock.Device }
 func (d device) GetUUID() (string, nvml.Return)            { return d.GetUUIDFunc() }
 func (d device) GetName() (string, nvml.Return)            { return d.GetNameFunc() }
 func (d device) GetMemoryInfo() (nvml.Memory, nvml.Return) { return d.GetMemoryInfoFunc() }
+func (d device) GetPciInfo() (nvml.PciInfo, nvml.Return)   { return d.GetPciInfoFunc() }
 func (d device) GetPowerUsage() (uint32, nvml.Return)      { return d.GetPowerUsageFunc() }
 func (d device) GetTotalEnergyConsumption() (uint64, nvml.Return) {
 	return d.GetTotalEnergyConsumptionFunc()

@@ -122,8 +122,9 @@ func procs(attached bool) []nvml.ProcessInfo {
 func (w *world) device(g *gpu) nvml.Device {
 	kind := g.instances[0].kind
 	dev := &mock.Device{
-		GetUUIDFunc: func() (string, nvml.Return) { return ok(g.uuid) },
-		GetNameFunc: func() (string, nvml.Return) { return ok("NVIDIA " + g.model.Name) },
+		GetUUIDFunc:    func() (string, nvml.Return) { return ok(g.uuid) },
+		GetNameFunc:    func() (string, nvml.Return) { return ok("NVIDIA " + g.model.Name) },
+		GetPciInfoFunc: func() (nvml.PciInfo, nvml.Return) { return ok(pciInfo(g.index)) },
 		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
 			used := g.memUsed(w.d)
 			return ok(nvml.Memory{Total: g.model.MemoryBytes, Used: used, Free: g.model.MemoryBytes - used})
@@ -354,6 +355,27 @@ func (w *world) gpmMetrics(req *nvml.GpmMetricsGetType) nvml.Return {
 		}
 	}
 	return nvml.SUCCESS
+}
+
+// pciBuses are the PCI buses of an 8-GPU HGX board's GPUs (as on DGX H100), in index order.
+var pciBuses = [8]uint32{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb}
+
+// pciInfo is the PCI address of the node's GPU i, as NVML's nvmlDeviceGetPciInfo_v3 fills it:
+// the buses of an HGX board, GPUs beyond 8 on the next PCI domains. Distinct per GPU of a node.
+func pciInfo(i int) nvml.PciInfo {
+	p := nvml.PciInfo{Domain: uint32(i / len(pciBuses)), Bus: pciBuses[i%len(pciBuses)]}
+	putCString(p.BusId[:], fmt.Sprintf("%08X:%02X:%02X.0", p.Domain, p.Bus, p.Device))
+	putCString(p.BusIdLegacy[:], fmt.Sprintf("%04X:%02X:%02X.0", p.Domain, p.Bus, p.Device))
+	return p
+}
+
+// putCString writes s NUL-terminated into a C char array (cut to fit).
+func putCString(dst []int8, s string) {
+	n := min(len(s), len(dst)-1)
+	for i := range n {
+		dst[i] = int8(s[i])
+	}
+	dst[n] = 0
 }
 
 // derivedUUID derives a stable UUID in NVML's format for a simulated MIG or vGPU instance.

@@ -41,6 +41,7 @@ type GPU struct {
 	Index           uint32  `json:"index"`
 	UUID            string  `json:"uuid"`
 	Model           string  `json:"model"`
+	PCIBusID        string  `json:"pci_bus_id"` // empty where NVML did not report it
 	Ticks           int     `json:"ticks"`
 	FailedTicks     int     `json:"failed_ticks"`
 	DriverSamples   int     `json:"driver_utilization_samples"`
@@ -192,6 +193,7 @@ func (s *Summary) Write(_ context.Context, tick time.Time, samples []exporter.No
 				a = &GPU{Node: ns.Node, Index: g.Index, UUID: g.UUID, Model: g.Model, MemTotal: g.MemTotal, firstEnergy: g.EnergyJ}
 				s.gpus[k] = a
 			}
+			a.PCIBusID = g.PCIBusID
 			if g.Failed {
 				a.FailedTicks++
 				continue

@@ -27,7 +27,7 @@ func TestSummaryMeans(t *testing.T) {
 		failed          bool
 	}{{0.2, 100, 0.1, 10, false}, {0.6, 300, 0.5, 40, false}, {0, 0, 0, 0, true}}
 	for i, tk := range ticks {
-		ns := exporter.NodeSamples{Node: "n", GPUs: []exporter.GPUState{{UUID: "GPU-1", Model: "H200-SXM-141GB",
+		ns := exporter.NodeSamples{Node: "n", GPUs: []exporter.GPUState{{UUID: "GPU-1", Model: "H200-SXM-141GB", PCIBusID: "00000000:3B:00.0",
 			Utilization: tk.util, PowerWatts: tk.power, EnergyJ: tk.energy, UtilSamples: 2, Failed: tk.failed,
 			Instances: []exporter.InstanceActivity{{InstanceID: "GPU-1", HasGPM: true}}}}}
 		if !tk.failed {
@@ -50,7 +50,7 @@ func TestSummaryMeans(t *testing.T) {
 	}
 	g := r.GPUs[0]
 	if r.Ticks != 3 || g.Ticks != 2 || g.FailedTicks != 1 || g.UtilizationMean != 0.4 || g.PowerMeanW != 200 ||
-		g.EnergyJ != 30 || g.DriverSamples != 4 || !g.GPM || g.UtilizationMax != 0.6 {
+		g.EnergyJ != 30 || g.DriverSamples != 4 || !g.GPM || g.UtilizationMax != 0.6 || g.PCIBusID != "00000000:3B:00.0" {
 		t.Errorf("gpu summary %+v (run %+v)", g, r)
 	}
 	in := r.Instances[0]
