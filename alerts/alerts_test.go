@@ -36,6 +36,13 @@ func TestRulesUnitTests(t *testing.T) {
 	run(t, "promtool", "test", "rules", "slicemeter.rules.test.yml")
 }
 
+// The dcgm-exporter compatibility rules (dcgm-compat.rules.yml) parse, and publish dcgm-exporter's
+// names with its labels and units; e2e's TestDCGMCompat runs them in a real Prometheus.
+func TestDCGMCompatRules(t *testing.T) {
+	run(t, "promtool", "check", "rules", "dcgm-compat.rules.yml")
+	run(t, "promtool", "test", "rules", "dcgm-compat.rules.test.yml")
+}
+
 func TestAlertmanagerConfig(t *testing.T) {
 	run(t, "amtool", "check-config", "alertmanager.example.yml")
 }

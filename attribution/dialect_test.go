@@ -2,8 +2,8 @@ package attribution_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +14,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/audit"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -49,11 +50,14 @@ func TestCurrentClickHouseDialect(t *testing.T) {
 		}
 	}
 	allocStore := allocations.NewStore(conn)
-	if _, err := allocStore.Put(ctx, []allocation.Allocation{{ID: "x", Tenant: "d", Tier: "pro", Node: "node-a", Instance: "gpu9", RequestedAt: t0, StartedAt: t0}}); err != nil {
+	if _, err := allocStore.Put(ctx, audit.Actor{Door: audit.DoorImport, Principal: "test"}, []allocation.Allocation{{ID: "x", Tenant: "d", Tier: "pro", Node: "node-a", Instance: "gpu9", RequestedAt: t0, StartedAt: t0}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := allocStore.List(ctx, "d", t0, t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
+	}
+	if entries, err := audit.List(ctx, conn, audit.Query{From: time.Now().Add(-time.Hour), To: time.Now().Add(time.Hour), AllocationID: "x", Tenant: "d", Limit: 10}); err != nil || len(entries) != 1 {
+		t.Fatalf("the audit trail of the Put: %d entries, %v; want 1", len(entries), err)
 	}
 	runner := service.NewRunner(conn, book, service.Passes{Backfill: 2 * time.Minute, MaxMinutes: 2}, nil, slog.New(slog.DiscardHandler))
 	runner.SetClock(func() time.Time { return t0.Add(2 * time.Minute) })
@@ -73,7 +77,7 @@ func TestCurrentClickHouseDialect(t *testing.T) {
 	// Two minutes of the hour are stored: the hourly stream reads them, then names the others.
 	h := t0.Truncate(time.Hour)
 	if err := store.HourlyLines(ctx, conn, h, h.Add(time.Hour), func(time.Time, []billing.Line) error { return nil }); err == nil ||
-		!strings.Contains(err.Error(), "not attributed yet") {
+		!errors.Is(err, store.ErrNotAttributed) {
 		t.Fatalf("hourly lines of a partly stored hour: %v", err)
 	}
 	if _, err := store.NoisyNeighbours(ctx, conn, t0, t0.Add(time.Minute)); err != nil {

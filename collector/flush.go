@@ -8,6 +8,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slicemeter/slicemeter/schemas/audit"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -123,6 +124,15 @@ func (c *Collector) store(ctx context.Context, deadLetterWriter *kafka.Writer, b
 		b.touched.reset()
 	}
 	if n := b.allocs.len(); n > 0 {
+		// The audit entries first: allocations stored without them would be writes nobody
+		// can account for. A failure is counted and retried like any insert's.
+		if !b.allocChecks.audited {
+			if err := audit.Insert(ctx, c.conn, b.allocChecks.audit); err != nil {
+				c.metrics.insertErrors.WithLabelValues(tables.AllocationAudit).Inc()
+				return err
+			}
+			b.allocChecks.audited = true
+		}
 		if err := c.insert(ctx, tables.Allocations, tables.AllocationColumns, b.allocs.columns(), n); err != nil {
 			return err
 		}

@@ -3,10 +3,12 @@ package collector
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/audit"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -17,6 +19,10 @@ type allocationChecks struct {
 	msgs    []kafka.Message
 	events  []allocation.Event
 	checked bool // refuseOverlaps ran: a retried store must not check (and dead-letter) again
+	// audit: the entries of the events that change an allocation (refuseOverlaps fills it);
+	// audited once they are stored, so that a retried store does not record them again.
+	audit   []audit.Entry
+	audited bool
 }
 
 func (a *allocationChecks) add(msg kafka.Message, e *pb.AllocationEvent) {
@@ -27,6 +33,8 @@ func (a *allocationChecks) add(msg kafka.Message, e *pb.AllocationEvent) {
 func (a *allocationChecks) reset() {
 	clear(a.msgs) // drop references to the messages' values
 	a.msgs, a.events, a.checked = a.msgs[:0], a.events[:0], false
+	clear(a.audit)
+	a.audit, a.audited = a.audit[:0], false
 }
 
 // refuseOverlaps checks b's allocation events against the stored allocations and each other,
@@ -37,7 +45,7 @@ func (c *Collector) refuseOverlaps(ctx context.Context, b *batch) error {
 	if b.allocs.len() == 0 || b.allocChecks.checked {
 		return nil
 	}
-	refused, err := allocation.CheckEvents(ctx, c.conn, b.allocChecks.events)
+	refused, changes, err := allocation.CheckEventChanges(ctx, c.conn, b.allocChecks.events)
 	if err != nil {
 		return fmt.Errorf("check %d allocation events for overlaps: %w", len(b.allocChecks.events), err)
 	}
@@ -48,6 +56,12 @@ func (c *Collector) refuseOverlaps(ctx context.Context, b *batch) error {
 	}
 	if len(drop) > 0 {
 		b.allocs.drop(drop)
+	}
+	now := time.Now()
+	for _, ch := range changes {
+		m, e := b.allocChecks.msgs[ch.Index], b.allocChecks.events[ch.Index]
+		who := audit.Actor{Door: audit.DoorKafka, Origin: fmt.Sprintf("%s/%d@%d", m.Topic, m.Partition, m.Offset)}
+		b.allocChecks.audit = append(b.allocChecks.audit, audit.NewEntry(now, who, ch.Before, e.Allocation, e.Version, e.Deleted))
 	}
 	b.allocChecks.checked = true
 	if b.allocs.len() == 0 { // nothing to insert, and so no reset after the insert

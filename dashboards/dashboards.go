@@ -28,6 +28,8 @@ func All() ([]Generated, error) {
 		{"sla.json", sla()},
 		{"instance.json", instance()},
 		{"pipeline.json", pipeline()},
+		{"gpu-health.json", gpuHealth()},
+		{"economics.json", economics()},
 	}
 	out := make([]Generated, 0, len(builders))
 	for _, b := range builders {

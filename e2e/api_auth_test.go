@@ -31,6 +31,9 @@ func TestAPIAuth(t *testing.T) {
 	}
 
 	tokens := map[string]string{"ops": "ops-0123456789abcdef", "acme": "acme-0123456789abcdef", "slurm": "slurm-0123456789abcdef", "k8s": "k8s-0123456789abcdef"}
+	for _, token := range tokens {
+		apptest.Secret(t, token)
+	}
 	entry := func(name, role, tenants string) string {
 		r := apptest.RunInput(t, ctx, tokens[name]+"\n", "api", "token", "hash", "--name", name)
 		if r.Code != 0 || strings.Contains(r.Stdout, tokens[name]) {

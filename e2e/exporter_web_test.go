@@ -23,6 +23,7 @@ func TestExporterEndpoint(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
+	apptest.Secret(t, "s3cret")
 	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)

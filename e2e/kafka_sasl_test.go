@@ -33,6 +33,12 @@ func TestKafkaSASL(t *testing.T) {
 			"--kafka.tls.key-file", sk.TLS.ClientKey, "--kafka.sasl.mechanism", u.Mechanism,
 			"--kafka.sasl.username", u.Name, "--kafka.sasl.password-file", passwordFile}
 	}
+	for _, u := range sk.Users {
+		apptest.Secret(t, u.Password)
+	}
+	if b, err := os.ReadFile(sk.WrongPasswordFile); err == nil {
+		apptest.Secret(t, strings.TrimSpace(string(b)))
+	}
 	noPassword := func(what, out string) {
 		t.Helper()
 		for _, u := range sk.Users {

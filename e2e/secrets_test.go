@@ -33,6 +33,9 @@ func TestDSNPasswordNeverPrinted(t *testing.T) {
 		{"clickhouse://u:Top5ecret@127.0.0.1:1/db", "Top5ecret", 1}, // parses; refused
 	}
 	for _, d := range dsns {
+		apptest.Secret(t, d.password)
+	}
+	for _, d := range dsns {
 		for _, args := range commands {
 			args := append(append([]string{}, args...), "--clickhouse.dsn", d.dsn)
 			r := apptest.Run(t, ctx, args...)

@@ -32,8 +32,13 @@ import (
 // the issue's closing note): a benchmark's process holds the test binary's own baggage.
 
 func node72(b *testing.B) (*scenario.Scenario, *sim.Source, *promcollector.Collector, *prometheus.Registry) {
+	return benchNode(b, "testdata/node72.yaml", 72)
+}
+
+// benchNode simulates the node of a benchmark scenario with want instances.
+func benchNode(b *testing.B, path string, want int) (*scenario.Scenario, *sim.Source, *promcollector.Collector, *prometheus.Registry) {
 	b.Helper()
-	sc, err := scenario.Load("testdata/node72.yaml")
+	sc, err := scenario.Load(path)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,8 +47,8 @@ func node72(b *testing.B) (*scenario.Scenario, *sim.Source, *promcollector.Colle
 	if err != nil {
 		b.Fatal(err)
 	}
-	if src.Instances() != 72 {
-		b.Fatalf("%d instances, want 72", src.Instances())
+	if src.Instances() != want {
+		b.Fatalf("%d instances, want %d", src.Instances(), want)
 	}
 	snap := promcollector.New()
 	reg.MustRegister(snap)
@@ -52,8 +57,14 @@ func node72(b *testing.B) (*scenario.Scenario, *sim.Source, *promcollector.Colle
 
 // BenchmarkNode72Tick is one tick of the whole node: every NVML call of the nvml source
 // (simulated NVML underneath), the translation, and the Prometheus snapshot.
-func BenchmarkNode72Tick(b *testing.B) {
-	sc, src, snap, _ := node72(b)
+func BenchmarkNode72Tick(b *testing.B) { benchTick(b, "testdata/node72.yaml", 72) }
+
+// BenchmarkNode184Tick is the same for the dense node of issue 13: 8 H100 × 7 MIG instances
+// plus 8 H100 × 16 vGPUs (184 instances).
+func BenchmarkNode184Tick(b *testing.B) { benchTick(b, "testdata/node184.yaml", 184) }
+
+func benchTick(b *testing.B, path string, instances int) {
+	sc, src, snap, _ := benchNode(b, path, instances)
 	ctx := context.Background()
 	tick := func(n int) {
 		t := sc.Start.Add(time.Duration(n) * sc.Interval)
@@ -76,7 +87,7 @@ func BenchmarkNode72Tick(b *testing.B) {
 	}
 	b.StopTimer()
 	perTick := float64(b.Elapsed().Nanoseconds()) / float64(n-1)
-	b.ReportMetric(perTick/72, "ns/instance-sample")
+	b.ReportMetric(perTick/float64(instances), "ns/instance-sample")
 	b.ReportMetric(100*perTick/float64(sc.Interval.Nanoseconds()), "cpu-%-of-core@100ms")
 	b.ReportMetric(float64(src.NVMLCalls()-calls0)/float64(n-1), "nvml-calls/tick")
 }
@@ -89,30 +100,42 @@ func BenchmarkNode72Tick(b *testing.B) {
 //     OpenMetrics offered), gzip at its default level, and the request headers Prometheus 3
 //     sends (OpenMetrics preferred, gzip);
 //   - prometheus-snapshot-handler: the same with webserver.MetricsHandler (gzip at its fastest level),
-//     which is what cmd/slicemeter serves.
+//     which is what cmd/slicemeter serves;
+//   - prometheus-snapshot-handler-health: the same with every GPU reporting every health field
+//     (exporter.Health), as a Hopper node's NVML does.
 //
 // scrape-p99-ms is wall time and depends on what else the machine runs; cpu-ms/scrape is the
 // process's CPU time (user + system, garbage collection included) per scrape, which does not.
-func BenchmarkNode72Scrape(b *testing.B) {
+func BenchmarkNode72Scrape(b *testing.B) { benchScrape(b, "testdata/node72.yaml", 72) }
+
+// BenchmarkNode184Scrape is the same for the 184-instance node.
+func BenchmarkNode184Scrape(b *testing.B) { benchScrape(b, "testdata/node184.yaml", 184) }
+
+func benchScrape(b *testing.B, path string, instances int) {
 	for _, tc := range []struct {
 		name       string
 		prometheus bool
 		handler    func(*prometheus.Registry) (http.Handler, error)
+		health     bool
 	}{
-		{"plain", false, nil},
+		{"plain", false, nil, false},
 		{"prometheus", true, func(reg *prometheus.Registry) (http.Handler, error) {
 			return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}), nil
-		}},
-		{"prometheus-snapshot-handler", true, webserver.MetricsHandler},
+		}, false},
+		{"prometheus-snapshot-handler", true, webserver.MetricsHandler, false},
+		{"prometheus-snapshot-handler-health", true, webserver.MetricsHandler, true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			sc, src, snap, reg := node72(b)
+			sc, src, snap, reg := benchNode(b, path, instances)
 			ctx := context.Background()
 			for n := range 20 {
 				t := sc.Start.Add(time.Duration(n) * sc.Interval)
 				out, err := src.Read(ctx, t, sc.Interval)
 				if err != nil {
 					b.Fatal(err)
+				}
+				if tc.health {
+					withAllHealth(out, uint64(n))
 				}
 				if err := snap.Write(ctx, t, out); err != nil {
 					b.Fatal(err)
@@ -151,6 +174,23 @@ func BenchmarkNode72Scrape(b *testing.B) {
 			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(len(took)), "cpu-ms/scrape")
 			b.ReportMetric(float64(size), "body-bytes")
 		})
+	}
+}
+
+// withAllHealth gives every GPU every health field, counters at n.
+func withAllHealth(out []exporter.NodeSamples, n uint64) {
+	for i := range out {
+		for g := range out[i].GPUs {
+			out[i].GPUs[g].Health = exporter.Health{
+				Supported: exporter.HealthPCIe | exporter.HealthPCIeReplays | exporter.HealthNVLink | exporter.HealthMemTemp |
+					exporter.HealthFB | exporter.HealthCopyUtil | exporter.HealthCodecUtil | exporter.HealthRemap |
+					exporter.HealthViolations | exporter.HealthVersions,
+				PCIeTxBytes: n << 20, PCIeRxBytes: n << 21, PCIeReplays: n, NVLinkTxBytes: n << 24, NVLinkRxBytes: n << 24,
+				MemTempC: 55, FBFree: 1 << 34, FBReserved: 1 << 29, CopyUtil: 0.2, EncoderUtil: 0.05, DecoderUtil: 0.1,
+				RemappedCorrectable: 2, PowerViolationNs: n * 1e8, ThermalViolationNs: n * 5e7,
+				DriverVersion: "580.65.06", CUDAVersion: "13.0",
+			}
+		}
 	}
 }
 

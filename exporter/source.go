@@ -36,6 +36,9 @@ type GPUState struct {
 	Index uint32
 	UUID  string
 	Model string
+	// PCIBusID is the GPU's PCI address as dcgm-exporter's pci_bus_id shows it
+	// ("00000000:3B:00.0"), read once at discovery; empty where NVML did not report it.
+	PCIBusID string
 	// Failed says the GPU could not be read this tick (fallen off the bus, NVML errors); its
 	// instances are missing from the tick, the other GPUs are not.
 	Failed      bool
@@ -126,4 +129,24 @@ type InstanceActivity struct {
 	// dcgm-exporter labels GPU_I_ID; HasGPUInstanceID is false for whole GPUs and vGPUs.
 	GPUInstanceID    uint32
 	HasGPUInstanceID bool
+}
+
+// Shares says which processes run on which time-sliced or MPS replica of a GPU (instances of
+// kind share): on Kubernetes from the device plugin's replicas and the pods' cgroups, in the
+// simulator from the scenario. A source without one samples no share instances.
+type Shares interface {
+	// Share returns how the GPU with this UUID is shared; Replicas 0: it is not.
+	Share(uuid string) Share
+}
+
+// Share is one GPU's replicas.
+type Share struct {
+	// Replicas is the number of replicas the GPU is shared as: each is billed 1/Replicas.
+	Replicas int
+	// IDs are the replicas' instance ids (the device plugin's device ids, GPU-<uuid>::<n>),
+	// so that idle ones are sampled too.
+	IDs []string
+	// Replica maps a process on the GPU to its replica's instance id; ok is false for a
+	// process of no known replica (its time is the GPU's, not a tenant's).
+	Replica func(pid uint32) (id string, ok bool)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/audit"
 )
 
 // bulk is n allocations on targets instances of one node, back to back on each (an hour
@@ -95,13 +96,13 @@ func TestBulkImport(t *testing.T) {
 			t.Logf("decode %d (%d MiB): %s", tc.n, len(data)>>20, time.Since(start).Round(time.Millisecond))
 			store := allocations.NewStore(localtest.Database(t).Conn)
 			start = time.Now()
-			res, err := store.Put(ctx, decoded)
+			res, err := store.Put(ctx, audit.Actor{Door: audit.DoorImport, Principal: "test"}, decoded)
 			if err != nil || len(res.Stored) != tc.n {
 				t.Fatalf("put: %d stored, %v", len(res.Stored), err)
 			}
 			t.Logf("put %d: %s", tc.n, time.Since(start).Round(time.Millisecond))
 			start = time.Now()
-			if res, err = store.Put(ctx, decoded); err != nil || len(res.Unchanged) != tc.n {
+			if res, err = store.Put(ctx, audit.Actor{Door: audit.DoorImport, Principal: "test"}, decoded); err != nil || len(res.Unchanged) != tc.n {
 				t.Fatalf("retry: %d unchanged, %v", len(res.Unchanged), err)
 			}
 			t.Logf("retry %d: %s", tc.n, time.Since(start).Round(time.Millisecond))

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"os/user"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/audit"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -58,24 +61,35 @@ func NewStore(conn driver.Conn) *Store {
 }
 
 // currentQuery: the current state of the allocations on some targets or with some ids (the
-// highest version of each id, not deleted). The first %s filters the rows before grouping
-// (by id: uses the table's order), the second the current states.
+// highest version of each id; deleted ones only where the third %s is 1). The first %s
+// filters the rows before grouping (by id: uses the table's order), the second the current states.
 var currentQuery = `
-SELECT allocation_id, cur_tenant, cur_tier, cur_node, cur_instance_id, cur_requested_ns, cur_started_ns, cur_ended_ns, cur_version
+SELECT allocation_id, cur_tenant, cur_tier, cur_node, cur_instance_id, cur_requested_ns, cur_started_ns, cur_ended_ns, cur_version, cur_deleted
 FROM (
     %s
 )
-WHERE cur_deleted = 0 AND %s
+WHERE (cur_deleted = 0 OR %d = 1) AND %s
 ORDER BY cur_started_ns, allocation_id`
 
 // stored is an allocation with the version it was stored at.
 type stored struct {
 	allocation.Allocation
 	version uint64
+	deleted bool // its latest version deletes it: only its version counts
 }
 
 func (s *Store) query(ctx context.Context, before, where string, args ...any) ([]stored, error) {
-	rows, err := s.conn.Query(ctx, fmt.Sprintf(currentQuery, tables.LatestAllocations(before), where), args...)
+	return s.queryDeleted(ctx, false, before, where, args...)
+}
+
+// queryDeleted is query that, with withDeleted, also returns the allocations whose latest
+// version deletes them.
+func (s *Store) queryDeleted(ctx context.Context, withDeleted bool, before, where string, args ...any) ([]stored, error) {
+	flag := 0
+	if withDeleted {
+		flag = 1
+	}
+	rows, err := s.conn.Query(ctx, fmt.Sprintf(currentQuery, tables.LatestAllocations(before), flag, where), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -85,10 +99,12 @@ func (s *Store) query(ctx context.Context, before, where string, args ...any) ([
 		var (
 			a                        stored
 			requested, started, ends int64
+			deleted                  uint8
 		)
-		if err := rows.Scan(&a.ID, &a.Tenant, &a.Tier, &a.Node, &a.Instance, &requested, &started, &ends, &a.version); err != nil {
+		if err := rows.Scan(&a.ID, &a.Tenant, &a.Tier, &a.Node, &a.Instance, &requested, &started, &ends, &a.version, &deleted); err != nil {
 			return nil, err
 		}
+		a.deleted = deleted != 0
 		a.RequestedAt, a.StartedAt, a.EndedAt = allocation.FromNS(requested), allocation.FromNS(started), allocation.FromNS(ends)
 		out = append(out, a)
 	}
@@ -106,8 +122,13 @@ func (s *Store) query(ctx context.Context, before, where string, args ...any) ([
 // as versions like any other: Put again with the same input (a retry) finds those unchanged,
 // writes the rest and so ends where one successful Put would have; a corrected input gets
 // the next versions, which supersede them.
-func (s *Store) Put(ctx context.Context, allocs []allocation.Allocation) (Result, error) {
-	return s.PutChecked(ctx, allocs, nil)
+//
+// Every allocation written is recorded first in the audit trail (schemas/audit) as by who: an
+// insert's entries go in before its rows, and when they cannot be written, neither are the
+// rows (Put fails). A retry after a failed insert may so record that insert's writes twice;
+// no stored write goes unrecorded.
+func (s *Store) Put(ctx context.Context, who audit.Actor, allocs []allocation.Allocation) (Result, error) {
+	return s.PutChecked(ctx, who, allocs, nil)
 }
 
 // Check is asked, before anything is written, about every allocation of a Put that changes
@@ -116,7 +137,7 @@ type Check func(prev, next allocation.Allocation) error
 
 // PutChecked is Put that refuses the input if check (when not nil) refuses one of its changes:
 // the API's rule that only an operator moves an allocation to another tenant.
-func (s *Store) PutChecked(ctx context.Context, allocs []allocation.Allocation, check Check) (Result, error) {
+func (s *Store) PutChecked(ctx context.Context, who audit.Actor, allocs []allocation.Allocation, check Check) (Result, error) {
 	var res Result
 	if len(allocs) == 0 {
 		return res, nil
@@ -138,15 +159,24 @@ func (s *Store) PutChecked(ctx context.Context, allocs []allocation.Allocation, 
 	plain := make([]allocation.Allocation, 0, len(current))
 	byID := make(map[string]stored, len(current))
 	for _, c := range current {
-		plain = append(plain, c.Allocation)
+		if !c.deleted {
+			plain = append(plain, c.Allocation)
+		}
 		byID[c.ID] = c
 	}
 	if err := allocation.FirstOverlap(allocs, plain); err != nil {
 		return res, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
-	var changed []stored
+	var (
+		changed []stored
+		entries []audit.Entry
+	)
+	now := s.now().UTC()
 	for _, a := range allocs {
-		prev, ok := byID[a.ID]
+		prev, found := byID[a.ID]
+		// An id deleted (through Kafka) and given again is created anew, at a version above
+		// the deletion's: below it, the deletion would stay the latest and hide it.
+		ok := found && !prev.deleted
 		if ok && prev.Same(a) {
 			res.Unchanged = append(res.Unchanged, a.ID)
 			continue
@@ -156,11 +186,20 @@ func (s *Store) PutChecked(ctx context.Context, allocs []allocation.Allocation, 
 				return Result{}, err
 			}
 		}
-		changed = append(changed, stored{a, prev.version + 1})
+		var before *allocation.Allocation
+		if ok {
+			before = &prev.Allocation
+		}
+		changed = append(changed, stored{Allocation: a, version: prev.version + 1})
+		entries = append(entries, audit.NewEntry(now, who, before, a, prev.version+1, false))
 	}
-	received := s.now().UTC().Truncate(time.Second)
+	received := now.Truncate(time.Second)
 	for from := 0; from < len(changed); from += s.insertRows {
 		part := changed[from:min(from+s.insertRows, len(changed))]
+		if err := audit.Insert(ctx, s.conn, entries[from:from+len(part)]); err != nil {
+			return Result{}, fmt.Errorf("allocations %d to %d of the %d changed not written (%d written before; the same input again completes it): %w",
+				from+1, from+len(part), len(changed), from, err)
+		}
 		if err := s.insert(ctx, part, received); err != nil {
 			return Result{}, fmt.Errorf("insert allocations %d to %d of the %d changed (%d written before; the same input again completes it): %w",
 				from+1, from+len(part), len(changed), from, err)
@@ -190,7 +229,7 @@ func (s *Store) current(ctx context.Context, allocs []allocation.Allocation) ([]
 		}
 	}
 	for _, c := range chunks(ids, nil, s.lookupBytes) {
-		rows, err := s.query(ctx, "allocation_id IN (SELECT id FROM (SELECT ? AS ids) ARRAY JOIN ids AS id)", "1", ids[c.from:c.to])
+		rows, err := s.queryDeleted(ctx, true, "allocation_id IN (SELECT id FROM (SELECT ? AS ids) ARRAY JOIN ids AS id)", "1", ids[c.from:c.to])
 		if err != nil {
 			return nil, fmt.Errorf("read the current allocations with ids %d to %d of %d: %w", c.from+1, c.to, len(ids), err)
 		}
@@ -317,4 +356,18 @@ func (s *Store) List(ctx context.Context, tenant string, from, to time.Time) ([]
 		out = append(out, r.Allocation)
 	}
 	return out, nil
+}
+
+// ImportActor is who `slicemeter allocations import FILE` writes as: the OS user (role cli),
+// from this host and file. The user is what the OS says, not authenticated by slicemeter: the
+// import needs the database's credentials, which are what admits it.
+func ImportActor(file string) audit.Actor {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	} else if env := os.Getenv("USER"); env != "" {
+		name = env
+	}
+	host, _ := os.Hostname()
+	return audit.Actor{Door: audit.DoorImport, Principal: name, Role: "cli", Origin: host + ":" + file}
 }

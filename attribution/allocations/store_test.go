@@ -10,6 +10,8 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/audit"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
@@ -43,27 +45,27 @@ func TestStore(t *testing.T) {
 		return a
 	}
 	a1 := alloc("a1", "acme", sampled, 0, time.Hour)
-	res, err := store.Put(ctx, []allocation.Allocation{a1, alloc("b1", "beta", "gpu7", 0, 0)})
+	res, err := store.Put(ctx, audit.Actor{Door: audit.DoorImport, Principal: "test"}, []allocation.Allocation{a1, alloc("b1", "beta", "gpu7", 0, 0)})
 	if err != nil || len(res.Stored) != 2 || len(res.Unseen) != 1 || res.Unseen[0] != "node-a/gpu7" {
 		t.Fatalf("first put: %+v, %v; want 2 stored and node-a/gpu7 unseen", res, err)
 	}
-	if res, err = store.Put(ctx, []allocation.Allocation{a1}); err != nil || len(res.Unchanged) != 1 || len(res.Stored) != 0 {
+	if res, err = store.Put(ctx, audit.Actor{Door: audit.DoorImport, Principal: "test"}, []allocation.Allocation{a1}); err != nil || len(res.Unchanged) != 1 || len(res.Stored) != 0 {
 		t.Fatalf("repeat: %+v, %v; want it unchanged", res, err)
 	}
 	// The allocation ends earlier: a new version; then another tenant may follow it.
 	a1.EndedAt = t0.Add(30 * time.Minute)
-	if res, err = store.Put(ctx, []allocation.Allocation{a1}); err != nil || len(res.Stored) != 1 {
+	if res, err = store.Put(ctx, audit.Actor{Door: audit.DoorImport, Principal: "test"}, []allocation.Allocation{a1}); err != nil || len(res.Stored) != 1 {
 		t.Fatalf("change: %+v, %v", res, err)
 	}
 	// Overlapping a1 on its instance: the whole batch is refused and nothing of it written.
-	_, err = store.Put(ctx, []allocation.Allocation{alloc("c1", "gamma", "gpu9", 0, 0), alloc("c2", "gamma", sampled, 20*time.Minute, time.Hour)})
+	_, err = store.Put(ctx, audit.Actor{Door: audit.DoorImport, Principal: "test"}, []allocation.Allocation{alloc("c1", "gamma", "gpu9", 0, 0), alloc("c2", "gamma", sampled, 20*time.Minute, time.Hour)})
 	if !errors.Is(err, allocations.ErrRefused) || !strings.Contains(err.Error(), `"c2" of tenant "gamma"`) || !strings.Contains(err.Error(), `"a1" of tenant "acme"`) {
 		t.Fatalf("overlap: %v; want a refusal naming c2 and a1", err)
 	}
-	if res, err = store.Put(ctx, []allocation.Allocation{alloc("c2", "gamma", sampled, 30*time.Minute, time.Hour)}); err != nil || len(res.Stored) != 1 {
+	if res, err = store.Put(ctx, audit.Actor{Door: audit.DoorImport, Principal: "test"}, []allocation.Allocation{alloc("c2", "gamma", sampled, 30*time.Minute, time.Hour)}); err != nil || len(res.Stored) != 1 {
 		t.Fatalf("back to back: %+v, %v", res, err)
 	}
-	_, err = store.Put(ctx, []allocation.Allocation{alloc("d1", "x", "gpu5", 0, 0), alloc("d1", "x", "gpu6", 0, 0)})
+	_, err = store.Put(ctx, audit.Actor{Door: audit.DoorImport, Principal: "test"}, []allocation.Allocation{alloc("d1", "x", "gpu5", 0, 0), alloc("d1", "x", "gpu6", 0, 0)})
 	if !errors.Is(err, allocations.ErrRefused) || !strings.Contains(err.Error(), `"d1" is given twice`) {
 		t.Fatalf("id twice: %v", err)
 	}
@@ -104,10 +106,10 @@ func TestStoreChunked(t *testing.T) {
 	store := allocations.NewStore(localtest.Database(t).Conn)
 	allocations.SetLimits(store, 2*(len("bulk-0000000")+4), 2)
 	allocs := bulk(5, 5)
-	if res, err := store.Put(ctx, allocs); err != nil || len(res.Stored) != 5 {
+	if res, err := store.Put(ctx, audit.Actor{Door: audit.DoorImport, Principal: "test"}, allocs); err != nil || len(res.Stored) != 5 {
 		t.Fatalf("put: %+v, %v", res, err)
 	}
-	if res, err := store.Put(ctx, allocs); err != nil || len(res.Unchanged) != 5 {
+	if res, err := store.Put(ctx, audit.Actor{Door: audit.DoorImport, Principal: "test"}, allocs); err != nil || len(res.Unchanged) != 5 {
 		t.Fatalf("repeat: %+v, %v", res, err)
 	}
 	list, err := store.List(ctx, "", time.Time{}, time.Time{})
@@ -116,7 +118,7 @@ func TestStoreChunked(t *testing.T) {
 	}
 	clash := allocs[4]
 	clash.ID = "clash"
-	if _, err := store.Put(ctx, append(bulk(4, 4)[:4:4], clash)); !errors.Is(err, allocations.ErrRefused) || !strings.Contains(err.Error(), `overlaps allocation "bulk-0000004"`) {
+	if _, err := store.Put(ctx, audit.Actor{Door: audit.DoorImport, Principal: "test"}, append(bulk(4, 4)[:4:4], clash)); !errors.Is(err, allocations.ErrRefused) || !strings.Contains(err.Error(), `overlaps allocation "bulk-0000004"`) {
 		t.Fatalf("overlap with the fifth: %v", err)
 	}
 }
@@ -135,12 +137,12 @@ func TestPutChecked(t *testing.T) {
 		}
 		return nil
 	}
-	if _, err := store.PutChecked(ctx, []allocation.Allocation{a}, refuseMoves); err != nil || len(asked) != 0 {
+	if _, err := store.PutChecked(ctx, audit.Actor{Door: audit.DoorHTTP, Principal: "test"}, []allocation.Allocation{a}, refuseMoves); err != nil || len(asked) != 0 {
 		t.Fatalf("new: %v, asked %v; want stored, nothing asked", err, asked)
 	}
 	moved, other := a, allocation.Allocation{ID: "m2", Tenant: "beta", Tier: "pro", Node: "node-a", Instance: "gpu1", RequestedAt: t0, StartedAt: t0}
 	moved.Tenant = "beta"
-	if _, err := store.PutChecked(ctx, []allocation.Allocation{other, moved}, refuseMoves); err == nil || err.Error() != "moved" {
+	if _, err := store.PutChecked(ctx, audit.Actor{Door: audit.DoorHTTP, Principal: "test"}, []allocation.Allocation{other, moved}, refuseMoves); err == nil || err.Error() != "moved" {
 		t.Fatalf("move: %v; want the check's error", err)
 	}
 	if got := strings.Join(asked, " "); got != "m1:acme>beta" {
@@ -151,7 +153,51 @@ func TestPutChecked(t *testing.T) {
 		t.Errorf("after the refused move: %+v, %v; want m1 of acme alone", list, err)
 	}
 	a.EndedAt = t0.Add(time.Hour)
-	if _, err := store.PutChecked(ctx, []allocation.Allocation{a}, refuseMoves); err != nil {
+	if _, err := store.PutChecked(ctx, audit.Actor{Door: audit.DoorHTTP, Principal: "test"}, []allocation.Allocation{a}, refuseMoves); err != nil {
 		t.Errorf("a change within the tenant: %v", err)
+	}
+}
+
+// An allocation deleted through Kafka (a version that deletes it, as the collector writes one)
+// and given again over HTTP or import is created anew above the deletion, not hidden under it.
+func TestPutAfterDeletion(t *testing.T) {
+	ctx := context.Background()
+	conn := localtest.Database(t).Conn
+	ins, err := conn.PrepareBatch(ctx, tables.Insert(tables.Allocations, tables.AllocationColumns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := t0.UnixNano()
+	for _, v := range []struct {
+		version uint64
+		deleted uint8
+	}{{4, 0}, {5, 1}} {
+		if err := ins.Append("d1", "acme", "pro", "node-a", "gpu0", ns, ns, int64(0), v.version, v.deleted, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ins.Send(); err != nil {
+		t.Fatal(err)
+	}
+	store := allocations.NewStore(conn)
+	a := allocation.Allocation{ID: "d1", Tenant: "beta", Tier: "pro", Node: "node-a", Instance: "gpu0", RequestedAt: t0, StartedAt: t0}
+	res, err := store.Put(ctx, audit.Actor{Door: audit.DoorHTTP, Principal: "test"}, []allocation.Allocation{a})
+	if err != nil || len(res.Stored) != 1 {
+		t.Fatalf("put after deletion: %+v, %v; want it stored", res, err)
+	}
+	got, err := store.List(ctx, "", time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Tenant != "beta" {
+		t.Fatalf("after re-creating a deleted allocation: %+v, want d1 of beta", got)
+	}
+	// Its audit entry is a creation (nothing before it): the deleted row is not its past state.
+	var before string
+	if err := conn.QueryRow(ctx, "SELECT before FROM allocation_audit WHERE allocation_id = 'd1'").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	if before != "" {
+		t.Errorf("audit before = %q, want empty (a creation)", before)
 	}
 }

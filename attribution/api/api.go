@@ -1,5 +1,7 @@
 // Package api serves attribution's HTTP API: allocations in and out
-// (POST/GET /api/v1/allocations) and the tenant report (GET /api/v1/report).
+// (POST/GET /api/v1/allocations), the tenant report (GET /api/v1/report), the allocation audit
+// trail (GET /api/v1/audit) and the billing periods (GET /api/v1/periods, POST
+// /api/v1/periods/{YYYY-MM}/close).
 //
 // Who may see what: an Authorizer (package auth: bearer tokens, JWTs) names the principal and
 // its role, and every handler holds it to the role's rights (Principal.mayRead, mayWrite): a
@@ -24,6 +26,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/audit"
 	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
@@ -100,7 +103,8 @@ var ErrNoAuthorizer = errors.New("the API has no authentication configured: ever
 // AllocationStore is what the API needs of the allocation store.
 type AllocationStore interface {
 	// PutChecked stores allocs unless check refuses a change to a stored one (allocations.Store).
-	PutChecked(ctx context.Context, allocs []allocation.Allocation, check allocations.Check) (allocations.Result, error)
+	// Every write is recorded in the audit trail as by who.
+	PutChecked(ctx context.Context, who audit.Actor, allocs []allocation.Allocation, check allocations.Check) (allocations.Result, error)
 	List(ctx context.Context, tenant string, from, to time.Time) ([]allocation.Allocation, error)
 }
 
@@ -135,6 +139,12 @@ type Server struct {
 	// Limits bound the reports' cost and concurrency (limits.go); nil: DefaultReportLimits
 	// without a bound on concurrency.
 	Limits *ReportLimits
+	// Audit reads the allocation audit trail (GET /api/v1/audit); nil: that route answers 501.
+	Audit AuditLog
+	// Periods lists and closes billing periods (/api/v1/periods); nil: those routes answer 501.
+	Periods Periods
+	// Fleet computes the fleet report (GET /api/v1/fleet); nil: that route answers 501.
+	Fleet Fleeter
 	// Issuer names who bills in the FOCUS export; zero: focus.DefaultIssuer.
 	Issuer focus.Issuer
 }
@@ -149,6 +159,10 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/allocations", s.postAllocations)
 	mux.HandleFunc("GET /api/v1/allocations", s.getAllocations)
 	mux.HandleFunc("GET /api/v1/report", s.getReport)
+	mux.HandleFunc("GET /api/v1/audit", s.getAudit)
+	mux.HandleFunc("GET /api/v1/periods", s.getPeriods)
+	mux.HandleFunc("POST /api/v1/periods/{period}/close", s.closePeriod)
+	mux.HandleFunc("GET /api/v1/fleet", s.getFleet)
 }
 
 // problem is an error response.
@@ -233,7 +247,8 @@ func (s *Server) postAllocations(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	res, err := s.Store.PutChecked(r.Context(), allocs, p.mayChange)
+	who := audit.Actor{Door: audit.DoorHTTP, Principal: p.Name, Role: string(p.Role), Origin: r.RemoteAddr}
+	res, err := s.Store.PutChecked(r.Context(), who, allocs, p.mayChange)
 	var moved *movedError
 	switch {
 	case errors.As(err, &moved):
@@ -331,30 +346,40 @@ func (s *Server) scope(w http.ResponseWriter, r *http.Request, what string, time
 	default:
 		sc = readScope{tenants: p.Tenants}
 	}
+	if from, to, ok = s.fromTo(w, r, timesRequired); !ok {
+		return readScope{}, time.Time{}, time.Time{}, false
+	}
+	return sc, from, to, true
+}
+
+// fromTo reads the query parameters from and to (RFC 3339; zero when absent and not
+// required), answering 400 when they are malformed or out of order.
+func (s *Server) fromTo(w http.ResponseWriter, r *http.Request, required bool) (from, to time.Time, ok bool) {
+	q := r.URL.Query()
 	for _, f := range []struct {
 		name string
 		dst  *time.Time
 	}{{"from", &from}, {"to", &to}} {
 		v := q.Get(f.name)
 		if v == "" {
-			if timesRequired {
+			if required {
 				s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter %s: missing; expected an RFC 3339 time", f.name))
-				return readScope{}, time.Time{}, time.Time{}, false
+				return time.Time{}, time.Time{}, false
 			}
 			continue
 		}
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
 			s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter %s: %q; expected an RFC 3339 time such as 2026-01-05T00:00:00Z", f.name, v))
-			return readScope{}, time.Time{}, time.Time{}, false
+			return time.Time{}, time.Time{}, false
 		}
 		*f.dst = t.UTC()
 	}
 	if !from.IsZero() && !to.IsZero() && !to.After(from) {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameters: to %s must be after from %s", to.Format(time.RFC3339), from.Format(time.RFC3339)))
-		return readScope{}, time.Time{}, time.Time{}, false
+		return time.Time{}, time.Time{}, false
 	}
-	return sc, from, to, true
+	return from, to, true
 }
 
 func (s *Server) getAllocations(w http.ResponseWriter, r *http.Request) {

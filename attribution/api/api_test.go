@@ -19,15 +19,18 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/audit"
 )
 
 // memStore is an in-memory AllocationStore: the HTTP layer is under test, not ClickHouse.
 type memStore struct {
 	allocs []allocation.Allocation
 	put    func([]allocation.Allocation) (allocations.Result, error)
+	by     []audit.Actor // who each PutChecked was by
 }
 
-func (m *memStore) PutChecked(_ context.Context, allocs []allocation.Allocation, check allocations.Check) (allocations.Result, error) {
+func (m *memStore) PutChecked(_ context.Context, who audit.Actor, allocs []allocation.Allocation, check allocations.Check) (allocations.Result, error) {
+	m.by = append(m.by, who)
 	if m.put != nil {
 		return m.put(allocs)
 	}
@@ -111,6 +114,8 @@ func newServer(store *memStore) *httptest.Server {
 		},
 		Metrics: allocations.NewMetrics(prometheus.NewRegistry()),
 		Tiers:   map[string]float64{"pro": 1, "budget": 0.7},
+		Audit:   memAudit,
+		Periods: memPeriods{},
 	}
 	mux := http.NewServeMux()
 	s.Register(mux)

@@ -20,15 +20,16 @@ type ReportLimits struct {
 	MaxRows       int // tenant rows of one response, over all its windows
 	MaxConcurrent int // reports computed at once
 	RetryAfter    time.Duration
+	MaxAuditRows  int // entries of one GET /api/v1/audit response
 
 	once  sync.Once
 	slots chan struct{}
 }
 
 // DefaultReportLimits are the flags' defaults: 10,000 windows (a year in hours), one request
-// at most 100,000 tenant-windows and 1,000,000 rows, 4 reports at once.
+// at most 100,000 tenant-windows and 1,000,000 rows, 4 reports at once, 100,000 audit entries.
 func DefaultReportLimits() *ReportLimits {
-	return &ReportLimits{MaxWindows: 10000, MaxCost: 100000, MaxRows: 1000000, MaxConcurrent: 4, RetryAfter: 5 * time.Second}
+	return &ReportLimits{MaxWindows: 10000, MaxCost: 100000, MaxRows: 1000000, MaxConcurrent: 4, RetryAfter: 5 * time.Second, MaxAuditRows: 100000}
 }
 
 // AddReportLimitFlags adds the --api.max-report-* flags to c.
@@ -39,13 +40,14 @@ func AddReportLimitFlags(c *kingpin.CmdClause) *ReportLimits {
 	c.Flag("api.max-report-rows", "Most rows of one report response; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxRows)).IntVar(&l.MaxRows)
 	c.Flag("api.max-concurrent-reports", "Most reports computed at once; more: 429 with Retry-After. 0: no limit.").Default(strconv.Itoa(d.MaxConcurrent)).IntVar(&l.MaxConcurrent)
 	c.Flag("api.report-retry-after", "The Retry-After of a 429.").Default(d.RetryAfter.String()).DurationVar(&l.RetryAfter)
+	c.Flag("api.max-audit-rows", "Most entries of one /api/v1/audit response; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxAuditRows)).IntVar(&l.MaxAuditRows)
 	return l
 }
 
 // Check refuses negative limits (a usage error for the flags).
 func (l *ReportLimits) Check() error {
-	if l.MaxWindows < 0 || l.MaxCost < 0 || l.MaxRows < 0 || l.MaxConcurrent < 0 || l.RetryAfter < 0 {
-		return fmt.Errorf("--api.max-report-windows, --api.max-report-cost, --api.max-report-rows, --api.max-concurrent-reports and --api.report-retry-after must be ≥ 0")
+	if l.MaxWindows < 0 || l.MaxCost < 0 || l.MaxRows < 0 || l.MaxConcurrent < 0 || l.RetryAfter < 0 || l.MaxAuditRows < 0 {
+		return fmt.Errorf("--api.max-report-windows, --api.max-report-cost, --api.max-report-rows, --api.max-concurrent-reports, --api.report-retry-after and --api.max-audit-rows must be ≥ 0")
 	}
 	return nil
 }

@@ -27,6 +27,10 @@ func TestRoles(t *testing.T) {
 		reportCSV   = endpoint{"report csv", "GET", "/api/v1/report?" + window, ""}
 		reportJSON  = endpoint{"report json", "GET", "/api/v1/report?format=json&" + window, ""}
 		reportBeta  = endpoint{"report beta", "GET", "/api/v1/report?tenant=beta&" + window, ""}
+		audit       = endpoint{"audit", "GET", "/api/v1/audit", ""}
+		auditBeta   = endpoint{"audit beta", "GET", "/api/v1/audit?tenant=beta", ""}
+		periods     = endpoint{"periods", "GET", "/api/v1/periods", ""}
+		closeP      = endpoint{"close period", "POST", "/api/v1/periods/2026-02/close", ""}
 		lineItems   = endpoint{"line items", "GET", "/api/v1/report?by=allocation&" + window, ""}
 		lineItemsJ  = endpoint{"line items json", "GET", "/api/v1/report?by=allocation&format=json&" + window, ""}
 		focusCSV    = endpoint{"focus", "GET", "/api/v1/report?format=focus&" + window, ""}
@@ -44,12 +48,19 @@ func TestRoles(t *testing.T) {
 		{"", listAll, 200, []string{"acme", "beta"}},
 		{"", reportCSV, 200, []string{"acme", "beta", unallocated}},
 		{"", reportBeta, 200, []string{"beta"}},
+		{"", audit, 200, []string{"acme", "beta"}},
+		{"", auditBeta, 200, []string{"beta"}},
+		{"", periods, 200, nil},
+		{"", closeP, 200, nil},
 
 		{"finance", postAcme, 403, nil},
 		{"finance", listAll, 200, []string{"acme", "beta"}},
 		{"finance", listBeta, 200, []string{"beta"}},
 		{"finance", reportCSV, 200, []string{"acme", "beta", unallocated}},
 		{"finance", reportJSON, 200, []string{"acme", "beta", unallocated}},
+		{"finance", audit, 200, []string{"acme", "beta"}},
+		{"finance", periods, 200, nil},
+		{"finance", closeP, 200, nil},
 
 		{"scheduler", postAcme, 200, nil},
 		{"scheduler", postBeta, 200, nil},
@@ -60,6 +71,9 @@ func TestRoles(t *testing.T) {
 		{"scheduler:beta", postAcme, 403, nil},
 		{"scheduler", moveB1, 403, nil},
 		{"scheduler:acme,beta", moveB1, 403, nil},
+		{"scheduler", audit, 403, nil},
+		{"scheduler", periods, 403, nil},
+		{"scheduler", closeP, 403, nil},
 
 		{"acme", postAcme, 403, nil},
 		{"acme", listAll, 200, []string{"acme"}},
@@ -80,10 +94,17 @@ func TestRoles(t *testing.T) {
 		{"tenant:acme,beta", listAll, 200, []string{"acme", "beta"}},
 		{"tenant:acme,beta", reportCSV, 200, []string{"acme", "beta"}},
 		{"tenant:acme,beta", reportBeta, 200, []string{"beta"}},
+		{"acme", audit, 403, nil},
+		{"acme", auditBeta, 403, nil},
+		{"acme", periods, 403, nil},
+		{"acme", closeP, 403, nil},
 
 		{"nobody", postAcme, 401, nil},
 		{"nobody", listAll, 401, nil},
 		{"nobody", reportCSV, 401, nil},
+		{"nobody", audit, 401, nil},
+		{"nobody", periods, 401, nil},
+		{"nobody", closeP, 401, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.principal+" "+tt.ep.name, func(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/audit"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -99,7 +100,7 @@ func TestCloseFreezesAndCorrects(t *testing.T) {
 
 	// Late: an allocation of February posted in April, as POST /api/v1/allocations stores it.
 	allocStore := allocations.NewStore(conn)
-	if _, err := allocStore.Put(ctx, []allocation.Allocation{{ID: "late", Tenant: "beta", Tier: "budget", Node: "node-a", Instance: chtest.MigA100.ID,
+	if _, err := allocStore.Put(ctx, audit.Actor{Door: audit.DoorImport, Principal: "test"}, []allocation.Allocation{{ID: "late", Tenant: "beta", Tier: "budget", Node: "node-a", Instance: chtest.MigA100.ID,
 		RequestedAt: day(time.February, 20), StartedAt: day(time.February, 20), EndedAt: day(time.February, 21)}}); err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func HourlyLines(ctx context.Context, conn Querier, from, to time.Time, each fun
 	next := func(at time.Time) error {
 		for hour.Before(at) {
 			if minutes != 60 {
-				return fmt.Errorf("hour %s from stored minutes: %d of its 60 minutes are not attributed yet", hour.Format(time.RFC3339), 60-minutes)
+				return fmt.Errorf("hour %s from stored minutes: %d of its 60 minutes are %w", hour.Format(time.RFC3339), 60-minutes, ErrNotAttributed)
 			}
 			if err := each(hour, lines); err != nil {
 				return err

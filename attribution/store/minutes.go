@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -44,6 +45,10 @@ FROM (
     GROUP BY minute, tenant, allocation_id
 )
 GROUP BY tenant, allocation_id`
+
+// ErrNotAttributed is what a report from stored minutes wraps when some of its minutes are
+// not stored yet: it can be asked again later (the API answers 409).
+var ErrNotAttributed = errors.New("not attributed yet")
 
 // FromMinutes is the report of [from, to), whole minutes, built from the minutes the
 // attribution service stored (table attribution_minutes) instead of from the samples: money
@@ -104,8 +109,8 @@ func FromMinutesLines(ctx context.Context, conn Querier, from, to time.Time) (re
 		}
 	}
 	if want := uint64(to.Sub(from) / time.Minute); minutes != want {
-		return report.Report{}, nil, fmt.Errorf("report [%s, %s) from stored minutes: %d of its %d minutes are not attributed yet",
-			from.Format(time.RFC3339), to.Format(time.RFC3339), want-minutes, want)
+		return report.Report{}, nil, fmt.Errorf("report [%s, %s) from stored minutes: %d of its %d minutes are %w",
+			from.Format(time.RFC3339), to.Format(time.RFC3339), want-minutes, want, ErrNotAttributed)
 	}
 	lines := make([]billing.Line, 0, len(order))
 	for _, k := range order {

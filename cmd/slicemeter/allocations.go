@@ -59,7 +59,7 @@ func (c *allocationsCmd) run(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	defer conn.Close()
-	res, err := allocations.NewStore(conn).Put(ctx, allocs)
+	res, err := allocations.NewStore(conn).Put(ctx, allocations.ImportActor(*c.file), allocs)
 	if errors.Is(err, allocations.ErrRefused) {
 		return usage.Wrap(allocations.AtLine(*c.file, lines, err))
 	}

@@ -1,6 +1,6 @@
 // Command slicemeter meters what every tenant of a shared GPU fleet gets and pays for.
 //
-//	slicemeter exporter | collector | attribution | migrate | report | period | demo | api | version
+//	slicemeter exporter | collector | attribution | migrate | report | fleet | period | demo | api | version
 //
 // Every flag can also be set with an environment variable: SLICEMETER_ and the flag name in
 // upper case with dots and dashes as underscores (--kafka.brokers: SLICEMETER_KAFKA_BROKERS).
@@ -18,6 +18,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/slicemeter/slicemeter/internal/buildinfo"
 	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
@@ -39,7 +40,7 @@ type runFunc func(ctx context.Context, logger *slog.Logger) error
 func (f runFunc) run(ctx context.Context, logger *slog.Logger) error { return f(ctx, logger) }
 
 func main() {
-	defaultVersion()
+	buildinfo.Default()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -61,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	logLevel := app.Flag("log.level", "Only log messages with this severity or above.").Default("info").Enum("debug", "info", "warn", "error")
 	logFormat := app.Flag("log.format", "Log format.").Default("logfmt").Enum("logfmt", "json")
 	app.Flag("version", "Print the version, branch and revision of this build.").NoEnvar().PreAction(func(*kingpin.ParseContext) error {
-		printVersion(stdout)
+		buildinfo.Print(stdout)
 		if exited < 0 {
 			exited = exitOK
 		}
@@ -74,6 +75,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"attribution": newAttributionCmd(app),
 		"migrate":     newMigrateCmd(app),
 		"report":      newReportCmd(app, stdout),
+		"fleet":       newFleetCmd(app, stdout),
 		"demo":        newDemoCmd(app, stdout),
 		"allocations": newAllocationsCmd(app, stdout),
 		"pricebook":   newPricebookCmd(app, stdout),

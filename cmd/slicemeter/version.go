@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"runtime/debug"
 
 	"github.com/alecthomas/kingpin/v2"
-	"github.com/prometheus/common/version"
+
+	"github.com/slicemeter/slicemeter/internal/buildinfo"
 )
 
 type versionCmd struct{ stdout io.Writer }
@@ -19,20 +18,6 @@ func newVersionCmd(app *kingpin.Application, stdout io.Writer) *versionCmd {
 }
 
 func (c *versionCmd) run(context.Context, *slog.Logger) error {
-	printVersion(c.stdout)
+	buildinfo.Print(c.stdout)
 	return nil
-}
-
-func printVersion(w io.Writer) { fmt.Fprintln(w, version.Print("slicemeter")) }
-
-// defaultVersion fills the version a build without `make build`'s -ldflags lacks from the Go
-// build info: the module version of `go install …@vX`, "(devel)" for a checkout.
-func defaultVersion() {
-	if version.Version != "" {
-		return
-	}
-	version.Version = "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		version.Version = bi.Main.Version
-	}
 }

@@ -45,6 +45,25 @@ nvidia-smi -L | tee "$OUT/nvidia-smi-L.txt"
 nvidia-smi --query-gpu=index,uuid,name,driver_version,memory.total,mig.mode.current,power.limit,clocks.max.sm \
   --format=csv > "$OUT/gpus.csv" 2>&1 || true
 cat "$OUT/gpus.csv"
+# The PCI addresses, compared with the exporter's pci_bus_id (every nvidia-smi has pci.bus_id).
+nvidia-smi --query-gpu=index,pci.bus_id --format=csv,noheader > "$OUT/nvidia-smi-pci.csv" 2>&1 || true
+
+# The health fields this nvidia-smi can query (names differ between versions, and one unknown
+# field fails the whole query): compare.py compares those the exporter reads too.
+smi_help=$(nvidia-smi --help-query-gpu 2>/dev/null || true)
+hfields=()
+for f in driver_version pcie.link.gen.current pcie.link.width.current temperature.memory memory.free memory.reserved \
+  utilization.memory utilization.encoder utilization.decoder remapped_rows.correctable remapped_rows.uncorrectable \
+  remapped_rows.pending remapped_rows.failure clocks_event_reasons.active clocks_event_reasons.sw_power_cap \
+  clocks_event_reasons.sw_thermal_slowdown clocks_event_reasons.hw_thermal_slowdown clocks_event_reasons.hw_slowdown; do
+  if grep -qF "\"$f\"" <<<"$smi_help"; then
+    hfields+=("$f")
+  elif [[ $f == clocks_event_reasons.* ]] && grep -qF "\"${f/event/throttle}\"" <<<"$smi_help"; then
+    hfields+=("${f/event/throttle}") # before r535
+  fi
+done
+printf '%s\n' "${hfields[@]}" > "$OUT/nvidia-smi-health.fields"
+log "nvidia-smi health fields: ${#hfields[@]} (${hfields[*]})"
 
 # 2. Load: a PyTorch matmul loop on one GPU, for the whole run plus a margin.
 load_note="none"
@@ -74,6 +93,11 @@ log "load: $load_note"
 nvidia-smi --query-gpu=timestamp,index,utilization.gpu,power.draw,memory.used,clocks.sm,temperature.gpu \
   --format=csv,noheader,nounits -lms 200 > "$OUT/nvidia-smi.csv" 2>&1 &
 pids+=($!)
+if [ ${#hfields[@]} -gt 0 ]; then
+  nvidia-smi --query-gpu=index,"$(IFS=,; echo "${hfields[*]}")" --format=csv,noheader,nounits -lms 1000 \
+    > "$OUT/nvidia-smi-health.csv" 2>&1 &
+  pids+=($!)
+fi
 
 # 4. The exporter: real NVML, recorded, summarized, /metrics scraped near the end.
 log "exporter: --source nvml --interval $INTERVAL --duration $DURATION"

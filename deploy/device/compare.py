@@ -3,7 +3,9 @@
 
 Inputs in --out: exporter-summary.json and replay-summary.json (slicemeter exporter --summary),
 nvidia-smi.csv (nvidia-smi --query-gpu=timestamp,index,utilization.gpu,power.draw,memory.used,
-clocks.sm,temperature.gpu -lms 200), metrics.txt (a /metrics scrape near the end).
+clocks.sm,temperature.gpu -lms 200), metrics.txt (a /metrics scrape near the end), and for the
+GPU health: nvidia-smi-health.fields (the health fields this nvidia-smi can query, one a line) and
+nvidia-smi-health.csv (index then those fields, -lms 1000), nvidia-smi-pci.csv (index, pci.bus_id).
 Exit status 1 if a check fails.
 """
 import argparse, csv, json, os, re, sys
@@ -14,6 +16,10 @@ UTIL_PTS = 10.0
 POWER_REL = 0.15
 MEM_MIB = 768.0
 CLOCK_REL = 0.10
+TEMP_C = 5.0       # memory temperature
+RESERVED_MIB = 128.0
+
+NA = ("", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]")
 
 def mean(xs):
     return sum(xs) / len(xs) if xs else float("nan")
@@ -31,6 +37,121 @@ def smi(path, gpu):
             for k, v in zip(rows, vals):
                 rows[k].append(v)
     return {k: mean(v) for k, v in rows.items()}, len(rows["util"])
+
+def smi_health(out, gpu):
+    """The health columns nvidia-smi reported for gpu: field -> list of raw values (N/A left out)."""
+    fpath, cpath = os.path.join(out, "nvidia-smi-health.fields"), os.path.join(out, "nvidia-smi-health.csv")
+    if not (os.path.exists(fpath) and os.path.exists(cpath)):
+        return None
+    fields = [f.strip().replace("clocks_throttle_reasons.", "clocks_event_reasons.") for f in open(fpath) if f.strip()]
+    cols = {f: [] for f in fields}
+    with open(cpath) as f:
+        for r in csv.reader(f):
+            if len(r) != len(fields) + 1 or r[0].strip() != str(gpu):
+                continue
+            for name, v in zip(fields, r[1:]):
+                v = v.strip()
+                if v.lower() not in NA:
+                    cols[name].append(v)
+    return cols
+
+def num(vals):
+    out = []
+    for v in vals:
+        try:
+            out.append(float(v))
+        except ValueError:
+            pass
+    return out
+
+def yes(v):
+    return v.strip().lower() in ("yes", "1", "active", "true")
+
+def compare_health(check, info, h, cols, ticks, loaded):
+    """Compares the exporter's health figures (summary) with nvidia-smi's where both report them."""
+    sup = set(h.get("supported") or [])
+    info(f"health fields read: {', '.join(sorted(sup)) or 'none'}; driver {h.get('driver_version')} CUDA {h.get('cuda_version')}")
+    if cols is None:
+        info("nvidia-smi health columns missing (nvidia-smi-health.csv): health not compared")
+        return
+    missing = [f for f, v in cols.items() if not v]
+    if missing:
+        info(f"nvidia-smi reports nothing (N/A) for: {', '.join(missing)}")
+
+    def both(field, key, what):
+        """nvidia-smi's values of field if it and the exporter report it; a check that they agree on support."""
+        vals = cols.get(field)
+        if vals is None:
+            info(f"{what}: this nvidia-smi cannot query {field}")
+            return None
+        if not vals:
+            if key in sup:
+                info(f"{what}: the exporter reads it, nvidia-smi reports N/A")
+            return None
+        if key not in sup:
+            check(f"{what} read", False, f"nvidia-smi reports {field} ({vals[0]}), the exporter does not read it")
+            return None
+        return vals
+
+    v = both("driver_version", "versions", "driver version")
+    if v:
+        check("driver version vs nvidia-smi", v[0] == h["driver_version"], f"exporter {h['driver_version']!r} vs nvidia-smi {v[0]!r}")
+    v = both("temperature.memory", "memory_temperature", "memory temperature")
+    if v:
+        m = mean(num(v))
+        check("memory temperature vs nvidia-smi", abs(h["memory_temperature_mean_celsius"] - m) <= TEMP_C,
+              f"exporter {h['memory_temperature_mean_celsius']:.1f} C vs nvidia-smi {m:.1f} C")
+    v = both("memory.free", "fb", "FB free")
+    if v:
+        m = mean(num(v))
+        check("FB free vs nvidia-smi", abs(h["fb_free_mean_bytes"] / 2**20 - m) <= MEM_MIB,
+              f"exporter {h['fb_free_mean_bytes'] / 2**20:.0f} MiB vs nvidia-smi {m:.0f} MiB")
+    v = both("memory.reserved", "fb", "FB reserved")
+    if v:
+        m = mean(num(v))
+        check("FB reserved vs nvidia-smi", abs(h["fb_reserved_bytes"] / 2**20 - m) <= RESERVED_MIB,
+              f"exporter {h['fb_reserved_bytes'] / 2**20:.0f} MiB vs nvidia-smi {m:.0f} MiB")
+    for field, key, ours, what in (("utilization.memory", "copy_utilization", "copy_utilization_mean", "copy (memory) utilization"),
+                                   ("utilization.encoder", "codec_utilization", "encoder_utilization_mean", "encoder utilization"),
+                                   ("utilization.decoder", "codec_utilization", "decoder_utilization_mean", "decoder utilization")):
+        v = both(field, key, what)
+        if v:
+            m = mean(num(v))
+            check(f"{what} vs nvidia-smi", abs(100 * h[ours] - m) <= UTIL_PTS, f"exporter {100 * h[ours]:.1f} % vs nvidia-smi {m:.1f} %")
+    for field, ours in (("remapped_rows.correctable", "remapped_rows_correctable"), ("remapped_rows.uncorrectable", "remapped_rows_uncorrectable")):
+        v = both(field, "row_remapping", field)
+        if v and num(v):
+            check(f"{field} vs nvidia-smi", int(num(v)[-1]) == h[ours], f"exporter {h[ours]} vs nvidia-smi {v[-1]}")
+    for field, ours in (("remapped_rows.pending", "remap_pending"), ("remapped_rows.failure", "remap_failure")):
+        v = both(field, "row_remapping", field)
+        if v:
+            check(f"{field} vs nvidia-smi", yes(v[-1]) == h[ours], f"exporter {h[ours]} vs nvidia-smi {v[-1]}")
+    # Clocks-event reasons change within a second: their shares are shown, not compared.
+    ev = h.get("clocks_event_ticks") or {}
+    for field, vals in cols.items():
+        if field.startswith("clocks_event_reasons.") and field != "clocks_event_reasons.active" and vals:
+            name = field.split(".", 1)[1]
+            share = 100 * sum(yes(x) for x in vals) / len(vals)
+            info(f"clocks-event reason {name}: active in {share:.0f} % of nvidia-smi rows, {100 * ev.get(name, 0) / max(ticks, 1):.0f} % of exporter ticks")
+    link = [f"{f.split('.')[-2]} {cols[f][0]}" for f in ("pcie.link.gen.current", "pcie.link.width.current") if cols.get(f)]
+    if link:
+        info(f"PCIe link (nvidia-smi): {', '.join(link)}")
+    if "pcie" in sup and loaded:
+        check("PCIe counters grow under load", h["pcie_tx_bytes"] + h["pcie_rx_bytes"] > 0,
+              f"TX {h['pcie_tx_bytes']} B, RX {h['pcie_rx_bytes']} B over the run")
+    info(f"NVLink TX/RX over the run: {h['nvlink_tx_bytes']}/{h['nvlink_rx_bytes']} B ({'read' if 'nvlink' in sup else 'not reported'}); "
+         f"PCIe replays {h['pcie_replays']}; violation time power {h['power_violation_ns'] / 1e9:.2f} s, thermal {h['thermal_violation_ns'] / 1e9:.2f} s")
+
+def smi_pci(out, gpu):
+    """nvidia-smi's PCI bus id of gpu, or None."""
+    path = os.path.join(out, "nvidia-smi-pci.csv")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        for r in csv.reader(f):
+            if len(r) == 2 and r[0].strip() == str(gpu):
+                return r[1].strip()
+    return None
 
 def metric(text, name):
     total = 0.0
@@ -78,10 +199,19 @@ def main():
         check("SM clock vs nvidia-smi", abs(clk - s["clock"]) <= CLOCK_REL * max(s["clock"], 1), f"exporter {clk:.0f} MHz vs nvidia-smi {s['clock']:.0f} MHz")
         check("energy counter grows", g["energy_joules"] > 0, f"{g['energy_joules']:.1f} J")
         print(f"temperature: exporter {g['temperature_mean_celsius']:.1f} C vs nvidia-smi {s['temp']:.1f} C; XIDs {g['xids']}")
+        bus = smi_pci(a.out, a.gpu)
+        if bus is None:
+            print("PCI bus id: nvidia-smi-pci.csv missing, not compared")
+        else:
+            check("PCI bus id vs nvidia-smi", g.get("pci_bus_id") == bus, f"exporter {g.get('pci_bus_id')!r} vs nvidia-smi {bus!r}")
+        if "health" in g:
+            compare_health(check, lambda line: print(line), g["health"], smi_health(a.out, a.gpu), g["ticks"], a.load not in ("", "none"))
+        else:
+            check("GPU health in the summary", False, "exporter-summary.json has no health (an older binary?)")
     for i in live["instances"]:
         print(f"instance {i['id']} kind={i['kind']} profile={i['profile'] if 'profile' in i else ''} sm_active mean={i['sm_active_mean']:.3f} max={i['sm_active_max']:.3f} attached {i['attached_samples']}/{i['samples']}")
     same = [(k, live["gpus"][j][k], replay["gpus"][j][k]) for j in range(min(len(live["gpus"]), len(replay["gpus"])))
-            for k in ("utilization_mean", "power_mean_watts", "memory_used_mean_bytes", "energy_joules")
+            for k in ("utilization_mean", "power_mean_watts", "memory_used_mean_bytes", "energy_joules", "health", "pci_bus_id")
             if live["gpus"][j][k] != replay["gpus"][j][k]]
     check("capture replays to the same figures", replay["ticks"] == live["ticks"] and not same and len(replay["gpus"]) == len(live["gpus"]),
           f"replay {replay['ticks']} ticks; differences {same[:3]}")

@@ -6,7 +6,8 @@
 // A service is started on a port the kernel picks (--web.listen-address=127.0.0.1:0); its
 // address is read from the line it logs when it listens, and the start returns once /readyz
 // answers 200. Every process's output goes to a log file in the test's directory and is kept
-// in memory, so that a failure can quote it (Process.LogTail).
+// in memory, so that a failure can quote it (Process.LogTail). Main scans all of that output
+// for the secrets the tests registered (Secret).
 //
 // A test binary using apptest calls Main from its TestMain; it also stops the shared servers
 // of deploy/local/localtest:
@@ -47,10 +48,25 @@ var built struct {
 
 // Main runs the tests, stops localtest's shared servers, removes the built binary and exits
 // with the tests' status.
+//
+// Then it scans the run's output for the registered secrets (Secret): a secret found fails
+// the run, each finding naming the file and line (the files are then kept, for a look).
 func Main(m *testing.M) {
 	code := localtest.Run(m)
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)
+	}
+	findings, err := scanSecrets()
+	for _, f := range findings {
+		fmt.Fprintln(os.Stderr, "apptest: a secret was printed:", f)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "apptest:", err)
+	}
+	if len(findings) > 0 || err != nil {
+		code = max(code, 1)
+	} else if captured.dir != "" {
+		_ = os.RemoveAll(captured.dir)
 	}
 	os.Exit(code)
 }
@@ -103,6 +119,7 @@ func RunInput(t testing.TB, ctx context.Context, stdin string, args ...string) R
 	began := time.Now()
 	err := cmd.Run()
 	r := Result{Stdout: stdout.String(), Stderr: stderr.String(), Took: time.Since(began)}
+	keepOutput(t, argsName(args)+".stderr", r.Stderr)
 	if err != nil {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) {
@@ -111,6 +128,14 @@ func RunInput(t testing.TB, ctx context.Context, stdin string, args ...string) R
 		r.Code = ee.ExitCode()
 	}
 	return r
+}
+
+// argsName is the subcommand of args, for an output file's name.
+func argsName(args []string) string {
+	if len(args) == 0 {
+		return "slicemeter"
+	}
+	return args[0]
 }
 
 // MustRun is Run that fails t unless the command exits 0, quoting its stderr.

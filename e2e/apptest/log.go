@@ -2,7 +2,6 @@ package apptest
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"regexp"
 	"sync"
@@ -22,12 +21,8 @@ type logWriter struct {
 	matched string // the pattern's first submatch, once found
 }
 
-func newLogWriter(path string, pattern *regexp.Regexp) (*logWriter, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("creating a process log: %w", err)
-	}
-	return &logWriter{path: path, pattern: pattern, found: make(chan struct{}), file: f}, nil
+func newLogWriter(f *os.File, pattern *regexp.Regexp) *logWriter {
+	return &logWriter{path: f.Name(), pattern: pattern, found: make(chan struct{}), file: f}
 }
 
 func (w *logWriter) Write(p []byte) (int, error) {

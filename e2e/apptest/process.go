@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -49,6 +48,7 @@ type Process struct {
 
 	stopOnce sync.Once
 	stopErr  error
+	t        testing.TB // for keeping its /metrics when stopped
 }
 
 // StartExporter starts `slicemeter exporter args...` and waits until it is ready.
@@ -92,10 +92,13 @@ func Start(t testing.TB, ctx context.Context, s Service) *Process {
 	}
 	p := &Process{name: s.Command, done: make(chan struct{})}
 	var err error
-	// A directory per process: a restarted service keeps its predecessor's log.
-	if p.log, err = newLogWriter(filepath.Join(t.TempDir(), s.Command+".log"), listening); err != nil {
+	// A file per process, kept to the end of the run for the secrets scan: a restarted
+	// service keeps its predecessor's log.
+	f, err := outputFile(t, s.Command+".log")
+	if err != nil {
 		t.Fatal(err)
 	}
+	p.log = newLogWriter(f, listening)
 	p.cmd = exec.CommandContext(ctx, Binary(t), append([]string{s.Command}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.Env = append(os.Environ(), env...)
@@ -112,6 +115,7 @@ func Start(t testing.TB, ctx context.Context, s Service) *Process {
 		p.log.close()
 		close(p.done)
 	}()
+	p.t = t
 	t.Cleanup(func() { _ = p.Stop() })
 	if s.NoListen {
 		return p
@@ -208,7 +212,10 @@ func (p *Process) Wait(ctx context.Context) error {
 // returns how the process exited (nil: status 0, a clean stop); stopping again returns the
 // same.
 func (p *Process) Stop() error {
-	p.stopOnce.Do(func() { p.stopErr = p.signalAndWait(syscall.SIGTERM, stopGrace) })
+	p.stopOnce.Do(func() {
+		p.keepMetrics(p.t)
+		p.stopErr = p.signalAndWait(syscall.SIGTERM, stopGrace)
+	})
 	return p.stopErr
 }
 

@@ -134,6 +134,12 @@ func (l *recLib) GpmSampleAlloc() (nvml.GpmSample, nvml.Return) {
 	l.r.add("lib", "GpmSampleAlloc", ret)
 	return s, ret
 }
+func (l *recLib) SystemGetDriverVersion() (string, nvml.Return) {
+	return recorded[string](l.r, "lib", "SystemGetDriverVersion")(l.Interface.SystemGetDriverVersion())
+}
+func (l *recLib) SystemGetCudaDriverVersion() (int, nvml.Return) {
+	return recorded[int](l.r, "lib", "SystemGetCudaDriverVersion")(l.Interface.SystemGetCudaDriverVersion())
+}
 func (l *recLib) GpmMetricsGet(req *nvml.GpmMetricsGetType) nvml.Return {
 	ret := l.Interface.GpmMetricsGet(req)
 	l.r.add("lib", "GpmMetricsGet", ret, gpmMetrics(req))
@@ -207,6 +213,9 @@ func (d *recDevice) GetUUID() (string, nvml.Return) {
 }
 func (d *recDevice) GetName() (string, nvml.Return) {
 	return recorded[string](d.r, d.obj, "GetName")(d.Device.GetName())
+}
+func (d *recDevice) GetPciInfo() (nvml.PciInfo, nvml.Return) {
+	return recorded[nvml.PciInfo](d.r, d.obj, "GetPciInfo")(d.Device.GetPciInfo())
 }
 func (d *recDevice) GetMemoryInfo() (nvml.Memory, nvml.Return) {
 	return recorded[nvml.Memory](d.r, d.obj, "GetMemoryInfo")(d.Device.GetMemoryInfo())
@@ -305,6 +314,31 @@ func (d *recDevice) GetAttributes() (nvml.DeviceAttributes, nvml.Return) {
 }
 func (d *recDevice) GetGpuInstanceId() (int, nvml.Return) {
 	return recorded[int](d.r, d.obj, "GetGpuInstanceId")(d.Device.GetGpuInstanceId())
+}
+
+func (d *recDevice) GetFieldValues(values []nvml.FieldValue) nvml.Return {
+	ret := d.Device.GetFieldValues(values)
+	d.r.add(d.obj, "GetFieldValues", ret, values)
+	return ret
+}
+func (d *recDevice) GetMemoryInfo_v2() (nvml.Memory_v2, nvml.Return) {
+	return recorded[nvml.Memory_v2](d.r, d.obj, "GetMemoryInfo_v2")(d.Device.GetMemoryInfo_v2())
+}
+func (d *recDevice) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
+	return recorded[nvml.Utilization](d.r, d.obj, "GetUtilizationRates")(d.Device.GetUtilizationRates())
+}
+func (d *recDevice) GetEncoderUtilization() (uint32, uint32, nvml.Return) {
+	u, p, ret := d.Device.GetEncoderUtilization()
+	d.r.add(d.obj, "GetEncoderUtilization", ret, u, p)
+	return u, p, ret
+}
+func (d *recDevice) GetDecoderUtilization() (uint32, uint32, nvml.Return) {
+	u, p, ret := d.Device.GetDecoderUtilization()
+	d.r.add(d.obj, "GetDecoderUtilization", ret, u, p)
+	return u, p, ret
+}
+func (d *recDevice) GetViolationStatus(p nvml.PerfPolicyType) (nvml.ViolationTime, nvml.Return) {
+	return recorded[nvml.ViolationTime](d.r, d.obj, fmt.Sprintf("GetViolationStatus:%d", p))(d.Device.GetViolationStatus(p))
 }
 
 type recVgpu struct {

@@ -18,6 +18,7 @@ type migDev struct {
 	sms      uint32
 	memTotal uint64
 	gi       int
+	giOK     bool // gi was read (dcgm-exporter's GPU_I_ID)
 	gpm      *gpmTarget
 }
 
@@ -47,15 +48,19 @@ func (s *Source) describeGPU(g *gpuDev) {
 	if mem, r := g.dev.GetMemoryInfo(); s.ok(g, "nvmlDeviceGetMemoryInfo", r) {
 		g.memTotal = mem.Total
 	}
+	if pci, r := g.dev.GetPciInfo(); s.ok(g, "nvmlDeviceGetPciInfo", r) {
+		g.pciBusID = pciBusID(pci)
+	}
 	if s.has("nvmlGpmQueryDeviceSupport") {
 		if sup, r := g.dev.GpmQueryDeviceSupport(); s.ok(g, "nvmlGpmQueryDeviceSupport", r) {
 			g.gpm = sup.IsSupportedDevice != 0
 		}
 	}
 	g.gpmMIG = g.gpm && s.has("nvmlGpmMigSampleGet")
+	g.memV2 = s.has("nvmlDeviceGetMemoryInfo_v2")
 	g.schedOK = s.has("nvmlDeviceGetVgpuSchedulerLog_v2")
 	s.registerEvents(g)
-	s.logger.Info("GPU found", "gpu", g.index, "uuid", g.uuid, "model", g.model, "gpm", g.gpm,
+	s.logger.Info("GPU found", "gpu", g.index, "uuid", g.uuid, "model", g.model, "pci_bus_id", g.pciBusID, "gpm", g.gpm,
 		"vgpu_scheduler_log", g.schedOK)
 }
 
@@ -118,7 +123,7 @@ func (s *Source) discoverMIG(g *gpuDev, now time.Time) {
 			m.memTotal = mem.Total
 		}
 		if gi, r := md.GetGpuInstanceId(); s.ok(g, "nvmlDeviceGetGpuInstanceId", r) {
-			m.gi = gi
+			m.gi, m.giOK = gi, true
 		}
 		if g.gpmMIG {
 			m.gpm = s.newGPM(g)

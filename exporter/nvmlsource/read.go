@@ -42,7 +42,7 @@ func (s *Source) Read(ctx context.Context, t time.Time, interval time.Duration) 
 }
 
 func (s *Source) readGPU(dst []*pb.Sample, g *gpuDev, t time.Time, interval time.Duration) ([]*pb.Sample, exporter.GPUState) {
-	st := exporter.GPUState{Index: uint32(g.index), UUID: g.uuid, Model: g.model, MemTotal: g.memTotal,
+	st := exporter.GPUState{Index: uint32(g.index), UUID: g.uuid, Model: g.model, PCIBusID: g.pciBusID, MemTotal: g.memTotal,
 		XIDs: g.xids, LastXID: g.lastXID, ActivityAvailable: true}
 	if g.dev == nil {
 		st.Failed, st.FailReason = true, g.lost
@@ -50,6 +50,9 @@ func (s *Source) readGPU(dst []*pb.Sample, g *gpuDev, t time.Time, interval time
 	}
 	g.lost = ""
 	s.readDevice(g, &st)
+	if g.lost == "" {
+		s.readHealth(g, &st)
+	}
 	if g.lost != "" {
 		st.Failed, st.FailReason = true, g.lost
 		return dst, st
@@ -195,7 +198,8 @@ func (s *Source) readMIG(dst []*pb.Sample, g *gpuDev, st *exporter.GPUState, bas
 		}
 		procs := s.processes(g, m.dev)
 		smp.Attached = procs > 0
-		act := exporter.InstanceActivity{InstanceID: smp.InstanceId, Processes: procs}
+		act := exporter.InstanceActivity{InstanceID: smp.InstanceId, Processes: procs,
+			GPUInstanceID: uint32(max(m.gi, 0)), HasGPUInstanceID: m.giOK}
 		if v, ok := s.readGPM(g, m.gpm, m.gi, t); ok {
 			smp.SmActive = v.sm
 			act.HasGPM, act.SMOccupancy, act.TensorRatio, act.DRAMRatio = true, v.occupancy, v.tensor, v.dram

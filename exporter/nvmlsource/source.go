@@ -59,6 +59,8 @@ type Source struct {
 	events       nvml.EventSet
 	lastDiscover time.Time
 	calls        int64 // NVML calls made, for calls-per-tick figures
+
+	driverVersion, cudaVersion string // read once at Open
 }
 
 var _ exporter.Source = (*Source)(nil)
@@ -70,6 +72,7 @@ type gpuDev struct {
 	model    string
 	sms      uint32
 	memTotal uint64
+	pciBusID string // read once in describeGPU: a GPU does not move on the bus while NVML is open
 
 	gpmMu   sync.Mutex // GPM calls are serialized per device (NVML's GPM is not re-entrant per GPU)
 	gpm     bool       // GPM supported (Hopper or newer)
@@ -78,6 +81,8 @@ type gpuDev struct {
 	schedOK bool // nvmlDeviceGetVgpuSchedulerLog_v2 present
 
 	unsupported map[string]bool // calls that returned NOT_SUPPORTED are not made again
+	fields      *fieldState     // the health field values asked every tick
+	memV2       bool            // nvmlDeviceGetMemoryInfo_v2 present (FB free and reserved)
 	lastUtilTS  uint64
 	lastVgpuTS  uint64
 	lost        string // the call that found the GPU lost in the current tick
@@ -119,8 +124,9 @@ func Open(lib nvml.Interface, cfg Config, now time.Time) (*Source, error) {
 		return nil, fmt.Errorf("NVML reports %d GPUs; expected 0 to %d", n, maxGPUs)
 	}
 	s.openEvents()
+	s.readVersions()
 	for i := 0; i < n; i++ {
-		g := &gpuDev{index: i, unsupported: map[string]bool{}, sched: newSchedLog()}
+		g := &gpuDev{index: i, unsupported: map[string]bool{}, sched: newSchedLog(), fields: newFieldState()}
 		s.gpus = append(s.gpus, g)
 		dev, r := lib.DeviceGetHandleByIndex(i)
 		if !s.ok(g, "nvmlDeviceGetHandleByIndex", r) {

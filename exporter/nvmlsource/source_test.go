@@ -2,6 +2,7 @@ package nvmlsource
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -36,6 +37,10 @@ func fakeGPU(i int, lost *bool, mig bool) *mock.Device {
 		GetUUIDFunc:       func() (string, nvml.Return) { return fmt.Sprintf("GPU-%d", i), nvml.SUCCESS },
 		GetNameFunc:       func() (string, nvml.Return) { return "NVIDIA A100-SXM4-40GB", nvml.SUCCESS },
 		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 40 << 30, Used: 2 << 30}, ret() },
+		GetPciInfoFunc: func() (nvml.PciInfo, nvml.Return) {
+			// Lower case, as some drivers write it: the source upper-cases it.
+			return pciInfo(fmt.Sprintf("00000000:%02x:00.0", 0xa0+i), "", 0, uint32(0xa0+i), 0), ret()
+		},
 		GpmQueryDeviceSupportFunc: func() (nvml.GpmSupport, nvml.Return) {
 			return nvml.GpmSupport{IsSupportedDevice: 0}, nvml.SUCCESS // an A100: no GPM
 		},
@@ -64,6 +69,23 @@ func fakeGPU(i int, lost *bool, mig bool) *mock.Device {
 			return nil, nvml.ERROR_NOT_FOUND
 		},
 		GetActiveVgpusFunc: func() ([]nvml.VgpuInstance, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED },
+		GetFieldValuesFunc: func(v []nvml.FieldValue) nvml.Return {
+			for k := range v {
+				// Every field answers its id + 1000, so that each lands where it belongs.
+				v[k].NvmlReturn, v[k].ValueType = uint32(ret()), uint32(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
+				binary.LittleEndian.PutUint64(v[k].Value[:], uint64(v[k].FieldId)+1000)
+			}
+			return ret()
+		},
+		GetMemoryInfo_v2Func: func() (nvml.Memory_v2, nvml.Return) {
+			return nvml.Memory_v2{Total: 40 << 30, Reserved: 512 << 20, Used: 2 << 30, Free: 40<<30 - 2<<30 - 512<<20}, ret()
+		},
+		GetUtilizationRatesFunc:   func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 60, Memory: 25}, ret() },
+		GetEncoderUtilizationFunc: func() (uint32, uint32, nvml.Return) { return 7, 167000, ret() },
+		GetDecoderUtilizationFunc: func() (uint32, uint32, nvml.Return) { return 9, 167000, ret() },
+		GetViolationStatusFunc: func(p nvml.PerfPolicyType) (nvml.ViolationTime, nvml.Return) {
+			return nvml.ViolationTime{ViolationTime: 5000 + uint64(p)}, ret()
+		},
 	}
 }
 
@@ -87,6 +109,8 @@ func fakeLib(devs []nvml.Device, missing string) *mock.Interface {
 				FreeFunc: func() nvml.Return { return nvml.SUCCESS },
 			}, nvml.SUCCESS
 		},
+		SystemGetDriverVersionFunc:     func() (string, nvml.Return) { return "580.65.06", nvml.SUCCESS },
+		SystemGetCudaDriverVersionFunc: func() (int, nvml.Return) { return 12080, nvml.SUCCESS },
 	}
 }
 

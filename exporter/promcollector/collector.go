@@ -64,6 +64,10 @@ type instance struct {
 	gpuInfoMemory        uint64
 	vgpuInfo             []*dto.LabelPair // instanceLabels + vm_id, vgpu_type
 	vmID, vgpuType       string
+	// info is instanceLabels + gpu_instance_id (MIG: its GPU instance id, from the GPU state;
+	// empty where not known), the labels of slicemeter_instance_info.
+	info          []*dto.LabelPair
+	gpuInstanceID string
 
 	gpu      *gpu // the GPU state of its node and index, if any
 	activity activityRef
@@ -91,12 +95,30 @@ type gpu struct {
 	model     string
 	labels    []*dto.LabelPair // gpuLabels
 	eccLabels [2][]*dto.LabelPair
+	health    healthLabels
+	// pciInfo is gpuLabels + pci_bus_id, the labels of slicemeter_gpu_pci_info; nil while the
+	// source has not reported the bus id.
+	pciInfo  []*dto.LabelPair
+	pciBusID string
+}
+
+// healthLabels are a GPU's label pairs of the health families with a second label, built with
+// its gpuLabels (driverInfo also when the versions change).
+type healthLabels struct {
+	pcie, nvlink     [2][]*dto.LabelPair // direction rx, tx
+	remapped         [2][]*dto.LabelPair // cause correctable, uncorrectable
+	violation        [2][]*dto.LabelPair // cause power, thermal
+	reasons          [len(clocksEventReasons)][]*dto.LabelPair
+	driverInfo       []*dto.LabelPair
+	driver, cuda     string
+	driverInfoValues []string // gpuLabels' values, for driverInfo
 }
 
 // view is the snapshot's series in the order the registry sorts them (by label values), so that
 // sorting them at every scrape finds them already sorted.
 type view struct {
 	instances  []*instance // by instanceLabels' values
+	infos      []*instance // by the info labels' values
 	sampleGPUs []*instance // the first instance of each GPU, by gpuLabels' values
 	gpus       []*gpu      // by gpuLabels' values
 	nodes      []nodeCount
@@ -111,7 +133,7 @@ var (
 	instanceLabels = []string{"node", "gpu", "uuid", "model", "slice", "kind", "profile"}
 	gpuLabels      = []string{"node", "gpu", "uuid", "model"}
 
-	descInfo      = prometheus.NewDesc("slicemeter_instance_info", "An instance (whole GPU, MIG or vGPU instance) that a tenant can hold.", instanceLabels, nil)
+	descInfo      = prometheus.NewDesc("slicemeter_instance_info", "An instance (whole GPU, MIG or vGPU instance) that a tenant can hold; gpu_instance_id: a MIG instance's GPU instance id, empty where not known.", append(slices.Clip(instanceLabels), "gpu_instance_id"), nil)
 	descAttached  = prometheus.NewDesc("slicemeter_instance_attached", "1 while a tenant's process or VM is attached to the instance.", instanceLabels, nil)
 	descSM        = prometheus.NewDesc("slicemeter_instance_sm_active_ratio", "SM activity of the instance in the latest tick (vGPU: share of the GPU's time it ran).", instanceLabels, nil)
 	descMemUsed   = prometheus.NewDesc("slicemeter_instance_memory_used_bytes", "Framebuffer used by the instance.", instanceLabels, nil)
@@ -143,7 +165,48 @@ var (
 	descProcesses      = prometheus.NewDesc("slicemeter_instance_processes", "Compute processes running on the instance.", instanceLabels, nil)
 	descVGPUDriverUtil = prometheus.NewDesc("slicemeter_vgpu_driver_sm_utilization_ratio", "The driver's SM utilization of the vGPU (GetVgpuUtilization) in the latest tick it reported one.", instanceLabels, nil)
 	descVGPUInfo       = prometheus.NewDesc("slicemeter_vgpu_info", "A vGPU instance: its VM and vGPU type.", append(append([]string{}, instanceLabels...), "vm_id", "vgpu_type"), nil)
+
+	// Health (exporter.Health): each family is served only for GPUs that report its fields.
+	descGPUReason       = prometheus.NewDesc("slicemeter_gpu_clocks_event_reason", "1 while the clocks are held down for the reason (NVML clocks-event reasons), else 0.", append(slices.Clip(gpuLabels), "reason"), nil)
+	descGPUPCIe         = prometheus.NewDesc("slicemeter_gpu_pcie_bytes_total", "PCIe traffic since the driver loaded.", append(slices.Clip(gpuLabels), "direction"), nil)
+	descGPUPCIeReplays  = prometheus.NewDesc("slicemeter_gpu_pcie_replays_total", "PCIe replays (retries) since the driver loaded.", gpuLabels, nil)
+	descGPUNVLink       = prometheus.NewDesc("slicemeter_gpu_nvlink_bytes_total", "NVLink traffic summed over the GPU's links.", append(slices.Clip(gpuLabels), "direction"), nil)
+	descGPUMemTemp      = prometheus.NewDesc("slicemeter_gpu_memory_temperature_celsius", "Memory (HBM) temperature.", gpuLabels, nil)
+	descGPUMemFree      = prometheus.NewDesc("slicemeter_gpu_memory_free_bytes", "Framebuffer free on the physical GPU.", gpuLabels, nil)
+	descGPUMemReserved  = prometheus.NewDesc("slicemeter_gpu_memory_reserved_bytes", "Framebuffer reserved by the driver on the physical GPU.", gpuLabels, nil)
+	descGPUCopyUtil     = prometheus.NewDesc("slicemeter_gpu_copy_utilization_ratio", "Memory controller (copy) utilization in the latest tick.", gpuLabels, nil)
+	descGPUEncoderUtil  = prometheus.NewDesc("slicemeter_gpu_encoder_utilization_ratio", "Video encoder utilization in the latest tick.", gpuLabels, nil)
+	descGPUDecoderUtil  = prometheus.NewDesc("slicemeter_gpu_decoder_utilization_ratio", "Video decoder utilization in the latest tick.", gpuLabels, nil)
+	descGPURemapped     = prometheus.NewDesc("slicemeter_gpu_remapped_rows_total", "Memory rows remapped, by the kind of error that caused it.", append(slices.Clip(gpuLabels), "cause"), nil)
+	descGPURemapPending = prometheus.NewDesc("slicemeter_gpu_row_remap_pending", "1 while a row remap waits for a GPU reset.", gpuLabels, nil)
+	descGPURemapFailure = prometheus.NewDesc("slicemeter_gpu_row_remap_failure", "1 if a row remap failed: the GPU needs service.", gpuLabels, nil)
+	descGPUViolation    = prometheus.NewDesc("slicemeter_gpu_violation_seconds_total", "Time the clocks were held down, by cause (power cap, temperature).", append(slices.Clip(gpuLabels), "cause"), nil)
+	descGPUDriverInfo   = prometheus.NewDesc("slicemeter_gpu_driver_info", "The driver and CUDA versions the GPU runs under.", append(slices.Clip(gpuLabels), "driver_version", "cuda_version"), nil)
+
+	// The GPU's PCI address gets an info series of its own rather than a label on an existing
+	// one: the label sets of served series stay as they are, and it is served wherever the bus
+	// id is known (also while the GPU cannot be read: which slot fell off the bus is the point).
+	descGPUPCIInfo = prometheus.NewDesc("slicemeter_gpu_pci_info", "The GPU's PCI address (domain:bus:device.function, as dcgm-exporter's pci_bus_id), read when it was discovered.", append(slices.Clip(gpuLabels), "pci_bus_id"), nil)
 )
+
+// clocksEventReasons are NVML's clocks-event reason bits (nvmlClocksEventReason*, nvml.h) and
+// the reason label of each: one 0/1 series per reason, which PromQL can alert on; the bit mask
+// stays in slicemeter_gpu_clocks_event_reasons.
+var clocksEventReasons = [...]struct {
+	bit  uint64
+	name string
+}{
+	// In the order of the names, the order the registry sorts the series in.
+	{0x2, "applications_clocks"},
+	{0x100, "display_clocks"},
+	{0x1, "gpu_idle"},
+	{0x80, "hw_power_brake"},
+	{0x8, "hw_slowdown"},
+	{0x40, "hw_thermal"},
+	{0x4, "sw_power_cap"},
+	{0x20, "sw_thermal"},
+	{0x10, "sync_boost"},
+}
 
 var _ exporter.Sink = (*Collector)(nil)
 var _ prometheus.Collector = (*Collector)(nil)
@@ -209,9 +272,10 @@ func (s *Collector) writeSample(node string, smp *pb.Sample, now time.Time) {
 		in.gpuIndex, in.uuid, in.model, in.kind, in.profile = smp.GpuIndex, smp.GpuUuid, smp.Model, smp.Kind, smp.Profile
 		gpuIndex := strconv.FormatUint(uint64(smp.GpuIndex), 10)
 		in.values = []string{node, gpuIndex, smp.GpuUuid, smp.Model, smp.InstanceId, smp.Kind.Label(), smp.Profile}
-		in.labels = prometheus.MakeLabelPairs(descInfo, in.values)
+		in.labels = prometheus.MakeLabelPairs(descAttached, in.values)
 		in.gpuLabels = prometheus.MakeLabelPairs(descGPUPower, in.values[:len(gpuLabels)])
 		in.gpuInfo, in.vgpuInfo = nil, nil
+		in.info = prometheus.MakeLabelPairs(descInfo, append(slices.Clip(in.values), in.gpuInstanceID))
 		s.changed = true
 	}
 	if in.gpuInfo == nil || in.gpuInfoSMs != smp.GpuSmCount || in.gpuInfoMemory != smp.GpuMemTotalBytes {
@@ -243,7 +307,19 @@ func (s *Collector) writeGPU(node string, st *exporter.GPUState, now time.Time) 
 		g.labels = prometheus.MakeLabelPairs(descGPUUp, values)
 		g.eccLabels[0] = prometheus.MakeLabelPairs(descGPUECC, append(slices.Clip(values), "corrected"))
 		g.eccLabels[1] = prometheus.MakeLabelPairs(descGPUECC, append(slices.Clip(values), "uncorrected"))
+		g.health = newHealthLabels(values)
+		g.pciInfo, g.pciBusID = nil, ""
 		s.changed = true
+	}
+	if st.PCIBusID != g.pciBusID {
+		g.pciBusID, g.pciInfo = st.PCIBusID, nil
+		if st.PCIBusID != "" {
+			g.pciInfo = prometheus.MakeLabelPairs(descGPUPCIInfo, append(slices.Clip(g.health.driverInfoValues), st.PCIBusID))
+		}
+	}
+	if h := &st.Health; h.Has(exporter.HealthVersions) && (g.health.driverInfo == nil || g.health.driver != h.DriverVersion || g.health.cuda != h.CUDAVersion) {
+		g.health.driver, g.health.cuda = h.DriverVersion, h.CUDAVersion
+		g.health.driverInfo = prometheus.MakeLabelPairs(descGPUDriverInfo, append(slices.Clip(g.health.driverInfoValues), h.DriverVersion, h.CUDAVersion))
 	}
 	g.state, g.seen = *st, now
 	g.gen++
@@ -253,11 +329,43 @@ func (s *Collector) writeGPU(node string, st *exporter.GPUState, now time.Time) 
 			continue // no sample of it yet
 		}
 		in.activity = activityRef{gpu: g, gen: g.gen, i: i}
+		if id := gpuInstanceID(&a); id != in.gpuInstanceID {
+			in.gpuInstanceID = id
+			in.info = prometheus.MakeLabelPairs(descInfo, append(slices.Clip(in.values), id))
+			s.changed = true
+		}
 		if in.vgpuInfo == nil || in.vmID != a.VMID || in.vgpuType != a.VGPUType {
 			in.vmID, in.vgpuType = a.VMID, a.VGPUType
 			in.vgpuInfo = prometheus.MakeLabelPairs(descVGPUInfo, append(slices.Clip(in.values), a.VMID, a.VGPUType))
 		}
 	}
+}
+
+func gpuInstanceID(a *exporter.InstanceActivity) string {
+	if !a.HasGPUInstanceID {
+		return ""
+	}
+	return strconv.FormatUint(uint64(a.GPUInstanceID), 10)
+}
+
+func newHealthLabels(values []string) healthLabels {
+	with := func(d *prometheus.Desc, v string) []*dto.LabelPair {
+		return prometheus.MakeLabelPairs(d, append(slices.Clip(values), v))
+	}
+	h := healthLabels{driverInfoValues: values}
+	for i, dir := range []string{"rx", "tx"} {
+		h.pcie[i], h.nvlink[i] = with(descGPUPCIe, dir), with(descGPUNVLink, dir)
+	}
+	for i, cause := range []string{"correctable", "uncorrectable"} {
+		h.remapped[i] = with(descGPURemapped, cause)
+	}
+	for i, cause := range []string{"power", "thermal"} {
+		h.violation[i] = with(descGPUViolation, cause)
+	}
+	for i, r := range clocksEventReasons {
+		h.reasons[i] = with(descGPUReason, r.name)
+	}
+	return h
 }
 
 // rebuild orders the series as the registry will sort them and resolves the references
@@ -269,6 +377,8 @@ func (s *Collector) rebuild() {
 		v.instances = append(v.instances, in)
 	}
 	slices.SortFunc(v.instances, func(a, b *instance) int { return compareLabels(a.labels, b.labels) })
+	v.infos = slices.Clone(v.instances)
+	slices.SortFunc(v.infos, func(a, b *instance) int { return compareLabels(a.info, b.info) })
 	type sampleGPU struct{ node, uuid string }
 	seen := map[sampleGPU]bool{}
 	perNode := map[string]int{}
@@ -310,7 +420,10 @@ func (s *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descAttached, descSM, descMemUsed, descMemTotal, descLastTS,
 		descVRun, descVWaits, descVWaitSum, descVSwitch, descGPUInfo, descGPUPower, descInstances,
 		descGPUUp, descGPUUtil, descGPUMemUsed, descGPUEnergy, descGPUSMClock, descGPUMemClock, descGPUTemp,
-		descGPUThrottle, descGPUECC, descGPUXID, descGPULastXID, descGPUActivity, descOccupancy, descTensor, descDRAM, descProcesses, descVGPUInfo, descVGPUDriverUtil} {
+		descGPUThrottle, descGPUECC, descGPUXID, descGPULastXID, descGPUActivity, descOccupancy, descTensor, descDRAM, descProcesses, descVGPUInfo, descVGPUDriverUtil,
+		descGPUReason, descGPUPCIe, descGPUPCIeReplays, descGPUNVLink, descGPUMemTemp, descGPUMemFree, descGPUMemReserved,
+		descGPUCopyUtil, descGPUEncoderUtil, descGPUDecoderUtil, descGPURemapped, descGPURemapPending, descGPURemapFailure,
+		descGPUViolation, descGPUDriverInfo, descGPUPCIInfo} {
 		ch <- d
 	}
 }
@@ -320,12 +433,14 @@ func (s *Collector) Collect(ch chan<- prometheus.Metric) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	v := &s.view
-	// At most 10 gauges and 3 counters per instance, 9 gauges and 4 counters per GPU: one
+	// At most 10 gauges and 3 counters per instance, 28 gauges and 13 counters per GPU: one
 	// allocation of each for the scrape.
-	m := newMetrics(10*len(v.instances)+9*len(v.gpus)+3*len(v.sampleGPUs)+len(v.nodes), 3*len(v.instances)+4*len(v.gpus))
+	m := newMetrics(10*len(v.instances)+28*len(v.gpus)+3*len(v.sampleGPUs)+len(v.nodes), 3*len(v.instances)+13*len(v.gpus))
+	for _, in := range v.infos {
+		ch <- m.gauge(descInfo, 1, in.info)
+	}
 	for _, in := range v.instances {
 		smp, ip := in.smp, in.labels
-		ch <- m.gauge(descInfo, 1, ip)
 		ch <- m.gauge(descAttached, b2f(smp.Attached), ip)
 		// Where activity cannot be measured (MIG without GPM) sm_active is not served: 0 would
 		// read as an idle instance.
@@ -353,6 +468,7 @@ func (s *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, g := range v.gpus {
 		collectGPU(ch, m, g)
 	}
+	collectHealthPairs(ch, m, v.gpus)
 	for _, n := range v.nodes {
 		ch <- m.gauge(descInstances, n.n, n.labels)
 	}
@@ -387,6 +503,9 @@ func collectGPU(ch chan<- prometheus.Metric, m *metrics, g *gpu) {
 	ch <- m.gauge(descGPUUp, b2f(!st.Failed), gp)
 	ch <- m.counter(descGPUXID, float64(st.XIDs), gp)
 	ch <- m.gauge(descGPULastXID, float64(st.LastXID), gp)
+	if g.pciInfo != nil {
+		ch <- m.gauge(descGPUPCIInfo, 1, g.pciInfo)
+	}
 	if st.Failed {
 		return // its figures are from no tick
 	}
@@ -400,6 +519,76 @@ func collectGPU(ch chan<- prometheus.Metric, m *metrics, g *gpu) {
 	ch <- m.counter(descGPUECC, float64(st.ECCCorrected), g.eccLabels[0])
 	ch <- m.counter(descGPUECC, float64(st.ECCUncorrected), g.eccLabels[1])
 	ch <- m.gauge(descGPUActivity, b2f(st.ActivityAvailable), gp)
+	for i, r := range clocksEventReasons {
+		ch <- m.gauge(descGPUReason, b2f(st.ThrottleReasons&r.bit != 0), g.health.reasons[i])
+	}
+	collectHealth(ch, m, g)
+}
+
+// collectHealth emits the health fields the GPU reports; an unsupported one is left out rather
+// than served as 0.
+func collectHealth(ch chan<- prometheus.Metric, m *metrics, g *gpu) {
+	h, gp := &g.state.Health, g.labels
+	if h.Has(exporter.HealthPCIeReplays) {
+		ch <- m.counter(descGPUPCIeReplays, float64(h.PCIeReplays), gp)
+	}
+	if h.Has(exporter.HealthMemTemp) {
+		ch <- m.gauge(descGPUMemTemp, h.MemTempC, gp)
+	}
+	if h.Has(exporter.HealthFB) {
+		ch <- m.gauge(descGPUMemFree, float64(h.FBFree), gp)
+		ch <- m.gauge(descGPUMemReserved, float64(h.FBReserved), gp)
+	}
+	if h.Has(exporter.HealthCopyUtil) {
+		ch <- m.gauge(descGPUCopyUtil, h.CopyUtil, gp)
+	}
+	if h.Has(exporter.HealthCodecUtil) {
+		ch <- m.gauge(descGPUEncoderUtil, h.EncoderUtil, gp)
+		ch <- m.gauge(descGPUDecoderUtil, h.DecoderUtil, gp)
+	}
+	if h.Has(exporter.HealthRemap) {
+		ch <- m.gauge(descGPURemapPending, b2f(h.RemapPending), gp)
+		ch <- m.gauge(descGPURemapFailure, b2f(h.RemapFailure), gp)
+	}
+}
+
+// collectHealthPairs emits the health families whose second label (direction, cause) sorts
+// before gpu: all GPUs' series of the first value, then of the second, as the registry sorts
+// them. driver_info sorts by the versions first, which one node's GPUs share.
+func collectHealthPairs(ch chan<- prometheus.Metric, m *metrics, gpus []*gpu) {
+	for i := range 2 {
+		for _, g := range gpus {
+			h, hl := &g.state.Health, &g.health
+			if g.state.Failed {
+				continue
+			}
+			if h.Has(exporter.HealthPCIe) {
+				ch <- m.counter(descGPUPCIe, float64(pick(i, h.PCIeRxBytes, h.PCIeTxBytes)), hl.pcie[i])
+			}
+			if h.Has(exporter.HealthNVLink) {
+				ch <- m.counter(descGPUNVLink, float64(pick(i, h.NVLinkRxBytes, h.NVLinkTxBytes)), hl.nvlink[i])
+			}
+			if h.Has(exporter.HealthRemap) {
+				ch <- m.counter(descGPURemapped, float64(pick(i, h.RemappedCorrectable, h.RemappedUncorrectable)), hl.remapped[i])
+			}
+			if h.Has(exporter.HealthViolations) {
+				ch <- m.counter(descGPUViolation, float64(pick(i, h.PowerViolationNs, h.ThermalViolationNs))/1e9, hl.violation[i])
+			}
+		}
+	}
+	for _, g := range gpus {
+		if !g.state.Failed && g.state.Health.Has(exporter.HealthVersions) && g.health.driverInfo != nil {
+			ch <- m.gauge(descGPUDriverInfo, 1, g.health.driverInfo)
+		}
+	}
+}
+
+// pick returns a for 0 and b for 1.
+func pick(i int, a, b uint64) uint64 {
+	if i == 0 {
+		return a
+	}
+	return b
 }
 
 func b2f(b bool) float64 {

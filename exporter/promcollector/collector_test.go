@@ -101,7 +101,7 @@ func TestSnapshotValues(t *testing.T) {
 	_, reg := fleet(t, "vgpu-timeslice")
 	text := exposition(t, reg)
 	for _, want := range []string{
-		`slicemeter_instance_info{gpu="0",kind="vgpu",model="H100-SXM5-80GB",node="node-v",profile="H100-20C",slice="gpu0/vgpu3"`,
+		`slicemeter_instance_info{gpu="0",gpu_instance_id="",kind="vgpu",model="H100-SXM5-80GB",node="node-v",profile="H100-20C",slice="gpu0/vgpu3"`,
 		`slicemeter_instance_memory_total_bytes{gpu="0",kind="vgpu",model="H100-SXM5-80GB",node="node-v",profile="H100-20C",slice="gpu0/vgpu0"`,
 		`slicemeter_exporter_instances{node="node-v"} 4`,
 		`slicemeter_exporter_samples_total 1200`,
@@ -217,7 +217,7 @@ func TestActivityFollowsTheLatestGPUState(t *testing.T) {
 	smp := &pb.Sample{GpuUuid: "GPU-1", Model: "H100-SXM5-80GB", Kind: pb.Kind_KIND_MIG, InstanceId: "MIG-1", Profile: "1g.10gb", SmActive: 0.5}
 	processes := `slicemeter_instance_processes{gpu="0",kind="mig",model="H100-SXM5-80GB",node="n",profile="1g.10gb",slice="MIG-1",uuid="GPU-1"} 3`
 	occupancy := `slicemeter_instance_sm_occupancy_ratio{gpu="0",kind="mig",model="H100-SXM5-80GB",node="n",profile="1g.10gb",slice="MIG-1",uuid="GPU-1"} 0.25`
-	info := `slicemeter_instance_info{gpu="0",kind="mig",model="H100-SXM5-80GB",node="n",profile="1g.10gb",slice="MIG-1",uuid="GPU-1"} 1`
+	info := `slicemeter_instance_info{gpu="0",gpu_instance_id="",kind="mig",model="H100-SXM5-80GB",node="n",profile="1g.10gb",slice="MIG-1",uuid="GPU-1"} 1`
 	for _, tc := range []struct {
 		name  string
 		state exporter.GPUState
@@ -265,7 +265,7 @@ func TestCollectEmitsSortedSeries(t *testing.T) {
 		uuid := fmt.Sprintf("GPU-%d", i)
 		err := snap.Write(context.Background(), time.Now(), []exporter.NodeSamples{{Node: "n", Samples: []*pb.Sample{
 			{GpuIndex: i, GpuUuid: uuid, Model: "A100-SXM4-40GB", Kind: pb.Kind_KIND_GPU, InstanceId: uuid}},
-			GPUs: []exporter.GPUState{{Index: i, UUID: uuid, Model: "A100-SXM4-40GB"}}}})
+			GPUs: []exporter.GPUState{{Index: i, UUID: uuid, Model: "A100-SXM4-40GB", Health: allHealth()}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -399,11 +399,11 @@ func TestForgetsWhatIsGone(t *testing.T) {
 			}
 			text := exposition(t, reg)
 			for series, want := range map[string]bool{
-				`slicemeter_instance_info{gpu="0",kind="mig",model="A100-SXM4-40GB",node="n",profile="3g.20gb",slice="MIG-a",uuid="GPU-0"} 1`: true,
-				`slicemeter_instance_info{gpu="1",kind="mig",model="A100-SXM4-40GB",node="n",profile="3g.20gb",slice="MIG-b",uuid="GPU-1"} 1`: tc.wantMIGb,
-				`slicemeter_gpu_up{gpu="1",model="A100-SXM4-40GB",node="n",uuid="GPU-1"} 1`:                                                   tc.wantMIGb,
-				`slicemeter_exporter_instances{node="n"} 2`:                                                                                   tc.wantMIGb,
-				`slicemeter_exporter_instances{node="n"} 1`:                                                                                   !tc.wantMIGb,
+				`slicemeter_instance_info{gpu="0",gpu_instance_id="",kind="mig",model="A100-SXM4-40GB",node="n",profile="3g.20gb",slice="MIG-a",uuid="GPU-0"} 1`: true,
+				`slicemeter_instance_info{gpu="1",gpu_instance_id="",kind="mig",model="A100-SXM4-40GB",node="n",profile="3g.20gb",slice="MIG-b",uuid="GPU-1"} 1`: tc.wantMIGb,
+				`slicemeter_gpu_up{gpu="1",model="A100-SXM4-40GB",node="n",uuid="GPU-1"} 1`:                                                                      tc.wantMIGb,
+				`slicemeter_exporter_instances{node="n"} 2`: tc.wantMIGb,
+				`slicemeter_exporter_instances{node="n"} 1`: !tc.wantMIGb,
 			} {
 				if got := strings.Contains(text, series+"\n"); got != want {
 					t.Errorf("%s served: %v, want %v\n%s", series, got, want, text)

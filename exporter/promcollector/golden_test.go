@@ -6,20 +6,53 @@ import (
 	"flag"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slicemeter/slicemeter/exporter"
 	"github.com/slicemeter/slicemeter/exporter/sim"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/node.prom")
+var update = flag.Bool("update", false, "rewrite testdata/node.prom and testdata/node-health.prom")
 
 // The exposition of a fixed simulated node after a fixed number of ticks, byte for byte (as
 // node_exporter's end-to-end output): a change to any name, help text, label or value shows
 // here. Only the collector is registered: the Go and process collectors vary by machine.
+// node-health.prom is the same node with every GPU reporting every health field and every MIG
+// instance its GPU instance id.
 func TestGoldenExposition(t *testing.T) {
+	t.Run("sim", func(t *testing.T) { goldenExposition(t, "testdata/node.prom", false) })
+	t.Run("health", func(t *testing.T) { goldenExposition(t, "testdata/node-health.prom", true) })
+}
+
+// withHealth is a source whose GPUs report every health field (allHealth) and whose MIG
+// instances have GPU instance ids.
+type withHealth struct{ exporter.Source }
+
+func (s withHealth) Read(ctx context.Context, t time.Time, interval time.Duration) ([]exporter.NodeSamples, error) {
+	out, err := s.Source.Read(ctx, t, interval)
+	for i := range out {
+		mig := map[string]bool{}
+		for _, smp := range out[i].Samples {
+			mig[smp.InstanceId] = smp.Kind == pb.Kind_KIND_MIG
+		}
+		for g := range out[i].GPUs {
+			st := &out[i].GPUs[g]
+			st.Health = allHealth()
+			for a := range st.Instances {
+				if in := &st.Instances[a]; mig[in.InstanceID] {
+					in.GPUInstanceID, in.HasGPUInstanceID = uint32(a+1), true
+				}
+			}
+		}
+	}
+	return out, err
+}
+
+func goldenExposition(t *testing.T, golden string, health bool) {
 	const ticks = 15
 	sc, err := scenario.Load("testdata/node.yaml")
 	if err != nil {
@@ -32,13 +65,16 @@ func TestGoldenExposition(t *testing.T) {
 	col := New()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(col)
-	loop := &exporter.Loop{Source: src, Clock: exporter.FastClock{}, Sinks: []exporter.Sink{col},
+	var read exporter.Source = src
+	if health {
+		read = withHealth{src}
+	}
+	loop := &exporter.Loop{Source: read, Clock: exporter.FastClock{}, Sinks: []exporter.Sink{col},
 		Start: sc.Start, End: sc.Start.Add(ticks * sc.Interval), Interval: sc.Interval}
 	if n, err := loop.Run(context.Background()); err != nil || n != ticks*int64(src.Instances()) {
 		t.Fatalf("%d samples (%v), want %d", n, err, ticks*src.Instances())
 	}
 	got := exposition(t, reg)
-	const golden = "testdata/node.prom"
 	if *update {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 			t.Fatal(err)

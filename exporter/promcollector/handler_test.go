@@ -61,7 +61,7 @@ func TestHandler(t *testing.T) {
 				t.Fatal(err)
 			}
 			text := string(raw)
-			if !strings.Contains(text, `slicemeter_instance_info{gpu="0",kind="vgpu",model="H100-SXM5-80GB",node="node-v",profile="H100-20C",slice="gpu0/vgpu3"`) {
+			if !strings.Contains(text, `slicemeter_instance_info{gpu="0",gpu_instance_id="",kind="vgpu",model="H100-SXM5-80GB",node="node-v",profile="H100-20C",slice="gpu0/vgpu3"`) {
 				t.Errorf("the body lacks the instances:\n%.2000s", text)
 			}
 			if strings.HasPrefix(tc.wantType, "application/openmetrics-text") != strings.HasSuffix(text, "# EOF\n") {

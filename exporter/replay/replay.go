@@ -197,6 +197,10 @@ func (p *Source) library() *mock.Interface {
 			ret := p.take("lib", "GpmSampleAlloc")
 			return &mock.GpmSample{FreeFunc: func() nvml.Return { return nvml.SUCCESS }}, ret
 		},
+		SystemGetDriverVersionFunc: func() (string, nvml.Return) { return answer[string](p, "lib", "SystemGetDriverVersion") },
+		SystemGetCudaDriverVersionFunc: func() (int, nvml.Return) {
+			return answer[int](p, "lib", "SystemGetCudaDriverVersion")
+		},
 		GpmMetricsGetFunc: func(req *nvml.GpmMetricsGetType) nvml.Return {
 			ms, ret := answer[[]capture.GPMMetric](p, "lib", "GpmMetricsGet")
 			for i, m := range ms {
@@ -233,6 +237,7 @@ func (p *Source) device(obj string) *mock.Device {
 		GetUUIDFunc:               func() (string, nvml.Return) { return answer[string](p, obj, "GetUUID") },
 		GetNameFunc:               func() (string, nvml.Return) { return answer[string](p, obj, "GetName") },
 		GetMemoryInfoFunc:         func() (nvml.Memory, nvml.Return) { return answer[nvml.Memory](p, obj, "GetMemoryInfo") },
+		GetPciInfoFunc:            func() (nvml.PciInfo, nvml.Return) { return answer[nvml.PciInfo](p, obj, "GetPciInfo") },
 		GpmQueryDeviceSupportFunc: func() (nvml.GpmSupport, nvml.Return) { return answer[nvml.GpmSupport](p, obj, "GpmQueryDeviceSupport") },
 		RegisterEventsFunc:        func(uint64, nvml.EventSet) nvml.Return { return p.take(obj, "RegisterEvents") },
 		GetPowerUsageFunc:         func() (uint32, nvml.Return) { return answer[uint32](p, obj, "GetPowerUsage") },
@@ -301,9 +306,40 @@ func (p *Source) device(obj string) *mock.Device {
 			return answer[nvml.DeviceAttributes](p, obj, "GetAttributes")
 		},
 		GetGpuInstanceIdFunc: func() (int, nvml.Return) { return answer[int](p, obj, "GetGpuInstanceId") },
+		GetFieldValuesFunc: func(values []nvml.FieldValue) nvml.Return {
+			got, ret := answer[[]nvml.FieldValue](p, obj, "GetFieldValues")
+			if len(got) != len(values) {
+				p.Misses++ // asked for other fields than when recording
+				return nvml.ERROR_UNKNOWN
+			}
+			for i := range values {
+				if got[i].FieldId != values[i].FieldId || got[i].ScopeId != values[i].ScopeId {
+					p.Misses++
+					return nvml.ERROR_UNKNOWN
+				}
+			}
+			copy(values, got)
+			return ret
+		},
+		GetMemoryInfo_v2Func: func() (nvml.Memory_v2, nvml.Return) { return answer[nvml.Memory_v2](p, obj, "GetMemoryInfo_v2") },
+		GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) {
+			return answer[nvml.Utilization](p, obj, "GetUtilizationRates")
+		},
+		GetEncoderUtilizationFunc: func() (uint32, uint32, nvml.Return) { return p.codec(obj, "GetEncoderUtilization") },
+		GetDecoderUtilizationFunc: func() (uint32, uint32, nvml.Return) { return p.codec(obj, "GetDecoderUtilization") },
+		GetViolationStatusFunc: func(pt nvml.PerfPolicyType) (nvml.ViolationTime, nvml.Return) {
+			return answer[nvml.ViolationTime](p, obj, fmt.Sprintf("GetViolationStatus:%d", pt))
+		},
 	}
 	p.devs[obj] = d
 	return d
+}
+
+// codec answers an encoder or decoder utilization call: the utilization and its sampling period.
+func (p *Source) codec(obj, fn string) (uint32, uint32, nvml.Return) {
+	var u, period uint32
+	ret := p.take(obj, fn, &u, &period)
+	return u, period, ret
 }
 
 func (p *Source) vgpu(r capture.VgpuRef) nvml.VgpuInstance {

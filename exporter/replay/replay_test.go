@@ -97,6 +97,16 @@ func sameSamples(t *testing.T, got, want []exporter.NodeSamples) {
 				t.Fatalf("tick %d sample %d:\n got %v\nwant %v", i, j, got[i].Samples[j], want[i].Samples[j])
 			}
 		}
+		// The GPU health read at the tick replays too (it is not in the samples), and so does
+		// the PCI address read at discovery.
+		for j := range want[i].GPUs {
+			if j >= len(got[i].GPUs) || got[i].GPUs[j].Health != want[i].GPUs[j].Health || want[i].GPUs[j].Health.Supported == 0 {
+				t.Fatalf("tick %d GPU %d health:\n got %+v\nwant %+v (and some supported)", i, j, got[i].GPUs[j].Health, want[i].GPUs[j].Health)
+			}
+			if g, w := got[i].GPUs[j].PCIBusID, want[i].GPUs[j].PCIBusID; g != w || w == "" {
+				t.Fatalf("tick %d GPU %d: pci bus id %q, want %q (not empty)", i, j, g, w)
+			}
+		}
 	}
 }
 

@@ -32,6 +32,8 @@ type gpu struct {
 	instances []*instance
 	sched     *scheduler // vGPU GPUs only
 	noGPM     bool       // the driver answers that GPM is unsupported (pre-Hopper)
+	period    time.Duration
+	health    healthState
 
 	// What the simulated driver has recorded.
 	utilLog  []nvml.Sample                   // utilization samples, one per tick
@@ -64,7 +66,8 @@ func newNode(sc *scenario.Scenario, n scenario.Node) (*node, error) {
 		if !ok {
 			return nil, fmt.Errorf("scenario %s: node %s gpu%d: unknown model %q", sc.Path, n.Name, gi, g.Model)
 		}
-		gp := &gpu{index: gi, uuid: uuid(sc.Name, n.Name, gi), model: model, noGPM: g.NoGPM}
+		gp := &gpu{index: gi, uuid: uuid(sc.Name, n.Name, gi), model: model, noGPM: g.NoGPM, period: nd.period,
+			health: healthState{caps: capsOf(model), faults: g.Faults, faultOn: make([]bool, len(g.Faults))}}
 		switch g.Kind() {
 		case "mig":
 			for m, p := range g.MIG {

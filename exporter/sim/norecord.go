@@ -22,6 +22,12 @@ func (l library) GpmSampleAlloc() (nvml.GpmSample, nvml.Return) { return l.GpmSa
 func (l library) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
 	return l.DeviceGetHandleByIndexFunc(i)
 }
+func (l library) SystemGetDriverVersion() (string, nvml.Return) {
+	return l.SystemGetDriverVersionFunc()
+}
+func (l library) SystemGetCudaDriverVersion() (int, nvml.Return) {
+	return l.SystemGetCudaDriverVersionFunc()
+}
 func (l library) GpmMetricsGet(m *nvml.GpmMetricsGetType) nvml.Return {
 	return l.GpmMetricsGetFunc(m)
 }
@@ -31,6 +37,7 @@ type device struct{ *mock.Device }
 func (d device) GetUUID() (string, nvml.Return)            { return d.GetUUIDFunc() }
 func (d device) GetName() (string, nvml.Return)            { return d.GetNameFunc() }
 func (d device) GetMemoryInfo() (nvml.Memory, nvml.Return) { return d.GetMemoryInfoFunc() }
+func (d device) GetPciInfo() (nvml.PciInfo, nvml.Return)   { return d.GetPciInfoFunc() }
 func (d device) GetPowerUsage() (uint32, nvml.Return)      { return d.GetPowerUsageFunc() }
 func (d device) GetTotalEnergyConsumption() (uint64, nvml.Return) {
 	return d.GetTotalEnergyConsumptionFunc()
@@ -75,6 +82,21 @@ func (d device) GetVgpuUtilization(last uint64) (nvml.ValueType, []nvml.VgpuInst
 }
 func (d device) GetAttributes() (nvml.DeviceAttributes, nvml.Return) { return d.GetAttributesFunc() }
 func (d device) GetGpuInstanceId() (int, nvml.Return)                { return d.GetGpuInstanceIdFunc() }
+
+func (d device) GetFieldValues(v []nvml.FieldValue) nvml.Return  { return d.GetFieldValuesFunc(v) }
+func (d device) GetMemoryInfo_v2() (nvml.Memory_v2, nvml.Return) { return d.GetMemoryInfo_v2Func() }
+func (d device) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
+	return d.GetUtilizationRatesFunc()
+}
+func (d device) GetEncoderUtilization() (uint32, uint32, nvml.Return) {
+	return d.GetEncoderUtilizationFunc()
+}
+func (d device) GetDecoderUtilization() (uint32, uint32, nvml.Return) {
+	return d.GetDecoderUtilizationFunc()
+}
+func (d device) GetViolationStatus(p nvml.PerfPolicyType) (nvml.ViolationTime, nvml.Return) {
+	return d.GetViolationStatusFunc(p)
+}
 
 func (v simVgpu) GetUUID() (string, nvml.Return)            { return v.GetUUIDFunc() }
 func (v simVgpu) GetType() (nvml.VgpuTypeId, nvml.Return)   { return v.GetTypeFunc() }

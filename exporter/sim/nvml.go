@@ -60,8 +60,10 @@ func newWorld(n *node, start time.Time, interval time.Duration) *world {
 				FreeFunc: func() nvml.Return { return nvml.SUCCESS },
 			}}, nvml.SUCCESS
 		},
-		GpmSampleAllocFunc: func() (nvml.GpmSample, nvml.Return) { return &gpmSample{}, nvml.SUCCESS },
-		GpmMetricsGetFunc:  w.gpmMetrics,
+		GpmSampleAllocFunc:             func() (nvml.GpmSample, nvml.Return) { return &gpmSample{}, nvml.SUCCESS },
+		GpmMetricsGetFunc:              w.gpmMetrics,
+		SystemGetDriverVersionFunc:     func() (string, nvml.Return) { return ok(simDriverVersion) },
+		SystemGetCudaDriverVersionFunc: func() (int, nvml.Return) { return ok(simCUDAVersion) },
 	}}
 	return w
 }
@@ -77,6 +79,7 @@ func (w *world) advance(d time.Duration) {
 			g.utilLog = g.utilLog[len(g.utilLog)-100:]
 		}
 		g.energyMJ += uint64(math.Round(g.power(d) * float64(w.interval.Milliseconds())))
+		g.advanceHealth(d, w.interval)
 		if g.sched == nil {
 			continue
 		}
@@ -119,8 +122,9 @@ func procs(attached bool) []nvml.ProcessInfo {
 func (w *world) device(g *gpu) nvml.Device {
 	kind := g.instances[0].kind
 	dev := &mock.Device{
-		GetUUIDFunc: func() (string, nvml.Return) { return ok(g.uuid) },
-		GetNameFunc: func() (string, nvml.Return) { return ok("NVIDIA " + g.model.Name) },
+		GetUUIDFunc:    func() (string, nvml.Return) { return ok(g.uuid) },
+		GetNameFunc:    func() (string, nvml.Return) { return ok("NVIDIA " + g.model.Name) },
+		GetPciInfoFunc: func() (nvml.PciInfo, nvml.Return) { return ok(pciInfo(g.index)) },
 		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
 			used := g.memUsed(w.d)
 			return ok(nvml.Memory{Total: g.model.MemoryBytes, Used: used, Free: g.model.MemoryBytes - used})
@@ -131,16 +135,17 @@ func (w *world) device(g *gpu) nvml.Device {
 			if c == nvml.CLOCK_MEM {
 				return ok[uint32](simMemClockMHz)
 			}
-			return ok[uint32](simSMClockMHz)
+			return ok(g.smClockMHz())
 		},
-		GetTemperatureFunc: func(nvml.TemperatureSensors) (uint32, nvml.Return) {
-			return ok(uint32(30 + math.Round(50*min(1, g.activity(w.d)))))
-		},
-		GetCurrentClocksEventReasonsFunc: func() (uint64, nvml.Return) {
-			if g.activity(w.d) == 0 {
-				return ok[uint64](nvml.ClocksEventReasonGpuIdle)
-			}
-			return ok[uint64](0)
+		GetTemperatureFunc:               func(nvml.TemperatureSensors) (uint32, nvml.Return) { return ok(g.tempC(w.d)) },
+		GetCurrentClocksEventReasonsFunc: func() (uint64, nvml.Return) { return ok(g.clocksEventReasons(w.d)) },
+		GetFieldValuesFunc:               func(v []nvml.FieldValue) nvml.Return { return g.fieldValues(w.d, v) },
+		GetMemoryInfo_v2Func:             func() (nvml.Memory_v2, nvml.Return) { return ok(g.memoryV2(w.d)) },
+		GetUtilizationRatesFunc:          func() (nvml.Utilization, nvml.Return) { return g.utilizationRates(w.d) },
+		GetEncoderUtilizationFunc:        g.codecUtilization,
+		GetDecoderUtilizationFunc:        g.codecUtilization,
+		GetViolationStatusFunc: func(p nvml.PerfPolicyType) (nvml.ViolationTime, nvml.Return) {
+			return g.violationStatus(w, p)
 		},
 		GetTotalEccErrorsFunc: func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) { return ok[uint64](0) },
 		GetSamplesFunc: func(st nvml.SamplingType, last uint64) (nvml.ValueType, []nvml.Sample, nvml.Return) {
@@ -350,6 +355,27 @@ func (w *world) gpmMetrics(req *nvml.GpmMetricsGetType) nvml.Return {
 		}
 	}
 	return nvml.SUCCESS
+}
+
+// pciBuses are the PCI buses of an 8-GPU HGX board's GPUs (as on DGX H100), in index order.
+var pciBuses = [8]uint32{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb}
+
+// pciInfo is the PCI address of the node's GPU i, as NVML's nvmlDeviceGetPciInfo_v3 fills it:
+// the buses of an HGX board, GPUs beyond 8 on the next PCI domains. Distinct per GPU of a node.
+func pciInfo(i int) nvml.PciInfo {
+	p := nvml.PciInfo{Domain: uint32(i / len(pciBuses)), Bus: pciBuses[i%len(pciBuses)]}
+	putCString(p.BusId[:], fmt.Sprintf("%08X:%02X:%02X.0", p.Domain, p.Bus, p.Device))
+	putCString(p.BusIdLegacy[:], fmt.Sprintf("%04X:%02X:%02X.0", p.Domain, p.Bus, p.Device))
+	return p
+}
+
+// putCString writes s NUL-terminated into a C char array (cut to fit).
+func putCString(dst []int8, s string) {
+	n := min(len(s), len(dst)-1)
+	for i := range n {
+		dst[i] = int8(s[i])
+	}
+	dst[n] = 0
 }
 
 // derivedUUID derives a stable UUID in NVML's format for a simulated MIG or vGPU instance.

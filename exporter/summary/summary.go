@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
 	"github.com/slicemeter/slicemeter/exporter"
 )
 
@@ -39,6 +41,7 @@ type GPU struct {
 	Index           uint32  `json:"index"`
 	UUID            string  `json:"uuid"`
 	Model           string  `json:"model"`
+	PCIBusID        string  `json:"pci_bus_id"` // empty where NVML did not report it
 	Ticks           int     `json:"ticks"`
 	FailedTicks     int     `json:"failed_ticks"`
 	DriverSamples   int     `json:"driver_utilization_samples"`
@@ -52,7 +55,105 @@ type GPU struct {
 	EnergyJ         float64 `json:"energy_joules"` // counter growth over the run
 	XIDs            uint64  `json:"xids"`
 	GPM             bool    `json:"gpm"`
+	Health          Health  `json:"health"`
 	firstEnergy     float64
+}
+
+// Health is a GPU's health signals over the run. Counters are their growth over the run, means
+// are over the ticks the field was read, the rest are the last tick's.
+type Health struct {
+	// Supported names the fields the GPU reported on every tick it was read (healthNames).
+	Supported             []string `json:"supported"`
+	PCIeTxBytes           uint64   `json:"pcie_tx_bytes"`
+	PCIeRxBytes           uint64   `json:"pcie_rx_bytes"`
+	PCIeReplays           uint64   `json:"pcie_replays"`
+	NVLinkTxBytes         uint64   `json:"nvlink_tx_bytes"`
+	NVLinkRxBytes         uint64   `json:"nvlink_rx_bytes"`
+	MemTempMeanC          float64  `json:"memory_temperature_mean_celsius"`
+	FBFreeMean            float64  `json:"fb_free_mean_bytes"`
+	FBReserved            uint64   `json:"fb_reserved_bytes"`
+	CopyUtilMean          float64  `json:"copy_utilization_mean"`
+	EncoderUtilMean       float64  `json:"encoder_utilization_mean"`
+	DecoderUtilMean       float64  `json:"decoder_utilization_mean"`
+	RemappedCorrectable   uint64   `json:"remapped_rows_correctable"`
+	RemappedUncorrectable uint64   `json:"remapped_rows_uncorrectable"`
+	RemapPending          bool     `json:"remap_pending"`
+	RemapFailure          bool     `json:"remap_failure"`
+	PowerViolationNs      uint64   `json:"power_violation_ns"`
+	ThermalViolationNs    uint64   `json:"thermal_violation_ns"`
+	DriverVersion         string   `json:"driver_version"`
+	CUDAVersion           string   `json:"cuda_version"`
+	// ClocksEventTicks counts the ticks each clocks-event reason was set, by nvidia-smi's name
+	// (clocks_event_reasons.NAME).
+	ClocksEventTicks map[string]int `json:"clocks_event_ticks"`
+
+	supported exporter.HealthFields
+	n         map[exporter.HealthFields]int // ticks each field was read
+	first     exporter.Health               // the first reading of each counter
+}
+
+// healthNames name Health's fields in the summary.
+var healthNames = []struct {
+	bit  exporter.HealthFields
+	name string
+}{
+	{exporter.HealthPCIe, "pcie"}, {exporter.HealthPCIeReplays, "pcie_replays"}, {exporter.HealthNVLink, "nvlink"},
+	{exporter.HealthMemTemp, "memory_temperature"}, {exporter.HealthFB, "fb"}, {exporter.HealthCopyUtil, "copy_utilization"},
+	{exporter.HealthCodecUtil, "codec_utilization"}, {exporter.HealthRemap, "row_remapping"},
+	{exporter.HealthViolations, "violations"}, {exporter.HealthVersions, "versions"},
+}
+
+// clocksEventNames are NVML's clocks-event reason bits by nvidia-smi's names.
+var clocksEventNames = []struct {
+	bit  uint64
+	name string
+}{
+	{nvml.ClocksEventReasonGpuIdle, "gpu_idle"}, {nvml.ClocksEventReasonApplicationsClocksSetting, "applications_clocks_setting"},
+	{nvml.ClocksEventReasonSwPowerCap, "sw_power_cap"}, {nvml.ClocksThrottleReasonHwSlowdown, "hw_slowdown"},
+	{nvml.ClocksEventReasonSyncBoost, "sync_boost"}, {nvml.ClocksEventReasonSwThermalSlowdown, "sw_thermal_slowdown"},
+	{nvml.ClocksThrottleReasonHwThermalSlowdown, "hw_thermal_slowdown"},
+	{nvml.ClocksThrottleReasonHwPowerBrakeSlowdown, "hw_power_brake_slowdown"},
+}
+
+// add accumulates one tick's health (ticks is the GPU's read ticks so far, this one included).
+func (a *Health) add(h exporter.Health, reasons uint64, ticks int) {
+	if ticks == 1 {
+		a.supported, a.n, a.first, a.ClocksEventTicks = h.Supported, map[exporter.HealthFields]int{}, h, map[string]int{}
+	}
+	a.supported &= h.Supported
+	for _, c := range clocksEventNames {
+		if reasons&c.bit != 0 {
+			a.ClocksEventTicks[c.name]++
+		}
+	}
+	mean := func(bit exporter.HealthFields, m *float64, v float64) {
+		if h.Has(bit) {
+			a.n[bit]++
+			*m += (v - *m) / float64(a.n[bit])
+		}
+	}
+	mean(exporter.HealthMemTemp, &a.MemTempMeanC, h.MemTempC)
+	mean(exporter.HealthFB, &a.FBFreeMean, float64(h.FBFree))
+	mean(exporter.HealthCopyUtil, &a.CopyUtilMean, h.CopyUtil)
+	if h.Has(exporter.HealthCodecUtil) {
+		a.n[exporter.HealthCodecUtil]++
+		n := float64(a.n[exporter.HealthCodecUtil])
+		a.EncoderUtilMean += (h.EncoderUtil - a.EncoderUtilMean) / n
+		a.DecoderUtilMean += (h.DecoderUtil - a.DecoderUtilMean) / n
+	}
+	f := a.first
+	a.PCIeTxBytes, a.PCIeRxBytes = h.PCIeTxBytes-f.PCIeTxBytes, h.PCIeRxBytes-f.PCIeRxBytes
+	a.NVLinkTxBytes, a.NVLinkRxBytes = h.NVLinkTxBytes-f.NVLinkTxBytes, h.NVLinkRxBytes-f.NVLinkRxBytes
+	a.PowerViolationNs, a.ThermalViolationNs = h.PowerViolationNs-f.PowerViolationNs, h.ThermalViolationNs-f.ThermalViolationNs
+	a.PCIeReplays, a.FBReserved = h.PCIeReplays, h.FBReserved
+	a.RemappedCorrectable, a.RemappedUncorrectable, a.RemapPending, a.RemapFailure = h.RemappedCorrectable, h.RemappedUncorrectable, h.RemapPending, h.RemapFailure
+	a.DriverVersion, a.CUDAVersion = h.DriverVersion, h.CUDAVersion
+	a.Supported = a.Supported[:0]
+	for _, hn := range healthNames {
+		if a.supported&hn.bit == hn.bit {
+			a.Supported = append(a.Supported, hn.name)
+		}
+	}
 }
 
 // Instance is one instance over the run.
@@ -92,6 +193,7 @@ func (s *Summary) Write(_ context.Context, tick time.Time, samples []exporter.No
 				a = &GPU{Node: ns.Node, Index: g.Index, UUID: g.UUID, Model: g.Model, MemTotal: g.MemTotal, firstEnergy: g.EnergyJ}
 				s.gpus[k] = a
 			}
+			a.PCIBusID = g.PCIBusID
 			if g.Failed {
 				a.FailedTicks++
 				continue
@@ -107,6 +209,7 @@ func (s *Summary) Write(_ context.Context, tick time.Time, samples []exporter.No
 			a.DriverSamples += g.UtilSamples
 			a.EnergyJ = g.EnergyJ - a.firstEnergy
 			a.XIDs = g.XIDs
+			a.Health.add(g.Health, g.ThrottleReasons, a.Ticks)
 			for _, ia := range g.Instances {
 				a.GPM = a.GPM || ia.HasGPM
 			}

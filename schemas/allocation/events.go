@@ -62,9 +62,23 @@ var latestQuery = tables.LatestAllocations(`allocation_id IN (SELECT id FROM (SE
 // overlapping events for different tenants (different partitions) in the same instant can both
 // pass. The attribution still finds such a pair and reports it (attribution.Report.Overlaps).
 func CheckEvents(ctx context.Context, conn driver.Conn, events []Event) ([]Refusal, error) {
+	refused, _, err := CheckEventChanges(ctx, conn, events)
+	return refused, err
+}
+
+// Change is an accepted event that changes an allocation's state (not a replay or an older
+// version): what the audit trail records.
+type Change struct {
+	Index  int         // the event's index in the batch
+	Before *Allocation // the live allocation before it; nil when none was (or it was deleted)
+}
+
+// CheckEventChanges is CheckEvents that also returns, in order, the accepted events that
+// change the state, each with the live allocation it replaces.
+func CheckEventChanges(ctx context.Context, conn driver.Conn, events []Event) ([]Refusal, []Change, error) {
 	state, err := latestOf(ctx, conn, events)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// live: per target, the ids of the allocations on it that are not deleted.
 	live := map[string]map[string]bool{}
@@ -83,9 +97,13 @@ func CheckEvents(ctx context.Context, conn driver.Conn, events []Event) ([]Refus
 	for _, s := range state {
 		hold(s)
 	}
-	var refused []Refusal
+	var (
+		refused []Refusal
+		changes []Change
+	)
 	for i, e := range events {
-		if cur, ok := state[e.ID]; ok && (e.Version < cur.Version || e.Version == cur.Version && e.Deleted == cur.Deleted && e.Same(cur.Allocation)) {
+		cur, ok := state[e.ID]
+		if ok && (e.Version < cur.Version || e.Version == cur.Version && e.Deleted == cur.Deleted && e.Same(cur.Allocation)) {
 			continue // an older version or a replay: the stored state stays what it is
 		}
 		if !e.Deleted {
@@ -94,9 +112,15 @@ func CheckEvents(ctx context.Context, conn driver.Conn, events []Event) ([]Refus
 				continue
 			}
 		}
+		c := Change{Index: i}
+		if ok && !cur.Deleted {
+			before := cur.Allocation
+			c.Before = &before
+		}
+		changes = append(changes, c)
 		hold(e)
 	}
-	return refused, nil
+	return refused, changes, nil
 }
 
 // firstOverlap is the reason a may not hold its instance while one of ids does, nil when none

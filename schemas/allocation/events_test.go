@@ -2,6 +2,7 @@ package allocation_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -74,36 +75,49 @@ func TestCheckEvents(t *testing.T) {
 	}
 	deletion := func(e allocation.Event) allocation.Event { e.Deleted = true; return e }
 	for _, tc := range []struct {
-		name   string
-		events []allocation.Event
-		want   map[int][]string // refused index → what its reason names
+		name    string
+		events  []allocation.Event
+		want    map[int][]string // refused index → what its reason names
+		changes string           // the accepted changes: index:the live id before it (- for none)
 	}{
 		{"overlaps a stored allocation", []allocation.Event{event("b1", "gpu0", 30*time.Minute, 2*time.Hour, 1)},
-			map[int][]string{0: {`"b1" of tenant "t-b1"`, `"a1" of tenant "t-a1"`, "node-a/gpu0"}}},
-		{"back to back with a stored allocation", []allocation.Event{event("b1", "gpu0", time.Hour, 2*time.Hour, 1)}, nil},
-		{"a newer version of itself", []allocation.Event{event("a1", "gpu0", 0, 30*time.Minute, 2)}, nil},
-		{"a replay of the stored version", []allocation.Event{event("a1", "gpu0", 0, time.Hour, 1)}, nil},
-		{"an older version", []allocation.Event{event("run", "gpu0", 0, 0, 2)}, nil},
+			map[int][]string{0: {`"b1" of tenant "t-b1"`, `"a1" of tenant "t-a1"`, "node-a/gpu0"}}, ""},
+		{"back to back with a stored allocation", []allocation.Event{event("b1", "gpu0", time.Hour, 2*time.Hour, 1)}, nil, "0:-"},
+		{"a newer version of itself", []allocation.Event{event("a1", "gpu0", 0, 30*time.Minute, 2)}, nil, "0:a1"},
+		{"a replay of the stored version", []allocation.Event{event("a1", "gpu0", 0, time.Hour, 1)}, nil, ""},
+		{"an older version", []allocation.Event{event("run", "gpu0", 0, 0, 2)}, nil, ""},
 		{"the stored version saying something else", []allocation.Event{event("run", "gpu0", 0, 0, 3)},
-			map[int][]string{0: {`"run"`, `"a1"`}}},
-		{"shortened, then followed in the same batch", []allocation.Event{event("a1", "gpu0", 0, 30*time.Minute, 2), event("b1", "gpu0", 30*time.Minute, 0, 1)}, nil},
-		{"moved away, then followed", []allocation.Event{event("a1", "gpu5", 0, time.Hour, 2), event("b1", "gpu0", 0, time.Hour, 1)}, nil},
-		{"deleted, then followed", []allocation.Event{deletion(event("a1", "gpu0", 0, time.Hour, 2)), event("b1", "gpu0", 0, time.Hour, 1)}, nil},
-		{"a deleted allocation holds nothing", []allocation.Event{event("c1", "gpu1", 0, time.Hour, 1)}, nil},
-		{"an old version of a deleted allocation", []allocation.Event{event("gone", "gpu0", 0, time.Hour, 1)}, nil},
+			map[int][]string{0: {`"run"`, `"a1"`}}, ""},
+		{"shortened, then followed in the same batch", []allocation.Event{event("a1", "gpu0", 0, 30*time.Minute, 2), event("b1", "gpu0", 30*time.Minute, 0, 1)}, nil, "0:a1 1:-"},
+		{"moved away, then followed", []allocation.Event{event("a1", "gpu5", 0, time.Hour, 2), event("b1", "gpu0", 0, time.Hour, 1)}, nil, "0:a1 1:-"},
+		{"deleted, then followed", []allocation.Event{deletion(event("a1", "gpu0", 0, time.Hour, 2)), event("b1", "gpu0", 0, time.Hour, 1)}, nil, "0:a1 1:-"},
+		{"a deleted allocation holds nothing", []allocation.Event{event("c1", "gpu1", 0, time.Hour, 1)}, nil, "0:-"},
+		{"an old version of a deleted allocation", []allocation.Event{event("gone", "gpu0", 0, time.Hour, 1)}, nil, ""},
 		{"a running allocation holds on", []allocation.Event{event("c1", "gpu4", 5*time.Hour, 6*time.Hour, 1)},
-			map[int][]string{0: {`"c1"`, `"run" of tenant "t-run" [2026-01-05T00:00:00Z, running)`}}},
+			map[int][]string{0: {`"c1"`, `"run" of tenant "t-run" [2026-01-05T00:00:00Z, running)`}}, ""},
 		{"two events of one batch", []allocation.Event{event("c1", "gpu2", 0, time.Hour, 1), event("c2", "gpu2", 10*time.Minute, 20*time.Minute, 1)},
-			map[int][]string{1: {`"c2"`, `"c1"`}}},
+			map[int][]string{1: {`"c2"`, `"c1"`}}, "0:-"},
 		{"a refused event holds nothing", []allocation.Event{event("b1", "gpu0", 30*time.Minute, 2*time.Hour, 1), event("b2", "gpu0", time.Hour, 2*time.Hour, 1)},
-			map[int][]string{0: {`"b1"`, `"a1"`}}},
+			map[int][]string{0: {`"b1"`, `"a1"`}}, "1:-"},
 		{"a newer version that now overlaps", []allocation.Event{event("c1", "gpu2", 0, time.Hour, 1), event("c2", "gpu2", time.Hour, 2*time.Hour, 1),
-			event("c1", "gpu2", 0, 90*time.Minute, 2)}, map[int][]string{2: {`"c1"`, `"c2"`}}},
+			event("c1", "gpu2", 0, 90*time.Minute, 2)}, map[int][]string{2: {`"c1"`, `"c2"`}}, "0:- 1:-"},
+		{"a deleted allocation created again", []allocation.Event{event("gone", "gpu1", 0, time.Hour, 3)}, nil, "0:-"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			refused, err := allocation.CheckEvents(ctx, conn, tc.events)
+			refused, changes, err := allocation.CheckEventChanges(ctx, conn, tc.events)
 			if err != nil {
 				t.Fatal(err)
+			}
+			var ch []string
+			for _, c := range changes {
+				before := "-"
+				if c.Before != nil {
+					before = c.Before.ID
+				}
+				ch = append(ch, fmt.Sprintf("%d:%s", c.Index, before))
+			}
+			if got := strings.Join(ch, " "); got != tc.changes {
+				t.Errorf("changes %q, want %q", got, tc.changes)
 			}
 			got := map[int]string{}
 			for _, r := range refused {

@@ -181,7 +181,7 @@ func TestApplyCluster(t *testing.T) {
 		if err := conn.QueryRow(ctx, "SELECT count() FROM system.replicas WHERE database = ? AND is_readonly = 0", db).Scan(&writable); err != nil {
 			t.Fatal(err)
 		}
-		for _, table := range []string{"billing_periods", "billing_period_lines"} {
+		for _, table := range []string{"billing_periods", "billing_period_lines", "allocation_audit"} {
 			var engine string
 			if err := conn.QueryRow(ctx, "SELECT any(engine) FROM system.tables WHERE database = ? AND name = ?", db, table+migrations.LocalSuffix).Scan(&engine); err != nil {
 				t.Fatal(err)
@@ -190,9 +190,9 @@ func TestApplyCluster(t *testing.T) {
 				t.Errorf("node %d: table %s%s has engine %q, want ReplicatedMergeTree", i, table, migrations.LocalSuffix, engine)
 			}
 		}
-		// The five tables above and the two of the billing periods.
-		if writable != 7 {
-			t.Errorf("node %d: %d writable replicas in %s, want 7", i, writable, db)
+		// The five tables above, the two of the billing periods and the audit trail.
+		if writable != 8 {
+			t.Errorf("node %d: %d writable replicas in %s, want 8", i, writable, db)
 		}
 	}
 

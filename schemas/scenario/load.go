@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,6 +49,10 @@ type rawScenario struct {
 		ColdStart map[string]string `yaml:"cold_start"`
 		JitterP99 map[string]string `yaml:"jitter_p99"`
 	} `yaml:"sla"`
+	Costs *struct {
+		GPUHour   map[string]string `yaml:"gpu_hour"`
+		EnergyKWh string            `yaml:"energy_kwh"`
+	} `yaml:"costs"`
 	Nodes   []rawNode   `yaml:"nodes"`
 	Tenants []rawTenant `yaml:"tenants"`
 }
@@ -62,7 +67,13 @@ type rawNode struct {
 		Model string   `yaml:"model"`
 		MIG   []string `yaml:"mig"`
 		GPM   *bool    `yaml:"gpm"`
-		VGPU  *struct {
+		// Faults: see Fault.
+		Faults []struct {
+			Kind  string `yaml:"kind"`
+			At    string `yaml:"at"`
+			Until string `yaml:"until"`
+		} `yaml:"faults"`
+		VGPU *struct {
 			Profile   string `yaml:"profile"`
 			Count     string `yaml:"count"`
 			Scheduler string `yaml:"scheduler"`
@@ -215,6 +226,19 @@ func (v *validator) scenario(raw *rawScenario) *Scenario {
 	for _, model := range sortedKeys(raw.Prices) {
 		s.Prices[model] = v.number("prices."+model, raw.Prices[model], 1e-12, 1e12, "a price per GPU-hour > 0")
 	}
+	if raw.Costs != nil {
+		s.Costs = &Costs{GPUHour: map[string]float64{}}
+		for _, model := range sortedKeys(raw.Costs.GPUHour) {
+			field := "costs.gpu_hour." + model
+			if _, ok := s.Prices[model]; !ok {
+				v.fail(field, "model %q is not in prices", model)
+			}
+			s.Costs.GPUHour[model] = v.number(field, raw.Costs.GPUHour[model], 0, 1e12, "the operator's cost of one whole GPU for one hour, ≥ 0")
+		}
+		if raw.Costs.EnergyKWh != "" {
+			s.Costs.EnergyKWh = v.number("costs.energy_kwh", raw.Costs.EnergyKWh, 0, 1e6, "a price per kWh ≥ 0")
+		}
+	}
 	s.Tiers = map[string]float64{}
 	if len(raw.Tiers) == 0 {
 		v.fail("tiers", "missing; expected at least one tier with its multiplier, e.g. {pro: 1.0}")
@@ -315,6 +339,9 @@ func (v *validator) nodes(raw []rawNode, s *Scenario) []Node {
 					v.fail(gf+".mig", "the profiles use %d compute slices; a GPU has %d", slices, hardware.MaxComputeSlices)
 				}
 			}
+			for k, rf := range rg.Faults {
+				g.Faults = append(g.Faults, v.fault(fmt.Sprintf("%s.faults[%d]", gf, k), rf.Kind, rf.At, rf.Until, s.Duration))
+			}
 			if rg.VGPU != nil {
 				g.VGPU = v.vgpu(gf+".vgpu", rg.VGPU.Profile, rg.VGPU.Count, rg.VGPU.Scheduler, rg.VGPU.Timeslice, rg.VGPU.Switch, model, ok)
 			}
@@ -323,6 +350,20 @@ func (v *validator) nodes(raw []rawNode, s *Scenario) []Node {
 		nodes = append(nodes, n)
 	}
 	return nodes
+}
+
+func (v *validator) fault(f, kind, at, until string, window time.Duration) Fault {
+	flt := Fault{Kind: FaultKind(kind), At: v.duration(f+".at", at, true), Until: v.duration(f+".until", until, false)}
+	if !slices.Contains(FaultKinds(), kind) {
+		v.fail(f+".kind", "%q: expected one of %s", kind, strings.Join(FaultKinds(), ", "))
+	}
+	if window > 0 && flt.At >= window {
+		v.fail(f+".at", "%s is not within the scenario's duration %s", at, window)
+	}
+	if until != "" && flt.Until <= flt.At {
+		v.fail(f+".until", "%s must be after at (%s)", until, at)
+	}
+	return flt
 }
 
 func (v *validator) vgpu(f, profile, count, scheduler, timeslice, sw string, model hardware.Model, known bool) *VGPU {

@@ -95,6 +95,28 @@ func TestLoadGPMFlag(t *testing.T) {
 	}
 }
 
+func TestParseFaults(t *testing.T) {
+	doc := strings.Replace(valid, `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: thermal_throttle, at: 10m, until: 20m}, {kind: remap_failure, at: 30m}]`, 1)
+	s, err := Parse("faults.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := s.Nodes[0].GPUs[0].Faults
+	want := []Fault{{Kind: FaultThermalThrottle, At: 10 * time.Minute, Until: 20 * time.Minute}, {Kind: FaultRemapFailure, At: 30 * time.Minute}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("faults %+v, want %+v", got, want)
+	}
+	for _, tc := range []struct {
+		f    Fault
+		d    time.Duration
+		want bool
+	}{{want[0], 10*time.Minute - 1, false}, {want[0], 10 * time.Minute, true}, {want[0], 20 * time.Minute, false}, {want[1], time.Hour, true}} {
+		if got := tc.f.Active(tc.d); got != tc.want {
+			t.Errorf("%+v active at %s = %v, want %v", tc.f, tc.d, got, tc.want)
+		}
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name, old, new, want string
@@ -113,6 +135,10 @@ func TestParseErrors(t *testing.T) {
 		{"target index", "target: n/gpu0/mig1", "target: n/gpu0/mig2", "gpu0 has 2 MIG instance(s)"},
 		{"target node", "target: n/gpu0/mig1", "target: m/gpu0/mig1", `no node named "m"`},
 		{"tier", "tier: pro", "tier: gold", `tenants[0].tier: "gold" is not in tiers`},
+		{"cost unpriced model", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}\ncosts: {gpu_hour: {L40S: 1}}", `costs.gpu_hour.L40S: model "L40S" is not in prices`},
+		{"cost negative", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}\ncosts: {gpu_hour: {A100-SXM4-40GB: -1}}", `costs.gpu_hour.A100-SXM4-40GB: "-1": expected the operator's cost`},
+		{"energy not a number", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}\ncosts: {energy_kwh: cheap}", `costs.energy_kwh: "cheap": expected a price per kWh`},
+		{"costs unknown field", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}\ncosts: {rent: 1}", "field rent not found"},
 		{"ready before requested", "requested: 0s, ready: 5s, end: 1h, workload: {sm: 0.5", "requested: 10s, ready: 5s, end: 1h, workload: {sm: 0.5", "allocations[0].ready: 5s is before requested"},
 		{"sm range", "sm: 0.5", "sm: 1.5", `allocations[0].workload.sm: "1.5": expected an SM activity in [0, 1]`},
 		{"vgpu sm", "[10m, 1]", "[10m, 0.5]", "a vGPU workload's sm is 0 or 1"},
@@ -132,6 +158,11 @@ func TestParseErrors(t *testing.T) {
 		{"formula tenant", "  - name: a\n", "  - name: \"=HYPERLINK(1)\"\n", `tenants[0].name: "=HYPERLINK(1)": expected`},
 		{"loop not a bool", "interval: 100ms", "interval: 100ms\nloop: forever", `loop: "forever": expected true or false`},
 		{"loop off the grid", "interval: 100ms", "interval: 7s\nloop: true", "loop: duration 1h0m0s is not a multiple of interval 7s"},
+		{"fault kind", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: fire, at: 1m}]`, `nodes[0].gpus[0].faults[0].kind: "fire": expected one of remap_pending, remap_failure, thermal_throttle, power_cap`},
+		{"fault at missing", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: remap_failure}]`, `nodes[0].gpus[0].faults[0].at: missing; expected a duration`},
+		{"fault after the window", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: remap_failure, at: 2h}]`, `nodes[0].gpus[0].faults[0].at: 2h is not within the scenario's duration 1h0m0s`},
+		{"fault until before at", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: thermal_throttle, at: 10m, until: 5m}]`, `nodes[0].gpus[0].faults[0].until: 5m must be after at (10m)`},
+		{"fault unknown field", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: remap_failure, at: 1m, gpu: 3}]`, "field gpu not found"},
 		{"jitter zero", "tiers: {pro: 1.0}", "tiers: {pro: 1.0}\nsla: {jitter_p99: {pro: 0s}}", `sla.jitter_p99.pro: "0s": expected a duration > 0`},
 	}
 	for _, tt := range tests {

@@ -26,8 +26,17 @@ type Scenario struct {
 	// JitterP99SLA is the limit on a tenant's p99 scheduling jitter per tier; a tier without
 	// one has no jitter SLA.
 	JitterP99SLA map[string]time.Duration
-	Nodes        []Node
-	Tenants      []Tenant
+	// Costs is what the operator pays (YAML costs, optional): the fleet report's operator cost.
+	Costs   *Costs
+	Nodes   []Node
+	Tenants []Tenant
+}
+
+// Costs is the operator's side of a price book: a cost per whole GPU-hour of capacity per GPU
+// model, and a price per kWh of the GPUs' energy.
+type Costs struct {
+	GPUHour   map[string]float64
+	EnergyKWh float64
 }
 
 // DefaultColdStartSLA applies to tiers that the scenario's sla section does not name.
@@ -57,6 +66,44 @@ type GPU struct {
 	// MIG instances' activity cannot be measured, so their samples say sm_active_unavailable.
 	// By default every simulated GPU has GPM, so that the scenario's workloads are observable.
 	NoGPM bool
+	// Faults are device faults the simulator injects (YAML `faults`), for the GPU-health signals.
+	Faults []Fault
+}
+
+// Fault is a device fault on one GPU, active from At until Until (0: the end of the window; a
+// looping scenario repeats it).
+type Fault struct {
+	Kind  FaultKind
+	At    time.Duration
+	Until time.Duration
+}
+
+// FaultKind is what goes wrong.
+type FaultKind string
+
+// The faults a scenario can inject.
+const (
+	// FaultRemapPending: a row was remapped for an uncorrectable error and the remap waits for a
+	// GPU reset (remapped-uncorrectable rows +1 at At, pending until Until).
+	FaultRemapPending FaultKind = "remap_pending"
+	// FaultRemapFailure: a row could not be remapped (the GPU should be replaced).
+	FaultRemapFailure FaultKind = "remap_failure"
+	// FaultThermalThrottle: the GPU runs hot and its clocks are held down for temperature
+	// (thermal violation time grows, the thermal clocks-event reasons are set).
+	FaultThermalThrottle FaultKind = "thermal_throttle"
+	// FaultPowerCap: the board is held at its power limit (power violation time grows, the
+	// software power-cap clocks-event reason is set).
+	FaultPowerCap FaultKind = "power_cap"
+)
+
+// FaultKinds lists the fault kinds, for messages.
+func FaultKinds() []string {
+	return []string{string(FaultRemapPending), string(FaultRemapFailure), string(FaultThermalThrottle), string(FaultPowerCap)}
+}
+
+// Active says whether the fault is on at offset d (d already reduced to the window).
+func (f Fault) Active(d time.Duration) bool {
+	return d >= f.At && (f.Until == 0 || d < f.Until)
 }
 
 // Kind says how the GPU is shared.

@@ -32,6 +32,7 @@ const (
 	Kind_KIND_GPU         Kind = 1 // a whole physical GPU
 	Kind_KIND_MIG         Kind = 2 // a MIG GPU instance
 	Kind_KIND_VGPU        Kind = 3 // a vGPU instance
+	Kind_KIND_SHARE       Kind = 4 // a time-sliced or MPS replica of a GPU (Kubernetes device id GPU-<uuid>::<n>)
 )
 
 // Enum value maps for Kind.
@@ -41,12 +42,14 @@ var (
 		1: "KIND_GPU",
 		2: "KIND_MIG",
 		3: "KIND_VGPU",
+		4: "KIND_SHARE",
 	}
 	Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED": 0,
 		"KIND_GPU":         1,
 		"KIND_MIG":         2,
 		"KIND_VGPU":        3,
+		"KIND_SHARE":       4,
 	}
 )
 
@@ -168,8 +171,12 @@ type Sample struct {
 	// as metered but leaves it out of efficiency and waste. false (the default, and what older
 	// exporters send): sm_active was measured.
 	SmActiveUnavailable bool `protobuf:"varint,19,opt,name=sm_active_unavailable,json=smActiveUnavailable,proto3" json:"sm_active_unavailable,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// KIND_SHARE: the replicas the GPU is shared as (time-slicing or MPS), so the instance's
+	// billed fraction is 1/replicas. sm_active and mem_used_bytes are those of the processes
+	// on the replica (NVML per-process utilization and memory), not the GPU's.
+	ShareReplicas uint32 `protobuf:"varint,20,opt,name=share_replicas,json=shareReplicas,proto3" json:"share_replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sample) Reset() {
@@ -333,6 +340,13 @@ func (x *Sample) GetSmActiveUnavailable() bool {
 		return x.SmActiveUnavailable
 	}
 	return false
+}
+
+func (x *Sample) GetShareReplicas() uint32 {
+	if x != nil {
+		return x.ShareReplicas
+	}
+	return 0
 }
 
 // SampleBatch is one Kafka message on slicemeter.samples.v1: one node, one flush.
@@ -530,7 +544,7 @@ const file_schemas_slicemeter_proto_rawDesc = "" +
 	"\fVgpuSchedule\x12\x15\n" +
 	"\x06run_ns\x18\x01 \x01(\x04R\x05runNs\x12\x1b\n" +
 	"\tswitch_ns\x18\x02 \x01(\x04R\bswitchNs\x12\x19\n" +
-	"\bwaits_ns\x18\x03 \x03(\x04R\awaitsNs\"\x90\x05\n" +
+	"\bwaits_ns\x18\x03 \x03(\x04R\awaitsNs\"\xb7\x05\n" +
 	"\x06Sample\x12\x13\n" +
 	"\x05ts_ns\x18\x01 \x01(\x04R\x04tsNs\x12\x1f\n" +
 	"\vinterval_ns\x18\x02 \x01(\x04R\n" +
@@ -555,7 +569,8 @@ const file_schemas_slicemeter_proto_rawDesc = "" +
 	"gpuSmCount\x12-\n" +
 	"\x13gpu_mem_total_bytes\x18\x11 \x01(\x04R\x10gpuMemTotalBytes\x12/\n" +
 	"\x04vgpu\x18\x12 \x01(\v2\x1b.slicemeter.v1.VgpuScheduleR\x04vgpu\x122\n" +
-	"\x15sm_active_unavailable\x18\x13 \x01(\bR\x13smActiveUnavailable\"\x85\x01\n" +
+	"\x15sm_active_unavailable\x18\x13 \x01(\bR\x13smActiveUnavailable\x12%\n" +
+	"\x0eshare_replicas\x18\x14 \x01(\rR\rshareReplicas\"\x85\x01\n" +
 	"\vSampleBatch\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1f\n" +
@@ -574,12 +589,14 @@ const file_schemas_slicemeter_proto_rawDesc = "" +
 	"\vended_at_ns\x18\b \x01(\x03R\tendedAtNs\x12\x18\n" +
 	"\aversion\x18\t \x01(\x04R\aversion\x12\x18\n" +
 	"\adeleted\x18\n" +
-	" \x01(\bR\adeleted*G\n" +
+	" \x01(\bR\adeleted*W\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bKIND_GPU\x10\x01\x12\f\n" +
 	"\bKIND_MIG\x10\x02\x12\r\n" +
-	"\tKIND_VGPU\x10\x03B7Z5github.com/slicemeter/slicemeter/schemas/slicemeterpbb\x06proto3"
+	"\tKIND_VGPU\x10\x03\x12\x0e\n" +
+	"\n" +
+	"KIND_SHARE\x10\x04B7Z5github.com/slicemeter/slicemeter/schemas/slicemeterpbb\x06proto3"
 
 var (
 	file_schemas_slicemeter_proto_rawDescOnce sync.Once

@@ -18,6 +18,7 @@ const (
 	SchemaMigrations   = "schema_migrations"
 	BillingPeriods     = "billing_periods"
 	BillingPeriodLines = "billing_period_lines"
+	AllocationAudit    = "allocation_audit"
 )
 
 // SampleColumns are the columns of samples, one row per sample as the exporter took it.
@@ -68,6 +69,13 @@ var BillingPeriodLineColumns = []string{
 	"list_cost", "cost", "waste_cost", "overhead_cost", "currency",
 }
 
+// AllocationAuditColumns are the columns of allocation_audit, one row per allocation write
+// (schemas/audit).
+var AllocationAuditColumns = []string{
+	"time", "at_ns", "door", "principal", "role", "origin", "action", "allocation_id",
+	"tenant", "before_tenant", "version", "before", "after",
+}
+
 // SchemaMigrationColumns are the columns of schema_migrations, one row per applied migration.
 var SchemaMigrationColumns = []string{"version", "name", "applied_at"}
 
@@ -77,6 +85,7 @@ func Columns() map[string][]string {
 		Samples: SampleColumns, Samples1s: RollupColumns, Samples1m: RollupColumns, Allocations: AllocationColumns,
 		AttributionMinutes: AttributionMinuteColumns, SchemaMigrations: SchemaMigrationColumns,
 		BillingPeriods: BillingPeriodColumns, BillingPeriodLines: BillingPeriodLineColumns,
+		AllocationAudit: AllocationAuditColumns,
 	}
 }
 

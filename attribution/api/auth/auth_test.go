@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -241,5 +242,32 @@ func TestJWT(t *testing.T) {
 				t.Fatalf("principal %+v, want %+v", p, tt.want)
 			}
 		})
+	}
+}
+
+// TestNewTokenCheckedOnce: many requests arriving at once with a token not proven yet check
+// it with bcrypt once per slot at most, not once each: the others find it proven once admitted.
+func TestNewTokenCheckedOnce(t *testing.T) {
+	a, err := Parse("auth.yaml", []byte(fmt.Sprintf("tokens:\n  - {name: a, hash: %q, role: finance}\n  - {name: b, hash: %q, role: finance}\n",
+		hash(t, "other-token-0123456789"), hash(t, "dash-token-0123456789"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const clients = 20
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if p, err := a.Principal(request("Bearer dash-token-0123456789")); err != nil || p.Name != "b" {
+				t.Errorf("principal %+v, %v; want b", p, err)
+			}
+		}()
+	}
+	wg.Wait()
+	// Each admitted check compares with both entries; at most cap(checking) run before the
+	// token is known.
+	if got, most := a.checks.Load(), int64(2*cap(a.checking)); got > most {
+		t.Errorf("%d bcrypt checks for %d requests with one new token; want at most %d", got, clients, most)
 	}
 }
