@@ -145,6 +145,7 @@ func TestBadValues(t *testing.T) {
 		{"no api auth", []string{"attribution.auth.existingSecret="}, "attribution.auth: set existingSecret or content"},
 		{"no brokers", []string{"kafka.brokers="}, "kafka.brokers is required"},
 		{"no price book", []string{"pricebook.content="}, "pricebook.content or pricebook.existingConfigMap is required"},
+		{"both pdb bounds", []string{"attribution.pdb.minAvailable=1"}, "attribution.pdb: set minAvailable or maxUnavailable, not both"},
 		{"no clickhouse", []string{"clickhouse.dsn="}, "clickhouse.dsn or clickhouse.dsnSecret is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
