@@ -167,7 +167,7 @@ func (k *KubeAPIServer) start(ctx context.Context, etcdBin, apiBin string) error
 		"--cert-dir="+f("certs"), "--tls-cert-file="+f("serving.crt"), "--tls-private-key-file="+f("serving.key"),
 		"--token-auth-file="+f("tokens.csv"), "--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+f("sa.key"), "--service-account-signing-key-file="+f("sa.key"),
+		"--service-account-key-file="+f("sa.pub"), "--service-account-signing-key-file="+f("sa.key"),
 		"--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true",
 		"--disable-admission-plugins=ServiceAccount", "--enable-priority-and-fairness=false",
 		"--profiling=false", "--v=0")
@@ -199,7 +199,7 @@ func (k *KubeAPIServer) writeCerts() error {
 	if err != nil {
 		return err
 	}
-	saKey, err := newKeyPEM()
+	saKey, saPub, err := newSigningKeyPEM()
 	if err != nil {
 		return err
 	}
@@ -209,6 +209,7 @@ func (k *KubeAPIServer) writeCerts() error {
 		"serving.crt": certPEM,
 		"serving.key": keyPEM,
 		"sa.key":      saKey,
+		"sa.pub":      saPub,
 		"tokens.csv":  []byte(kubeAdminToken + `,admin,admin-uid,"system:masters"` + "\n"),
 	}
 	for name, b := range files {

@@ -79,17 +79,23 @@ func (ca *testCA) Issue(cn string, dns []string, ips []net.IP) (certPEM, keyPEM 
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: k}), nil
 }
 
-// newKeyPEM makes an ECDSA P-256 key in PKCS#8 PEM (the service account signing key).
-func newKeyPEM() ([]byte, error) {
+// newSigningKeyPEM makes an ECDSA P-256 key for service account tokens: the private key in
+// SEC1 PEM ("EC PRIVATE KEY", which kube-apiserver's signing-key flag reads) and its public key
+// in PKIX PEM for the verifying flag.
+func newSigningKeyPEM() (private, public []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("generating a key: %w", err)
+		return nil, nil, fmt.Errorf("generating a key: %w", err)
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(key)
+	der, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return nil, fmt.Errorf("encoding a key: %w", err)
+		return nil, nil, fmt.Errorf("encoding a key: %w", err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding a public key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), nil
 }
 
 func base64Std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
