@@ -109,12 +109,19 @@ type fixture struct {
 	flags   *Flags
 }
 
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
 func newFixture(t *testing.T, pods ...*corev1.Pod) *fixture {
 	objs := make([]runtime.Object, 0, len(pods))
 	for _, p := range pods {
 		objs = append(objs, p)
 	}
-	f := &fixture{t: t, kubelet: startKubelet(t), client: fake.NewSimpleClientset(objs...), out: &recorder{}, dir: t.TempDir()}
+	f := &fixture{t: t, client: fake.NewSimpleClientset(objs...), out: &recorder{}}
+	if t != nil {
+		f.kubelet, f.dir = startKubelet(t), t.TempDir()
+	} else {
+		f.kubelet = &kubeletServer{}
+	}
 	f.flags = &Flags{Enabled: true, Socket: f.kubelet.socket, NodeName: node, Labels: Labels{DefaultTier: "pro", Tier: "slicemeter.io/tier"},
 		ProcRoot: filepath.Join(f.dir, "proc"), Refresh: time.Minute, StateDir: f.dir}
 	return f
