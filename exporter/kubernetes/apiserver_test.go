@@ -28,7 +28,7 @@ func TestDiscoveryRealAPIServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	kubelet := startKubelet(t)
-	flags := &Flags{Enabled: true, Socket: kubelet.socket, Kubeconfig: kubeconfig, NodeName: node, Labels: Labels{DefaultTier: "pro"},
+	flags := &Flags{Enabled: true, Socket: kubelet.Socket, Kubeconfig: kubeconfig, NodeName: node, Labels: Labels{DefaultTier: "pro"},
 		Refresh: 200 * time.Millisecond, StateDir: t.TempDir()}
 	client, err := flags.Client()
 	if err != nil {
@@ -54,10 +54,10 @@ func TestDiscoveryRealAPIServer(t *testing.T) {
 	}
 	train := mk("train", node)
 	mk("elsewhere", "node-2") // another node's pod: not watched
-	kubelet.set([]*podresourcesv1.PodResources{podRes("team-a", "train", map[string]map[string][]string{"main": {"nvidia.com/mig-1g.10gb": {migA}}})},
+	kubelet.Set([]*podresourcesv1.PodResources{podRes("team-a", "train", map[string]map[string][]string{"main": {"nvidia.com/mig-1g.10gb": {migA}}})},
 		&podresourcesv1.ContainerDevices{ResourceName: "nvidia.com/mig-1g.10gb", DeviceIds: []string{migA}})
 
-	kub, err := DialPodResources(kubelet.socket)
+	kub, err := DialPodResources(kubelet.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestDiscoveryRealAPIServer(t *testing.T) {
 	if err := client.CoreV1().Pods("team-a").Delete(ctx, "train", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	kubelet.set(nil)
+	kubelet.Set(nil)
 	got = nil
 	waitFor(t, "the end of the allocation", func() bool { got = append(got, events(t, out.take(), pb.TopicAllocations)...); return len(got) > 0 })
 	if len(got) != 1 || got[0].EndedAtNs == 0 || got[0].Version != 2 {

@@ -43,8 +43,8 @@ func BenchmarkRefreshFullNode(b *testing.B) {
 	}
 	f := newFixture(nil, pods...)
 	f.kubelet = startKubelet(b)
-	f.kubelet.set(res, &podresourcesv1.ContainerDevices{ResourceName: "nvidia.com/mig-1g.10gb", DeviceIds: mig})
-	f.flags.Socket = f.kubelet.socket
+	f.kubelet.Set(res, &podresourcesv1.ContainerDevices{ResourceName: "nvidia.com/mig-1g.10gb", DeviceIds: mig})
+	f.flags.Socket = f.kubelet.Socket
 	f.flags.StateDir = b.TempDir()
 	reg := prometheus.NewRegistry()
 	d := startBench(b, f, reg)

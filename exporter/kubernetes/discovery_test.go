@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/slicemeter/slicemeter/exporter/kubernetes/kubelettest"
 	"github.com/slicemeter/slicemeter/schemas/audit"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -102,7 +103,7 @@ func runningPod(ns, name, uid string, labels map[string]string, container, cid s
 
 type fixture struct {
 	t       *testing.T
-	kubelet *kubeletServer
+	kubelet *kubelettest.Server
 	client  *fake.Clientset
 	out     *recorder
 	dir     string
@@ -120,9 +121,9 @@ func newFixture(t *testing.T, pods ...*corev1.Pod) *fixture {
 	if t != nil {
 		f.kubelet, f.dir = startKubelet(t), t.TempDir()
 	} else {
-		f.kubelet = &kubeletServer{}
+		f.kubelet = &kubelettest.Server{}
 	}
-	f.flags = &Flags{Enabled: true, Socket: f.kubelet.socket, NodeName: node, Labels: Labels{DefaultTier: "pro", Tier: "slicemeter.io/tier"},
+	f.flags = &Flags{Enabled: true, Socket: f.kubelet.Socket, NodeName: node, Labels: Labels{DefaultTier: "pro", Tier: "slicemeter.io/tier"},
 		ProcRoot: filepath.Join(f.dir, "proc"), Refresh: time.Minute, StateDir: f.dir}
 	return f
 }
@@ -164,7 +165,7 @@ func TestDiscoveryPublishesOnceAndEnds(t *testing.T) {
 	train := runningPod("team-a", "train", uidA, map[string]string{"slicemeter.io/tier": "budget"}, "main", cidA, t0)
 	infer := runningPod("team-b", "infer", uidB, nil, "srv", strings.Repeat("b", 64), t0.Add(time.Minute))
 	f := newFixture(t, train, infer)
-	f.kubelet.set([]*podresourcesv1.PodResources{
+	f.kubelet.Set([]*podresourcesv1.PodResources{
 		podRes("team-a", "train", map[string]map[string][]string{"main": {"nvidia.com/gpu": {gpuA}}}),
 		podRes("team-b", "infer", map[string]map[string][]string{"srv": {"nvidia.com/mig-1g.10gb": {migA}}}),
 	})
@@ -238,7 +239,7 @@ func TestDiscoveryEndsPodsDeletedWhileDown(t *testing.T) {
 	ctx := context.Background()
 	train := runningPod("team-a", "train", uidA, nil, "main", cidA, t0)
 	f := newFixture(t, train)
-	f.kubelet.set([]*podresourcesv1.PodResources{podRes("team-a", "train", map[string]map[string][]string{"main": {"nvidia.com/gpu": {gpuA}}})})
+	f.kubelet.Set([]*podresourcesv1.PodResources{podRes("team-a", "train", map[string]map[string][]string{"main": {"nvidia.com/gpu": {gpuA}}})})
 	d := f.start(nil)
 	last := t0.Add(tHour)
 	d.Refresh(ctx, last)
@@ -249,7 +250,7 @@ func TestDiscoveryEndsPodsDeletedWhileDown(t *testing.T) {
 	if err := f.client.CoreV1().Pods("team-a").Delete(ctx, "train", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.kubelet.set(nil)
+	f.kubelet.Set(nil)
 	f.client = fake.NewSimpleClientset() // the informer of the new start never sees the pod
 	d2 := f.start(nil)
 	d2.Refresh(ctx, t0.Add(3*tHour))
@@ -272,7 +273,7 @@ func TestDiscoveryBadInputAndFaults(t *testing.T) {
 	unlabelled := runningPod("team-a", "train", uidA, nil, "main", cidA, t0)
 	f := newFixture(t, unlabelled)
 	f.flags.Labels.Tenant = "slicemeter.io/tenant" // absent on the pod: no tenant
-	f.kubelet.set([]*podresourcesv1.PodResources{podRes("team-a", "train", map[string]map[string][]string{
+	f.kubelet.Set([]*podresourcesv1.PodResources{podRes("team-a", "train", map[string]map[string][]string{
 		"main": {"nvidia.com/gpu": {gpuA, "MIG-GPU-11111111-2222-3333-4444-555555555555/1/0"}}})})
 	reg := prometheus.NewPedanticRegistry()
 	d := f.start(reg)
@@ -310,7 +311,7 @@ slicemeter_exporter_kubernetes_unmapped_devices_total 2
 	}
 
 	// The kubelet's socket goes away: the discovery says so and keeps what it knew.
-	if err := os.Remove(f.kubelet.socket); err != nil {
+	if err := os.Remove(f.kubelet.Socket); err != nil {
 		t.Fatal(err)
 	}
 	bad := *f.flags
@@ -370,7 +371,7 @@ func TestShares(t *testing.T) {
 	ctx := context.Background()
 	pod := runningPod("team-a", "notebook", uidA, nil, "main", cidA, t0)
 	f := newFixture(t, pod)
-	f.kubelet.set([]*podresourcesv1.PodResources{podRes("team-a", "notebook", map[string]map[string][]string{"main": {"nvidia.com/gpu": {gpuA + "::2"}}})},
+	f.kubelet.Set([]*podresourcesv1.PodResources{podRes("team-a", "notebook", map[string]map[string][]string{"main": {"nvidia.com/gpu": {gpuA + "::2"}}})},
 		&podresourcesv1.ContainerDevices{ResourceName: "nvidia.com/gpu", DeviceIds: []string{gpuA + "::0", gpuA + "::1", gpuA + "::2", gpuA + "::3", gpuB}})
 	writeProc(t, f.flags.ProcRoot, 4242, "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"+strings.ReplaceAll(uidA, "-", "_")+".slice/cri-containerd-"+cidA+".scope\n")
 	writeProc(t, f.flags.ProcRoot, 1, "0::/init.scope\n")

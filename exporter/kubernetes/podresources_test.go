@@ -2,77 +2,22 @@ package kubernetes
 
 import (
 	"context"
-	"net"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/slicemeter/slicemeter/exporter/kubernetes/kubelettest"
 )
 
-// kubeletServer serves the real PodResources v1 API on a unix socket, as the kubelet does,
-// answering what the test sets.
-type kubeletServer struct {
-	podresourcesv1.UnimplementedPodResourcesListerServer
-	socket string
+func startKubelet(t testing.TB) *kubelettest.Server { return kubelettest.Start(t) }
 
-	mu          sync.Mutex
-	pods        []*podresourcesv1.PodResources
-	allocatable []*podresourcesv1.ContainerDevices
-	lists       int
-}
-
-func startKubelet(t testing.TB) *kubeletServer {
-	t.Helper()
-	k := &kubeletServer{socket: filepath.Join(t.TempDir(), "kubelet.sock")}
-	l, err := net.Listen("unix", k.socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	podresourcesv1.RegisterPodResourcesListerServer(s, k)
-	go func() { _ = s.Serve(l) }()
-	t.Cleanup(s.Stop)
-	return k
-}
-
-func (k *kubeletServer) set(pods []*podresourcesv1.PodResources, allocatable ...*podresourcesv1.ContainerDevices) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.pods, k.allocatable = pods, allocatable
-}
-
-func (k *kubeletServer) List(context.Context, *podresourcesv1.ListPodResourcesRequest) (*podresourcesv1.ListPodResourcesResponse, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.lists++
-	return &podresourcesv1.ListPodResourcesResponse{PodResources: k.pods}, nil
-}
-
-func (k *kubeletServer) GetAllocatableResources(context.Context, *podresourcesv1.AllocatableResourcesRequest) (*podresourcesv1.AllocatableResourcesResponse, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return &podresourcesv1.AllocatableResourcesResponse{Devices: k.allocatable}, nil
-}
-
-// podRes is one pod's resources: container → resource → device ids.
-func podRes(ns, name string, containers map[string]map[string][]string) *podresourcesv1.PodResources {
-	p := &podresourcesv1.PodResources{Namespace: ns, Name: name}
-	for c, res := range containers {
-		cr := &podresourcesv1.ContainerResources{Name: c}
-		for r, ids := range res {
-			cr.Devices = append(cr.Devices, &podresourcesv1.ContainerDevices{ResourceName: r, DeviceIds: ids})
-		}
-		p.Containers = append(p.Containers, cr)
-	}
-	return p
-}
+var podRes = kubelettest.Pod
 
 func TestPodResourcesRead(t *testing.T) {
 	k := startKubelet(t)
-	k.set([]*podresourcesv1.PodResources{
+	k.Set([]*podresourcesv1.PodResources{
 		podRes("team-a", "train", map[string]map[string][]string{
 			"main":    {"nvidia.com/gpu": {gpuA}, "example.com/nic": {"nic0"}},
 			"sidecar": {},
@@ -80,7 +25,7 @@ func TestPodResourcesRead(t *testing.T) {
 		podRes("team-b", "infer", map[string]map[string][]string{"srv": {"nvidia.com/mig-1g.10gb": {migA}}}),
 	}, &podresourcesv1.ContainerDevices{ResourceName: "nvidia.com/gpu", DeviceIds: []string{gpuA, gpuB}},
 		&podresourcesv1.ContainerDevices{ResourceName: "example.com/nic", DeviceIds: []string{"nic0"}})
-	c, err := DialPodResources(k.socket)
+	c, err := DialPodResources(k.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
