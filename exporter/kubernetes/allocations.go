@@ -164,8 +164,8 @@ func Changes(holdings map[string]Holding, sent map[string]*Sent, pods map[string
 			if a.Same(s.Allocation) {
 				continue
 			}
-			if !s.Allocation.EndedAt.IsZero() && a.EndedAt.IsZero() {
-				continue // an ended allocation does not run again
+			if !s.Allocation.EndedAt.IsZero() {
+				continue // an ended allocation is final: it does not run again, nor end again later
 			}
 		}
 		out = append(out, Event{Holding: h, Allocation: a, Version: nextVersion(a, s)})

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/segmentio/kafka-go"
+	"k8s.io/klog/v2"
 
 	"github.com/slicemeter/slicemeter/exporter/kubernetes"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
@@ -31,6 +33,9 @@ func (s *Service) openKubernetes() (*kubernetes.Discovery, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("--kubernetes.pod-resources-socket: %w", err)
 	}
+	// client-go logs every retry of an unreachable API server through klog, process-wide; the
+	// discovery reports those failures itself, once a minute (README, "Allocations from pods").
+	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
 	f.StateDir = s.cfg.SpoolDir
 	cfg := kubernetes.Config{Flags: f, Client: client, Kubelet: kub, Registry: s.reg, Logger: s.logger}
 	var w *kafka.Writer
