@@ -35,7 +35,8 @@ func New(cfg Config, reg *prometheus.Registry, logger *slog.Logger) (*Service, e
 		return nil, err
 	}
 	s := &Service{cfg: cfg, reg: reg, logger: logger, kafka: kafkaconn.Cluster{Brokers: cfg.Brokers, Security: sec}}
-	// The discovery comes first: its Shares is what a source samples share instances by.
+	// The discovery comes first: its Shares (s.kube.Shares()) is what the nvml source is to
+	// sample share instances by, once it takes one.
 	if s.kube, s.closeKube, err = s.openKubernetes(); err != nil {
 		return nil, err
 	}
