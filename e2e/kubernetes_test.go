@@ -112,7 +112,10 @@ func TestKubernetesAllocations(t *testing.T) {
 	audited := func() int {
 		return int(queryCount(t, ctx, db, "SELECT count() FROM "+tables.AllocationAudit+" WHERE door = 'kubernetes' AND principal = 'node/node-a'"))
 	}
-	waitUntil(t, ctx, "both allocations stored and audited as door kubernetes", func() bool { return audited() == 2 })
+	// The audit entries are written before the rows: wait for both.
+	waitUntil(t, ctx, "both allocations stored and audited as door kubernetes", func() bool {
+		return audited() == 2 && queryCount(t, ctx, db, "SELECT count() FROM "+tables.Allocations+" FINAL") == 2
+	})
 	t.Logf("pod start to allocation stored: %s (refresh 500ms, collector flush 200ms)", time.Since(startedAt).Round(10*time.Millisecond))
 	rows := queryRows(t, ctx, db, "SELECT allocation_id, tenant, tier, instance_id, ended_ns FROM "+tables.Allocations+" FINAL ORDER BY tenant")
 	want := []string{
