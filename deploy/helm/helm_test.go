@@ -471,6 +471,20 @@ func TestChartAcceptedByAPIServer(t *testing.T) {
 	run(nil, "wait", "--for=condition=Established", "--timeout=120s", "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
 	run(nil, "create", "namespace", Namespace)
 
+	// The check can fail: the server refuses a field that is not in a schema, built-in or CRD.
+	for _, bad := range []string{
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bad, namespace: " + Namespace + "}\nspec: {}\n",
+		"apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata: {name: bad, namespace: " + Namespace + "}\nspec: {endpoints: [{port: http, interval: soon}], selector: {}}\n",
+	} {
+		cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", kc, "apply", "--dry-run=server", "-f", "-")
+		cmd.Stdin = strings.NewReader(bad)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Errorf("the API server accepted an invalid object:\n%s\n%s", bad, out)
+		}
+		t.Logf("refused as it should be: %s", strings.TrimSpace(string(out)))
+	}
+
 	manifests, err := os.ReadFile(filepath.Join(root, ManifestsFile))
 	if err != nil {
 		t.Fatal(err)
