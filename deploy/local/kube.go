@@ -61,9 +61,17 @@ func KubeAPIServerBinary(ctx context.Context, log *slog.Logger) (string, error) 
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		return "", fmt.Errorf("creating kube-apiserver's cache directory: %w", err)
 	}
-	script := filepath.Join(home, "build-kube-apiserver.sh")
-	if err := os.WriteFile(script, kubeBuildScript, 0o755); err != nil {
+	// A file of this caller's own: bash reads a script as it runs, so another caller must not
+	// rewrite the one being read. The script takes the cache's lock itself.
+	f, err := os.CreateTemp(home, "build-kube-apiserver-*.sh")
+	if err != nil {
 		return "", fmt.Errorf("writing kube-apiserver's build script: %w", err)
+	}
+	script := f.Name()
+	defer os.Remove(script)
+	_, werr := f.Write(kubeBuildScript)
+	if cerr := f.Close(); werr != nil || cerr != nil {
+		return "", fmt.Errorf("writing kube-apiserver's build script %s: %v %v", script, werr, cerr)
 	}
 	log.Info("building kube-apiserver from k8s.io/kubernetes (once, minutes)", "version", KubeAPIServerVersion, "into", home)
 	began := time.Now()
