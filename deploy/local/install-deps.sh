@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what slicemeter's demo and tests start or call, on Debian 12 as root: ClickHouse 18.16,
 # protoc, Prometheus, Alertmanager, kcat, Java 17 and Maven (for the Kafka broker), etcd, chDB, the
-# Kafka and ZooKeeper jars in the cache, and kube-apiserver and helm built from their Go modules
-# into the cache. Only what is missing is installed, so a second run takes
+# FOCUS validator (a virtual environment in the cache), the Kafka and ZooKeeper jars in the cache,
+# and kube-apiserver and helm built from their Go modules into the cache. Only what is missing is
+# installed, so a second run takes
 # about a second.
 #
 # The services installed here are never used: the harness (deploy/local) starts its own
@@ -59,6 +60,19 @@ if ! python3 -c 'import chdb' 2>/dev/null; then
 		fi
 	fi
 	python3 -c 'import chdb' # fail here, not in the tests, if it still cannot be imported
+fi
+
+# The FinOps Foundation's FOCUS validator checks the FOCUS export (attribution/focus). Only
+# 1.0.0 runs on Python 3.11, with multimethod<1.11; it pins numpy<2, which the system's pyarrow
+# (chDB's) does not take, so it lives in a virtual environment of its own in the cache, with a
+# pyarrow of its numpy for Parquet files: deploy/local's FocusValidator finds it there.
+focus_venv="${SLICEMETER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/slicemeter}/focus-validator-1.0.0"
+if [[ ! -x $focus_venv/bin/focus-validator ]]; then
+	log "pip install focus-validator==1.0.0 into $focus_venv"
+	rm -rf "$focus_venv"
+	python3 -m venv "$focus_venv"
+	"$focus_venv/bin/pip" install --quiet focus-validator==1.0.0 'multimethod<1.11' 'pyarrow<18'
+	"$focus_venv/bin/focus-validator" --supported-versions >/dev/null # fail here, not in the tests
 fi
 
 # The Kafka broker's jars, in the same place and with the same completion marker and lock as
