@@ -61,9 +61,17 @@ func KubeAPIServerBinary(ctx context.Context, log *slog.Logger) (string, error) 
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		return "", fmt.Errorf("creating kube-apiserver's cache directory: %w", err)
 	}
-	script := filepath.Join(home, "build-kube-apiserver.sh")
-	if err := os.WriteFile(script, kubeBuildScript, 0o755); err != nil {
+	// A file of this caller's own: bash reads a script as it runs, so another caller must not
+	// rewrite the one being read. The script takes the cache's lock itself.
+	f, err := os.CreateTemp(home, "build-kube-apiserver-*.sh")
+	if err != nil {
 		return "", fmt.Errorf("writing kube-apiserver's build script: %w", err)
+	}
+	script := f.Name()
+	defer os.Remove(script)
+	_, werr := f.Write(kubeBuildScript)
+	if cerr := f.Close(); werr != nil || cerr != nil {
+		return "", fmt.Errorf("writing kube-apiserver's build script %s: %v %v", script, werr, cerr)
 	}
 	log.Info("building kube-apiserver from k8s.io/kubernetes (once, minutes)", "version", KubeAPIServerVersion, "into", home)
 	began := time.Now()
@@ -120,9 +128,24 @@ func StartKubeAPIServer(ctx context.Context, opts KubeOptions) (*KubeAPIServer, 
 	}
 	k := &KubeAPIServer{dir: dir, keepDir: opts.KeepDir, log: log}
 	began := time.Now()
-	if err := k.start(ctx, etcdBin, apiBin); err != nil {
-		k.stop()
-		return nil, err // the directory stays, with the logs the error quotes from
+	// A port from FreePort can be taken before etcd or the API server binds it; start again
+	// on new ports, in an emptied directory, when that happened.
+	for attempt := 1; ; attempt++ {
+		err := k.start(ctx, etcdBin, apiBin)
+		if err == nil {
+			break
+		}
+		_ = k.stop() // the start's error says why; a crash on the way down adds nothing
+		if attempt == 3 || !k.lostPortRace() {
+			return nil, err // the directory stays, with the logs the error quotes from
+		}
+		log.Info("kube-apiserver or etcd lost a port race; retrying on new ports", "attempt", attempt)
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("emptying the API server's directory: %w", err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("creating the API server's directory: %w", err)
+		}
 	}
 	log.Info("kube-apiserver started", "url", k.url, "pid", k.api.pid(), "dir", dir, "took", time.Since(began).Round(time.Millisecond))
 	return k, nil
@@ -186,6 +209,18 @@ func (k *KubeAPIServer) start(ctx context.Context, etcdBin, apiBin string) error
 		return fmt.Errorf("starting kube-apiserver on %s (dir %s): %w", k.url, k.dir, err)
 	}
 	return nil
+}
+
+// lostPortRace tells whether a failed start was a port that another process bound first (Go's
+// "bind: address already in use", in either server's log).
+func (k *KubeAPIServer) lostPortRace() bool {
+	for _, name := range []string{"etcd.log", "kube-apiserver.log"} {
+		b, _ := os.ReadFile(filepath.Join(k.dir, name))
+		if bytes.Contains(bytes.ToLower(b), []byte("address already in use")) {
+			return true
+		}
+	}
+	return false
 }
 
 // writeCerts makes the CA, the serving certificate for 127.0.0.1 and localhost, the service

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -100,6 +101,26 @@ func TestInstallDepsVersions(t *testing.T) {
 	for _, want := range []string{"kube_version=" + KubeAPIServerVersion + " ", "helm_version=" + HelmVersion + " ", " etcd-server"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("install-deps.sh lacks %q", want)
+		}
+	}
+}
+
+// TestKubeLostPortRace: only a bind failure in either log counts as a lost port race.
+func TestKubeLostPortRace(t *testing.T) {
+	for _, tc := range []struct {
+		file, text string
+		want       bool
+	}{
+		{"etcd.log", `{"level":"fatal","msg":"listen tcp 127.0.0.1:2379: bind: address already in use"}`, true},
+		{"kube-apiserver.log", `E1201 run.go:72] "command failed" err="failed to listen on 127.0.0.1:6443: listen tcp 127.0.0.1:6443: bind: address already in use"`, true},
+		{"kube-apiserver.log", `E1201 run.go:72] "command failed" err="error reading public key file"`, false},
+	} {
+		k := &KubeAPIServer{dir: t.TempDir()}
+		if err := os.WriteFile(filepath.Join(k.dir, tc.file), []byte(tc.text+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := k.lostPortRace(); got != tc.want {
+			t.Errorf("%s %q: lostPortRace() = %v, want %v", tc.file, tc.text, got, tc.want)
 		}
 	}
 }
