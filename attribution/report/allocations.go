@@ -3,7 +3,6 @@ package report
 import (
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,15 +65,8 @@ type AllocationRow struct {
 }
 
 func (row AllocationRow) cells() ([]cell, error) {
-	var bad []string
-	num := func(name string, v float64, decimals int) cell {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			bad = append(bad, fmt.Sprintf("%s is %v", name, v))
-		}
-		return cell{text: fixed(v, decimals), number: true}
-	}
-	text := func(s string) cell { return cell{text: s} }
-	seconds := func(d time.Duration) cell { return num("", d.Seconds(), 3) }
+	var r renderer
+	num, seconds, millis := r.num, r.seconds, r.millis
 	var empty cell
 	c := []cell{
 		text(row.Tenant), text(row.AllocationID), text(row.Tier), text(timestamp(row.WindowStart)), text(timestamp(row.WindowEnd)),
@@ -88,13 +80,13 @@ func (row AllocationRow) cells() ([]cell, error) {
 		c[18] = num("efficiency", *row.Efficiency, 4)
 	}
 	if row.JitterP99 != nil {
-		c[20] = num("", float64(*row.JitterP99)/float64(time.Millisecond), 3)
+		c[20] = millis(*row.JitterP99)
 	}
 	if row.ColdStart != nil {
 		c[21] = seconds(*row.ColdStart)
 	}
-	if len(bad) > 0 {
-		return nil, fmt.Errorf("line item of allocation %q: %s", row.AllocationID, strings.Join(bad, ", "))
+	if err := r.err(); err != nil {
+		return nil, fmt.Errorf("line item of allocation %q: %w", row.AllocationID, err)
 	}
 	return c, nil
 }

@@ -3,6 +3,7 @@
 package report
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -118,15 +119,8 @@ type cell struct {
 // cells renders a row in column order. The __unallocated__ row fills only the window,
 // list_cost and currency.
 func (row Row) cells() ([]cell, error) {
-	var bad []string
-	num := func(name string, v float64, decimals int) cell {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			bad = append(bad, fmt.Sprintf("%s is %v", name, v))
-		}
-		return cell{text: fixed(v, decimals), number: true}
-	}
-	text := func(s string) cell { return cell{text: s} }
-	seconds := func(d time.Duration) cell { return num("", d.Seconds(), 3) }
+	var r renderer
+	num, seconds, millis := r.num, r.seconds, r.millis
 	var empty cell
 
 	c := []cell{
@@ -139,7 +133,7 @@ func (row Row) cells() ([]cell, error) {
 		c[9] = num("efficiency", *row.Efficiency, 4)
 	}
 	if row.JitterP99 != nil {
-		c[10] = num("", float64(*row.JitterP99)/float64(time.Millisecond), 3)
+		c[10] = millis(*row.JitterP99)
 	}
 	if row.ColdStartMax != nil {
 		c[11] = seconds(*row.ColdStartMax)
@@ -153,11 +147,37 @@ func (row Row) cells() ([]cell, error) {
 			c[i] = empty
 		}
 	}
-	if len(bad) > 0 {
-		return nil, fmt.Errorf("report row %q: %s", row.Tenant, strings.Join(bad, ", "))
+	if err := r.err(); err != nil {
+		return nil, fmt.Errorf("report row %q: %w", row.Tenant, err)
 	}
 	return c, nil
 }
+
+// renderer renders numbers into cells and remembers the ones that are not finite: a report
+// never prints NaN or Inf as if it were an amount.
+type renderer struct{ bad []string }
+
+func (r *renderer) num(name string, v float64, decimals int) cell {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		r.bad = append(r.bad, fmt.Sprintf("%s is %v", name, v))
+	}
+	return cell{text: fixed(v, decimals), number: true}
+}
+
+func (r *renderer) seconds(d time.Duration) cell { return r.num("", d.Seconds(), 3) }
+
+func (r *renderer) millis(d time.Duration) cell {
+	return r.num("", float64(d)/float64(time.Millisecond), 3)
+}
+
+func (r *renderer) err() error {
+	if len(r.bad) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(r.bad, ", "))
+}
+
+func text(s string) cell { return cell{text: s} }
 
 // fixed prints v with the given decimals, never as "-0.000".
 func fixed(v float64, decimals int) string {
