@@ -83,7 +83,11 @@ func TestShareInstances(t *testing.T) {
 				lastSeen = append(lastSeen, last)
 				return tc.util.samples, tc.util.r
 			}
-			dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return tc.procs, nvml.SUCCESS }
+			running := 0
+			dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+				running++
+				return tc.procs, nvml.SUCCESS
+			}
 			mig := fakeGPU(2, new(bool), true) // shared per Shares, but MIG: never sampled as shares
 			now := time.Unix(1000, 0)
 			src, err := Open(fakeLib([]nvml.Device{dev, fakeGPU(1, new(bool), false), mig}, ""), Config{Node: "n", Shares: testShares{}}, now)
@@ -127,8 +131,9 @@ func TestShareInstances(t *testing.T) {
 			if tc.util.r == nvml.ERROR_NOT_SUPPORTED {
 				wantCalls = 1 // not asked again
 			}
-			if calls != wantCalls {
-				t.Errorf("%d GetProcessUtilization calls in 2 ticks, want %d", calls, wantCalls)
+			// NVML calls stay bounded per shared GPU, however many replicas.
+			if calls != wantCalls || running != 2 {
+				t.Errorf("%d GetProcessUtilization and %d GetComputeRunningProcesses calls in 2 ticks, want %d and 2", calls, running, wantCalls)
 			}
 			latest := uint64(0)
 			for _, p := range tc.util.samples {
