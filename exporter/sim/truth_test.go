@@ -21,8 +21,8 @@ func TestSamplesMatchGroundTruth(t *testing.T) {
 		"../../schemas/scenario/testdata/vgpu-phase.yaml", // vGPUs alone with work, slices not dividing the tick
 		"../../schemas/scenario/testdata/outage-coldstart.yaml",
 		"../../schemas/scenario/testdata/share-timeslice.yaml", // replicas: per-process utilization and memory
-		"../../deploy/demo/fleet.yaml", // vGPUs joining and leaving, steps, an outage on a node
-		"../testdata/mig-nogpm.yaml",   // MIG without GPM: activity unavailable, never served as 0
+		"../../deploy/demo/fleet.yaml",                         // vGPUs joining and leaving, steps, an outage on a node
+		"../testdata/mig-nogpm.yaml",                           // MIG without GPM: activity unavailable, never served as 0
 	} {
 		t.Run(path, func(t *testing.T) {
 			sc, err := scenario.Load(path)
