@@ -29,6 +29,7 @@ func All() ([]Generated, error) {
 		{"instance.json", instance()},
 		{"pipeline.json", pipeline()},
 		{"gpu-health.json", gpuHealth()},
+		{"economics.json", economics()},
 	}
 	out := make([]Generated, 0, len(builders))
 	for _, b := range builders {

@@ -140,6 +140,8 @@ type Server struct {
 	Audit AuditLog
 	// Periods lists and closes billing periods (/api/v1/periods); nil: those routes answer 501.
 	Periods Periods
+	// Fleet computes the fleet report (GET /api/v1/fleet); nil: that route answers 501.
+	Fleet Fleeter
 }
 
 // DefaultMaxBody is the POST body limit unless Server.MaxBody says otherwise: 64 MiB holds the
@@ -155,6 +157,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/audit", s.getAudit)
 	mux.HandleFunc("GET /api/v1/periods", s.getPeriods)
 	mux.HandleFunc("POST /api/v1/periods/{period}/close", s.closePeriod)
+	mux.HandleFunc("GET /api/v1/fleet", s.getFleet)
 }
 
 // problem is an error response.

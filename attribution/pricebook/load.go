@@ -53,6 +53,7 @@ func (e *Error) Error() string {
 //	sla: {cold_start: {pro: 30s}, jitter_p99: {pro: 5ms}}   # jitter_p99 optional, no default
 //	contracts: {acme: {A100-SXM4-40GB: 1.20}}          # optional: tenant's own price per model
 //	timezone: Europe/Berlin                             # optional: billing months' zone (UTC)
+//	costs: {gpu_hour: {A100-SXM4-40GB: 0.90}, energy_kwh: 0.12}   # optional: the operator's
 //	changes:                                            # optional: effective-dated changes
 //	  - effective: "2026-01-15T12:00:00Z"
 //	    prices: {A100-SXM4-40GB: 1.80}
@@ -124,7 +125,7 @@ func Parse(file string, data []byte) (*PriceBook, error) {
 	return book, nil
 }
 
-const expectedBook = "a mapping with version: 1, currency, prices, tiers and optionally sla, contracts, timezone, changes"
+const expectedBook = "a mapping with version: 1, currency, prices, tiers and optionally sla, contracts, timezone, changes, costs"
 
 var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
 
@@ -169,8 +170,10 @@ func (p *parser) book(root *yaml.Node) *PriceBook {
 			book.Changes = p.changes(val)
 		case "timezone":
 			book.Location = p.timezone(val)
+		case "costs":
+			book.Costs = p.costs(val)
 		default:
-			p.fail(key, key.Value, "unknown field", "one of version, currency, prices, tiers, sla, contracts, timezone, changes")
+			p.fail(key, key.Value, "unknown field", "one of version, currency, prices, tiers, sla, contracts, timezone, changes, costs")
 		}
 	}
 	for _, field := range []string{"version", "currency", "prices", "tiers"} {
@@ -371,10 +374,49 @@ func (p *parser) checkPriced(book *PriceBook) {
 	for _, tenant := range slices.Sorted(maps.Keys(book.Contracts)) {
 		check("contracts."+tenant, book.Contracts[tenant])
 	}
+	if book.Costs != nil {
+		check("costs.gpu_hour", book.Costs.GPUHour)
+	}
 	for i, c := range book.Changes {
 		check(fmt.Sprintf("changes[%d].prices", i), c.Prices)
 		for _, tenant := range slices.Sorted(maps.Keys(c.Contracts)) {
 			check(fmt.Sprintf("changes[%d].contracts.%s", i, tenant), c.Contracts[tenant])
 		}
 	}
+}
+
+const expectedCosts = "a mapping with gpu_hour ({GPU model: cost ≥ 0 of one whole GPU for one hour}) and/or energy_kwh (a price ≥ 0 per kWh)"
+
+// costs reads the operator's costs: per model a GPU-hour cost (0 allowed: a GPU paid off) and
+// a price per kWh.
+func (p *parser) costs(n *yaml.Node) *Costs {
+	out := &Costs{GPUHour: map[string]float64{}}
+	for key, val := range p.mapping(n, "costs", expectedCosts) {
+		switch key.Value {
+		case "gpu_hour":
+			for model, v := range p.mapping(val, "costs.gpu_hour", "a mapping of GPU model to cost") {
+				if f, ok := p.nonNegative(v, "costs.gpu_hour."+model.Value, "a cost ≥ 0 of one whole GPU for one hour"); ok {
+					out.GPUHour[model.Value] = f
+				}
+			}
+		case "energy_kwh":
+			if f, ok := p.nonNegative(val, "costs.energy_kwh", "a price ≥ 0 per kWh"); ok {
+				out.EnergyKWh = f
+			}
+		default:
+			p.fail(key, "costs."+key.Value, "unknown field", "gpu_hour or energy_kwh")
+		}
+	}
+	return out
+}
+
+// nonNegative reads a finite number ≥ 0.
+func (p *parser) nonNegative(val *yaml.Node, field, expected string) (float64, bool) {
+	var v float64
+	if val.Kind != yaml.ScalarNode || (val.Tag != "!!int" && val.Tag != "!!float") || val.Decode(&v) != nil ||
+		math.IsInf(v, 0) || math.IsNaN(v) || v < 0 {
+		p.fail(val, field, quote(val), expected)
+		return 0, false
+	}
+	return v, true
 }

@@ -39,9 +39,19 @@ type PriceBook struct {
 	Contracts map[string]map[string]float64
 	// Changes are effective-dated changes of prices and contracts (see CostsBetween).
 	Changes []Change
+	// Costs is what the operator pays (field costs, optional): `slicemeter fleet`'s operator
+	// cost and margin. Nil: not given (the fleet report leaves them empty).
+	Costs *Costs
 	// Location is the time zone whose calendar months are the billing periods and the
 	// windows of `report --step month` (field timezone, an IANA name); nil: UTC.
 	Location *time.Location
+}
+
+// Costs is a cost per whole GPU-hour of capacity, per GPU model (a model it does not name
+// costs 0), and a price per kWh of the GPUs' energy.
+type Costs struct {
+	GPUHour   map[string]float64
+	EnergyKWh float64
 }
 
 // Zone is the price book's time zone (Location), UTC when it names none.
@@ -61,7 +71,15 @@ func FromScenario(s *scenario.Scenario) *PriceBook {
 		Tiers:     maps.Clone(s.Tiers),
 		ColdStart: maps.Clone(s.ColdStartSLA),
 		JitterP99: maps.Clone(s.JitterP99SLA),
+		Costs:     scenarioCosts(s.Costs),
 	}
+}
+
+func scenarioCosts(c *scenario.Costs) *Costs {
+	if c == nil {
+		return nil
+	}
+	return &Costs{GPUHour: maps.Clone(c.GPUHour), EnergyKWh: c.EnergyKWh}
 }
 
 // Price is the list price of one whole GPU of the model for one hour.

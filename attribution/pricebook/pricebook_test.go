@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,12 @@ func TestParseErrors(t *testing.T) {
 		{"sla unknown tier", good + "sla: {cold_start: {gold: 30s}}\n", []string{`sla.cold_start.gold: tier "gold" is not in tiers`, "(pro)"}},
 		{"two problems", strings.Replace(strings.Replace(good, "USD", "usd", 1), "1.60", "-1", 1), []string{"currency", "prices.A100-SXM4-40GB"}},
 		{"two documents", good + "---\nversion: 1\n", []string{"a second YAML document"}},
+		{"costs unknown key", good + "costs: {rent: 1}\n", []string{"p.yaml:5", "costs.rent: unknown field", "gpu_hour or energy_kwh"}},
+		{"costs not a mapping", good + "costs: 3\n", []string{"p.yaml:5", `costs: "3"`, "gpu_hour"}},
+		{"cost negative", good + "costs: {gpu_hour: {A100-SXM4-40GB: -1}}\n", []string{"p.yaml:5", `costs.gpu_hour.A100-SXM4-40GB: "-1"`, "cost ≥ 0"}},
+		{"cost unpriced model", good + "costs: {gpu_hour: {L40S: 0.5}}\n", []string{"costs.gpu_hour.L40S: model not in prices", "(A100-SXM4-40GB)"}},
+		{"energy as text", good + "costs: {energy_kwh: cheap}\n", []string{`costs.energy_kwh: "cheap"`, "per kWh"}},
+		{"energy infinite", good + "costs: {energy_kwh: .inf}\n", []string{`costs.energy_kwh: ".inf"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,6 +113,30 @@ func TestParseErrors(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
+			}
+		})
+	}
+}
+
+func TestParseCosts(t *testing.T) {
+	const good = "version: 1\ncurrency: USD\nprices: {A100-SXM4-40GB: 1.60, L40S: 1}\ntiers: {pro: 1.0}\n"
+	tests := []struct {
+		name string
+		yaml string
+		want *Costs
+	}{
+		{"none", good, nil},
+		{"both", good + "costs: {gpu_hour: {A100-SXM4-40GB: 0.9, L40S: 0}, energy_kwh: 0.12}\n", &Costs{GPUHour: map[string]float64{"A100-SXM4-40GB": 0.9, "L40S": 0}, EnergyKWh: 0.12}},
+		{"energy only", good + "costs: {energy_kwh: 1}\n", &Costs{GPUHour: map[string]float64{}, EnergyKWh: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			book, err := Parse("p.yaml", []byte(tt.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(book.Costs, tt.want) {
+				t.Errorf("costs %+v, want %+v", book.Costs, tt.want)
 			}
 		})
 	}

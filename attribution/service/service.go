@@ -20,6 +20,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/api"
 	"github.com/slicemeter/slicemeter/attribution/api/auth"
+	"github.com/slicemeter/slicemeter/attribution/fleet"
 	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
@@ -51,6 +52,9 @@ type Config struct {
 	InsecureNoAuth bool
 	// Reports bound the API's report requests (cost, concurrency); nil: api's defaults.
 	Reports *api.ReportLimits
+	// FleetTenantLimit is the most tenants a host should carry (the fleet report's and
+	// gauges' limit); 0: fleet.DefaultMaxTenantsPerHost.
+	FleetTenantLimit int
 }
 
 // Validate fails, with a usage error, for a config the service cannot run with.
@@ -60,6 +64,11 @@ func (c Config) Validate() error {
 	}
 	if c.Interval <= 0 || c.Window <= 0 || c.Lookback < 0 || c.Delay < 0 || c.Backfill < 0 || c.MaxMinutes <= 0 {
 		return usage.Errorf("--attribution.interval, --attribution.window and --attribution.max-minutes must be > 0; delay, lookback and backfill ≥ 0")
+	}
+	if c.FleetTenantLimit != 0 {
+		if err := fleet.CheckTenantLimit(c.FleetTenantLimit); err != nil {
+			return err
+		}
 	}
 	if c.Reports != nil {
 		if err := c.Reports.Check(); err != nil {
@@ -121,9 +130,11 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	s := &service{cfg: cfg, conn: conn, logger: logger, logs: lograte.New(logger, time.Minute), sla: newSLAMetrics(reg, cfg.Book)}
 	s.runner = NewRunner(conn, cfg.Book, cfg.Passes, s.sla, logger)
 	s.sla.watchLag(reg, s.runner)
+	s.fleet = newFleetMetrics(reg, s.tenantLimit())
 	srv := &api.Server{
 		Store:   allocations.NewStore(conn),
 		Report:  s.report,
+		Fleet:   s.fleetReport,
 		Auth:    authz,
 		Metrics: allocations.NewMetrics(reg),
 		Tiers:   cfg.Book.Tiers,
@@ -154,6 +165,7 @@ type service struct {
 	conn   driver.Conn
 	runner *Runner
 	sla    *slaMetrics
+	fleet  *fleetMetrics
 	ready  atomic.Bool // once a trailing window is attributed
 	logger *slog.Logger
 	logs   *lograte.Limiter // the trailing window's notes recur at every pass
@@ -165,6 +177,31 @@ func (s *service) report(ctx context.Context, q api.ReportQuery) (report.Report,
 		Presence: s.cfg.Presence})
 	attribution.LogNotes(ctx, s.logger, res.Report)
 	return res.Report, err
+}
+
+func (s *service) tenantLimit() int {
+	if s.cfg.FleetTenantLimit == 0 {
+		return fleet.DefaultMaxTenantsPerHost
+	}
+	return s.cfg.FleetTenantLimit
+}
+
+// fleetReport answers the API's fleet requests, from the stored minutes.
+func (s *service) fleetReport(ctx context.Context, q api.FleetQuery) ([]fleet.Row, error) {
+	return fleet.Compute(ctx, s.conn, s.cfg.Book, fleet.Options{From: q.From, To: q.To, By: q.By, Presence: s.cfg.Presence, TenantLimit: s.tenantLimit()})
+}
+
+// updateFleet refreshes the fleet gauges: the trailing window's whole minutes up to the last
+// one attributed.
+func (s *service) updateFleet(ctx context.Context) {
+	to := s.runner.Done().Truncate(time.Minute)
+	from := to.Add(-s.cfg.Window).Truncate(time.Minute)
+	if to.IsZero() || !from.Before(to) {
+		return
+	}
+	if err := s.fleet.update(ctx, s.conn, s.cfg.Book, from, to, s.cfg.Presence); err != nil {
+		s.logs.Log(ctx, time.Now(), slog.LevelError, "fleet", "computing the fleet gauges failed", "from", from, "to", to, "err", err)
+	}
 }
 
 // pass attributes the closed minutes into ClickHouse, then the trailing window for the gauges.
@@ -180,6 +217,7 @@ func (s *service) pass(ctx context.Context) {
 		s.logger.Debug("attributed minutes", "from", p.From, "to", p.To, "fresh", p.Fresh, "recomputed", p.Recomputed)
 	}
 	s.closePeriods(ctx)
+	s.updateFleet(ctx)
 	// Whole seconds: the window's edges are what the report prints.
 	to := time.Now().UTC().Truncate(time.Second)
 	began = time.Now()

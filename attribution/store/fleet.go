@@ -1,10 +1,17 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/shopspring/decimal"
+
+	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -45,6 +52,205 @@ func FleetTiers(ctx context.Context, conn Querier, since time.Time) ([]string, e
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read the tiers of the allocations billed since %s: %w", since.UTC().Format(time.RFC3339), err)
+	}
+	return out, nil
+}
+
+// FleetInstance is what the per-minute rollup says about one instance over a window of whole
+// minutes: its facts (the latest row's) and the sums the fleet report needs.
+type FleetInstance struct {
+	billing.Target
+	GPU      billing.GPU
+	Facts    pricebook.Instance
+	Covered  time.Duration // the union of its samples' intervals
+	ActiveNS float64       // Σ sm_active × covered (ns): its own SMs' activity
+	// MemUsedNS is Σ mean memory used / memory of the instance × covered (ns): the
+	// time-weighted memory efficiency is MemUsedNS / Covered.
+	MemUsedNS float64
+	// MemHeld is Σ over its samples of memory used / memory of the instance, Attached the
+	// number of its samples with a tenant on it: memory is used only while a tenant's process
+	// is, so MemHeld / Attached is the memory efficiency of the time it was held.
+	MemHeld  float64
+	Attached uint64
+	// EnergyJ is Σ its GPU's mean power × the time its samples cover (J): every instance of a
+	// GPU reports the GPU's power.
+	EnergyJ float64
+}
+
+// fleetFactsQuery reads, per instance with a rollup row in [from, to) (seconds, twice), its
+// latest facts. Without FINAL: every version of a row carries the same facts.
+var fleetFactsQuery = `
+SELECT node, instance_id, argMax(gpu_uuid, time), argMax(model, time), argMax(kind, time), argMax(profile, time),
+    argMax(compute_slices, time), argMax(sm_count, time), argMax(gpu_sm_count, time), argMax(mem_total_bytes, time),
+    argMax(gpu_mem_total_bytes, time)
+FROM ` + tables.Samples1m + `
+PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
+GROUP BY node, instance_id`
+
+// fleetSumsQuery sums, per instance, its rows' fullest versions (tables.Final) in [from, to):
+// the covered time, the activity, the memory and the energy. Memory per row is its samples'
+// mean over the instance's memory.
+var fleetSumsQuery = `
+SELECT node, instance_id, sum(covered_ns), sum(sm_active_ns),
+    sum(if(samples > 0 AND mem_total_bytes > 0, mem_used_bytes_sum / samples / mem_total_bytes, 0.) * covered_ns),
+    sum(if(mem_total_bytes > 0, mem_used_bytes_sum / mem_total_bytes, 0.)), sum(attached_sum),
+    sum(if(samples > 0, power_watts_sum / samples, 0.) * covered_ns / 1e9)
+FROM ` + tables.Final(tables.Samples1m) + `
+PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
+GROUP BY node, instance_id`
+
+// FleetInstances reads every instance with a per-minute rollup row in [from, to), sorted by
+// node and instance.
+func FleetInstances(ctx context.Context, conn Querier, from, to time.Time) ([]FleetInstance, error) {
+	byTarget := map[billing.Target]*FleetInstance{}
+	args := []any{from.Unix(), to.Unix()}
+	err := queryEach(ctx, conn, fleetFactsQuery, args, func(scan func(...any) error) error {
+		x := &FleetInstance{}
+		err := scan(&x.Node, &x.Instance, &x.GPU.UUID, &x.Facts.Model, &x.Facts.Kind, &x.Facts.Profile, &x.Facts.ComputeSlices,
+			&x.Facts.SMCount, &x.Facts.GPUSMCount, &x.Facts.MemTotalBytes, &x.Facts.GPUMemTotalBytes)
+		x.GPU.Node, x.GPU.Model = x.Node, x.Facts.Model
+		byTarget[x.Target] = x
+		return err
+	})
+	if err == nil {
+		err = queryEach(ctx, conn, fleetSumsQuery, args, func(scan func(...any) error) error {
+			var (
+				t       billing.Target
+				covered uint64
+				s       FleetInstance
+			)
+			if err := scan(&t.Node, &t.Instance, &covered, &s.ActiveNS, &s.MemUsedNS, &s.MemHeld, &s.Attached, &s.EnergyJ); err != nil {
+				return err
+			}
+			if x := byTarget[t]; x != nil {
+				x.Covered, x.ActiveNS, x.MemUsedNS, x.MemHeld, x.Attached, x.EnergyJ = time.Duration(covered), s.ActiveNS, s.MemUsedNS, s.MemHeld, s.Attached, s.EnergyJ
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the instances of the fleet in [%s, %s) from %s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), tables.Samples1m, err)
+	}
+	out := make([]FleetInstance, 0, len(byTarget))
+	for _, x := range byTarget {
+		out = append(out, *x)
+	}
+	slices.SortFunc(out, func(a, b FleetInstance) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Instance, b.Instance))
+	})
+	return out, nil
+}
+
+// Held is what the stored minutes of a window bill one tenant on one instance.
+type Held struct {
+	billing.Target
+	Tenant                               string
+	Billed                               time.Duration
+	ListCost, Cost, OverheadCost, Energy float64 // Energy: filled by TenantEnergy only
+}
+
+// heldQuery sums the latest pass of each minute of [from, to) per instance and tenant (its
+// arguments: from, to, from, to). FINAL collapses a row stored twice (a batch sent again) as it
+// reads, in key order, where a GROUP BY per minute and allocation would hash every row of the
+// window; its condition (the minute's latest pass) is the same for every copy of a row.
+var heldQuery = `
+SELECT node, instance_id, tenant, sum(billed_ns), sum(list_cost), sum(cost), sum(overhead_cost)
+FROM ` + tables.Final(tables.AttributionMinutes) + `
+WHERE ` + tables.LatestPass(tables.MinuteWindow) + ` AND tenant != '` + report.Unallocated + `'
+GROUP BY node, instance_id, tenant
+ORDER BY node, instance_id, tenant`
+
+// HeldInstances sums the stored minutes of [from, to) per instance and tenant.
+func HeldInstances(ctx context.Context, conn Querier, from, to time.Time) ([]Held, error) {
+	f, t := from.Unix(), to.Unix()
+	var out []Held
+	err := queryEach(ctx, conn, heldQuery, []any{f, t, f, t}, func(scan func(...any) error) error {
+		var (
+			x                 Held
+			billed            int64
+			lc, c, overheadCs decimal.Decimal
+		)
+		err := scan(&x.Node, &x.Instance, &x.Tenant, &billed, &lc, &c, &overheadCs)
+		x.Billed = time.Duration(billed)
+		x.ListCost, x.Cost, x.OverheadCost = lc.InexactFloat64(), c.InexactFloat64(), overheadCs.InexactFloat64()
+		out = append(out, x)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sum the stored minutes of [%s, %s) per instance and tenant: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+	}
+	return out, nil
+}
+
+// tenantsPerHostQuery is, per node, the most tenants billed on it in one minute of [from, to)
+// (arguments from, to, from, to).
+var tenantsPerHostQuery = `
+SELECT node, max(n)
+FROM (
+    SELECT node, minute, uniqExact(tenant) AS n
+    FROM ` + tables.AttributionMinutes + `
+    WHERE ` + tables.LatestPass(tables.MinuteWindow) + ` AND tenant != '` + report.Unallocated + `' AND billed_ns > 0
+    GROUP BY node, minute
+)
+GROUP BY node`
+
+// TenantsPerHost is, per node, the most tenants the stored minutes of [from, to) bill on it
+// within one minute: how many tenants one host failure would take down.
+func TenantsPerHost(ctx context.Context, conn Querier, from, to time.Time) (map[string]int, error) {
+	f, t := from.Unix(), to.Unix()
+	out := map[string]int{}
+	err := queryEach(ctx, conn, tenantsPerHostQuery, []any{f, t, f, t}, func(scan func(...any) error) error {
+		var (
+			node string
+			n    uint64
+		)
+		err := scan(&node, &n)
+		out[node] = int(n)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count the tenants per host in the stored minutes of [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+	}
+	return out, nil
+}
+
+// tenantEnergyQuery is, per instance and tenant, Σ over the minutes of [from, to) of the
+// instance's GPU power × covered time (J) × the share of the minute the tenant is billed
+// (arguments: from, to for the rollup, then from, to, from, to for the minutes). The caller
+// multiplies by the instance's billed fraction.
+var tenantEnergyQuery = `
+SELECT node, instance_id, tenant, sum(j * b / 60e9)
+FROM (
+    SELECT time AS minute, node, instance_id, if(samples > 0, power_watts_sum / samples, 0.) * covered_ns / 1e9 AS j
+    FROM ` + tables.Final(tables.Samples1m) + `
+    PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
+) AS s ALL INNER JOIN (
+    SELECT minute, node, instance_id, tenant, sum(b1) AS b
+    FROM (
+        SELECT minute, tenant, allocation_id, any(node) AS node, any(instance_id) AS instance_id, any(billed_ns) AS b1
+        FROM ` + tables.AttributionMinutes + `
+        WHERE ` + tables.LatestPass(tables.MinuteWindow) + ` AND tenant != '` + report.Unallocated + `'
+        GROUP BY minute, tenant, allocation_id
+    ) AS r
+    GROUP BY minute, node, instance_id, tenant
+) AS m USING (minute, node, instance_id)
+GROUP BY node, instance_id, tenant
+ORDER BY node, instance_id, tenant`
+
+// TenantEnergy is, per instance and tenant, the energy (J) of the instance's GPU in the
+// minutes the tenant is billed there, before the instance's billed fraction is applied: per
+// minute the GPU's power × the time covered × the share of the minute billed.
+func TenantEnergy(ctx context.Context, conn Querier, from, to time.Time) ([]Held, error) {
+	f, t := from.Unix(), to.Unix()
+	var out []Held
+	err := queryEach(ctx, conn, tenantEnergyQuery, []any{f, t, f, t, f, t}, func(scan func(...any) error) error {
+		var x Held
+		err := scan(&x.Node, &x.Instance, &x.Tenant, &x.Energy)
+		out = append(out, x)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("split the GPUs' energy of [%s, %s) over the tenants: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 	}
 	return out, nil
 }

@@ -1,6 +1,6 @@
 // Command slicemeter meters what every tenant of a shared GPU fleet gets and pays for.
 //
-//	slicemeter exporter | collector | attribution | migrate | report | period | demo | api | version
+//	slicemeter exporter | collector | attribution | migrate | report | fleet | period | demo | api | version
 //
 // Every flag can also be set with an environment variable: SLICEMETER_ and the flag name in
 // upper case with dots and dashes as underscores (--kafka.brokers: SLICEMETER_KAFKA_BROKERS).
@@ -75,6 +75,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"attribution": newAttributionCmd(app),
 		"migrate":     newMigrateCmd(app),
 		"report":      newReportCmd(app, stdout),
+		"fleet":       newFleetCmd(app, stdout),
 		"demo":        newDemoCmd(app, stdout),
 		"allocations": newAllocationsCmd(app, stdout),
 		"pricebook":   newPricebookCmd(app, stdout),

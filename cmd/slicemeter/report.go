@@ -10,6 +10,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/fleet"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
@@ -44,6 +45,12 @@ func newReportCmd(app *kingpin.Application, stdout io.Writer) *reportCmd {
 	}
 	presenceFlag(c, &cmd.presence)
 	return cmd
+}
+
+// newFleetCmd is `slicemeter fleet`: its flags and work are package fleet's.
+func newFleetCmd(app *kingpin.Application, stdout io.Writer) command {
+	f := fleet.AddFlags(app.Command("fleet", "Print the fleet's economics over a window (utilization, memory, margin, blast radius, fragmentation, energy)."))
+	return runFunc(func(ctx context.Context, _ *slog.Logger) error { return fleet.Run(ctx, f, stdout) })
 }
 
 // presenceFlag sets the presence period; the service's and the reports' must be the same for

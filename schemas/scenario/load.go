@@ -49,6 +49,10 @@ type rawScenario struct {
 		ColdStart map[string]string `yaml:"cold_start"`
 		JitterP99 map[string]string `yaml:"jitter_p99"`
 	} `yaml:"sla"`
+	Costs *struct {
+		GPUHour   map[string]string `yaml:"gpu_hour"`
+		EnergyKWh string            `yaml:"energy_kwh"`
+	} `yaml:"costs"`
 	Nodes   []rawNode   `yaml:"nodes"`
 	Tenants []rawTenant `yaml:"tenants"`
 }
@@ -227,6 +231,19 @@ func (v *validator) scenario(raw *rawScenario) *Scenario {
 	s.Prices = map[string]float64{}
 	for _, model := range sortedKeys(raw.Prices) {
 		s.Prices[model] = v.number("prices."+model, raw.Prices[model], 1e-12, 1e12, "a price per GPU-hour > 0")
+	}
+	if raw.Costs != nil {
+		s.Costs = &Costs{GPUHour: map[string]float64{}}
+		for _, model := range sortedKeys(raw.Costs.GPUHour) {
+			field := "costs.gpu_hour." + model
+			if _, ok := s.Prices[model]; !ok {
+				v.fail(field, "model %q is not in prices", model)
+			}
+			s.Costs.GPUHour[model] = v.number(field, raw.Costs.GPUHour[model], 0, 1e12, "the operator's cost of one whole GPU for one hour, ≥ 0")
+		}
+		if raw.Costs.EnergyKWh != "" {
+			s.Costs.EnergyKWh = v.number("costs.energy_kwh", raw.Costs.EnergyKWh, 0, 1e6, "a price per kWh ≥ 0")
+		}
 	}
 	s.Tiers = map[string]float64{}
 	if len(raw.Tiers) == 0 {

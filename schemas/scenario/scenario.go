@@ -26,8 +26,17 @@ type Scenario struct {
 	// JitterP99SLA is the limit on a tenant's p99 scheduling jitter per tier; a tier without
 	// one has no jitter SLA.
 	JitterP99SLA map[string]time.Duration
-	Nodes        []Node
-	Tenants      []Tenant
+	// Costs is what the operator pays (YAML costs, optional): the fleet report's operator cost.
+	Costs   *Costs
+	Nodes   []Node
+	Tenants []Tenant
+}
+
+// Costs is the operator's side of a price book: a cost per whole GPU-hour of capacity per GPU
+// model, and a price per kWh of the GPUs' energy.
+type Costs struct {
+	GPUHour   map[string]float64
+	EnergyKWh float64
 }
 
 // DefaultColdStartSLA applies to tiers that the scenario's sla section does not name.

@@ -1,0 +1,70 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/slicemeter/slicemeter/attribution/fleet"
+)
+
+// TestFleetRoles: GET /api/v1/fleet is for the roles that read every tenant; the others are
+// refused (403), an unknown caller 401; bad parameters are 400 naming the parameter.
+func TestFleetRoles(t *testing.T) {
+	var asked FleetQuery
+	s := &Server{Auth: headerAuth{}, Fleet: func(_ context.Context, q FleetQuery) ([]fleet.Row, error) {
+		asked = q
+		return []fleet.Row{{Group: "A100-SXM4-40GB", WindowStart: q.From, WindowEnd: q.To, CapacityGPUHours: 1, Currency: "USD"},
+			{Group: fleet.Total, WindowStart: q.From, WindowEnd: q.To, CapacityGPUHours: 1, Currency: "USD"}}, nil
+	}}
+	mux := http.NewServeMux()
+	s.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	const window = "from=2026-01-05T00:00:00Z&to=2026-01-05T01:00:00Z"
+	tests := []struct {
+		principal, query string
+		status           int
+		want             string // in the body
+	}{
+		{"", window, 200, "group,window_start,window_end,capacity_gpu_hours"},
+		{"", window + "&by=node&format=json", 200, `"group": "__fleet__"`},
+		{"finance", window + "&by=gpu", 200, "__fleet__,2026-01-05T00:00:00Z,2026-01-05T01:00:00Z,1.000000"},
+		{"scheduler", window, 403, "operator and finance only"},
+		{"acme", window, 403, "role tenant"},
+		{"tenant:acme,beta", window, 403, "may not read the fleet report"},
+		{"nobody", window, 401, "error"},
+		{"", "from=2026-01-05T00:00:00Z", 400, "query parameter to"},
+		{"", "from=2026-01-05T00:00:30Z&to=2026-01-05T01:00:00Z", 400, "whole minutes"},
+		{"", window + "&by=rack", 400, "query parameter by"},
+		{"", window + "&format=xml", 400, "query parameter format"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.principal+" "+tt.query, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", srv.URL+"/api/v1/fleet?"+tt.query, nil)
+			req.Header.Set("X-Tenant", tt.principal)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tt.status || !strings.Contains(string(b), tt.want) {
+				t.Fatalf("status %d %s; want %d with %q", resp.StatusCode, b, tt.status, tt.want)
+			}
+			if resp.StatusCode >= 400 {
+				var p problem
+				if err := json.Unmarshal(b, &p); err != nil || p.Error == "" {
+					t.Errorf("error body %q: want JSON {\"error\": ...}", b)
+				}
+			}
+		})
+	}
+	if asked.By != fleet.ByGPU {
+		t.Errorf("the last answered request asked by %q, want gpu", asked.By)
+	}
+}

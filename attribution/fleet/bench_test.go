@@ -1,0 +1,83 @@
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/slicemeter/slicemeter/attribution/fleet"
+	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
+	"github.com/slicemeter/slicemeter/attribution/pricebook"
+)
+
+// BenchmarkFleetMonth: `slicemeter fleet` over February (28 days) from what is stored, for
+// SLICEMETER_BENCH_INSTANCES MIG instances (default 56; the issue's target is 1000 in ≤ 2 s):
+// 1g.5gb instances of A100s (7 per GPU, 8 GPUs per node), each held by one of ten tenants all
+// month; samples_1m holds one row per instance and minute, attribution_minutes one per
+// allocation and minute and the unallocated row, all generated inside ClickHouse.
+//
+//	SLICEMETER_BENCH_INSTANCES=1000 go test -run '^$' -bench FleetMonth -benchtime 3x -timeout 60m ./attribution/fleet/
+func BenchmarkFleetMonth(b *testing.B) {
+	instances := 56
+	if v, err := strconv.Atoi(os.Getenv("SLICEMETER_BENCH_INSTANCES")); err == nil && v > 0 {
+		instances = v
+	}
+	ctx := context.Background()
+	conn := chtest.NewDatabase(b, nil)
+	start := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	end := start.AddDate(0, 1, 0)
+	minutes := int(end.Sub(start) / time.Minute)
+	began := time.Now()
+	const facts = `concat('node-', toString(intDiv(inst, 56))), concat('GPU-', toString(intDiv(inst, 7))),
+        toUInt32(intDiv(inst, 7) % 8), 'A100-SXM4-40GB', 'mig',
+        concat('gpu', toString(intDiv(inst, 7) % 8), '/mig', toString(inst % 7)), '1g.5gb'`
+	rollup := fmt.Sprintf(`INSERT INTO samples_1m (node, gpu_uuid, gpu_index, model, kind, instance_id, profile, time,
+    compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
+    samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
+    first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count, first_ns, last_ns, sm_active_ns)
+SELECT %s, toDateTime(intDiv(ts, 1000000000)),
+    toUInt32(1), toUInt32(14), toUInt32(108), toUInt64(5368709120), toUInt64(42949672960), toUInt64(1000000000),
+    toUInt64(60), toUInt64(60000000000), 30., toUInt64(60), toUInt64(0), toUInt64(0),
+    ts, 60 * 2684354560., 60 * 200., emptyArrayUInt64(), emptyArrayUInt64(), ts, ts + 59000000000, 3e10
+FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst, toUInt64(%d + m * 60000000000) AS ts FROM system.numbers LIMIT %d)`,
+		facts, minutes, minutes, start.UnixNano(), instances*minutes)
+	if err := conn.Exec(ctx, rollup); err != nil {
+		b.Fatalf("generate samples_1m: %v", err)
+	}
+	stored := fmt.Sprintf(`INSERT INTO attribution_minutes (minute, tenant, allocation_id, tier, node, instance_id,
+    requested_ns, started_ns, sliced, billed_ns, metered_ns, list_cost, cost, waste_cost, overhead_cost, efficiency_ns,
+    cold_start_ns, cold_start_sla_ns, wait_ns, wait_count, currency, computed_ns)
+SELECT toDateTime(%d + m * 60), if(inst < %d, concat('tenant-', toString(inst %% 10)), '__unallocated__'),
+    if(inst < %d, concat('a', toString(inst)), ''), 'pro',
+    if(inst < %d, concat('node-', toString(intDiv(inst, 56))), ''),
+    if(inst < %d, concat('gpu', toString(intDiv(inst, 7) %% 8), '/mig', toString(inst %% 7)), ''),
+    toInt64(%d), toInt64(%d), toUInt8(0),
+    toInt64(60000000000), toInt64(60000000000), 1.6 / 7 / 60, 1.6 / 7 / 60, 0.01, 0.002, 27e9, toInt64(0), toInt64(30000000000),
+    emptyArrayUInt64(), emptyArrayUInt64(), 'USD', toUInt64(1)
+FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers LIMIT %d)`,
+		start.Unix(), instances, instances, instances, instances, start.UnixNano(), start.UnixNano(), minutes, minutes, (instances+1)*minutes)
+	if err := conn.Exec(ctx, stored); err != nil {
+		b.Fatalf("generate attribution_minutes: %v", err)
+	}
+	b.Logf("%d instances × %d minutes: %d samples_1m and %d stored minute rows, generated in %s",
+		instances, minutes, instances*minutes, (instances+1)*minutes, time.Since(began).Round(time.Millisecond))
+	book := &pricebook.PriceBook{Currency: "USD", Prices: map[string]float64{"A100-SXM4-40GB": 1.6}, Tiers: map[string]float64{"pro": 1},
+		Costs: &pricebook.Costs{GPUHour: map[string]float64{"A100-SXM4-40GB": 0.5}, EnergyKWh: 0.2}}
+	for _, by := range []fleet.By{fleet.ByModel, fleet.ByGPU} {
+		b.Run(string(by), func(b *testing.B) {
+			for b.Loop() {
+				rows, err := fleet.Compute(ctx, conn, book, fleet.Options{From: start, To: end, By: by})
+				if err != nil {
+					b.Fatal(err)
+				}
+				total := rows[len(rows)-1]
+				if total.Group != fleet.Total || total.AllocatedGPUHours <= 0 || total.Revenue <= 0 || total.MaxTenantsPerHost == 0 {
+					b.Fatalf("fleet row %+v", total)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
+)
+
+// TestFleetCommand runs `slicemeter fleet` on a real, empty ClickHouse: the __fleet__ row
+// alone, CSV and JSON; bad flags and a price book with bad costs exit 2 naming them.
+func TestFleetCommand(t *testing.T) {
+	db := localtest.Database(t)
+	book := filepath.Join(t.TempDir(), "prices.yaml")
+	const good = "version: 1\ncurrency: USD\nprices: {A100-SXM4-40GB: 1.60}\ntiers: {pro: 1.0}\ncosts: {gpu_hour: {A100-SXM4-40GB: 0.5}, energy_kwh: 0.2}\n"
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	for path, data := range map[string]string{book: good, bad: strings.Replace(good, "0.5", "-0.5", 1)} {
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hour := []string{"--from", "2026-01-05T00:00:00Z", "--to", "2026-01-05T01:00:00Z"}
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"fleet", "--pricebook", book}, exitOK, "__fleet__,2026-01-05T00:00:00Z,2026-01-05T01:00:00Z,0.000000,0.000000,0.000000,,0.000000,0.000000,0.000000,0.000000,0.000000,,,0,0,0.000000,USD,,,5\n"},
+		{[]string{"fleet", "--pricebook", book, "--format", "json", "--by", "gpu"}, exitOK, `"group": "__fleet__"`},
+		{[]string{"fleet", "--pricebook", bad}, exitUsage, `costs.gpu_hour.A100-SXM4-40GB: "-0.5"`},
+		{[]string{"fleet", "--pricebook", book, "--by", "rack"}, exitUsage, "model,node,gpu"},
+		{[]string{"fleet", "--pricebook", book, "--fleet.max-tenants-per-host", "0"}, exitUsage, "--fleet.max-tenants-per-host 0"},
+		{[]string{"fleet", "--pricebook", book, "--from", "2026-01-05T00:00:00Z", "--to", "2026-01-05T01:00:30Z"}, exitUsage, "whole minutes"},
+	}
+	for _, tt := range tests {
+		var stdout, stderr bytes.Buffer
+		args := append(append([]string{}, tt.args...), "--clickhouse.dsn", db.DSN)
+		if !strings.Contains(strings.Join(tt.args, " "), "--from") {
+			args = append(args, hour...)
+		}
+		if got := run(args, &stdout, &stderr); got != tt.code || !strings.Contains(stdout.String()+stderr.String(), tt.want) {
+			t.Errorf("slicemeter %v: exit %d, want %d with %q\n%s%s", tt.args, got, tt.code, tt.want, stdout.String(), stderr.String())
+		}
+	}
+}
