@@ -56,8 +56,10 @@ type instance struct {
 	pid         uint32                // share: the process of the replica's tenant while attached
 }
 
-// sharePID is the simulated process id of replica m of GPU gi (distinct on a node).
-func sharePID(gi, m int) uint32 { return uint32(10000 + 100*gi + m) }
+// SharePID is the simulated process id of the tenant on replica m of the node's GPU gi
+// (distinct on a node), for whatever maps processes to replicas in place of the simulator's
+// own Shares (a Kubernetes test's cgroup reader).
+func SharePID(gi, m int) uint32 { return uint32(10000 + 100*gi + m) }
 
 // newNode builds the model of one node of the scenario: its GPUs and their instances.
 func newNode(sc *scenario.Scenario, n scenario.Node) (*node, error) {
@@ -99,7 +101,7 @@ func newNode(sc *scenario.Scenario, n scenario.Node) (*node, error) {
 			for m := 0; m < g.Share.Replicas; m++ {
 				gp.instances = append(gp.instances, &instance{
 					id: fmt.Sprintf("gpu%d/share%d", gi, m), kind: pb.Kind_KIND_SHARE, sms: model.SMs,
-					memTotal: model.MemoryBytes / uint64(g.Share.Replicas), pid: sharePID(gi, m),
+					memTotal: model.MemoryBytes / uint64(g.Share.Replicas), pid: SharePID(gi, m),
 				})
 			}
 		default:
