@@ -39,12 +39,12 @@ func (s *Source) readShare(dst []*pb.Sample, g *gpuDev, sh exporter.Share, st *e
 	}
 	// A process of no known replica (another container, a process outside Kubernetes) is the
 	// GPU's time, not a tenant's: it is left out of every replica.
-	for pid, sm := range s.processUtilization(g) {
+	util, measured := s.processUtilization(g)
+	for pid, sm := range util {
 		if id, ok := sh.Replica(pid); ok && use[id] != nil {
 			use[id].sm += sm
 		}
 	}
-	measured := g.can("nvmlDeviceGetProcessUtilization")
 	for _, p := range s.runningProcesses(g) {
 		if id, ok := sh.Replica(p.Pid); ok && use[id] != nil {
 			if p.UsedGpuMemory != valueNotAvailable {
@@ -71,23 +71,27 @@ func (s *Source) readShare(dst []*pb.Sample, g *gpuDev, sh exporter.Share, st *e
 	return dst
 }
 
-// processUtilization reads each process's SM utilization since the last read (0..1). go-nvml's
+// processUtilization reads each process's SM utilization since the last read (0..1); ok is
+// false where it could not be read (unsupported, or an error this tick), which the samples say
+// as sm_active_unavailable rather than as idle. go-nvml's
 // GetProcessUtilization sizes its buffer with a first call, which answers INSUFFICIENT_SIZE
 // even when there is nothing to read (it then returns an empty slice with that code); NOT_FOUND
 // means no sample since the timestamp. Both are an idle GPU, not an error. (Its newer
 // GetProcessesUtilizationInfo passes NVML no array at all and always fails: not used.)
-func (s *Source) processUtilization(g *gpuDev) map[uint32]float64 {
+func (s *Source) processUtilization(g *gpuDev) (map[uint32]float64, bool) {
 	out := map[uint32]float64{}
 	if !g.can("nvmlDeviceGetProcessUtilization") {
-		return out
+		return out, false
 	}
 	samples, r := g.dev.GetProcessUtilization(g.lastProcTS)
 	switch {
 	case r == nvml.ERROR_NOT_FOUND, r == nvml.ERROR_INSUFFICIENT_SIZE && len(samples) == 0:
 		s.count("nvmlDeviceGetProcessUtilization")
-		return out
+		return out, true
 	case !s.ok(g, "nvmlDeviceGetProcessUtilization", r):
-		return out
+		// INSUFFICIENT_SIZE with samples: more processes appeared between go-nvml's sizing
+		// call and its read; the next tick reads them (the timestamp did not move).
+		return out, false
 	}
 	// NVML returns one sample per process, the mean of the driver's samples since the
 	// timestamp; a process named twice (samples straddling the timestamp) is averaged.
@@ -105,7 +109,7 @@ func (s *Source) processUtilization(g *gpuDev) map[uint32]float64 {
 	for pid, k := range n {
 		out[pid] /= float64(k)
 	}
-	return out
+	return out, true
 }
 
 // valueNotAvailable is NVML's NVML_VALUE_NOT_AVAILABLE in ProcessInfo.UsedGpuMemory (a process

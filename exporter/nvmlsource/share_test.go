@@ -73,6 +73,15 @@ func TestShareInstances(t *testing.T) {
 		{
 			name: "unsupported: measured by nobody", util: call{nil, nvml.ERROR_NOT_SUPPORTED}, available: false,
 		},
+		{
+			// More processes between go-nvml's sizing call and its read: not idle, unmeasured.
+			name: "grew between the calls", util: call{[]nvml.ProcessUtilizationSample{{Pid: 10, TimeStamp: 5, SmUtil: 30}}, nvml.ERROR_INSUFFICIENT_SIZE},
+			procs: []nvml.ProcessInfo{{Pid: 10, UsedGpuMemory: 1 << 30}}, wantMem: [4]uint64{1 << 30, 0, 0, 0},
+			attached: [4]bool{true, false, false, false}, available: false,
+		},
+		{
+			name: "unknown error: unmeasured", util: call{nil, nvml.ERROR_UNKNOWN}, available: false,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := fakeGPU(0, new(bool), false)
