@@ -39,7 +39,8 @@ type Options struct {
 	FromMinutes bool
 	// Neighbours sets each row's noisy neighbour (the JSON report carries it).
 	Neighbours bool
-	// Lines asks for each allocation's line too (not with FromMinutes).
+	// Lines asks for each allocation's line too (Result.Lines, and Report.Allocations: the
+	// line items).
 	Lines bool
 	// Presence is the presence period: a GPU is capacity from each of its samples for this
 	// long, within the window (README.md, "Definitions"); zero: DefaultPresence. At least a
@@ -144,12 +145,14 @@ func Report(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, 
 	}
 	o.To = to
 	if o.FromMinutes {
-		res.Report, err = store.FromMinutes(ctx, conn, o.From, o.To)
+		res.Report, res.Lines, err = store.FromMinutesLines(ctx, conn, o.From, o.To)
 	} else {
 		res.Report, res.Lines, err = compute(ctx, conn, o, book)
-		if !o.Lines {
-			res.Lines = nil
-		}
+	}
+	if !o.Lines {
+		res.Lines = nil
+	} else if err == nil {
+		res.Report.Allocations = billing.AllocationRows(res.Lines, billing.Interval{Start: o.From.UnixNano(), End: o.To.UnixNano()}, res.Report.Currency)
 	}
 	if err == nil && o.Neighbours {
 		var top map[string]string

@@ -2,6 +2,7 @@ package attribution_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -72,6 +73,12 @@ func TestCurrentClickHouseDialect(t *testing.T) {
 	}
 	if _, err := store.FromMinutes(ctx, conn, t0, t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
+	}
+	// Two minutes of the hour are stored: the hourly stream reads them, then names the others.
+	h := t0.Truncate(time.Hour)
+	if err := store.HourlyLines(ctx, conn, h, h.Add(time.Hour), func(time.Time, []billing.Line) error { return nil }); err == nil ||
+		!errors.Is(err, store.ErrNotAttributed) {
+		t.Fatalf("hourly lines of a partly stored hour: %v", err)
 	}
 	if _, err := store.NoisyNeighbours(ctx, conn, t0, t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)

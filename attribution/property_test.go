@@ -16,6 +16,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
@@ -524,13 +525,18 @@ type reportPath struct {
 
 // reportPaths are the four paths whose reports of a whole-minute window must agree, raw first.
 func reportPaths(ctx context.Context, conn store.Querier, book *pricebook.PriceBook) []reportPath {
+	// Every path's line items must sum to its tenant rows (lineItemsSum).
 	rollup := func(src store.Samples) func(from, to time.Time) (report.Report, error) {
-		return func(from, to time.Time) (report.Report, error) { return reportOf(ctx, conn, from, to, book, src) }
+		return func(from, to time.Time) (report.Report, error) {
+			return withLineItems(ctx, conn, attribution.Options{From: from, To: to, Samples: src}, book)
+		}
 	}
 	return []reportPath{
 		{"raw", rollup(store.RawSamples)},
 		{"rollup-1s", rollup(store.SecondRollup)},
 		{"rollup-1m", rollup(store.MinuteRollup)},
-		{"from-minutes", func(from, to time.Time) (report.Report, error) { return store.FromMinutes(ctx, conn, from, to) }},
+		{"from-minutes", func(from, to time.Time) (report.Report, error) {
+			return withLineItems(ctx, conn, attribution.Options{From: from, To: to, FromMinutes: true}, book)
+		}},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
@@ -47,7 +48,8 @@ func TestScenarios(t *testing.T) {
 
 			var raw report.Report
 			for _, source := range []store.Samples{store.RawSamples, store.SecondRollup, store.MinuteRollup} {
-				r, err := reportOf(context.Background(), conn, sc.Start, sc.End(), pricebook.FromScenario(sc), source)
+				// With the line items, which must sum to the tenant rows.
+				r, err := withLineItems(context.Background(), conn, attribution.Options{From: sc.Start, To: sc.End(), Samples: source}, pricebook.FromScenario(sc))
 				if err != nil {
 					t.Fatal(err)
 				}

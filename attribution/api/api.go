@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/allocations"
+	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
 	"github.com/slicemeter/slicemeter/schemas/audit"
@@ -114,6 +115,8 @@ type ReportQuery struct {
 	Neighbours bool
 	// FromMinutes sums the minutes the service stored instead of computing from the samples.
 	FromMinutes bool
+	// Lines asks for the line items too (report.Report.Allocations).
+	Lines bool
 }
 
 // Reporter computes the report of one window.
@@ -142,6 +145,8 @@ type Server struct {
 	Periods Periods
 	// Fleet computes the fleet report (GET /api/v1/fleet); nil: that route answers 501.
 	Fleet Fleeter
+	// Issuer names who bills in the FOCUS export; zero: focus.DefaultIssuer.
+	Issuer focus.Issuer
 }
 
 // DefaultMaxBody is the POST body limit unless Server.MaxBody says otherwise: 64 MiB holds the
@@ -401,7 +406,8 @@ func (s *Server) getAllocations(w http.ResponseWriter, r *http.Request) {
 }
 
 // getReport answers the report of [from, to), optionally in steps, as CSV (default) or JSON,
-// computed from the samples or (source=minutes) summed from the stored minutes.
+// computed from the samples or (source=minutes) summed from the stored minutes, one row per
+// tenant or (by=allocation) per allocation.
 // A tenant principal (or ?tenant=) gets only its tenants' rows; the __unallocated__ row is for
 // the principals that read every tenant, in an unfiltered report.
 func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
@@ -414,9 +420,21 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 	if format == "" {
 		format = string(report.CSV)
 	}
+	if format == "focus-metadata" {
+		_ = focus.NewMetadata(focus.Generator, time.Now()).Write(w)
+		return
+	}
 	f, err := report.ParseFormat(format)
+	if format == "focus" {
+		f, err = report.CSV, nil
+	}
 	if err != nil {
-		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter format: %w", err))
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter format: %w (or focus, focus-metadata)", err))
+		return
+	}
+	by, err := report.ParseBy(q.Get("by"))
+	if err != nil {
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter by: %w", err))
 		return
 	}
 	var fromMinutes bool
@@ -429,6 +447,9 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	windows, err := report.WindowsIn(from, to, q.Get("step"), s.Zone)
+	if format == "focus" { // one row per allocation per hour, whatever the step
+		windows = focus.Hours(from, to, s.Zone)
+	}
 	if err != nil {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter step: %w", err))
 		return
@@ -441,10 +462,15 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	if format == "focus" {
+		s.getFOCUS(w, r, sc, from, to, fromMinutes)
+		return
+	}
 	var series report.Series
 	rows := 0
 	for _, win := range windows {
-		rep, err := s.Report(r.Context(), ReportQuery{From: win.Start, To: win.End, Neighbours: f == report.JSON, FromMinutes: fromMinutes})
+		rep, err := s.Report(r.Context(), ReportQuery{From: win.Start, To: win.End, Neighbours: f == report.JSON && by == report.ByTenant,
+			FromMinutes: fromMinutes, Lines: by == report.ByAllocation})
 		if err != nil {
 			s.logger().ErrorContext(r.Context(), "computing a report failed", "from", win.Start, "to", win.End, "err", err)
 			s.fail(w, http.StatusInternalServerError, fmt.Errorf("report of [%s, %s): %w", win.Start.Format(time.RFC3339), win.End.Format(time.RFC3339), err))
@@ -453,7 +479,11 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		if !sc.all {
 			rep = rep.Only(sc.tenants...)
 		}
-		if rows += len(rep.Tenants); !s.checkReportRows(w, rows) {
+		n := len(rep.Tenants)
+		if by == report.ByAllocation {
+			n = len(rep.Allocations)
+		}
+		if rows += n; !s.checkReportRows(w, rows) {
 			return
 		}
 		series = append(series, rep)
@@ -461,7 +491,7 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 	// Rendered before anything is sent, so that a report that cannot be written (a NaN
 	// amount) is a 500 with its reason, never a 200 with an empty or partial body.
 	var body bytes.Buffer
-	if err := series.Write(&body, f); err != nil {
+	if err := series.WriteBy(&body, f, by); err != nil {
 		s.logger().ErrorContext(r.Context(), "writing a report failed", "err", err)
 		s.fail(w, http.StatusInternalServerError, fmt.Errorf("write the report: %w", err))
 		return
@@ -474,4 +504,62 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 	if _, err := body.WriteTo(w); err != nil {
 		s.logger().DebugContext(r.Context(), "sending a report failed", "err", err)
 	}
+}
+
+// getFOCUS answers the FOCUS 1.2 CSV of [from, to) (format=focus): one Usage row per
+// allocation per hour, only the scope's tenants. Its metadata is format=focus-metadata (the
+// Link header says so). Rendered before anything is sent, like the report.
+func (s *Server) getFOCUS(w http.ResponseWriter, r *http.Request, sc readScope, from, to time.Time, fromMinutes bool) {
+	hourly := func(ctx context.Context, from, to time.Time) (report.Report, error) {
+		return s.Report(ctx, ReportQuery{From: from, To: to, FromMinutes: fromMinutes, Lines: true})
+	}
+	e := focus.Export{Report: hourly, Zone: s.Zone, Issuer: s.Issuer}
+	if e.Issuer == (focus.Issuer{}) {
+		e.Issuer = focus.DefaultIssuer
+	}
+	if !sc.all {
+		e.Tenants = nonNil(sc.tenants)
+	}
+	var body bytes.Buffer
+	fw, err := focus.NewWriter(&body, focus.CSV)
+	if err == nil {
+		_, err = e.Usage(r.Context(), from, to, &limitRows{Writer: fw, s: s, w: w})
+	}
+	if err == nil {
+		err = fw.Close()
+	}
+	var over *tooManyRows
+	switch {
+	case errors.As(err, &over):
+		return // answered
+	case err != nil:
+		s.logger().ErrorContext(r.Context(), "computing a FOCUS export failed", "from", from, "to", to, "err", err)
+		s.fail(w, http.StatusInternalServerError, fmt.Errorf("FOCUS export of [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err))
+		return
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Link", `</api/v1/report?format=focus-metadata>; rel="describedby"`)
+	if _, err := body.WriteTo(w); err != nil {
+		s.logger().DebugContext(r.Context(), "sending a FOCUS export failed", "err", err)
+	}
+}
+
+// limitRows stops a FOCUS export once it has more rows than the report limits allow
+// (checkReportRows answers the 400).
+type limitRows struct {
+	focus.Writer
+	s    *Server
+	w    http.ResponseWriter
+	rows int
+}
+
+type tooManyRows struct{}
+
+func (*tooManyRows) Error() string { return "too many rows" }
+
+func (l *limitRows) Write(row focus.Row) error {
+	if l.rows++; !l.s.checkReportRows(l.w, l.rows) {
+		return &tooManyRows{}
+	}
+	return l.Writer.Write(row)
 }

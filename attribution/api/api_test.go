@@ -98,11 +98,19 @@ func newServer(store *memStore) *httptest.Server {
 			if q.FromMinutes {
 				neighbour = "minutes"
 			}
-			return report.Report{WindowStart: from, WindowEnd: to, Currency: "USD", UnallocatedListCost: 1,
+			rep := report.Report{WindowStart: from, WindowEnd: to, Currency: "USD", UnallocatedListCost: 1,
 				Tenants: []report.Row{
 					{Tenant: "acme", Tier: "pro", WindowStart: from, WindowEnd: to, Cost: to.Sub(from).Hours(), Currency: "USD"},
 					{Tenant: "beta", Tier: "pro", WindowStart: from, WindowEnd: to, Cost: 2, Currency: "USD", NoisyNeighbour: neighbour},
-				}}, nil
+				}}
+			if q.Lines {
+				for _, r := range rep.Tenants {
+					rep.Allocations = append(rep.Allocations, report.AllocationRow{Tenant: r.Tenant, AllocationID: r.Tenant[:1] + "1", Tier: r.Tier,
+						WindowStart: from, WindowEnd: to, Node: "n", Instance: "gpu0", Kind: "gpu", Model: "A100-SXM4-40GB", Fraction: 1,
+						Allocated: to.Sub(from), Cost: r.Cost, ListCost: r.Cost, Currency: "USD"})
+				}
+			}
+			return rep, nil
 		},
 		Metrics: allocations.NewMetrics(prometheus.NewRegistry()),
 		Tiers:   map[string]float64{"pro": 1, "budget": 0.7},

@@ -31,6 +31,10 @@ func TestRoles(t *testing.T) {
 		auditBeta   = endpoint{"audit beta", "GET", "/api/v1/audit?tenant=beta", ""}
 		periods     = endpoint{"periods", "GET", "/api/v1/periods", ""}
 		closeP      = endpoint{"close period", "POST", "/api/v1/periods/2026-02/close", ""}
+		lineItems   = endpoint{"line items", "GET", "/api/v1/report?by=allocation&" + window, ""}
+		lineItemsJ  = endpoint{"line items json", "GET", "/api/v1/report?by=allocation&format=json&" + window, ""}
+		focusCSV    = endpoint{"focus", "GET", "/api/v1/report?format=focus&" + window, ""}
+		focusBeta   = endpoint{"focus beta", "GET", "/api/v1/report?format=focus&tenant=beta&" + window, ""}
 		unallocated = "__unallocated__"
 	)
 	tests := []struct {
@@ -78,6 +82,15 @@ func TestRoles(t *testing.T) {
 		{"acme", reportCSV, 200, []string{"acme"}},
 		{"acme", reportJSON, 200, []string{"acme"}},
 		{"acme", reportBeta, 403, nil},
+		{"acme", lineItems, 200, []string{"acme"}},
+		{"acme", lineItemsJ, 200, []string{"acme"}},
+		{"acme", focusCSV, 200, []string{"acme"}},
+		{"acme", focusBeta, 403, nil},
+		{"finance", lineItems, 200, []string{"acme", "beta"}},
+		{"finance", focusCSV, 200, []string{"acme", "beta"}},
+		{"finance", focusBeta, 200, []string{"beta"}},
+		{"scheduler", focusCSV, 403, nil},
+		{"nobody", focusCSV, 401, nil},
 		{"tenant:acme,beta", listAll, 200, []string{"acme", "beta"}},
 		{"tenant:acme,beta", reportCSV, 200, []string{"acme", "beta"}},
 		{"tenant:acme,beta", reportBeta, 200, []string{"beta"}},

@@ -51,6 +51,8 @@ type Terms struct {
 	// (vGPU) instance's is measured from its samples instead.
 	Overhead   float64
 	TimeSliced bool
+	// Kind, Model and Profile describe the instance priced (the line items and FOCUS's SKU).
+	Kind, Model, Profile string
 }
 
 // termsOf prices an allocation on an instance.
@@ -70,7 +72,7 @@ func termsOf(a Allocation, in pricebook.Instance, book *pricebook.PriceBook) (Te
 	if err != nil {
 		return fail(err)
 	}
-	t := Terms{ListPrice: price, Fraction: fraction, Multiplier: multiplier}
+	t := Terms{ListPrice: price, Fraction: fraction, Multiplier: multiplier, Kind: in.Kind, Model: in.Model, Profile: in.Profile}
 	switch in.Kind {
 	case pb.Kind_KIND_MIG.Label():
 		if t.Overhead, err = pricebook.MIGOverhead(in.SMCount, in.GPUSMCount, fraction); err != nil {

@@ -143,6 +143,7 @@ func Lines(priced []Billed, m Measured, book *pricebook.PriceBook) (lines []Line
 		a := attribute(b.Billed.Duration(), b.Terms, m.Usage[b.ID])
 		l := Line{
 			AllocationID: b.ID, Tenant: b.Tenant, Tier: b.Tier, Node: b.Target.Node, Instance: b.Target.Instance,
+			Kind: b.Terms.Kind, Model: b.Terms.Model, Profile: b.Terms.Profile, Fraction: b.Terms.Fraction,
 			Billed: a.billed, Metered: a.metered, Active: a.active, ListCost: a.listCost, Cost: a.cost,
 			WasteCost: a.wasteCost, OverheadCost: a.overheadCost, Overhead: a.overhead, Efficiency: a.efficiency,
 			ColdStartSLA: book.ColdStartSLA(b.Tier),

@@ -13,6 +13,8 @@ import (
 // Line is one allocation's part of a window's report: everything a tenant's row sums.
 type Line struct {
 	AllocationID, Tenant, Tier, Node, Instance string
+	Kind, Model, Profile                       string  // the instance's kind (gpu, mig, vgpu), GPU model and MIG or vGPU profile
+	Fraction                                   float64 // billed fraction of the GPU
 	Billed, Metered                            time.Duration
 	Active                                     time.Duration // the measured part of Metered (sm_active available)
 	ListCost, Cost, WasteCost, OverheadCost    float64
@@ -144,4 +146,34 @@ func TenantRows(lines []Line, window Interval, currency string) (rows []report.R
 		}
 	}
 	return rows, notes
+}
+
+// AllocationRows are the lines as the report's line items of the window, in the lines' order:
+// each tenant's rows sum to its TenantRows row (allocated, unmetered and the money exactly,
+// being the same sums in the same order).
+func AllocationRows(lines []Line, window Interval, currency string) []report.AllocationRow {
+	rows := make([]report.AllocationRow, 0, len(lines))
+	for _, l := range lines {
+		row := report.AllocationRow{
+			Tenant: l.Tenant, AllocationID: l.AllocationID, Tier: l.Tier,
+			WindowStart: UTC(window.Start), WindowEnd: UTC(window.End),
+			Node: l.Node, Instance: l.Instance, Kind: l.Kind, Model: l.Model, Profile: l.Profile, Fraction: l.Fraction,
+			Allocated: l.Billed, Measured: l.Active, Unmetered: l.Billed - l.Metered,
+			ListCost: l.ListCost, Cost: l.Cost, WasteCost: l.WasteCost, OverheadCost: l.OverheadCost,
+			Overhead: l.Overhead, JitterP99: l.JitterP99, ColdStart: l.ColdStart,
+			ColdStartBreach: l.ColdStart != nil && *l.ColdStart > l.ColdStartSLA,
+			Currency:        currency, Requested: l.Requested,
+		}
+		if l.Active > 0 {
+			e := l.Efficiency
+			row.Efficiency = &e
+		}
+		// As in the tenant's row: MIG and whole GPUs are not time-sliced (0).
+		if row.JitterP99 == nil && !l.TimeSliced {
+			zero := time.Duration(0)
+			row.JitterP99 = &zero
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }

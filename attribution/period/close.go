@@ -13,6 +13,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
@@ -44,6 +45,9 @@ type Closer struct {
 	// Lookback: how many closed periods before the one closed are recomputed for correction
 	// lines (0: DefaultLookback). Later data for an older period is not billed.
 	Lookback int
+	// Export, when its Dir is set, writes the FOCUS files of each period closed: its Usage
+	// rows hour by hour (computed with Options) and its correction lines.
+	Export *focus.ExportFlags
 }
 
 // Tolerance is below any difference worth a correction line: recomputing the same data in
@@ -121,6 +125,11 @@ func (c Closer) Close(ctx context.Context, m Month, now time.Time) (Closed, erro
 	stored, ok, err := Get(ctx, c.Conn, m)
 	if err != nil || !ok {
 		return out, err
+	}
+	if c.Export != nil && c.Export.Dir != "" {
+		if _, err := c.Export.Month(ctx, focus.ForAttribution(c.Conn, c.Book, o, nil), focus.PeriodOf(start, zone), rep); err != nil {
+			return stored, fmt.Errorf("billing period %s is closed, its FOCUS files are not written: %w", m, err)
+		}
 	}
 	return stored, nil
 }

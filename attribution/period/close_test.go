@@ -261,7 +261,8 @@ func storeMinutes(t *testing.T, conn driver.Conn, from, to, lateFrom, lateTo, co
 	perMinute := 1.60 / 60
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
 		line := func(tenant, id string) billing.Line {
-			return billing.Line{AllocationID: id, Tenant: tenant, Tier: "pro", Node: "node-a", Instance: id, Billed: time.Minute, Metered: time.Minute,
+			return billing.Line{AllocationID: id, Tenant: tenant, Tier: "pro", Node: "node-a", Instance: id, Kind: "gpu", Model: "A100-SXM4-40GB", Fraction: 1,
+				Billed: time.Minute, Metered: time.Minute,
 				Active: time.Minute, ListCost: perMinute, Cost: perMinute, Efficiency: 0.5, WasteCost: perMinute / 2, Requested: from, Started: from}
 		}
 		lines := []billing.Line{line("acme", "gpu0")}

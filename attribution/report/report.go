@@ -78,6 +78,9 @@ type Report struct {
 	// amounts and seconds (efficiency, jitter and cold start empty). A __unallocated__
 	// correction fills the window, tier, list_cost and currency.
 	Corrections []Row
+	// Allocations are the line items of the window (attribution.Options.Lines): one per
+	// allocation, the lines each tenant row sums.
+	Allocations []AllocationRow
 }
 
 // CorrectionPrefix starts the tier of a correction line: "correction:2026-11" corrects the
@@ -174,7 +177,7 @@ func timestamp(t time.Time) string {
 // describes the whole fleet): what a tenant may see.
 func (r Report) Only(tenants ...string) Report {
 	out := r
-	out.Tenants, out.Corrections = nil, nil
+	out.Tenants, out.Corrections, out.Allocations = nil, nil, nil
 	for _, row := range r.Tenants {
 		if slices.Contains(tenants, row.Tenant) {
 			out.Tenants = append(out.Tenants, row)
@@ -183,6 +186,11 @@ func (r Report) Only(tenants ...string) Report {
 	for _, row := range r.Corrections {
 		if slices.Contains(tenants, row.Tenant) {
 			out.Corrections = append(out.Corrections, row)
+		}
+	}
+	for _, row := range r.Allocations {
+		if slices.Contains(tenants, row.Tenant) {
+			out.Allocations = append(out.Allocations, row)
 		}
 	}
 	out.OmitUnallocated = true

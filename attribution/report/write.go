@@ -60,8 +60,13 @@ func (s Series) WriteCSV(w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	return writeCSV(w, Header(), table)
+}
+
+// writeCSV writes the header and the table, text cells made spreadsheet-safe.
+func writeCSV(w io.Writer, header []string, table [][]cell) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write(Header()); err != nil {
+	if err := cw.Write(header); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
 	for _, cells := range table {
@@ -118,7 +123,12 @@ func (s Series) WriteJSON(w io.Writer) error {
 			i++
 		}
 	}
-	header := append(Header(), "noisy_neighbour")
+	return writeJSON(w, append(Header(), "noisy_neighbour"), table, notes)
+}
+
+// writeJSON writes one array of objects, one per row of the table, keys from the header;
+// notes[i], when there are any, are row i's "notes".
+func writeJSON(w io.Writer, header []string, table [][]cell, notes [][]string) error {
 	var buf bytes.Buffer
 	buf.WriteByte('[')
 	for i, cells := range table {
@@ -143,7 +153,7 @@ func (s Series) WriteJSON(w io.Writer) error {
 				buf.Write(s)
 			}
 		}
-		if len(notes[i]) > 0 {
+		if i < len(notes) && len(notes[i]) > 0 {
 			n, _ := json.Marshal(notes[i])
 			buf.WriteString(`,"notes":`)
 			buf.Write(n)

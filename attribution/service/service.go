@@ -21,6 +21,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/api"
 	"github.com/slicemeter/slicemeter/attribution/api/auth"
 	"github.com/slicemeter/slicemeter/attribution/fleet"
+	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
@@ -45,7 +46,9 @@ type Config struct {
 	// CloseAfter: each billing period is closed (attribution/period, from the stored minutes)
 	// this long after its end; 0: never by the service.
 	CloseAfter time.Duration
-	Web        *webserver.Flags // where /metrics and the API are served
+	// Export: where the FOCUS files of each period closed are written (nil or no Dir: none).
+	Export *focus.ExportFlags
+	Web    *webserver.Flags // where /metrics and the API are served
 	// AuthFile: the API's tokens and JWT settings (package auth); without it the API refuses
 	// to start unless InsecureNoAuth makes every caller an operator.
 	AuthFile       string
@@ -144,6 +147,9 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 		Audit:   func(ctx context.Context, q audit.Query) ([]audit.Entry, error) { return audit.List(ctx, conn, q) },
 		Periods: periods{conn: conn, closer: s.closer()},
 	}
+	if cfg.Export != nil {
+		srv.Issuer = focus.IssuerNamed(cfg.Export.Issuer)
+	}
 	webErr := webserver.Serve(ctx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Logger: logger, Routes: []func(*http.ServeMux){srv.Register}})
 	return webserver.RunServing(webErr, func() error {
 		tick := time.NewTicker(cfg.Interval)
@@ -174,7 +180,7 @@ type service struct {
 // report answers the API's report requests.
 func (s *service) report(ctx context.Context, q api.ReportQuery) (report.Report, error) {
 	res, err := attribution.Report(ctx, s.conn, s.cfg.Book, attribution.Options{From: q.From, To: q.To, Samples: s.cfg.Samples, FromMinutes: q.FromMinutes, Neighbours: q.Neighbours,
-		Presence: s.cfg.Presence})
+		Presence: s.cfg.Presence, Lines: q.Lines})
 	attribution.LogNotes(ctx, s.logger, res.Report)
 	return res.Report, err
 }
@@ -242,7 +248,8 @@ func (s *service) pass(ctx context.Context) {
 
 // closer closes billing periods from the stored minutes, for the service and the API.
 func (s *service) closer() period.Closer {
-	return period.Closer{Conn: s.conn, Book: s.cfg.Book, Options: attribution.Options{FromMinutes: true, Delay: s.cfg.Delay}}
+	return period.Closer{Conn: s.conn, Book: s.cfg.Book, Options: attribution.Options{FromMinutes: true, Delay: s.cfg.Delay},
+		Export: s.cfg.Export}
 }
 
 // periods serves the API's billing periods.

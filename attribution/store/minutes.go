@@ -12,6 +12,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -29,14 +30,16 @@ SELECT tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max
     sum(billed_ns), ` + tables.Metered + `, ` + tables.Active + `, sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
     sum(efficiency_ns), max(cold_start_ns), any(cold_start_sla_ns), any(currency),
     tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), uniqExact(minute),
-    sum(overhead_ns)
+    sum(overhead_ns), any(model), any(profile), max(fraction), any(node), any(instance_id)
 FROM (
     SELECT minute, tenant, allocation_id, any(tier) AS tier, any(requested_ns) AS requested_ns, any(started_ns) AS started_ns,
         any(sliced) AS sliced, any(billed_ns) AS billed_ns, any(metered_ns) AS metered_ns, any(active_ns) AS active_ns,
         any(list_cost) AS list_cost,
         any(cost) AS cost, any(waste_cost) AS waste_cost, any(overhead_cost) AS overhead_cost, any(efficiency_ns) AS efficiency_ns,
         any(cold_start_ns) AS cold_start_ns, any(cold_start_sla_ns) AS cold_start_sla_ns, any(currency) AS currency,
-        any(wait_ns) AS wait_ns, any(wait_count) AS wait_count, any(overhead_ns) AS overhead_ns
+        any(wait_ns) AS wait_ns, any(wait_count) AS wait_count, any(overhead_ns) AS overhead_ns,
+        any(model) AS model, any(profile) AS profile, any(fraction) AS fraction,
+        any(node) AS node, any(instance_id) AS instance_id
     FROM ` + tables.AttributionMinutes + `
     WHERE ` + tables.LatestPass(tables.MinuteWindow) + `
     GROUP BY minute, tenant, allocation_id
@@ -55,8 +58,15 @@ var ErrNotAttributed = errors.New("not attributed yet")
 // report of the window (within float rounding) once every minute of it is attributed, and
 // fails naming how many are not.
 func FromMinutes(ctx context.Context, conn Querier, from, to time.Time) (report.Report, error) {
+	rep, _, err := FromMinutesLines(ctx, conn, from, to)
+	return rep, err
+}
+
+// FromMinutesLines is FromMinutes with the allocations' lines of the window, which its
+// tenant rows sum.
+func FromMinutesLines(ctx context.Context, conn Querier, from, to time.Time) (report.Report, []billing.Line, error) {
 	if !from.Before(to) || !from.Equal(from.Truncate(time.Minute)) || !to.Equal(to.Truncate(time.Minute)) {
-		return report.Report{}, fmt.Errorf("report window [%s, %s) from stored minutes: expected whole minutes, start before end",
+		return report.Report{}, nil, fmt.Errorf("report window [%s, %s) from stored minutes: expected whole minutes, start before end",
 			from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
 	}
 	window := billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}
@@ -74,46 +84,32 @@ func FromMinutes(ctx context.Context, conn Querier, from, to time.Time) (report.
 		ct := minTime(cf.Add(minutesChunk), to)
 		f, t := cf.Unix(), ct.Unix()
 		err := queryEach(ctx, conn, minutesQuery, []any{f, t, f, t}, func(scan func(...any) error) error {
-			var (
-				x                                       minuteSums
-				tenant, id, tier, rowCurrency           string
-				n                                       uint64
-				listCost, cost, waste, overheadCost     decimal.Decimal
-				billed, metered, active, coldStart, sla int64
-				requested, started                      int64
-				sliced                                  uint8
-				waits, counts                           []uint64
-				efficiencyNS, overheadNS                float64
-			)
-			err := scan(&tenant, &id, &tier, &requested, &started, &sliced,
-				&billed, &metered, &active, &listCost, &cost, &waste, &overheadCost, &efficiencyNS, &coldStart, &sla, &rowCurrency, &waits, &counts, &n,
-				&overheadNS)
+			r, err := scanMinuteSums(scan)
 			if err != nil {
 				return err
 			}
-			currency = rowCurrency
-			if tenant == report.Unallocated {
-				unallocated, minutes = unallocated.Add(listCost), minutes+n
+			currency = r.currency
+			if r.tenant == report.Unallocated {
+				unallocated, minutes = unallocated.Add(r.sums.listCost), minutes+r.minutes
 				return nil
 			}
-			k := [2]string{tenant, id}
+			k := [2]string{r.tenant, r.id}
 			sum := byAllocation[k]
 			if sum == nil {
-				sum = &minuteSums{tier: tier, requested: requested, started: started, sla: sla, coldStart: -1, waits: billing.Histogram{}}
+				sum = r.first()
 				byAllocation[k] = sum
 				order = append(order, k)
 			}
-			x = minuteSums{billed: billed, metered: metered, active: active, listCost: listCost, cost: cost, overheadCost: overheadCost,
-				efficiencyNS: efficiencyNS, overheadNS: overheadNS, coldStart: coldStart, sliced: sliced == 1}
-			sum.add(x, waits, counts)
+			sum.add(r.sums, r.waits, r.counts)
+			sum.fraction = max(sum.fraction, r.sums.fraction)
 			return nil
 		})
 		if err != nil {
-			return report.Report{}, fmt.Errorf("read the stored minutes of [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+			return report.Report{}, nil, fmt.Errorf("read the stored minutes of [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 		}
 	}
 	if want := uint64(to.Sub(from) / time.Minute); minutes != want {
-		return report.Report{}, fmt.Errorf("report [%s, %s) from stored minutes: %d of its %d minutes are %w",
+		return report.Report{}, nil, fmt.Errorf("report [%s, %s) from stored minutes: %d of its %d minutes are %w",
 			from.Format(time.RFC3339), to.Format(time.RFC3339), want-minutes, want, ErrNotAttributed)
 	}
 	lines := make([]billing.Line, 0, len(order))
@@ -128,7 +124,38 @@ func FromMinutes(ctx context.Context, conn Querier, from, to time.Time) (report.
 	return report.Report{
 		WindowStart: from.UTC(), WindowEnd: to.UTC(), Currency: currency, Tenants: rows,
 		UnallocatedListCost: unallocated.InexactFloat64(), CapacityListCost: capacity, Notes: notes,
-	}, nil
+	}, lines, nil
+}
+
+// summed is one row of minutesQuery: an allocation's sums over the minutes of a chunk.
+type summed struct {
+	tenant, id, currency string
+	sums                 minuteSums // with the allocation's facts (tier, model, …)
+	waits, counts        []uint64
+	minutes              uint64
+}
+
+// first is the sums an allocation starts from: its facts, nothing summed yet.
+func (r summed) first() *minuteSums {
+	s := r.sums
+	return &minuteSums{tier: s.tier, requested: s.requested, started: s.started, sla: s.sla, coldStart: -1, waits: billing.Histogram{},
+		model: s.model, profile: s.profile, node: s.node, instance: s.instance}
+}
+
+// scanMinuteSums reads a row of minutesQuery's columns, after lead (the columns before them).
+func scanMinuteSums(scan func(...any) error, lead ...any) (summed, error) {
+	var (
+		r      summed
+		x      minuteSums
+		sliced uint8
+		waste  decimal.Decimal
+	)
+	err := scan(append(lead, &r.tenant, &r.id, &x.tier, &x.requested, &x.started, &sliced,
+		&x.billed, &x.metered, &x.active, &x.listCost, &x.cost, &waste, &x.overheadCost, &x.efficiencyNS, &x.coldStart, &x.sla, &r.currency,
+		&r.waits, &r.counts, &r.minutes, &x.overheadNS, &x.model, &x.profile, &x.fraction, &x.node, &x.instance)...)
+	x.sliced = sliced == 1
+	r.sums = x
+	return r, err
 }
 
 // minutesChunk is the longest window FromMinutes reads at once.
@@ -143,13 +170,14 @@ func minTime(a, b time.Time) time.Time {
 
 // minuteSums is one allocation's sums over the chunks of a window of stored minutes.
 type minuteSums struct {
-	tier                               string
-	requested, started, sla            int64
-	billed, metered, active, coldStart int64
-	sliced                             bool
-	listCost, cost, overheadCost       decimal.Decimal
-	efficiencyNS, overheadNS           float64
-	waits                              billing.Histogram
+	tier, model, profile, node, instance string
+	fraction                             float64
+	requested, started, sla              int64
+	billed, metered, active, coldStart   int64
+	sliced                               bool
+	listCost, cost, overheadCost         decimal.Decimal
+	efficiencyNS, overheadNS             float64
+	waits                                billing.Histogram
 }
 
 func (s *minuteSums) add(x minuteSums, waits, counts []uint64) {
@@ -167,7 +195,8 @@ func (s *minuteSums) add(x minuteSums, waits, counts []uint64) {
 // line is the allocation's line of the window: its charges from the window's sums, as
 // Compute does, not the sum of the minutes'.
 func (s *minuteSums) line(tenant, id string) billing.Line {
-	l := billing.Line{Tenant: tenant, AllocationID: id, Tier: s.tier,
+	l := billing.Line{Tenant: tenant, AllocationID: id, Tier: s.tier, Model: s.model, Profile: s.profile, Fraction: s.fraction,
+		Node: s.node, Instance: s.instance,
 		Requested: billing.UTC(s.requested), Started: billing.UTC(s.started),
 		Billed: time.Duration(s.billed), Metered: time.Duration(s.metered), Active: time.Duration(s.active),
 		ListCost: s.listCost.InexactFloat64(), Cost: s.cost.InexactFloat64(),
@@ -177,6 +206,15 @@ func (s *minuteSums) line(tenant, id string) billing.Line {
 	}
 	l.Overhead = overheadOf(s.overheadNS, l.Metered, s.overheadCost.InexactFloat64(), l.Cost)
 	l.WasteCost, l.OverheadCost = billing.Charges(l.Cost, l.Overhead, l.Efficiency, l.Active, l.Billed)
+	// The kind is not stored: a whole GPU has no profile, a vGPU is time-sliced.
+	switch {
+	case s.profile == "" && s.model != "":
+		l.Kind = pb.Kind_KIND_GPU.Label()
+	case s.sliced:
+		l.Kind = pb.Kind_KIND_VGPU.Label()
+	case s.profile != "":
+		l.Kind = pb.Kind_KIND_MIG.Label()
+	}
 	if s.coldStart >= 0 {
 		d := time.Duration(s.coldStart)
 		l.ColdStart = &d
@@ -294,6 +332,7 @@ func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 				"efficiency_ns": l.Efficiency * float64(l.Active), "cold_start_ns": coldStart,
 				"cold_start_sla_ns": int64(l.ColdStartSLA), "wait_ns": waits, "wait_count": counts,
 				"currency": m.Report.Currency, "computed_ns": version, "overhead_ns": l.Overhead * float64(l.Metered),
+				"model": l.Model, "profile": l.Profile, "fraction": l.Fraction,
 			}, money))
 			if err == nil {
 				err = batch.Append(row...)
@@ -316,6 +355,7 @@ func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 			"metered_ns": int64(0), "active_ns": int64(0), "efficiency_ns": 0., "cold_start_ns": int64(-1),
 			"cold_start_sla_ns": int64(0), "wait_ns": []uint64{}, "wait_count": []uint64{},
 			"currency": m.Report.Currency, "computed_ns": version, "overhead_ns": 0.,
+			"model": "", "profile": "", "fraction": 0.,
 		}, money))
 		if err == nil {
 			err = batch.Append(row...)

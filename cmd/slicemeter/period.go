@@ -9,6 +9,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
@@ -23,6 +24,7 @@ type periodCmd struct {
 	month   string // close's or show's argument
 	samples *string
 	minutes *bool
+	export  *focus.ExportFlags
 }
 
 func newPeriodCmd(app *kingpin.Application, stdout io.Writer) *periodCmd {
@@ -37,6 +39,7 @@ func newPeriodCmd(app *kingpin.Application, stdout io.Writer) *periodCmd {
 	c.book = addPricebookFlags(cl)
 	c.samples = samplesFlag(cl, "raw")
 	c.minutes = cl.Flag("from-minutes", "Sum the minutes the attribution service stored instead of computing from the samples.").Bool()
+	c.export = focus.AddExportFlags(cl)
 	sh.Arg("month", "The period, YYYY-MM.").Required().StringVar(&c.month)
 	return c
 }
@@ -64,7 +67,7 @@ func (c *periodCmd) run(ctx context.Context, _ *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	closer := period.Closer{Conn: conn, Book: book, Options: attribution.Options{Samples: sampleSource(*c.samples), FromMinutes: *c.minutes}}
+	closer := period.Closer{Conn: conn, Book: book, Options: attribution.Options{Samples: sampleSource(*c.samples), FromMinutes: *c.minutes}, Export: c.export}
 	p, err := closer.Close(ctx, m, time.Now())
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/fleet"
+	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
@@ -26,7 +27,7 @@ type reportCmd struct {
 	step     *string
 	samples  *string
 	minutes  *bool
-	format   *string
+	out      *focus.Flags
 	presence time.Duration
 }
 
@@ -41,7 +42,7 @@ func newReportCmd(app *kingpin.Application, stdout io.Writer) *reportCmd {
 		step:    c.Flag("step", "Cut the window into steps, one set of rows each: 1h, 1d, month or a duration such as 15m or 7d.").String(),
 		samples: samplesFlag(c, "raw"),
 		minutes: c.Flag("from-minutes", "Sum the minutes the attribution service stored (whole-minute windows) instead of computing from the samples.").Bool(),
-		format:  c.Flag("format", "Output format.").Default("csv").Enum("csv", "json"),
+		out:     focus.AddFlags(c),
 	}
 	presenceFlag(c, &cmd.presence)
 	return cmd
@@ -97,16 +98,19 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	defer conn.Close()
-	series, err := attribution.ReportSeries(ctx, conn, book, windows, attribution.Options{Samples: sampleSource(*c.samples),
-		FromMinutes: *c.minutes, Neighbours: *c.format == "json", Presence: c.presence}, logger)
+	o := attribution.Options{Samples: sampleSource(*c.samples), FromMinutes: *c.minutes, Neighbours: c.out.Output == "json", Presence: c.presence, Lines: c.out.By == "allocation"}
+	if c.out.FOCUS() {
+		return c.out.Run(ctx, focus.ForAttribution(conn, book, o, logger), from, to, c.stdout)
+	}
+	series, err := attribution.ReportSeries(ctx, conn, book, windows, o, logger)
 	if err != nil {
 		return err
 	}
-	f, err := report.ParseFormat(*c.format)
+	f, err := report.ParseFormat(c.out.Output)
 	if err != nil {
 		return usage.Wrap(err)
 	}
-	if err := series.Write(c.stdout, f); err != nil {
+	if err := series.WriteBy(c.stdout, f, report.By(c.out.By)); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}
 	return nil

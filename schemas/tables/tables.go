@@ -53,6 +53,7 @@ var AttributionMinuteColumns = []string{
 	"minute", "tenant", "allocation_id", "tier", "node", "instance_id", "requested_ns", "started_ns",
 	"sliced", "billed_ns", "metered_ns", "list_cost", "cost", "waste_cost", "overhead_cost", "efficiency_ns",
 	"cold_start_ns", "cold_start_sla_ns", "wait_ns", "wait_count", "currency", "computed_ns", "active_ns", "overhead_ns",
+	"model", "profile", "fraction",
 }
 
 // BillingPeriodColumns are the columns of billing_periods, one row per close of a period.

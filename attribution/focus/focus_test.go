@@ -1,0 +1,324 @@
+package focus_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/focus"
+	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
+	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/deploy/local"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
+	"github.com/slicemeter/slicemeter/schemas/scenario"
+)
+
+func TestHours(t *testing.T) {
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	kolkata, err := time.LoadLocation("Asia/Kolkata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		from, to string
+		zone     *time.Location
+		want     []string // the windows' starts, then the last end
+	}{
+		{"whole hours", "2026-01-05T00:00:00Z", "2026-01-05T02:00:00Z", time.UTC, []string{"2026-01-05T00:00:00Z", "2026-01-05T01:00:00Z", "2026-01-05T02:00:00Z"}},
+		{"from inside an hour", "2026-01-05T00:20:00Z", "2026-01-05T01:10:00Z", time.UTC, []string{"2026-01-05T00:20:00Z", "2026-01-05T01:00:00Z", "2026-01-05T01:10:00Z"}},
+		// Asia/Kolkata's February starts at 18:30 UTC: the hour is cut there.
+		{"a month starting inside an hour", "2026-01-31T18:00:00Z", "2026-01-31T19:00:00Z", kolkata, []string{"2026-01-31T18:00:00Z", "2026-01-31T18:30:00Z", "2026-01-31T19:00:00Z"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			ws := focus.Hours(at(tc.from), at(tc.to), tc.zone)
+			for _, w := range ws {
+				got = append(got, w.Start.Format(time.RFC3339))
+			}
+			got = append(got, ws[len(ws)-1].End.Format(time.RFC3339))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestMetadataColumns: the metadata, the Parquet schema and the CSV header list the same
+// columns in the same order, the FOCUS columns before the x_ ones.
+func TestMetadataColumns(t *testing.T) {
+	m := focus.NewMetadata("slicemeter test", time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
+	var names []string
+	for _, c := range m.Schema.ColumnDefinition {
+		names = append(names, c.ColumnName)
+	}
+	if !slices.Equal(names, focus.Columns()) {
+		t.Errorf("metadata columns %v\nCSV header %v", names, focus.Columns())
+	}
+	var pq []string
+	for _, f := range parquet.SchemaOf(focus.Row{}).Fields() {
+		pq = append(pq, f.Name())
+	}
+	if !slices.Equal(pq, focus.Columns()) {
+		t.Errorf("Parquet columns %v\nCSV header %v", pq, focus.Columns())
+	}
+	custom := false
+	for _, c := range focus.Columns() {
+		if strings.HasPrefix(c, "x_") {
+			custom = true
+		} else if custom {
+			t.Errorf("FOCUS column %s after an x_ column", c)
+		}
+	}
+	if m.Schema.FocusVersion != "1.2" || m.Schema.CreationDate != "2026-02-01T00:00:00Z" {
+		t.Errorf("metadata %+v", m.Schema)
+	}
+}
+
+var dateTime = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`)
+
+// check12 checks the FOCUS 1.2 rules that focus-validator 1.0.0 does not know, on a CSV
+// file's rows (header first).
+func check12(t *testing.T, rows [][]string) {
+	t.Helper()
+	col := map[string]int{}
+	for i, c := range rows[0] {
+		col[c] = i
+	}
+	num := func(r []string, c string) float64 {
+		v, err := strconv.ParseFloat(r[col[c]], 64)
+		if err != nil {
+			t.Fatalf("%s %q: %v", c, r[col[c]], err)
+		}
+		return v
+	}
+	for _, r := range rows[1:] {
+		get := func(c string) string { return r[col[c]] }
+		if get("InvoiceId") == "" {
+			t.Errorf("row without InvoiceId: %v", r)
+		}
+		correction := get("ChargeClass") == "Correction"
+		if c := get("ChargeClass"); c != "" && !correction {
+			t.Errorf("ChargeClass %q", c)
+		}
+		if get("PricingCurrency") == "" || get("PricingCurrency") != get("BillingCurrency") {
+			t.Errorf("PricingCurrency %q, BillingCurrency %q", get("PricingCurrency"), get("BillingCurrency"))
+		}
+		for _, c := range []string{"BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd"} {
+			if !dateTime.MatchString(get(c)) {
+				t.Errorf("%s %q: expected YYYY-MM-DDTHH:mm:ssZ", c, get(c))
+			}
+		}
+		if get("ChargePeriodStart") >= get("ChargePeriodEnd") || get("BillingPeriodStart") >= get("BillingPeriodEnd") {
+			t.Errorf("empty period: %v", r)
+		}
+		if correction {
+			continue
+		}
+		if get("PricingUnit") != "GPU-Hours" || get("ConsumedUnit") != "Seconds" {
+			t.Errorf("PricingUnit %q, ConsumedUnit %q", get("PricingUnit"), get("ConsumedUnit"))
+		}
+		if get("SkuId") == "" || get("SkuPriceId") == "" || get("ResourceId") == "" {
+			t.Errorf("Usage row without SkuId, SkuPriceId or ResourceId: %v", r)
+		}
+		q := num(r, "PricingQuantity")
+		for _, p := range [][2]string{{"ListUnitPrice", "ListCost"}, {"ContractedUnitPrice", "ContractedCost"}} {
+			if got, want := num(r, p[0])*q, num(r, p[1]); math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+				t.Errorf("%s × PricingQuantity = %v, %s %v", p[0], got, p[1], want)
+			}
+		}
+		var details map[string]any
+		if err := json.Unmarshal([]byte(get("SkuPriceDetails")), &details); err != nil {
+			t.Errorf("SkuPriceDetails %q: %v", get("SkuPriceDetails"), err)
+		}
+		for k := range details {
+			if k != "GpuCount" && !strings.HasPrefix(k, "x_") {
+				t.Errorf("SkuPriceDetails key %q: neither FOCUS's nor x_", k)
+			}
+		}
+	}
+}
+
+// sums are Σ of a column per BillingAccountId.
+func sums(t *testing.T, rows [][]string, column string) map[string]float64 {
+	t.Helper()
+	i := slices.Index(rows[0], column)
+	out := map[string]float64{}
+	for _, r := range rows[1:] {
+		v, err := strconv.ParseFloat(r[i], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[r[slices.Index(rows[0], "BillingAccountId")]] += v
+	}
+	return out
+}
+
+// TestScenarios exports every public scenario as FOCUS, CSV and Parquet, from the raw samples
+// and from the minutes the attribution service would store, and checks: Σ BilledCost and
+// Σ ListCost per tenant equal the tenant report's cost and list_cost (1e-6), the 1.2 rules
+// (check12), the Parquet file holds the CSV's rows, and the FOCUS validator passes the CSV.
+func TestScenarios(t *testing.T) {
+	localtest.SkipShort(t, "ClickHouse")
+	dir := filepath.Join("..", "..", "schemas", "scenario", "testdata")
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) < 4 {
+		t.Fatalf("public scenarios: %v, %v", files, err)
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			sc, err := scenario.Load(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			conn := chtest.NewDatabase(t, nil)
+			chtest.InsertScenario(t, conn, sc)
+			book := pricebook.FromScenario(sc)
+			o := attribution.Options{Samples: store.RawSamples}
+			res, err := attribution.Report(ctx, conn, book, attribution.Options{From: sc.Start, To: sc.End(), Samples: store.RawSamples})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := focus.Export{Report: focus.FromAttribution(conn, book, o, nil), Zone: book.Zone(), Issuer: focus.DefaultIssuer}
+			rows, parquetRows, file := export(t, e, sc.Start, sc.End())
+			if len(rows) < 2 {
+				t.Fatalf("no FOCUS rows")
+			}
+			check12(t, rows)
+			billed, list := sums(t, rows, "BilledCost"), sums(t, rows, "ListCost")
+			for _, r := range res.Report.Tenants {
+				if math.Abs(billed[r.Tenant]-r.Cost) > 1e-6 || math.Abs(list[r.Tenant]-r.ListCost) > 1e-6 {
+					t.Errorf("tenant %q: Σ BilledCost %.9f, Σ ListCost %.9f; its report: cost %.9f, list_cost %.9f", r.Tenant, billed[r.Tenant], list[r.Tenant], r.Cost, r.ListCost)
+				}
+				delete(billed, r.Tenant)
+			}
+			if len(billed) > 0 {
+				t.Errorf("FOCUS rows of tenants without a report row: %v", billed)
+			}
+			if !slices.EqualFunc(rows, parquetRows, slices.Equal) {
+				t.Errorf("the Parquet file's %d rows differ from the CSV's %d", len(parquetRows), len(rows))
+			}
+			// A tenant's scope: only its rows.
+			tenant := res.Report.Tenants[0].Tenant
+			e.Tenants = []string{tenant}
+			var b bytes.Buffer
+			w, _ := focus.NewWriter(&b, focus.CSV)
+			tot, err := e.Usage(ctx, sc.Start, sc.End(), w)
+			if err != nil || w.Close() != nil {
+				t.Fatal(err)
+			}
+			if len(tot.BilledCost) != 1 || math.Abs(tot.BilledCost[tenant]-res.Report.Tenants[0].Cost) > 1e-6 {
+				t.Errorf("tenant %q's own export: %v", tenant, tot.BilledCost)
+			}
+			out := filepath.Join(t.TempDir(), name+".focus.csv")
+			if d := os.Getenv("SLICEMETER_FOCUS_KEEP"); d != "" {
+				out = filepath.Join(d, name+".focus.csv")
+			}
+			if err := os.WriteFile(out, file, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			localtest.ValidateFOCUS(t, out)
+		})
+	}
+}
+
+// export writes the range as CSV and as Parquet and reads both back as rows of cells.
+func export(t *testing.T, e focus.Export, from, to time.Time) (csvRows, parquetRows [][]string, file []byte) {
+	t.Helper()
+	ctx := context.Background()
+	var c, p bytes.Buffer
+	for _, out := range []struct {
+		f focus.Format
+		w io.Writer
+	}{{focus.CSV, &c}, {focus.Parquet, &p}} {
+		w, err := focus.NewWriter(out.w, out.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Usage(ctx, from, to, w); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file = slices.Clone(c.Bytes())
+	csvRows, err := csv.NewReader(&c).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := parquet.Read[focus.Row](bytes.NewReader(p.Bytes()), int64(p.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parquetRows = [][]string{focus.Columns()}
+	for _, r := range rows {
+		parquetRows = append(parquetRows, focus.Cells(r))
+	}
+	return csvRows, parquetRows, file
+}
+
+// TestValidatorRefuses: the validator, as the tests run it, fails a file that breaks a FOCUS
+// rule (a ChargeFrequency outside the spec's values), so that its passes mean something.
+func TestValidatorRefuses(t *testing.T) {
+	localtest.SkipShort(t, "the FOCUS validator (python)")
+	if _, err := local.FocusValidator(); err != nil {
+		t.Skip(err)
+	}
+	p := focus.PeriodOf(time.Date(2026, 2, 3, 0, 0, 0, 0, time.UTC), time.UTC)
+	cold := time.Second
+	r := focus.Usage(report.AllocationRow{Tenant: "acme", AllocationID: "a1", Tier: "pro", Node: "n", Instance: "gpu0", Kind: "gpu",
+		Model: "A100-SXM4-40GB", Fraction: 1, Allocated: time.Hour, ListCost: 1.6, Cost: 1.6, Currency: "USD",
+		WindowStart: p.Start, WindowEnd: p.Start.Add(time.Hour), ColdStart: &cold}, p, focus.DefaultIssuer)
+	for _, tc := range []struct {
+		name  string
+		spoil func(*focus.Row)
+		fails bool
+	}{
+		{"as written", func(*focus.Row) {}, false},
+		{"ChargeFrequency Hourly", func(r *focus.Row) { r.ChargeFrequency = "Hourly" }, true},
+		{"no BillingCurrency", func(r *focus.Row) { r.BillingCurrency = "" }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			row := r
+			tc.spoil(&row)
+			var b bytes.Buffer
+			w, _ := focus.NewWriter(&b, focus.CSV)
+			if err := w.Write(row); err != nil || w.Close() != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(t.TempDir(), "f.csv")
+			if err := os.WriteFile(file, b.Bytes(), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			err := local.ValidateFOCUS(context.Background(), file)
+			if (err != nil) != tc.fails {
+				t.Errorf("validator: %v, want failure %v", err, tc.fails)
+			}
+		})
+	}
+}

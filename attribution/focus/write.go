@@ -1,0 +1,171 @@
+package focus
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// Format is how FOCUS rows are written.
+type Format string
+
+// The FOCUS file formats.
+const (
+	CSV     Format = "csv"
+	Parquet Format = "parquet"
+)
+
+// Writer writes FOCUS rows one at a time; Close flushes what it holds and ends the file (it
+// does not close the underlying io.Writer).
+type Writer interface {
+	Write(Row) error
+	Close() error
+}
+
+// NewWriter is a Writer of the format on w.
+func NewWriter(w io.Writer, f Format) (Writer, error) {
+	switch f {
+	case CSV:
+		cw := csv.NewWriter(w)
+		if err := cw.Write(Columns()); err != nil {
+			return nil, fmt.Errorf("write the FOCUS header: %w", err)
+		}
+		return &csvWriter{w: cw}, nil
+	case Parquet:
+		return &parquetWriter{w: parquet.NewGenericWriter[Row](w, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(parquetRowGroup))}, nil
+	}
+	return nil, fmt.Errorf("FOCUS format %q: expected csv or parquet", f)
+}
+
+type csvWriter struct{ w *csv.Writer }
+
+func (c *csvWriter) Write(r Row) error {
+	if err := c.w.Write(r.cells()); err != nil {
+		return fmt.Errorf("write a FOCUS row: %w", err)
+	}
+	return nil
+}
+
+func (c *csvWriter) Close() error {
+	c.w.Flush()
+	if err := c.w.Error(); err != nil {
+		return fmt.Errorf("write the FOCUS rows: %w", err)
+	}
+	return nil
+}
+
+// parquetWriter buffers a few rows per call to the Parquet writer, which writes a row group
+// every parquetRowGroup rows: memory stays bounded whatever the month's length (by default
+// parquet-go would hold the whole file as one row group until Close).
+type parquetWriter struct {
+	w   *parquet.GenericWriter[Row]
+	buf []Row
+}
+
+const (
+	parquetBatch    = 1024
+	parquetRowGroup = 64 * 1024
+)
+
+func (p *parquetWriter) Write(r Row) error {
+	p.buf = append(p.buf, r)
+	if len(p.buf) >= parquetBatch {
+		return p.flush()
+	}
+	return nil
+}
+
+func (p *parquetWriter) flush() error {
+	if _, err := p.w.Write(p.buf); err != nil {
+		return fmt.Errorf("write FOCUS rows as Parquet: %w", err)
+	}
+	p.buf = p.buf[:0]
+	return nil
+}
+
+func (p *parquetWriter) Close() error {
+	if err := p.flush(); err != nil {
+		return err
+	}
+	if err := p.w.Close(); err != nil {
+		return fmt.Errorf("end the FOCUS Parquet file: %w", err)
+	}
+	return nil
+}
+
+// Metadata is the FOCUS metadata published beside an exported file: who generated it and
+// its schema (FOCUS 1.2, "Metadata").
+type Metadata struct {
+	DataGenerator struct {
+		DataGenerator string `json:"DataGenerator"`
+	} `json:"DataGenerator"`
+	Schema struct {
+		SchemaID         string   `json:"SchemaId"`
+		FocusVersion     string   `json:"FocusVersion"`
+		CreationDate     string   `json:"CreationDate"`
+		ColumnDefinition []Column `json:"ColumnDefinition"`
+	} `json:"Schema"`
+}
+
+// Column is one column's definition in the metadata.
+type Column struct {
+	ColumnName     string `json:"ColumnName"`
+	DataType       string `json:"DataType"`
+	StringEncoding string `json:"StringEncoding,omitempty"`
+	Nullable       bool   `json:"x_Nullable"`
+}
+
+// SchemaID names the schema of Columns: it changes when they do.
+const SchemaID = "slicemeter-focus-1.2-v1"
+
+// NewMetadata is the metadata of a file of Columns created at created.
+func NewMetadata(generator string, created time.Time) Metadata {
+	var m Metadata
+	m.DataGenerator.DataGenerator = generator
+	m.Schema.SchemaID, m.Schema.FocusVersion, m.Schema.CreationDate = SchemaID, Version, created.UTC().Format(DateTime)
+	t := reflect.TypeFor[Row]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("parquet"), ",")
+		c := Column{ColumnName: name, Nullable: opts == "optional"}
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch {
+		case ft.Kind() == reflect.Float64:
+			c.DataType = "Decimal"
+		case ft.Kind() == reflect.Bool:
+			c.DataType = "Boolean"
+		case strings.HasSuffix(name, "Start") || strings.HasSuffix(name, "End"):
+			c.DataType, c.StringEncoding = "DateTime", "UTF-8"
+		case name == "SkuPriceDetails" || name == "Tags":
+			c.DataType, c.StringEncoding = "JSON", "UTF-8"
+		default:
+			c.DataType, c.StringEncoding = "String", "UTF-8"
+		}
+		m.Schema.ColumnDefinition = append(m.Schema.ColumnDefinition, c)
+	}
+	return m
+}
+
+// Write writes the metadata as indented JSON.
+func (m Metadata) Write(w io.Writer) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("render the FOCUS metadata: %w", err)
+	}
+	if _, err := w.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("write the FOCUS metadata: %w", err)
+	}
+	return nil
+}
+
+// Cells are the row's CSV cells in Columns order (an empty cell is null).
+func Cells(r Row) []string { return r.cells() }

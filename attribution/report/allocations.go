@@ -1,0 +1,143 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// By is what one row of a report stands for: a tenant (the tenant report) or an allocation
+// (its line items, `report --by allocation`).
+type By string
+
+// The values of `slicemeter report --by` and the API's by=.
+const (
+	ByTenant     By = "tenant"
+	ByAllocation By = "allocation"
+)
+
+// ParseBy checks a --by value; empty is ByTenant.
+func ParseBy(s string) (By, error) {
+	switch b := By(s); b {
+	case "":
+		return ByTenant, nil
+	case ByTenant, ByAllocation:
+		return b, nil
+	default:
+		return "", fmt.Errorf("report rows by %q: expected tenant or allocation", s)
+	}
+}
+
+// AllocationHeader is the CSV header of the line items: one row per allocation per window.
+func AllocationHeader() []string {
+	return []string{
+		"tenant", "allocation_id", "tier", "window_start", "window_end", "node", "instance_id", "kind", "model", "profile",
+		"billed_fraction", "allocated_seconds", "measured_seconds", "unmetered_seconds", "list_cost", "cost",
+		"waste_cost", "overhead_cost", "efficiency", "overhead_fraction", "jitter_p99_ms", "cold_start_s",
+		"cold_start_breach", "currency",
+	}
+}
+
+// AllocationRow is one allocation's part of a window's report: the line its tenant's row sums
+// (allocated, unmetered and the money exactly; efficiency is the tenants' mean weighted by
+// measured seconds, cold start the maximum, breaches the count of cold_start_breach).
+type AllocationRow struct {
+	Tenant, AllocationID, Tier string
+	WindowStart, WindowEnd     time.Time
+	Node, Instance             string
+	Kind, Model, Profile       string        // gpu, mig or vgpu; GPU model; MIG or vGPU profile
+	Fraction                   float64       // billed fraction of the GPU
+	Allocated                  time.Duration // billed time in the window
+	Measured                   time.Duration // metered time whose activity was measured
+	Unmetered                  time.Duration
+	ListCost, Cost             float64
+	WasteCost, OverheadCost    float64
+	Efficiency                 *float64 // nil: nothing measured
+	Overhead                   float64  // the overhead fraction o
+	JitterP99                  *time.Duration
+	ColdStart                  *time.Duration // nil: unknown
+	ColdStartBreach            bool
+	Currency                   string
+	Requested                  time.Time // not rendered: the rows' order within a tenant
+}
+
+func (row AllocationRow) cells() ([]cell, error) {
+	var bad []string
+	num := func(name string, v float64, decimals int) cell {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			bad = append(bad, fmt.Sprintf("%s is %v", name, v))
+		}
+		return cell{text: fixed(v, decimals), number: true}
+	}
+	text := func(s string) cell { return cell{text: s} }
+	seconds := func(d time.Duration) cell { return num("", d.Seconds(), 3) }
+	var empty cell
+	c := []cell{
+		text(row.Tenant), text(row.AllocationID), text(row.Tier), text(timestamp(row.WindowStart)), text(timestamp(row.WindowEnd)),
+		text(row.Node), text(row.Instance), text(row.Kind), text(row.Model), text(row.Profile), num("billed_fraction", row.Fraction, 6),
+		seconds(row.Allocated), seconds(row.Measured), seconds(row.Unmetered),
+		num("list_cost", row.ListCost, 6), num("cost", row.Cost, 6), num("waste_cost", row.WasteCost, 6),
+		num("overhead_cost", row.OverheadCost, 6), empty, num("overhead_fraction", row.Overhead, 4), empty, empty,
+		{text: strconv.FormatBool(row.ColdStartBreach), number: true}, text(row.Currency),
+	}
+	if row.Efficiency != nil {
+		c[18] = num("efficiency", *row.Efficiency, 4)
+	}
+	if row.JitterP99 != nil {
+		c[20] = num("", float64(*row.JitterP99)/float64(time.Millisecond), 3)
+	}
+	if row.ColdStart != nil {
+		c[21] = seconds(*row.ColdStart)
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("line item of allocation %q: %s", row.AllocationID, strings.Join(bad, ", "))
+	}
+	return c, nil
+}
+
+// allocationRows are the line items of a window in output order: by tenant name, each
+// tenant's in requested_at order (as given).
+func (r Report) allocationRows() []AllocationRow {
+	rows := slices.Clone(r.Allocations)
+	slices.SortStableFunc(rows, func(a, b AllocationRow) int { return strings.Compare(a.Tenant, b.Tenant) })
+	return rows
+}
+
+func (s Series) allocationCells() ([][]cell, error) {
+	var table [][]cell
+	for _, r := range s {
+		for _, row := range r.allocationRows() {
+			c, err := row.cells()
+			if err != nil {
+				return nil, err
+			}
+			table = append(table, c)
+		}
+	}
+	return table, nil
+}
+
+// WriteBy writes the series in the format, one row per tenant (Write) or per allocation: the
+// line items, AllocationHeader's columns, each window's rows by tenant name. The line items
+// have no __unallocated__ row and no correction lines.
+func (s Series) WriteBy(w io.Writer, f Format, by By) error {
+	if by != ByAllocation {
+		return s.Write(w, f)
+	}
+	table, err := s.allocationCells()
+	if err != nil {
+		return err
+	}
+	switch f {
+	case CSV:
+		return writeCSV(w, AllocationHeader(), table)
+	case JSON:
+		return writeJSON(w, AllocationHeader(), table, nil)
+	default:
+		return fmt.Errorf("line items format %q: expected csv or json", f)
+	}
+}
