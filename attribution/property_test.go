@@ -216,7 +216,7 @@ func randomScenario(r *rand.Rand, grain time.Duration) string {
 		}
 		b.WriteString("    gpus:\n")
 		for g := range 1 + r.IntN(3) {
-			switch r.IntN(3) {
+			switch r.IntN(4) {
 			case 0:
 				layout := layouts[r.IntN(len(layouts))]
 				fmt.Fprintf(&b, "      - {model: A100-SXM4-40GB, mig: [%s]}\n", strings.Join(layout, ", "))
@@ -226,6 +226,12 @@ func randomScenario(r *rand.Rand, grain time.Duration) string {
 			case 1:
 				b.WriteString("      - {model: H100-SXM5-80GB}\n")
 				slots = append(slots, slot{fmt.Sprintf("%s/gpu%d", node, g), "gpu"})
+			case 2:
+				// Replicas (time-slicing, MPS): 3 of them, whose memory does not divide evenly.
+				b.WriteString("      - {model: H100-SXM5-80GB, share: {mode: time_slicing, replicas: 3}}\n")
+				for i := range 3 {
+					slots = append(slots, slot{fmt.Sprintf("%s/gpu%d/share%d", node, g, i), "share"})
+				}
 			default:
 				// Time slices that do or do not divide the sampling interval: the scheduler's
 				// phase then differs from tick to tick.
@@ -341,6 +347,9 @@ func groundTruth(sc *scenario.Scenario, from, to time.Duration) map[string]*trut
 				fraction = float64(fb) / float64(model.MemoryBytes)
 				ts, sw = g.VGPU.Timeslice, g.VGPU.Switch
 				tr.sliced = true
+			case "share":
+				fraction = 1 / float64(g.Share.Replicas)
+				tr.sliced = true
 			default:
 				tr.whole = true
 			}
@@ -359,6 +368,16 @@ func groundTruth(sc *scenario.Scenario, from, to time.Duration) map[string]*trut
 				}
 				metered += sc.Interval
 				sm := a.Workload.SMAt(tick)
+				if a.Target.Kind == "share" {
+					// Per allocation-minute as a vGPU, without switches: min(1, Σ sm / Σ fraction).
+					ms := minutes[sc.Start.Add(tick).Unix()/60]
+					if ms == nil {
+						ms = &minuteSums{}
+						minutes[sc.Start.Add(tick).Unix()/60] = ms
+					}
+					ms.num, ms.den, ms.active = ms.num+sm, ms.den+fraction, ms.active+1
+					continue
+				}
 				if a.Target.Kind != "vgpu" {
 					effSum += sm
 					continue
@@ -481,6 +500,8 @@ func compareRow(got report.Row, want *truth, interval time.Duration, whole bool)
 		}
 	} else if len(want.waits) == 0 && want.whole && (got.JitterP99 == nil || *got.JitterP99 != 0) {
 		d = append(d, fmt.Sprintf("jitter %v, want 0 (not time-sliced, no waits)", got.JitterP99))
+	} else if len(want.waits) == 0 && !want.whole && got.JitterP99 != nil {
+		d = append(d, fmt.Sprintf("jitter %v, want empty (only time-sliced or shared, no waits)", got.JitterP99))
 	}
 	switch {
 	case want.coldMax == nil && got.ColdStartMax != nil:

@@ -29,6 +29,7 @@ type sampleDecoder struct {
 type wireSample struct {
 	tsNs, intervalNs, memUsed, memTotal, gpuMemTotal uint64
 	gpuIndex, computeSlices, smCount, gpuSMCount     uint32
+	shareReplicas                                    uint32
 	kind                                             pb.Kind
 	attached, smActiveUnavailable                    bool
 	smActive, powerWatts                             float64
@@ -160,6 +161,8 @@ func (d *sampleDecoder) decodeSample(b []byte, s *wireSample) error {
 			s.gpuMemTotal = v
 		case num == 19 && varint:
 			s.smActiveUnavailable = v != 0
+		case num == 20 && varint:
+			s.shareReplicas = uint32(v)
 		}
 	}
 	return nil

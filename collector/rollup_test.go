@@ -384,10 +384,10 @@ func TestRollupQueriesOnCurrentClickHouse(t *testing.T) {
 	}
 	sql := "INSERT INTO samples (" + strings.Join(tables.SampleColumns, ", ") + `)
 SELECT toDateTime(1767571200), 1767571200000000000, 100000000, 'node-a', 'GPU-1', 0, 'H100', 'vgpu',
-    'gpu0/vgpu0', 'H100-20C', 1, 0.5, 1, 2, 300, 0, 0, 0, 3, 4, 5, [6, 6, 7], 0
+    'gpu0/vgpu0', 'H100-20C', 1, 0.5, 1, 2, 300, 0, 0, 0, 3, 4, 5, [6, 6, 7], 0, 0
 UNION ALL
 SELECT toDateTime(1767571200), 1767571200100000000, 100000000, 'node-a', 'GPU-1', 0, 'H100', 'vgpu',
-    'gpu0/vgpu0', 'H100-20C', 1, 0.9, 1, 2, 300, 0, 0, 0, 3, 4, 5, [], 1;
+    'gpu0/vgpu0', 'H100-20C', 1, 0.9, 1, 2, 300, 0, 0, 0, 3, 4, 5, [], 1, 0;
 ` + bind(rollupSecondsQuery) + bind(rollupMinutesQuery) + `SELECT throwIf(wait_count != [2, 1] OR samples != 2
     OR first_attached_ns != 1767571200000000000 OR active_samples != 1 OR active_ns != 100000000
     OR covered_ns != 200000000 OR abs(sm_active_sum - 0.5) > 1e-9) FROM samples_1m;

@@ -39,6 +39,7 @@ type sampleColumns struct {
 	// smActiveUnavailable is 1 where sm_active was not measured (a MIG instance on a GPU
 	// without GPM): rollups leave such samples out of sm_active_sum, active_samples, active_ns.
 	smActiveUnavailable []uint8
+	shareReplicas       []uint32 // kind share: the GPU's replicas (billed 1/replicas); else 0
 	waitsArena          []uint64 // backing array of the vgpuWaitsNs that addWire appends
 }
 
@@ -49,7 +50,7 @@ func (c *sampleColumns) columns() []any {
 		c.time, c.tsNs, c.intervalNs, c.node, c.gpuUUID, c.gpuIndex, c.model, c.kind,
 		c.instanceID, c.profile, c.attached, c.smActive, c.memUsedBytes, c.memTotalBytes,
 		c.powerWatts, c.computeSlices, c.smCount, c.gpuSMCount, c.gpuMemTotalBytes,
-		c.vgpuRunNs, c.vgpuSwitchNs, c.vgpuWaitsNs, c.smActiveUnavailable,
+		c.vgpuRunNs, c.vgpuSwitchNs, c.vgpuWaitsNs, c.smActiveUnavailable, c.shareReplicas,
 	}
 }
 
@@ -91,6 +92,7 @@ func (c *sampleColumns) addWire(node string, s *wireSample, d *sampleDecoder) {
 	c.waitsArena = append(c.waitsArena, d.waitsOf(s)...)
 	c.vgpuWaitsNs = append(c.vgpuWaitsNs, c.waitsArena[from:len(c.waitsArena):len(c.waitsArena)])
 	c.smActiveUnavailable = append(c.smActiveUnavailable, boolUint8(s.smActiveUnavailable))
+	c.shareReplicas = append(c.shareReplicas, s.shareReplicas)
 }
 
 // reset empties the buffers, keeping their capacity for the next flush.
@@ -105,6 +107,7 @@ func (c *sampleColumns) reset() {
 	clear(c.vgpuWaitsNs) // drop references to the decoded messages' slices
 	c.vgpuWaitsNs = c.vgpuWaitsNs[:0]
 	c.smActiveUnavailable = c.smActiveUnavailable[:0]
+	c.shareReplicas = c.shareReplicas[:0]
 	c.waitsArena = c.waitsArena[:0]
 }
 

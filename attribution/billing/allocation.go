@@ -78,7 +78,9 @@ func termsOf(a Allocation, in pricebook.Instance, book *pricebook.PriceBook) (Te
 		if t.Overhead, err = pricebook.MIGOverhead(in.SMCount, in.GPUSMCount, fraction); err != nil {
 			return fail(err)
 		}
-	case pb.Kind_KIND_VGPU.Label():
+	case pb.Kind_KIND_VGPU.Label(), pb.Kind_KIND_SHARE.Label():
+		// A share's efficiency is per allocation-minute as a vGPU's; its samples carry no
+		// scheduler data, so its overhead (the switch share) and its waits (jitter) are nothing.
 		t.TimeSliced = true
 	}
 	return t, nil

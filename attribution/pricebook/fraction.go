@@ -18,10 +18,11 @@ type Instance struct {
 	GPUSMCount       uint32 // SMs of the physical GPU
 	MemTotalBytes    uint64 // framebuffer of the instance; for vGPU the profile's
 	GPUMemTotalBytes uint64 // framebuffer of the physical GPU
+	ShareReplicas    uint32 // share: the replicas its GPU is shared as
 }
 
 // BilledFraction is the share of its GPU that an instance is billed for: a whole GPU 1,
-// MIG compute slices / 7, vGPU profile framebuffer / GPU framebuffer.
+// MIG compute slices / 7, vGPU profile framebuffer / GPU framebuffer, share 1 / replicas.
 func BilledFraction(in Instance) (float64, error) {
 	switch in.Kind {
 	case pb.Kind_KIND_GPU.Label():
@@ -30,8 +31,10 @@ func BilledFraction(in Instance) (float64, error) {
 		return MIGFraction(in.ComputeSlices)
 	case pb.Kind_KIND_VGPU.Label():
 		return VGPUFraction(in.MemTotalBytes, in.GPUMemTotalBytes)
+	case pb.Kind_KIND_SHARE.Label():
+		return ShareFraction(in.ShareReplicas)
 	default:
-		return 0, fmt.Errorf("instance kind %q: expected gpu, mig or vgpu", in.Kind)
+		return 0, fmt.Errorf("instance kind %q: expected gpu, mig, vgpu or share", in.Kind)
 	}
 }
 
@@ -49,6 +52,14 @@ func VGPUFraction(profileBytes, gpuBytes uint64) (float64, error) {
 		return 0, fmt.Errorf("vGPU framebuffer %d of GPU framebuffer %d bytes: expected 0 < profile ≤ GPU", profileBytes, gpuBytes)
 	}
 	return float64(profileBytes) / float64(gpuBytes), nil
+}
+
+// ShareFraction is 1 / replicas (a GPU time-sliced as 4 replicas → 1/4).
+func ShareFraction(replicas uint32) (float64, error) {
+	if replicas < 1 {
+		return 0, fmt.Errorf("share of %d replicas: expected at least 1", replicas)
+	}
+	return 1 / float64(replicas), nil
 }
 
 // MIGOverhead is the share of a MIG instance's billed fraction that its SMs do not deliver:

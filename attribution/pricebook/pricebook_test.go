@@ -204,6 +204,10 @@ func TestBilledFraction(t *testing.T) {
 		{"vGPU H100-20C", Instance{Kind: "vgpu", MemTotalBytes: 20 * gib, GPUMemTotalBytes: 80 * gib}, 0.25, ""},
 		{"vGPU no GPU framebuffer", Instance{Kind: "vgpu", MemTotalBytes: 20 * gib}, 0, "vGPU framebuffer"},
 		{"vGPU larger than GPU", Instance{Kind: "vgpu", MemTotalBytes: 90 * gib, GPUMemTotalBytes: 80 * gib}, 0, "vGPU framebuffer"},
+		{"share of 4", Instance{Kind: "share", ShareReplicas: 4, MemTotalBytes: 20 * gib, GPUMemTotalBytes: 80 * gib}, 0.25, ""},
+		{"share of 3 (memory does not divide)", Instance{Kind: "share", ShareReplicas: 3, MemTotalBytes: 80 * gib / 3, GPUMemTotalBytes: 80 * gib}, 1.0 / 3, ""},
+		{"share of 1", Instance{Kind: "share", ShareReplicas: 1}, 1, ""},
+		{"share without replicas", Instance{Kind: "share"}, 0, "share of 0 replicas"},
 		{"unknown kind", Instance{Kind: "tpu"}, 0, `kind "tpu"`},
 	}
 	for _, tt := range tests {

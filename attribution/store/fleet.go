@@ -82,7 +82,7 @@ type FleetInstance struct {
 var fleetFactsQuery = `
 SELECT node, instance_id, argMax(gpu_uuid, time), argMax(model, time), argMax(kind, time), argMax(profile, time),
     argMax(compute_slices, time), argMax(sm_count, time), argMax(gpu_sm_count, time), argMax(mem_total_bytes, time),
-    argMax(gpu_mem_total_bytes, time)
+    argMax(gpu_mem_total_bytes, time), argMax(share_replicas, time)
 FROM ` + tables.Samples1m + `
 PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
 GROUP BY node, instance_id`
@@ -107,7 +107,7 @@ func FleetInstances(ctx context.Context, conn Querier, from, to time.Time) ([]Fl
 	err := queryEach(ctx, conn, fleetFactsQuery, args, func(scan func(...any) error) error {
 		x := &FleetInstance{}
 		err := scan(&x.Node, &x.Instance, &x.GPU.UUID, &x.Facts.Model, &x.Facts.Kind, &x.Facts.Profile, &x.Facts.ComputeSlices,
-			&x.Facts.SMCount, &x.Facts.GPUSMCount, &x.Facts.MemTotalBytes, &x.Facts.GPUMemTotalBytes)
+			&x.Facts.SMCount, &x.Facts.GPUSMCount, &x.Facts.MemTotalBytes, &x.Facts.GPUMemTotalBytes, &x.Facts.ShareReplicas)
 		x.GPU.Node, x.GPU.Model = x.Node, x.Facts.Model
 		byTarget[x.Target] = x
 		return err

@@ -12,7 +12,7 @@ import (
 const instanceColumns = `node, instance_id, gpu_uuid, model,
     argMax(kind, ts_ns), argMax(profile, ts_ns), argMax(compute_slices, ts_ns), argMax(sm_count, ts_ns),
     argMax(gpu_sm_count, ts_ns), argMax(mem_total_bytes, ts_ns), argMax(gpu_mem_total_bytes, ts_ns),
-    max(ts_ns)`
+    max(ts_ns), argMax(share_replicas, ts_ns)`
 
 const instancesInWindowQuery = `
 SELECT ` + instanceColumns + `
@@ -68,7 +68,7 @@ func readFleet(ctx context.Context, conn Querier, f *billing.Fleet, query string
 			latest uint64
 		)
 		if err := scan(&t.Node, &t.Instance, &gpu, &in.Model, &in.Kind, &in.Profile, &in.ComputeSlices,
-			&in.SMCount, &in.GPUSMCount, &in.MemTotalBytes, &in.GPUMemTotalBytes, &latest); err != nil {
+			&in.SMCount, &in.GPUSMCount, &in.MemTotalBytes, &in.GPUMemTotalBytes, &latest, &in.ShareReplicas); err != nil {
 			return err
 		}
 		f.Add(t, in, int64(latest))

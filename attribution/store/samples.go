@@ -113,7 +113,7 @@ func rollupQueries(table string, step time.Duration) sampleQueries {
 const rollupInstanceColumns = `node, instance_id, gpu_uuid, model,
     argMax(kind, time), argMax(profile, time), argMax(compute_slices, time), argMax(sm_count, time),
     argMax(gpu_sm_count, time), argMax(mem_total_bytes, time), argMax(gpu_mem_total_bytes, time),
-    toUInt64(max(time)) * 1000000000`
+    toUInt64(max(time)) * 1000000000, argMax(share_replicas, time)`
 
 // A second [t, t + 1 s) overlaps [start, end) in ns.
 const rollupInstancesInWindowQuery = `

@@ -54,7 +54,7 @@ func Calls() []string {
 		"nvmlDeviceGetDecoderUtilization", "nvmlDeviceGetEncoderUtilization", "nvmlDeviceGetFieldValues",
 		"nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetMaxMigDeviceCount",
 		"nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetMigMode",
-		"nvmlDeviceGetName", "nvmlDeviceGetPciInfo", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetSamples", "nvmlDeviceGetTemperature",
+		"nvmlDeviceGetName", "nvmlDeviceGetPciInfo", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetProcessUtilization", "nvmlDeviceGetSamples", "nvmlDeviceGetTemperature",
 		"nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetUUID",
 		"nvmlDeviceGetUtilizationRates", "nvmlDeviceGetViolationStatus",
 		"nvmlDeviceGetVgpuSchedulerLog_v2", "nvmlDeviceGetVgpuUtilization", "nvmlDeviceRegisterEvents",

@@ -63,11 +63,14 @@ func (s *Source) readGPU(dst []*pb.Sample, g *gpuDev, t time.Time, interval time
 		Model: g.model, PowerWatts: st.PowerWatts, GpuSmCount: g.sms, GpuMemTotalBytes: g.memTotal,
 	}
 	first := len(dst)
+	sh, shared := s.sharedGPU(g)
 	switch {
 	case g.mig:
 		dst = s.readMIG(dst, g, &st, &base, t)
 	case len(g.vgpus) > 0:
 		dst = s.readVGPU(dst, g, &st, &base, from, t, interval)
+	case shared:
+		dst = s.readShare(dst, g, sh, &st, &base)
 	default:
 		dst = s.readWhole(dst, g, &st, &base, t)
 	}

@@ -41,6 +41,10 @@ type Config struct {
 	Rediscover time.Duration
 	// BeforeRead, if set, is called at the start of every Read (a capture cuts its frames there).
 	BeforeRead func(t time.Time) error
+	// Shares, if set, says which GPUs are handed out as time-sliced or MPS replicas and which
+	// process runs on which: such a GPU (not MIG, not a vGPU host) is sampled as one share
+	// instance per replica instead of as a whole GPU. Called every tick: it must not block.
+	Shares exporter.Shares
 }
 
 // ErrLibraryNotFound is returned by Open when libnvidia-ml.so.1 cannot be loaded.
@@ -85,6 +89,7 @@ type gpuDev struct {
 	memV2       bool            // nvmlDeviceGetMemoryInfo_v2 present (FB free and reserved)
 	lastUtilTS  uint64
 	lastVgpuTS  uint64
+	lastProcTS  uint64 // the latest per-process utilization sample read (share instances)
 	lost        string // the call that found the GPU lost in the current tick
 	xids        uint64
 	lastXID     uint64

@@ -35,12 +35,15 @@ func New(cfg Config, reg *prometheus.Registry, logger *slog.Logger) (*Service, e
 		return nil, err
 	}
 	s := &Service{cfg: cfg, reg: reg, logger: logger, kafka: kafkaconn.Cluster{Brokers: cfg.Brokers, Security: sec}}
-	// The discovery comes first: its Shares (s.kube.Shares()) is what the nvml source is to
-	// sample share instances by, once it takes one.
+	// The discovery comes first: its Shares is what the nvml source samples share instances by.
 	if s.kube, s.closeKube, err = s.openKubernetes(); err != nil {
 		return nil, err
 	}
-	if s.src, err = openSource(&s.cfg, nvmlsource.NewMetrics(reg), logger); err != nil {
+	var shares exporter.Shares
+	if s.kube != nil {
+		shares = s.kube.Shares()
+	}
+	if s.src, err = openSource(&s.cfg, shares, nvmlsource.NewMetrics(reg), logger); err != nil {
 		s.closeKube()
 		return nil, err
 	}

@@ -32,11 +32,13 @@ type source struct {
 
 func noClose() error { return nil }
 
-// openSource opens the source cfg names. m and logger are the nvml source's.
-func openSource(cfg *Config, m *nvmlsource.Metrics, logger *slog.Logger) (*source, error) {
+// openSource opens the source cfg names. m and logger are the nvml source's; shares (nil:
+// none) says which GPUs real NVML samples as share instances. A simulated fleet has its own,
+// from the scenario.
+func openSource(cfg *Config, shares exporter.Shares, m *nvmlsource.Metrics, logger *slog.Logger) (*source, error) {
 	switch cfg.Source {
 	case "nvml":
-		return openNVML(cfg, m, logger)
+		return openNVML(cfg, shares, m, logger)
 	case "sim":
 		return openSim(cfg, m, logger)
 	case "replay":
@@ -55,13 +57,14 @@ func clockFor(start time.Time, fast bool) exporter.Clock {
 	return exporter.RealClock{Offset: time.Since(start)}
 }
 
-func openNVML(cfg *Config, m *nvmlsource.Metrics, logger *slog.Logger) (*source, error) {
+func openNVML(cfg *Config, shares exporter.Shares, m *nvmlsource.Metrics, logger *slog.Logger) (*source, error) {
 	interval := cfg.Interval
 	if interval <= 0 {
 		return nil, usage.Errorf("--interval %s: expected > 0", interval)
 	}
 	lib := nvmlsource.Library(cfg.NVMLLibrary)
-	ncfg := nvmlsource.Config{Node: cfg.Node, IDs: nvmlsource.UUIDs, Metrics: m, Logger: logger, Rediscover: 10 * time.Second}
+	ncfg := nvmlsource.Config{Node: cfg.Node, IDs: nvmlsource.UUIDs, Metrics: m, Logger: logger, Rediscover: 10 * time.Second,
+		Shares: shares}
 	closeRec := noClose
 	if cfg.Record != "" {
 		rec, err := newRecorder(cfg.Record, cfg.Node, interval, "nvml", ncfg.Rediscover)

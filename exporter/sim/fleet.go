@@ -53,7 +53,13 @@ type instance struct {
 	memTotal    uint64
 	allocations []scenario.Allocation // on this instance, in no particular order
 	period      time.Duration         // as node.period
+	pid         uint32                // share: the process of the replica's tenant while attached
 }
+
+// SharePID is the simulated process id of the tenant on replica m of the node's GPU gi
+// (distinct on a node), for whatever maps processes to replicas in place of the simulator's
+// own Shares (a Kubernetes test's cgroup reader).
+func SharePID(gi, m int) uint32 { return uint32(10000 + 100*gi + m) }
 
 // newNode builds the model of one node of the scenario: its GPUs and their instances.
 func newNode(sc *scenario.Scenario, n scenario.Node) (*node, error) {
@@ -91,6 +97,13 @@ func newNode(sc *scenario.Scenario, n scenario.Node) (*node, error) {
 			gp.sched = newScheduler(g.VGPU.Count, g.VGPU.Timeslice, g.VGPU.Switch)
 			gp.runTotal = make([]time.Duration, g.VGPU.Count)
 			gp.preempt = make([]time.Duration, g.VGPU.Count)
+		case "share":
+			for m := 0; m < g.Share.Replicas; m++ {
+				gp.instances = append(gp.instances, &instance{
+					id: fmt.Sprintf("gpu%d/share%d", gi, m), kind: pb.Kind_KIND_SHARE, sms: model.SMs,
+					memTotal: model.MemoryBytes / uint64(g.Share.Replicas), pid: SharePID(gi, m),
+				})
+			}
 		default:
 			gp.instances = []*instance{{
 				id: fmt.Sprintf("gpu%d", gi), kind: pb.Kind_KIND_GPU, sms: model.SMs, memTotal: model.MemoryBytes,

@@ -168,8 +168,17 @@ func (w *world) device(g *gpu) nvml.Device {
 			return ok(nvml.GpmSupport{IsSupportedDevice: 1})
 		},
 		GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
+			if g.shared() {
+				return ok(g.shareProcesses(w.d))
+			}
 			_, attached := g.instances[0].attachedAt(w.d)
 			return ok(procs(kind == pb.Kind_KIND_GPU && attached))
+		},
+		GetProcessUtilizationFunc: func(last uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+			if !g.shared() {
+				return nil, nvml.ERROR_NOT_SUPPORTED // only shared GPUs are asked
+			}
+			return g.processUtilization(w.d, uint64(w.start.Add(w.now()).UnixMicro()), last)
 		},
 		GetMigModeFunc: func() (int, int, nvml.Return) {
 			if len(g.model.MIG) == 0 {

@@ -135,7 +135,7 @@ func (s *Source) Read(ctx context.Context, t time.Time, interval time.Duration) 
 			// Opened while the world still stands at t, the end of the previous tick.
 			var lib nvml.Interface = n.world.lib
 			cfg := nvmlsource.Config{Node: n.name, IDs: nvmlsource.Indices, Metrics: s.opts.Metrics, Logger: s.opts.Logger,
-				Rediscover: s.opts.Rediscover}
+				Rediscover: s.opts.Rediscover, Shares: shares{n}}
 			if r := s.opts.Recorder; r != nil {
 				lib, cfg.BeforeRead = r.Library(lib), r.BeginTick
 			}

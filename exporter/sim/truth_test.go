@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,8 +20,9 @@ func TestSamplesMatchGroundTruth(t *testing.T) {
 		"../../schemas/scenario/testdata/vgpu-timeslice.yaml",
 		"../../schemas/scenario/testdata/vgpu-phase.yaml", // vGPUs alone with work, slices not dividing the tick
 		"../../schemas/scenario/testdata/outage-coldstart.yaml",
-		"../../deploy/demo/fleet.yaml", // vGPUs joining and leaving, steps, an outage on a node
-		"../testdata/mig-nogpm.yaml",   // MIG without GPM: activity unavailable, never served as 0
+		"../../schemas/scenario/testdata/share-timeslice.yaml", // replicas: per-process utilization and memory
+		"../../deploy/demo/fleet.yaml",                         // vGPUs joining and leaving, steps, an outage on a node
+		"../testdata/mig-nogpm.yaml",                           // MIG without GPM: activity unavailable, never served as 0
 	} {
 		t.Run(path, func(t *testing.T) {
 			sc, err := scenario.Load(path)
@@ -39,7 +41,7 @@ func TestSamplesMatchGroundTruth(t *testing.T) {
 					}
 				}
 			}
-			checked, unavailable := 0, 0
+			checked, unavailable, shared := 0, 0, 0
 			for k := 0; ; k++ {
 				d := time.Duration(k) * sc.Interval
 				if d >= sc.Duration {
@@ -78,6 +80,15 @@ func TestSamplesMatchGroundTruth(t *testing.T) {
 								s.GpuMemTotalBytes != g.model.MemoryBytes || s.Model != g.model.Name || s.GpuUuid != g.uuid {
 								t.Fatalf("%v %s/%s: facts %+v", d, n.name, inst.id, s)
 							}
+							if wantReplicas := uint32(0); inst.kind == pb.Kind_KIND_SHARE {
+								wantReplicas = uint32(len(g.instances))
+								shared++
+								if s.ShareReplicas != wantReplicas {
+									t.Fatalf("%v %s/%s: share_replicas %d, want %d", d, n.name, inst.id, s.ShareReplicas, wantReplicas)
+								}
+							} else if s.ShareReplicas != 0 {
+								t.Fatalf("%v %s/%s: share_replicas %d on a %s instance", d, n.name, inst.id, s.ShareReplicas, inst.kind)
+							}
 							wantMem := uint64(0)
 							if attached {
 								wantMem = uint64(a.Workload.Mem * float64(inst.memTotal))
@@ -113,7 +124,10 @@ func TestSamplesMatchGroundTruth(t *testing.T) {
 			if checked == 0 {
 				t.Fatal("no samples checked")
 			}
-			t.Logf("%d samples checked, %d with activity unavailable", checked, unavailable)
+			if strings.Contains(path, "share") && shared == 0 {
+				t.Fatal("no share sample checked")
+			}
+			t.Logf("%d samples checked, %d with activity unavailable, %d of share instances", checked, unavailable, shared)
 		})
 	}
 }

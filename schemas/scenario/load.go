@@ -80,6 +80,10 @@ type rawNode struct {
 			Timeslice string `yaml:"timeslice"`
 			Switch    string `yaml:"switch"`
 		} `yaml:"vgpu"`
+		Share *struct {
+			Mode     string `yaml:"mode"`
+			Replicas string `yaml:"replicas"`
+		} `yaml:"share"`
 	} `yaml:"gpus"`
 }
 
@@ -131,6 +135,8 @@ const (
 	MaxNodes       = 10_000
 	MaxGPUsPerNode = 16 // the densest servers hold 8 or 16
 	MaxVGPUsPerGPU = 64 // no vGPU profile is smaller than 1/64 of a GPU's framebuffer
+	// MaxSharesPerGPU bounds a shared GPU's replicas (the device plugin's replicas per GPU).
+	MaxSharesPerGPU = 64
 )
 
 type validator struct {
@@ -320,8 +326,8 @@ func (v *validator) nodes(raw []rawNode, s *Scenario) []Node {
 			if _, priced := s.Prices[rg.Model]; !priced && rg.Model != "" {
 				v.fail("prices", "no price for GPU model %q used by %s", rg.Model, gf)
 			}
-			if len(rg.MIG) > 0 && rg.VGPU != nil {
-				v.fail(gf, "a GPU is either split into MIG instances or hosts vGPUs, not both")
+			if n := boolCount(len(rg.MIG) > 0, rg.VGPU != nil, rg.Share != nil); n > 1 {
+				v.fail(gf, "a GPU is split into MIG instances, hosts vGPUs or is shared as replicas: one of mig, vgpu and share, not %d", n)
 			}
 			if ok && len(rg.MIG) > 0 {
 				if len(model.MIG) == 0 {
@@ -344,6 +350,9 @@ func (v *validator) nodes(raw []rawNode, s *Scenario) []Node {
 			}
 			if rg.VGPU != nil {
 				g.VGPU = v.vgpu(gf+".vgpu", rg.VGPU.Profile, rg.VGPU.Count, rg.VGPU.Scheduler, rg.VGPU.Timeslice, rg.VGPU.Switch, model, ok)
+			}
+			if rg.Share != nil {
+				g.Share = v.share(gf+".share", rg.Share.Mode, rg.Share.Replicas)
 			}
 			n.GPUs = append(n.GPUs, g)
 		}
@@ -392,7 +401,31 @@ func (v *validator) vgpu(f, profile, count, scheduler, timeslice, sw string, mod
 	return g
 }
 
-var targetRE = regexp.MustCompile(`^([^/]+)/gpu([0-9]+)(?:/(mig|vgpu)([0-9]+))?$`)
+func boolCount(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+func (v *validator) share(f, mode, replicas string) *Share {
+	sh := &Share{Mode: mode}
+	if !slices.Contains(ShareModes, mode) {
+		v.fail(f+".mode", "%q: expected one of %s", mode, strings.Join(ShareModes, ", "))
+	}
+	n, err := strconv.Atoi(replicas)
+	if err != nil || n < 1 || n > MaxSharesPerGPU {
+		v.fail(f+".replicas", "%q: expected a whole number from 1 to %d", replicas, MaxSharesPerGPU)
+		n = 0
+	}
+	sh.Replicas = n
+	return sh
+}
+
+var targetRE = regexp.MustCompile(`^([^/]+)/gpu([0-9]+)(?:/(mig|vgpu|share)([0-9]+))?$`)
 
 func (v *validator) tenants(raw []rawTenant, s *Scenario) []Tenant {
 	seen := map[string]bool{}
@@ -429,7 +462,7 @@ func (v *validator) tenants(raw []rawTenant, s *Scenario) []Tenant {
 			}
 			target, ok := v.target(af+".target", ra.Target, s)
 			a.Target = target
-			a.Workload = v.workload(af+".workload", ra.Workload.SM, ra.Workload.Steps, ra.Workload.Mem, target.Kind == "vgpu")
+			a.Workload = v.workload(af+".workload", ra.Workload.SM, ra.Workload.Steps, ra.Workload.Mem, target.Kind)
 			if ok {
 				key := target.Node + "/" + target.Instance
 				for _, h := range holds[key] {
@@ -449,7 +482,7 @@ func (v *validator) tenants(raw []rawTenant, s *Scenario) []Tenant {
 func (v *validator) target(f, raw string, s *Scenario) (Target, bool) {
 	m := targetRE.FindStringSubmatch(raw)
 	if m == nil {
-		v.fail(f, "%q: expected node/gpuN, node/gpuN/migM or node/gpuN/vgpuM", raw)
+		v.fail(f, "%q: expected node/gpuN, node/gpuN/migM, node/gpuN/vgpuM or node/gpuN/shareM", raw)
 		return Target{Raw: raw}, false
 	}
 	gi, _ := strconv.Atoi(m[2])
@@ -484,6 +517,9 @@ func (v *validator) target(f, raw string, s *Scenario) (Target, bool) {
 	case t.Kind == "vgpu" && g.VGPU != nil && t.Index >= g.VGPU.Count:
 		v.fail(f, "%q: gpu%d has %d vGPU instance(s)", raw, gi, g.VGPU.Count)
 		return t, false
+	case t.Kind == "share" && g.Share != nil && t.Index >= g.Share.Replicas:
+		v.fail(f, "%q: gpu%d is shared as %d replica(s)", raw, gi, g.Share.Replicas)
+		return t, false
 	}
 	return t, true
 }
@@ -494,17 +530,24 @@ func kindWord(k string) string {
 		return "MIG-partitioned"
 	case "vgpu":
 		return "vGPU-hosting"
+	case "share":
+		return "shared (replicas)"
 	default:
 		return "whole"
 	}
 }
 
-func (v *validator) workload(f string, sm *string, steps [][]string, mem string, vgpu bool) Workload {
+func (v *validator) workload(f string, sm *string, steps [][]string, mem string, kind string) Workload {
 	var w Workload
 	smValue := func(field, s string) float64 {
 		x := v.number(field, s, 0, 1, "an SM activity in [0, 1]")
-		if vgpu && x != 0 && x != 1 {
+		if kind == "vgpu" && x != 0 && x != 1 {
 			v.fail(field, "%s: a vGPU workload's sm is 0 or 1 in scenario version 1", s)
+		}
+		// NVML's per-process utilization is a whole percent: a finer figure could not be
+		// observed, so the ground truth would not be the samples'.
+		if kind == "share" && math.Abs(x*100-math.Round(x*100)) > 1e-9 {
+			v.fail(field, "%s: a share workload's sm is a whole percent (e.g. 0.35)", s)
 		}
 		return x
 	}

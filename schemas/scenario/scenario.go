@@ -62,6 +62,9 @@ type GPU struct {
 	Model string
 	MIG   []string // MIG profiles, in instance index order
 	VGPU  *VGPU
+	// Share (YAML `share`) hands the GPU out as time-sliced or MPS replicas (Kubernetes device
+	// ids GPU-<uuid>::<n>): instances of kind share, each billed 1/replicas.
+	Share *Share
 	// NoGPM (YAML `gpm: false`) simulates a GPU whose driver has no GPM, as before Hopper: its
 	// MIG instances' activity cannot be measured, so their samples say sm_active_unavailable.
 	// By default every simulated GPU has GPM, so that the scenario's workloads are observable.
@@ -113,6 +116,8 @@ func (g GPU) Kind() string {
 		return "mig"
 	case g.VGPU != nil:
 		return "vgpu"
+	case g.Share != nil:
+		return "share"
 	default:
 		return "gpu"
 	}
@@ -126,6 +131,16 @@ type VGPU struct {
 	Timeslice time.Duration
 	Switch    time.Duration
 }
+
+// Share describes a GPU shared as replicas: each replica's processes get the GPU's SMs in turn
+// (time-slicing) or side by side (MPS); for the bill both are the same, 1/replicas each.
+type Share struct {
+	Mode     string // time_slicing or mps
+	Replicas int
+}
+
+// ShareModes are the ways a GPU is shared as replicas.
+var ShareModes = []string{"time_slicing", "mps"}
 
 // Tenant holds allocations at one tier.
 type Tenant struct {
@@ -143,14 +158,14 @@ type Allocation struct {
 	Workload  Workload
 }
 
-// Target names an instance: node/gpuN[/migM|/vgpuM].
+// Target names an instance: node/gpuN[/migM|/vgpuM|/shareM].
 type Target struct {
 	Node     string
 	GPU      int
-	Kind     string // gpu, mig, vgpu
-	Index    int    // MIG or vGPU index; 0 for a whole GPU
+	Kind     string // gpu, mig, vgpu, share
+	Index    int    // MIG, vGPU or replica index; 0 for a whole GPU
 	Raw      string
-	Instance string // instance id as the simulator names it: gpuN, gpuN/migM, gpuN/vgpuM
+	Instance string // instance id as the simulator names it: gpuN, gpuN/migM, gpuN/vgpuM, gpuN/shareM
 }
 
 // Workload is the tenant's load on its instance while attached.

@@ -16,6 +16,8 @@ func (k Kind) Label() string {
 		return "mig"
 	case Kind_KIND_VGPU:
 		return "vgpu"
+	case Kind_KIND_SHARE:
+		return "share"
 	default:
 		return "unknown"
 	}

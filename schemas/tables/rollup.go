@@ -84,7 +84,7 @@ func RollupSeconds(samples, seconds string) string {
 SELECT sec, node, instance_id, r_gpu_uuid, r_gpu_index, r_model, r_kind, r_profile, r_compute_slices, r_sm_count,
     r_gpu_sm_count, r_mem_total_bytes, r_gpu_mem_total_bytes, r_interval_ns, samples, toUInt64(u_union),
     sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum, first_attached_ns, mem_used_bytes_sum, power_watts_sum,
-    wait_ns, wait_count, active_samples, toUInt64(a_union), first_ns, last_ns, a_integral, u_integral
+    wait_ns, wait_count, active_samples, toUInt64(a_union), first_ns, last_ns, a_integral, u_integral, r_share_replicas
 FROM (
     SELECT *,
         ` + Coverage("u", "los", "his", "os", "u_len", "u_weighted", "regular") + `,
@@ -94,6 +94,7 @@ FROM (
             any(kind) AS r_kind, any(profile) AS r_profile, any(compute_slices) AS r_compute_slices, any(sm_count) AS r_sm_count,
             any(gpu_sm_count) AS r_gpu_sm_count, any(mem_total_bytes) AS r_mem_total_bytes,
             any(gpu_mem_total_bytes) AS r_gpu_mem_total_bytes, any(interval_ns) AS r_interval_ns,
+            any(share_replicas) AS r_share_replicas,
             countIf(taken_here) AS samples, groupArray(lo) AS los, groupArray(hi) AS his, groupArray(o_tick) AS os,
             groupArrayIf(lo, measured) AS alos, groupArrayIf(hi, measured) AS ahis, groupArrayIf(sm_active, measured) AS sms,
             sumIf(sm_active, measured AND taken_here) AS sm_active_sum, sumIf(toUInt64(attached), taken_here) AS attached_sum,
@@ -110,7 +111,7 @@ FROM (
         FROM (
             SELECT node, instance_id, gpu_uuid, gpu_index, model, kind, profile, compute_slices, sm_count, gpu_sm_count,
                 mem_total_bytes, gpu_mem_total_bytes, interval_ns, ts_ns, sm_active, attached, vgpu_switch_ns, vgpu_run_ns,
-                mem_used_bytes, power_watts, ` + Measured + ` AS measured,
+                mem_used_bytes, power_watts, share_replicas, ` + Measured + ` AS measured,
                 toInt64(least(interval_ns, ` + MaxInterval + `)) AS iv, if(iv > 0, vgpu_switch_ns / iv, 0.) AS o_tick,
                 toInt64(ts_ns) AS t, intDiv(t, 1000000000) AS first_sec,
                 arrayJoin(arrayMap(i -> first_sec + i, range(toUInt64(intDiv(t + iv - 1, 1000000000) - first_sec + 1)))) AS sec_n,
@@ -143,7 +144,8 @@ SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gp
     tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2),
     sum(active_samples), sum(active_ns),
     if(sum(samples) > 0, minIf(first_ns, samples > 0), min(first_ns)),
-    if(sum(samples) > 0, maxIf(last_ns, samples > 0), max(last_ns)), sum(sm_active_ns), sum(switch_ns)
+    if(sum(samples) > 0, maxIf(last_ns, samples > 0), max(last_ns)), sum(sm_active_ns), sum(switch_ns),
+    any(share_replicas)
 FROM (
     SELECT ` + List(RollupColumns) + `
     FROM ` + Final(Samples1s) + `

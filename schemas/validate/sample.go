@@ -17,6 +17,9 @@ const (
 	// MaxAhead is how far ahead of the validating clock a sample may be (clock skew between
 	// hosts); later ones would bill the future.
 	MaxAhead = 10 * time.Minute
+	// MaxShareReplicas bounds a shared GPU's replicas: the device plugin hands out a few per
+	// GPU (tens at most); more is a corrupt count that would bill a GPU to dust.
+	MaxShareReplicas = 1024
 )
 
 // MinTimestamp is the earliest sample time accepted: anything before is a clock that was never set.
@@ -34,6 +37,7 @@ type Sample struct {
 	TsNs, IntervalNs            uint64
 	MemUsedBytes, MemTotalBytes uint64
 	SMActive, PowerWatts        float64
+	ShareReplicas               uint32 // kind share only
 }
 
 // FromProto is the validated view of s.
@@ -41,7 +45,7 @@ func FromProto(s *pb.Sample) Sample {
 	return Sample{
 		InstanceID: s.GetInstanceId(), Kind: s.GetKind(), TsNs: s.GetTsNs(), IntervalNs: s.GetIntervalNs(),
 		MemUsedBytes: s.GetMemUsedBytes(), MemTotalBytes: s.GetMemTotalBytes(),
-		SMActive: s.GetSmActive(), PowerWatts: s.GetPowerWatts(),
+		SMActive: s.GetSmActive(), PowerWatts: s.GetPowerWatts(), ShareReplicas: s.GetShareReplicas(),
 	}
 }
 
@@ -54,7 +58,7 @@ func CheckSample(s Sample, now time.Time) *Refusal {
 	case s.InstanceID == "":
 		return &Refusal{ReasonMissingInstanceID, "instance_id", `""`, "a non-empty instance id"}
 	case !KnownKind(s.Kind):
-		return &Refusal{ReasonUnknownKind, "kind", strconv.Itoa(int(s.Kind)), "gpu, mig or vgpu (1, 2 or 3)"}
+		return &Refusal{ReasonUnknownKind, "kind", strconv.Itoa(int(s.Kind)), "gpu, mig, vgpu or share (1, 2, 3 or 4)"}
 	case s.TsNs == 0:
 		return &Refusal{ReasonMissingTimestamp, "ts_ns", "0", "ns since the Unix epoch"}
 	case s.TsNs > MaxTimestampNs:
@@ -71,6 +75,11 @@ func CheckSample(s Sample, now time.Time) *Refusal {
 		return invalid("sm_active", formatFloat(s.SMActive), "a ratio in [0, 1]")
 	case !(s.PowerWatts >= 0 && s.PowerWatts <= math.MaxFloat64): // also NaN and +Inf
 		return invalid("power_watts", formatFloat(s.PowerWatts), "a finite power >= 0")
+	case s.Kind == pb.Kind_KIND_SHARE && (s.ShareReplicas < 1 || s.ShareReplicas > MaxShareReplicas):
+		// Its billed fraction is 1/share_replicas: 0 would divide by zero.
+		return invalid("share_replicas", strconv.FormatUint(uint64(s.ShareReplicas), 10), fmt.Sprintf("the GPU's replicas, 1 to %d, on a share instance", MaxShareReplicas))
+	case s.Kind != pb.Kind_KIND_SHARE && s.ShareReplicas != 0:
+		return invalid("share_replicas", strconv.FormatUint(uint64(s.ShareReplicas), 10), "0 on a "+s.Kind.Label()+" instance (only share instances are replicas)")
 	case s.MemUsedBytes > s.MemTotalBytes:
 		return invalid("mem_used_bytes", strconv.FormatUint(s.MemUsedBytes, 10), fmt.Sprintf("at most mem_total_bytes (%d)", s.MemTotalBytes))
 	}
@@ -79,7 +88,7 @@ func CheckSample(s Sample, now time.Time) *Refusal {
 
 // KnownKind reports whether k is a kind of instance attribution knows.
 func KnownKind(k pb.Kind) bool {
-	return k == pb.Kind_KIND_GPU || k == pb.Kind_KIND_MIG || k == pb.Kind_KIND_VGPU
+	return k == pb.Kind_KIND_GPU || k == pb.Kind_KIND_MIG || k == pb.Kind_KIND_VGPU || k == pb.Kind_KIND_SHARE
 }
 
 func tsValue(ns uint64) string {

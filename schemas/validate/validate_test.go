@@ -49,6 +49,12 @@ func TestCheckSample(t *testing.T) {
 		{"power -Inf", func(s *Sample) { s.PowerWatts = math.Inf(-1) }, ReasonInvalid, "power_watts"},
 		{"power negative", func(s *Sample) { s.PowerWatts = -1 }, ReasonInvalid, "power_watts"},
 		{"mem used > total", func(s *Sample) { s.MemUsedBytes = s.MemTotalBytes + 1 }, ReasonInvalid, "mem_used_bytes"},
+		{"share of 4", func(s *Sample) { s.Kind, s.ShareReplicas = pb.Kind_KIND_SHARE, 4 }, "", ""},
+		{"share of 1", func(s *Sample) { s.Kind, s.ShareReplicas = pb.Kind_KIND_SHARE, 1 }, "", ""},
+		{"share of max", func(s *Sample) { s.Kind, s.ShareReplicas = pb.Kind_KIND_SHARE, MaxShareReplicas }, "", ""},
+		{"share of 0", func(s *Sample) { s.Kind, s.ShareReplicas = pb.Kind_KIND_SHARE, 0 }, ReasonInvalid, "share_replicas"},
+		{"share over max", func(s *Sample) { s.Kind, s.ShareReplicas = pb.Kind_KIND_SHARE, MaxShareReplicas+1 }, ReasonInvalid, "share_replicas"},
+		{"replicas on mig", func(s *Sample) { s.ShareReplicas = 2 }, ReasonInvalid, "share_replicas"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := validSample()
@@ -80,6 +86,14 @@ func TestProtoSampleReadsEveryCheckedField(t *testing.T) {
 	s.MemUsedBytes = 3
 	if r := ProtoSample(s, testNow); r == nil || r.Field != "mem_used_bytes" {
 		t.Errorf("mem used > total: got %v", r)
+	}
+	s.MemUsedBytes, s.Kind = 1, pb.Kind_KIND_SHARE
+	if r := ProtoSample(s, testNow); r == nil || r.Field != "share_replicas" {
+		t.Errorf("share without replicas: got %v", r)
+	}
+	s.ShareReplicas = 2
+	if r := ProtoSample(s, testNow); r != nil {
+		t.Errorf("share of 2 refused: %v", r)
 	}
 }
 

@@ -39,7 +39,7 @@ func InsertSamples(t testing.TB, conn driver.Conn, node string, samples []*pb.Sa
 		times                                                    []time.Time
 		ts, intervals, memUsed, memTotal, gpuMem, run, switching []uint64
 		nodes, uuids, models, kinds, instances, profiles         []string
-		gpuIndex, slices, sms, gpuSMs                            []uint32
+		gpuIndex, slices, sms, gpuSMs, replicas                  []uint32
 		attached, unavailable                                    []uint8
 		smActive, power                                          []float64
 		waits                                                    [][]uint64
@@ -80,9 +80,10 @@ func InsertSamples(t testing.TB, conn driver.Conn, node string, samples []*pb.Sa
 			w = []uint64{}
 		}
 		waits = append(waits, w)
+		replicas = append(replicas, s.GetShareReplicas())
 	}
 	columns := []any{times, ts, intervals, nodes, uuids, gpuIndex, models, kinds, instances, profiles, attached,
-		smActive, memUsed, memTotal, power, slices, sms, gpuSMs, gpuMem, run, switching, waits, unavailable}
+		smActive, memUsed, memTotal, power, slices, sms, gpuSMs, gpuMem, run, switching, waits, unavailable, replicas}
 	for i, c := range columns {
 		if err := batch.Column(i).Append(c); err != nil {
 			t.Fatalf("append column %d: %v", i, err)
