@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what slicemeter's demo and tests start or call, on Debian 12 as root: ClickHouse 18.16,
-# protoc, Prometheus, Alertmanager, kcat, Java 17 and Maven (for the Kafka broker), chDB, the FOCUS
+# protoc, Prometheus, Alertmanager, kcat, Java 17 and Maven (for the Kafka broker), Chromium (the
+# statement's browser test and PDF), chDB, the FOCUS
 # validator (a virtual environment in the cache), and the Kafka and ZooKeeper jars in the cache. Only what is missing is installed, so a second run takes
 # about a second.
 #
@@ -13,7 +14,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 kafka_version=4.4.0
 zookeeper_version=3.9.5 # deploy/local ZooKeeperVersion; ClickHouse 18.16 clusters need ZooKeeper
 packages=(clickhouse-server clickhouse-client protobuf-compiler prometheus prometheus-alertmanager
-	kcat openjdk-17-jre-headless maven python3-pip)
+	kcat openjdk-17-jre-headless maven python3-pip chromium)
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }
 
