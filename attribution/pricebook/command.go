@@ -134,4 +134,6 @@ func writeContracts(s *strings.Builder, contracts map[string]map[string]float64,
 }
 
 // num prints a figure as written, without float noise (0.7 × 1.6 = 1.12, not 1.1199999…).
-func num(f float64) string { return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.6f", f), "0"), ".") }
+func num(f float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.6f", f), "0"), ".")
+}

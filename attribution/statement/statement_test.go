@@ -34,7 +34,9 @@ func TestBuild(t *testing.T) {
 		wantCorrections int
 	}{
 		{name: "open", wantCost: rowsCost(month.Tenants, "acme")},
-		{name: "closed", closes: func(context.Context, period.Month) (period.Closed, []period.Line, bool, error) { return closed, lines, true, nil },
+		{name: "closed", closes: func(context.Context, period.Month) (period.Closed, []period.Line, bool, error) {
+			return closed, lines, true, nil
+		},
 			wantCost: 100.5, wantCorrections: 1},
 		{name: "not closed yet", closes: func(context.Context, period.Month) (period.Closed, []period.Line, bool, error) {
 			return period.Closed{}, nil, false, nil
