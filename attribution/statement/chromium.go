@@ -1,8 +1,8 @@
 package statement
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -34,31 +34,41 @@ func Chromium() (string, error) {
 // returns what it printed. The sandbox is off: it only ever opens our own page, and Chromium
 // refuses to start sandboxed as root (containers, CI).
 func Headless(ctx context.Context, page string, args ...string) ([]byte, error) {
+	out, _, err := headless(ctx, page, args...)
+	return out, err
+}
+
+// headless is Headless, with what Chromium logged (its console messages with
+// --enable-logging=stderr).
+func headless(ctx context.Context, page string, args ...string) (stdout, stderr []byte, err error) {
 	bin, err := Chromium()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	abs, err := filepath.Abs(page)
 	if err != nil {
-		return nil, fmt.Errorf("headless Chromium: %w", err)
+		return nil, nil, fmt.Errorf("headless Chromium: %w", err)
 	}
 	profile, err := os.MkdirTemp("", "slicemeter-chromium-")
 	if err != nil {
-		return nil, fmt.Errorf("headless Chromium: a profile directory: %w", err)
+		return nil, nil, fmt.Errorf("headless Chromium: a profile directory: %w", err)
 	}
 	defer os.RemoveAll(profile)
 	all := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
 		"--disable-extensions", "--disable-background-networking", "--user-data-dir=" + profile}, args...)
 	cmd := exec.CommandContext(ctx, bin, append(all, "file://"+abs)...)
-	out, err := cmd.Output()
-	if err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return out, fmt.Errorf("headless Chromium on %s: %w: %s", page, err, exit.Stderr)
-		}
-		return out, fmt.Errorf("headless Chromium on %s: %w", page, err)
+	var out, log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &log
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), log.Bytes(), fmt.Errorf("headless Chromium on %s: %w: %s", page, err, lastLines(log.Bytes(), 5))
 	}
-	return out, nil
+	return out.Bytes(), log.Bytes(), nil
+}
+
+// lastLines are the last n lines of b (Chromium's stderr is long and mostly D-Bus noise).
+func lastLines(b []byte, n int) []byte {
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	return bytes.Join(lines[max(0, len(lines)-n):], []byte("\n"))
 }
 
 // PDF prints the page file to the PDF file out on A4 (the page's print stylesheet).
