@@ -34,14 +34,18 @@ func needChromium(t *testing.T) {
 
 // probe runs in the browser after the page (appended by the test only: the statement itself
 // has no script) and leaves what the browser laid out in data-check: per chart the points it
-// declares, holds and drew with a height, the totals as shown, and how many resources the
+// declares, holds and drew with a bar of some height, the totals as shown, and how many resources the
 // page fetched.
 const probe = `<script>
 (function () {
   var r = {charts: [], totals: {}, resources: performance.getEntriesByType('resource').length};
   document.querySelectorAll('svg.chart').forEach(function (svg) {
     var drawn = 0;
-    svg.querySelectorAll('g.point').forEach(function (g) { if (g.getBoundingClientRect().height > 0) drawn++; });
+    svg.querySelectorAll('g.point').forEach(function (g) {
+      var h = 0;
+      g.querySelectorAll('rect').forEach(function (r) { h += r.getBoundingClientRect().height; });
+      if (h > 0) drawn++;
+    });
     r.charts.push({id: svg.id, declared: Number(svg.dataset.points), points: svg.querySelectorAll('g.point').length, drawn: drawn});
   });
   document.querySelectorAll('[data-total]').forEach(function (e) { r.totals[e.dataset.total] = e.textContent.trim(); });
