@@ -110,10 +110,11 @@ func TestStatementFromClickHouse(t *testing.T) {
 // SLICEMETER_BENCH_ALLOCATIONS allocations (default 100):
 //
 //   - render: the page alone, from a built statement;
+//
 //   - clickhouse: built from the stored minutes (the API's way: the month with its line
 //     items and each day's report) and rendered.
 //
-//	go test -run '^$' -bench Statement -benchtime 3x ./attribution/statement/
+//     go test -run '^$' -bench Statement -benchtime 3x ./attribution/statement/
 func BenchmarkStatement(b *testing.B) {
 	allocs := 100
 	if v, err := strconv.Atoi(os.Getenv("SLICEMETER_BENCH_ALLOCATIONS")); err == nil && v > 0 {
