@@ -69,5 +69,18 @@ device-build:
 device-check:
 	bash deploy/device/check.sh
 
+# The Helm chart's copies of alerts/ and dashboards/json, and the plain manifests rendered
+# from it (deploy/kubernetes); the tests of deploy/helm fail when they are stale.
+.PHONY: chart image
+chart:
+	$(GO) generate ./deploy/helm
+
+# The container image (deploy/image/Dockerfile). Needs a Docker engine, which the machines
+# that run `make test` do not have: nothing runs this target there.
+IMAGE ?= ghcr.io/slicemeter/slicemeter:$(VERSION)
+image:
+	docker build -f deploy/image/Dockerfile --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
+		--build-arg BRANCH=$(BRANCH) -t $(IMAGE) .
+
 clean:
 	rm -rf bin

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/audit"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
@@ -83,5 +85,42 @@ func TestAuditsAllocationEvents(t *testing.T) {
 			(w.before == "") != (e.Before == "") || !strings.Contains(e.Before, w.before) || (w.after == "") != (e.After == "") || !strings.Contains(e.After, w.after) {
 			t.Errorf("entry %d: %+v\nwant %+v", i, e, w)
 		}
+	}
+}
+
+// TestAuditsKubernetesDoor: an event whose producer says door kubernetes (the exporter's
+// discovery) is recorded as door kubernetes with its principal; one claiming any other door is
+// door kafka without a principal, as a plain Kafka message.
+func TestAuditsKubernetesDoor(t *testing.T) {
+	brokers := localtest.FakeKafka(t)
+	db := localtest.Database(t)
+	const s = int64(time.Second)
+	event := func(id, instance string) *pb.AllocationEvent {
+		return &pb.AllocationEvent{AllocationId: id, Tenant: "team-a", Tier: "pro", Node: "node-a", InstanceId: instance,
+			RequestedAtNs: 10 * s, StartedAtNs: 10 * s, Version: 1}
+	}
+	k8s := allocationMessage(t, event("k8s/uid/main/gpu0", "gpu0"))
+	k8s.Headers = []kafka.Header{{Key: audit.HeaderDoor, Value: []byte(audit.DoorKubernetes)}, {Key: audit.HeaderPrincipal, Value: []byte("node/node-a")}}
+	forged := allocationMessage(t, event("forged", "gpu1"))
+	forged.Headers = []kafka.Header{{Key: audit.HeaderDoor, Value: []byte(audit.DoorHTTP)}, {Key: audit.HeaderPrincipal, Value: []byte("admin")}}
+	produce(t, brokers, k8s, forged)
+	c, _, stop := startCollector(t, Config{Brokers: brokers, GroupID: "audit-k8s", FlushInterval: 100 * time.Millisecond}, db.Conn)
+	waitFor(t, 20*time.Second, "2 allocation rows stored", func() bool { _, a := c.Stored(); return a == 2 })
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	entries, err := audit.List(context.Background(), db.Conn, audit.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]audit.Entry{}
+	for _, e := range entries {
+		got[e.AllocationID] = e
+	}
+	if e := got["k8s/uid/main/gpu0"]; e.Door != audit.DoorKubernetes || e.Principal != "node/node-a" || e.Origin != pb.TopicAllocations+"/0@0" || e.Action != audit.ActionCreate {
+		t.Errorf("kubernetes entry %+v; want door kubernetes, principal node/node-a, origin %s/0@0", e, pb.TopicAllocations)
+	}
+	if e := got["forged"]; e.Door != audit.DoorKafka || e.Principal != "" {
+		t.Errorf("forged entry %+v; want door kafka without a principal", e)
 	}
 }

@@ -60,7 +60,7 @@ func (c *Collector) refuseOverlaps(ctx context.Context, b *batch) error {
 	now := time.Now()
 	for _, ch := range changes {
 		m, e := b.allocChecks.msgs[ch.Index], b.allocChecks.events[ch.Index]
-		who := audit.Actor{Door: audit.DoorKafka, Origin: fmt.Sprintf("%s/%d@%d", m.Topic, m.Partition, m.Offset)}
+		who := actorOf(m)
 		b.allocChecks.audit = append(b.allocChecks.audit, audit.NewEntry(now, who, ch.Before, e.Allocation, e.Version, e.Deleted))
 	}
 	b.allocChecks.checked = true
@@ -87,4 +87,25 @@ func (c *allocationColumns) drop(rows map[int]bool) {
 	c.node, c.instanceID = c.node[:keep], c.instanceID[:keep]
 	c.requestedNs, c.startedNs, c.endedNs = c.requestedNs[:keep], c.startedNs[:keep], c.endedNs[:keep]
 	c.version, c.deleted, c.received = c.version[:keep], c.deleted[:keep], c.received[:keep]
+}
+
+// actorOf is who wrote an allocation message: door kafka, or the door and principal its
+// producer names in its headers (audit.HeaderDoor: the exporter's Kubernetes discovery).
+func actorOf(m kafka.Message) audit.Actor {
+	who := audit.Actor{Door: audit.DoorKafka, Origin: fmt.Sprintf("%s/%d@%d", m.Topic, m.Partition, m.Offset)}
+	for _, h := range m.Headers {
+		switch h.Key {
+		case audit.HeaderDoor:
+			// Only the doors that come through the topic; another value is not believed.
+			if audit.Door(h.Value) == audit.DoorKubernetes {
+				who.Door = audit.DoorKubernetes
+			}
+		case audit.HeaderPrincipal:
+			who.Principal = string(h.Value)
+		}
+	}
+	if who.Door == audit.DoorKafka {
+		who.Principal = "" // a plain Kafka message has no principal (README, "Allocation audit")
+	}
+	return who
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/slicemeter/slicemeter/exporter/kubernetes"
 	"github.com/slicemeter/slicemeter/exporter/service"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/internal/webserver"
@@ -46,6 +47,7 @@ func newExporterCmd(app *kingpin.Application) *exporterCmd {
 	c.Flag("kafka.max-message-bytes", "Largest message the samples topic accepts; bigger batches are split to fit (0: read the topic's max.message.bytes once Kafka is reached).").Default("0").Int64Var(&cfg.MaxMessageBytes)
 	c.Flag("kafka.drain-timeout", "At exit, how long to keep delivering queued batches; what is left then stays in the spool (or is lost with the memory queue) and the exit status is 1.").Default("30s").DurationVar(&cfg.DrainTimeout)
 	cfg.Web = webserver.AddFlags(c, ":9835")
+	cfg.Kubernetes = kubernetes.AddFlags(c)
 	return e
 }
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what slicemeter's demo and tests start or call, on Debian 12 as root: ClickHouse 18.16,
-# protoc, Prometheus, Alertmanager, kcat, Java 17 and Maven (for the Kafka broker), Chromium (the
-# statement's browser test and PDF), chDB, the FOCUS
-# validator (a virtual environment in the cache), and the Kafka and ZooKeeper jars in the cache. Only what is missing is installed, so a second run takes
+# protoc, Prometheus, Alertmanager, kcat, Java 17 and Maven (for the Kafka broker), etcd, Chromium
+# (the statement's browser test and PDF), chDB, the
+# FOCUS validator (a virtual environment in the cache), the Kafka and ZooKeeper jars in the cache,
+# and kube-apiserver and helm built from their Go modules into the cache. Only what is missing is
+# installed, so a second run takes
 # about a second.
 #
 # The services installed here are never used: the harness (deploy/local) starts its own
@@ -13,8 +15,10 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 kafka_version=4.4.0
 zookeeper_version=3.9.5 # deploy/local ZooKeeperVersion; ClickHouse 18.16 clusters need ZooKeeper
+kube_version=1.31.4  # deploy/local KubeAPIServerVersion
+helm_version=3.22.0  # deploy/local HelmVersion
 packages=(clickhouse-server clickhouse-client protobuf-compiler prometheus prometheus-alertmanager
-	kcat openjdk-17-jre-headless maven python3-pip chromium)
+	kcat openjdk-17-jre-headless maven python3-pip python3-venv etcd-server chromium)
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }
 
@@ -111,6 +115,27 @@ if [[ $(cat "$zk_home/libs.complete" 2>/dev/null) != "$zk_want" ]]; then
 			printf '%s\n' "$zk_want" >"$zk_home/libs.complete"
 		fi
 	) 9>"$zk_home/.lock"
+fi
+
+# kube-apiserver, built from k8s.io/kubernetes by the same script deploy/local's
+# KubeAPIServerBinary runs (it checks its own marker and lock): minutes the first time.
+bash "$here/kube/build-kube-apiserver.sh" "$kube_version" "$cache/kube-apiserver-$kube_version"
+
+# helm, for the chart's tests, the way deploy/local's HelmBinary builds it.
+helm_home="$cache/helm-$helm_version"
+if [[ $(cat "$helm_home/bin.complete" 2>/dev/null) != "v$helm_version" ]]; then
+	mkdir -p "$helm_home"
+	(
+		flock 9
+		if [[ $(cat "$helm_home/bin.complete" 2>/dev/null) != "v$helm_version" ]]; then
+			log "building helm $helm_version into $helm_home/bin"
+			rm -rf "$helm_home/bin.tmp"
+			(cd "$helm_home" && GOBIN="$helm_home/bin.tmp" GOWORK=off GOFLAGS= CGO_ENABLED=0 go install "helm.sh/helm/v3/cmd/helm@v$helm_version")
+			rm -rf "$helm_home/bin"
+			mv "$helm_home/bin.tmp" "$helm_home/bin"
+			printf 'v%s\n' "$helm_version" >"$helm_home/bin.complete"
+		fi
+	) 9>"$helm_home/.lock"
 fi
 
 log "all dependencies present"

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/slicemeter/slicemeter/exporter/kubernetes"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/internal/webserver"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
@@ -53,6 +54,9 @@ type Config struct {
 	// DrainTimeout bounds the delivery of what is still queued once sampling ends (0: 30 s);
 	// Run fails if something is left.
 	DrainTimeout time.Duration
+
+	// Kubernetes is the --kubernetes.* flags; nil or not Enabled: no discovery.
+	Kubernetes *kubernetes.Flags
 
 	// Web is where /metrics, /healthz and /readyz are served; nil: nowhere (the caller serves
 	// the registry).

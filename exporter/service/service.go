@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slicemeter/slicemeter/exporter"
+	"github.com/slicemeter/slicemeter/exporter/kubernetes"
 	"github.com/slicemeter/slicemeter/exporter/nvmlsource"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/internal/webserver"
@@ -22,6 +23,9 @@ type Service struct {
 	logger *slog.Logger
 	src    *source
 	kafka  kafkaconn.Cluster // Config.Brokers with the loaded Config.Kafka
+	// kube is the --kubernetes discovery (nil without); closeKube releases its connections.
+	kube      *kubernetes.Discovery
+	closeKube func()
 }
 
 // New opens the source cfg names, registering its metrics in reg. A bad Config is a usage error.
@@ -30,11 +34,17 @@ func New(cfg Config, reg *prometheus.Registry, logger *slog.Logger) (*Service, e
 	if err != nil {
 		return nil, err
 	}
-	src, err := openSource(&cfg, nvmlsource.NewMetrics(reg), logger)
-	if err != nil {
+	s := &Service{cfg: cfg, reg: reg, logger: logger, kafka: kafkaconn.Cluster{Brokers: cfg.Brokers, Security: sec}}
+	// The discovery comes first: its Shares (s.kube.Shares()) is what the nvml source is to
+	// sample share instances by, once it takes one.
+	if s.kube, s.closeKube, err = s.openKubernetes(); err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, reg: reg, logger: logger, src: src, kafka: kafkaconn.Cluster{Brokers: cfg.Brokers, Security: sec}}, nil
+	if s.src, err = openSource(&s.cfg, nvmlsource.NewMetrics(reg), logger); err != nil {
+		s.closeKube()
+		return nil, err
+	}
+	return s, nil
 }
 
 // Instances is the number of instances a tick samples, where the source knows it before
@@ -45,6 +55,8 @@ func (s *Service) Instances() int { return s.src.instances }
 func (s *Service) Close() error {
 	closeSrc := s.src.close
 	s.src.close = noClose
+	s.closeKube()
+	s.closeKube = func() {}
 	return closeSrc()
 }
 
@@ -73,10 +85,14 @@ func (s *Service) Run(ctx context.Context) (int64, error) {
 	defer stopWeb()
 	webErr := webserver.Serve(webCtx, webserver.Options{Flags: s.cfg.Web, Registry: s.reg, Ready: ready, Logger: s.logger,
 		Missing: func() []string {
+			var missing []string
 			if m := pub.Missing(); m != "" {
-				return []string{m}
+				missing = append(missing, m)
 			}
-			return nil
+			if s.kube != nil {
+				missing = append(missing, s.kube.Missing()...)
+			}
+			return missing
 		}})
 
 	defer closeSinks()
@@ -87,6 +103,13 @@ func (s *Service) Run(ctx context.Context) (int64, error) {
 	if s.src.poll != nil {
 		go s.src.poll(bgCtx)
 	}
+	kubeDone := make(chan struct{})
+	if s.kube != nil {
+		go func() { defer close(kubeDone); s.kube.Run(bgCtx) }()
+	} else {
+		close(kubeDone)
+	}
+	defer func() { stopBg(); <-kubeDone }()
 	ready.Store(true)
 	src := s.src
 	loop := &exporter.Loop{

@@ -7,9 +7,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/slicemeter/slicemeter/exporter/kubernetes"
 	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
@@ -34,6 +36,13 @@ func TestConfigErrors(t *testing.T) {
 		{"recording an outage scenario", Config{Source: "sim", ScenarioPath: "../../schemas/scenario/testdata/outage-coldstart.yaml", Record: filepath.Join(dir, "y")}, []string{"one node without outages"}},
 		{"recording into no directory", Config{Source: "sim", ScenarioPath: nodeScenario, Record: filepath.Join(dir, "none", "z")}, []string{"--record"}},
 		{"nvml with a zero interval", Config{Source: "nvml"}, []string{"--interval"}},
+		{"kubernetes without a node name", Config{Source: "sim", ScenarioPath: nodeScenario,
+			Kubernetes: &kubernetes.Flags{Enabled: true, Socket: kubernetes.DefaultSocket, Labels: kubernetes.Labels{DefaultTier: "pro"}, Refresh: time.Second}},
+			[]string{"--kubernetes.node-name", "NODE_NAME"}},
+		{"kubernetes with a missing kubeconfig", Config{Source: "sim", ScenarioPath: nodeScenario,
+			Kubernetes: &kubernetes.Flags{Enabled: true, NodeName: "n", Socket: kubernetes.DefaultSocket, Kubeconfig: filepath.Join(dir, "kubeconfig"),
+				Labels: kubernetes.Labels{DefaultTier: "pro"}, Refresh: time.Second}},
+			[]string{"--kubernetes.kubeconfig", "kubeconfig"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

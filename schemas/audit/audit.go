@@ -25,7 +25,16 @@ const (
 	DoorHTTP       Door = "http"       // POST /api/v1/allocations
 	DoorImport     Door = "import"     // slicemeter allocations import
 	DoorKafka      Door = "kafka"      // the slicemeter.allocations.v1 topic, through the collector
-	DoorKubernetes Door = "kubernetes" // reserved for the Kubernetes integration
+	DoorKubernetes Door = "kubernetes" // the exporter's --kubernetes discovery, through the topic and the collector
+)
+
+// Headers an allocation event's producer sets on its Kafka message so that the collector
+// records the door it came through: the exporter's Kubernetes discovery sets door kubernetes
+// and principal node/<node>. A message without them is door kafka. Kafka does not vouch for
+// them: who may write the topic (Kafka ACLs) is who may claim them.
+const (
+	HeaderDoor      = "slicemeter-door"
+	HeaderPrincipal = "slicemeter-principal"
 )
 
 // Action is what a write did to the allocation.

@@ -1,0 +1,122 @@
+{{/* Names and labels. */}}
+{{- define "slicemeter.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}{{ .Release.Name | trunc 50 | trimSuffix "-" }}{{- else -}}{{ printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" }}{{- end -}}
+{{- end -}}
+
+{{- define "slicemeter.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* selector labels of one component: (dict "root" $ "component" "exporter") */}}
+{{- define "slicemeter.selector" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "slicemeter.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "slicemeter.exporterServiceAccount" -}}
+{{- if .Values.serviceAccount.exporter.create -}}{{ .Values.serviceAccount.exporter.name | default (printf "%s-exporter" (include "slicemeter.fullname" .)) }}{{- else -}}{{ .Values.serviceAccount.exporter.name | default "default" }}{{- end -}}
+{{- end -}}
+
+{{- define "slicemeter.pricebookConfigMap" -}}
+{{ .Values.pricebook.existingConfigMap | default (printf "%s-pricebook" (include "slicemeter.fullname" .)) }}
+{{- end -}}
+
+{{/* The Kafka flags of README.md's "Kafka over TLS and SASL", one list item each. */}}
+{{- define "slicemeter.kafkaArgs" -}}
+{{- $k := .Values.kafka -}}
+- --kafka.brokers={{ required "kafka.brokers is required" $k.brokers }}
+{{- if or $k.tls.enabled $k.tls.caSecret $k.tls.clientCertSecret }}
+- --kafka.tls.enable
+{{- end }}
+{{- if $k.tls.caSecret }}
+- --kafka.tls.ca-file=/etc/slicemeter/kafka-ca/{{ $k.tls.caKey }}
+{{- end }}
+{{- if $k.tls.clientCertSecret }}
+- --kafka.tls.cert-file=/etc/slicemeter/kafka-client/tls.crt
+- --kafka.tls.key-file=/etc/slicemeter/kafka-client/tls.key
+{{- end }}
+{{- if $k.tls.serverName }}
+- --kafka.tls.server-name={{ $k.tls.serverName }}
+{{- end }}
+{{- if $k.tls.insecureSkipVerify }}
+- --kafka.tls.insecure-skip-verify
+{{- end }}
+{{- if $k.sasl.mechanism }}
+{{- if not (has $k.sasl.mechanism (list "plain" "scram-sha-256" "scram-sha-512")) }}
+{{- fail (printf "kafka.sasl.mechanism %q: want plain, scram-sha-256 or scram-sha-512" $k.sasl.mechanism) }}
+{{- end }}
+- --kafka.sasl.mechanism={{ $k.sasl.mechanism }}
+- --kafka.sasl.username={{ required "kafka.sasl.username is required with kafka.sasl.mechanism" $k.sasl.username }}
+- --kafka.sasl.password-file=/etc/slicemeter/kafka-sasl/{{ $k.sasl.passwordKey }}
+{{- end }}
+{{- end -}}
+
+{{- define "slicemeter.kafkaVolumeMounts" -}}
+{{- $k := .Values.kafka -}}
+{{- if $k.tls.caSecret }}
+- {name: kafka-ca, mountPath: /etc/slicemeter/kafka-ca, readOnly: true}
+{{- end }}
+{{- if $k.tls.clientCertSecret }}
+- {name: kafka-client, mountPath: /etc/slicemeter/kafka-client, readOnly: true}
+{{- end }}
+{{- if $k.sasl.mechanism }}
+- {name: kafka-sasl, mountPath: /etc/slicemeter/kafka-sasl, readOnly: true}
+{{- end }}
+{{- end -}}
+
+{{- define "slicemeter.kafkaVolumes" -}}
+{{- $k := .Values.kafka -}}
+{{- if $k.tls.caSecret }}
+- name: kafka-ca
+  secret: {secretName: {{ $k.tls.caSecret }}}
+{{- end }}
+{{- if $k.tls.clientCertSecret }}
+- name: kafka-client
+  secret: {secretName: {{ $k.tls.clientCertSecret }}}
+{{- end }}
+{{- if $k.sasl.mechanism }}
+- name: kafka-sasl
+  secret: {secretName: {{ required "kafka.sasl.passwordSecret is required with kafka.sasl.mechanism" $k.sasl.passwordSecret }}}
+{{- end }}
+{{- end -}}
+
+{{/* --clickhouse.dsn (or its variable from a Secret, in clickhouseEnv) and --clickhouse.cluster. */}}
+{{- define "slicemeter.clickhouseArgs" -}}
+{{- if not .Values.clickhouse.dsnSecret }}
+- --clickhouse.dsn={{ required "clickhouse.dsn or clickhouse.dsnSecret is required" .Values.clickhouse.dsn }}
+{{- end }}
+{{- if .Values.clickhouse.cluster }}
+- --clickhouse.cluster={{ .Values.clickhouse.cluster }}
+{{- end }}
+{{- end -}}
+
+{{- define "slicemeter.clickhouseEnv" -}}
+{{- if .Values.clickhouse.dsnSecret }}
+- name: SLICEMETER_CLICKHOUSE_DSN
+  valueFrom:
+    secretKeyRef: {name: {{ .Values.clickhouse.dsnSecret }}, key: {{ .Values.clickhouse.dsnKey }}}
+{{- end }}
+{{- end -}}
+
+{{/* The probes every role answers (internal/webserver). */}}
+{{- define "slicemeter.probes" -}}
+livenessProbe:
+  httpGet: {path: /healthz, port: http}
+  periodSeconds: 10
+  timeoutSeconds: 5
+  failureThreshold: 6
+readinessProbe:
+  httpGet: {path: /readyz, port: http}
+  periodSeconds: 10
+  timeoutSeconds: 5
+  failureThreshold: 3
+{{- end -}}
