@@ -27,6 +27,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/usage"
+	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
 
 // Options say which report of which window Report computes.
@@ -310,4 +311,15 @@ func CheckFleetPriced(ctx context.Context, conn store.Querier, book *pricebook.P
 		return usage.Wrap(errors.Join(errs...))
 	}
 	return nil
+}
+
+// CheckFleetPricedAt is CheckFleetPriced on the ClickHouse at dsn (`pricebook check
+// --clickhouse.dsn`).
+func CheckFleetPricedAt(ctx context.Context, dsn string, book *pricebook.PriceBook, since time.Duration) error {
+	conn, err := migrations.Open(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return CheckFleetPriced(ctx, conn, book, since)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slicemeter/slicemeter/attribution/allocations"
+	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
 	"github.com/slicemeter/slicemeter/schemas/audit"
@@ -116,6 +117,9 @@ func newServer(store *memStore) *httptest.Server {
 		Tiers:   map[string]float64{"pro": 1, "budget": 0.7},
 		Audit:   memAudit,
 		Periods: memPeriods{},
+		Statement: func(_ context.Context, tenant string, m period.Month) ([]byte, error) {
+			return []byte("<p>statement of " + tenant + " for " + m.String() + "</p>"), nil
+		},
 	}
 	mux := http.NewServeMux()
 	s.Register(mux)

@@ -35,6 +35,9 @@ func TestRoles(t *testing.T) {
 		lineItemsJ  = endpoint{"line items json", "GET", "/api/v1/report?by=allocation&format=json&" + window, ""}
 		focusCSV    = endpoint{"focus", "GET", "/api/v1/report?format=focus&" + window, ""}
 		focusBeta   = endpoint{"focus beta", "GET", "/api/v1/report?format=focus&tenant=beta&" + window, ""}
+		stmtAcme    = endpoint{"statement acme", "GET", "/api/v1/statement?tenant=acme&period=2026-01", ""}
+		stmtBeta    = endpoint{"statement beta", "GET", "/api/v1/statement?tenant=beta&period=2026-01", ""}
+		stmtOwn     = endpoint{"own statement", "GET", "/api/v1/statement?period=2026-01", ""}
 		unallocated = "__unallocated__"
 	)
 	tests := []struct {
@@ -105,6 +108,18 @@ func TestRoles(t *testing.T) {
 		{"nobody", audit, 401, nil},
 		{"nobody", periods, 401, nil},
 		{"nobody", closeP, 401, nil},
+
+		{"", stmtBeta, 200, []string{"beta"}},
+		{"finance", stmtAcme, 200, []string{"acme"}},
+		{"finance", stmtOwn, 400, nil},
+		{"acme", stmtAcme, 200, []string{"acme"}},
+		{"acme", stmtOwn, 200, []string{"acme"}},
+		{"acme", stmtBeta, 403, nil},
+		{"tenant:acme,beta", stmtBeta, 200, []string{"beta"}},
+		{"tenant:acme,beta", stmtOwn, 400, nil},
+		{"scheduler", stmtAcme, 403, nil},
+		{"nobody", stmtAcme, 401, nil},
+		{"", endpoint{"statement of a bad period", "GET", "/api/v1/statement?tenant=acme&period=2026-13", ""}, 400, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.principal+" "+tt.ep.name, func(t *testing.T) {

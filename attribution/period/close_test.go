@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -136,6 +137,19 @@ func TestCloseFreezesAndCorrects(t *testing.T) {
 	}
 	// Σ over the periods: what February and its corrections billed is February recomputed.
 	checkBilled(t, conn, feb, now)
+	lines, err := period.Lines(ctx, conn, mar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var corrections []string
+	for _, l := range lines {
+		if l.Corrects != "" {
+			corrections = append(corrections, fmt.Sprintf("%s %s/%s %s", l.Corrects, l.Tenant, l.Tier, l.Cost.StringFixed(6)))
+		}
+	}
+	if got := strings.Join(corrections, "; "); got != "2026-02 __unallocated__/ 0.000000; 2026-02 beta/budget 3.840000" {
+		t.Errorf("March's correction lines: %s", got)
+	}
 
 	// Nothing new: April's close corrects nothing (corrections are not billed twice).
 	closedApr, err := closer.Close(ctx, apr, day(time.May, 2))
@@ -203,6 +217,9 @@ func TestPeriodQueriesCurrentDialect(t *testing.T) {
 		}
 	}
 	if _, err := period.List(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := period.Lines(ctx, conn, mar); err != nil {
 		t.Fatal(err)
 	}
 	var queries []string

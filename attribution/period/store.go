@@ -145,6 +145,32 @@ GROUP BY tenant, tier`, m.String(), m.String())
 	return out, rows.Err()
 }
 
+// Lines are the lines of m's chosen close: its own rows (Corrects empty) and the corrections
+// of earlier periods it bills, by corrected period, tenant and tier; none while m is open.
+func Lines(ctx context.Context, conn driver.Conn, m Month) ([]Line, error) {
+	rows, err := conn.Query(ctx, `SELECT corrects, tenant, tier, allocated_ns, unmetered_ns, list_cost, cost, waste_cost, overhead_cost, currency
+FROM `+tables.BillingPeriodLines+`
+WHERE (period, closed_ns) IN (SELECT period, closed_ns FROM (`+chosen+`)) AND period = ?
+ORDER BY corrects, tenant, tier`, m.String())
+	if err != nil {
+		return nil, fmt.Errorf("read the lines of closed period %s: %w", m, err)
+	}
+	defer rows.Close()
+	var out []Line
+	for rows.Next() {
+		var (
+			l                    Line
+			allocated, unmetered int64
+		)
+		if err := rows.Scan(&l.Corrects, &l.Tenant, &l.Tier, &allocated, &unmetered, &l.ListCost, &l.Cost, &l.WasteCost, &l.OverheadCost, &l.Currency); err != nil {
+			return nil, fmt.Errorf("read a line of closed period %s: %w", m, err)
+		}
+		l.Allocated, l.Unmetered = time.Duration(allocated), time.Duration(unmetered)
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
 var (
 	insertPeriod = tables.Insert(tables.BillingPeriods, tables.BillingPeriodColumns)
 	insertLines  = tables.Insert(tables.BillingPeriodLines, tables.BillingPeriodLineColumns)

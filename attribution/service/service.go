@@ -25,6 +25,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/statement"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/lograte"
 	"github.com/slicemeter/slicemeter/internal/usage"
@@ -146,6 +147,8 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 		Limits:  cfg.Reports,
 		Audit:   func(ctx context.Context, q audit.Query) ([]audit.Entry, error) { return audit.List(ctx, conn, q) },
 		Periods: periods{conn: conn, closer: s.closer()},
+		// A month from the stored minutes: from the samples it is 32 reports of raw samples.
+		Statement: statement.Page(statement.DatabaseSource(conn, cfg.Book, true)),
 	}
 	if cfg.Export != nil {
 		srv.Issuer = focus.IssuerNamed(cfg.Export.Issuer)

@@ -1,6 +1,6 @@
 // Command slicemeter meters what every tenant of a shared GPU fleet gets and pays for.
 //
-//	slicemeter exporter | collector | attribution | migrate | report | fleet | period | demo | api | version
+//	slicemeter exporter | collector | attribution | migrate | report | fleet | period | statement | pricebook | demo | api | version
 //
 // Every flag can also be set with an environment variable: SLICEMETER_ and the flag name in
 // upper case with dots and dashes as underscores (--kafka.brokers: SLICEMETER_KAFKA_BROKERS).
@@ -81,6 +81,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"pricebook":   newPricebookCmd(app, stdout),
 		"version":     newVersionCmd(app, stdout),
 		"period":      newPeriodCmd(app, stdout),
+		"statement":   newStatementCmd(app, stdout),
 		"api":         newAPICmd(app, stdout),
 	}
 	selected, err := app.Parse(args)

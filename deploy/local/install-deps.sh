@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what slicemeter's demo and tests start or call, on Debian 12 as root: ClickHouse 18.16,
-# protoc, Prometheus, Alertmanager, kcat, Java 17 and Maven (for the Kafka broker), etcd, chDB, the
+# protoc, Prometheus, Alertmanager, kcat, Java 17 and Maven (for the Kafka broker), etcd, Chromium
+# (the statement's browser test and PDF), chDB, the
 # FOCUS validator (a virtual environment in the cache), the Kafka and ZooKeeper jars in the cache,
 # and kube-apiserver and helm built from their Go modules into the cache. Only what is missing is
 # installed, so a second run takes
@@ -17,7 +18,7 @@ zookeeper_version=3.9.5 # deploy/local ZooKeeperVersion; ClickHouse 18.16 cluste
 kube_version=1.31.4  # deploy/local KubeAPIServerVersion
 helm_version=3.22.0  # deploy/local HelmVersion
 packages=(clickhouse-server clickhouse-client protobuf-compiler prometheus prometheus-alertmanager
-	kcat openjdk-17-jre-headless maven python3-pip python3-venv etcd-server)
+	kcat openjdk-17-jre-headless maven python3-pip python3-venv etcd-server chromium)
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }
 
