@@ -11,6 +11,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/fleet"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/attribution/store"
 )
 
 // BenchmarkFleetMonth: `slicemeter fleet` over February (28 days) from what is stored, for
@@ -64,6 +65,12 @@ FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers L
 	}
 	b.Logf("%d instances × %d minutes: %d samples_1m and %d stored minute rows, generated in %s",
 		instances, minutes, instances*minutes, (instances+1)*minutes, time.Since(began).Round(time.Millisecond))
+	// The attribution service rolls up every hour after storing its minutes (store.RollupHours).
+	began = time.Now()
+	if err := store.RollupHours(ctx, conn, start, end); err != nil {
+		b.Fatalf("roll up the stored minutes by hour: %v", err)
+	}
+	b.Logf("rolled up by hour in %s", time.Since(began).Round(time.Millisecond))
 	book := &pricebook.PriceBook{Currency: "USD", Prices: map[string]float64{"A100-SXM4-40GB": 1.6}, Tiers: map[string]float64{"pro": 1},
 		Costs: &pricebook.Costs{GPUHour: map[string]float64{"A100-SXM4-40GB": 0.5}, EnergyKWh: 0.2}}
 	for _, by := range []fleet.By{fleet.ByModel, fleet.ByGPU} {

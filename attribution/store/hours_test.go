@@ -5,15 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
@@ -235,4 +238,40 @@ func differences(path string, a, b any) []string {
 		return []string{fmt.Sprintf("%s: %v ≠ %v", path, a, b)}
 	}
 	return nil
+}
+
+// TestHoursQueriesCurrentDialect runs every query of the hourly roll-up and of its readers, as
+// sent, values bound, through chDB (current ClickHouse) after the migrations, as on 18.16.
+func TestHoursQueriesCurrentDialect(t *testing.T) {
+	ctx := context.Background()
+	recorder := &chtest.QueryRecorder{}
+	conn := chtest.NewDatabase(t, slog.New(recorder))
+	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	r := rand.New(rand.NewPCG(4, 1))
+	var minutes []store.Minute
+	for m := start; m.Before(start.Add(65 * time.Minute)); m = m.Add(time.Minute) {
+		minutes = append(minutes, randomMinute(r, m, start, 3))
+	}
+	if err := store.WriteMinutes(ctx, conn, minutes, start.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	before := len(recorder.All())
+	if err := store.RollupHours(ctx, conn, start, start.Add(65*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	_ = readAll(ctx, t, conn, start, start.Add(time.Hour))
+	got := readAll(ctx, t, conn, start, start.Add(65*time.Minute))
+	if got.Report.Notes != nil || len(got.Held) == 0 || len(got.PerHost) == 0 {
+		t.Fatalf("read %+v: want a report, held instances and tenants per host", got)
+	}
+	var queries []string
+	for _, q := range recorder.All()[before:] {
+		if !strings.HasPrefix(q, "INSERT") || strings.Contains(q, "SELECT") {
+			queries = append(queries, q)
+		}
+	}
+	if len(queries) < 8 {
+		t.Fatalf("recorded %d queries, want the roll-up's and the readers': %q", len(queries), queries)
+	}
+	localtest.CheckQueriesWithChDB(t, "hours.sql", queries)
 }
