@@ -169,15 +169,12 @@ func spans(ctx context.Context, conn Querier, from, to time.Time) ([]span, error
 	return out, nil
 }
 
-// chunks cuts a span of minutes into the chunks read at once (minutesChunk); a span of hours
-// is read at once.
+// chunks cuts a span into the chunks read at once, of at most minutesChunk: a day of hours is
+// also what a client holds at once of an hourly stream.
 func (s span) chunks() []span {
-	if s.hours {
-		return []span{s}
-	}
 	var out []span
 	for f := s.from; f.Before(s.to); f = f.Add(minutesChunk) {
-		out = append(out, span{from: f, to: minTime(f.Add(minutesChunk), s.to)})
+		out = append(out, span{from: f, to: minTime(f.Add(minutesChunk), s.to), hours: s.hours})
 	}
 	return out
 }
