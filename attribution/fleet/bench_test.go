@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/fleet"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/attribution/store"
 )
 
 // BenchmarkFleetMonth: `slicemeter fleet` over February (28 days) from what is stored, for
@@ -64,8 +66,39 @@ FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers L
 	}
 	b.Logf("%d instances × %d minutes: %d samples_1m and %d stored minute rows, generated in %s",
 		instances, minutes, instances*minutes, (instances+1)*minutes, time.Since(began).Round(time.Millisecond))
+	// The attribution service rolls up every hour after storing its minutes (store.RollupHours).
+	began = time.Now()
+	if err := store.RollupHours(ctx, conn, start, end); err != nil {
+		b.Fatalf("roll up the stored minutes by hour: %v", err)
+	}
+	b.Logf("rolled up by hour in %s", time.Since(began).Round(time.Millisecond))
 	book := &pricebook.PriceBook{Currency: "USD", Prices: map[string]float64{"A100-SXM4-40GB": 1.6}, Tiers: map[string]float64{"pro": 1},
 		Costs: &pricebook.Costs{GPUHour: map[string]float64{"A100-SXM4-40GB": 0.5}, EnergyKWh: 0.2}}
+	// Each read of fleet.Read alone, one after the other: which one the month's time is.
+	b.Run("reads", func(b *testing.B) {
+		window := billing.Interval{Start: start.UnixNano(), End: end.UnixNano()}
+		reads := []struct {
+			name string
+			read func() error
+		}{
+			{"presence", func() error {
+				_, err := store.ReadPresence(ctx, conn, store.MinuteRollup, window, time.Hour)
+				return err
+			}},
+			{"instances", func() error { _, err := store.FleetInstances(ctx, conn, start, end); return err }},
+			{"held", func() error { _, err := store.HeldInstances(ctx, conn, start, end); return err }},
+			{"tenants-per-host", func() error { _, err := store.TenantsPerHost(ctx, conn, start, end); return err }},
+		}
+		for b.Loop() {
+			for _, r := range reads {
+				began := time.Now()
+				if err := r.read(); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(time.Since(began).Seconds(), r.name+"-s")
+			}
+		}
+	})
 	for _, by := range []fleet.By{fleet.ByModel, fleet.ByGPU} {
 		b.Run(string(by), func(b *testing.B) {
 			for b.Loop() {

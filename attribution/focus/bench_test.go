@@ -14,6 +14,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/store"
 )
 
 // BenchmarkFOCUS exports February 2026 (28 days) of SLICEMETER_BENCH_INSTANCES MIG 1g.5gb
@@ -54,6 +55,12 @@ FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers L
 		b.Fatalf("generate attribution_minutes: %v", err)
 	}
 	b.Logf("%d instances × %d minutes: %d stored rows, generated in %s", instances, minutes, (instances+1)*minutes, time.Since(began).Round(time.Millisecond))
+	// The attribution service rolls up every hour after storing its minutes (store.RollupHours).
+	began = time.Now()
+	if err := store.RollupHours(ctx, conn, start, end); err != nil {
+		b.Fatalf("roll up the stored minutes by hour: %v", err)
+	}
+	b.Logf("rolled up by hour in %s", time.Since(began).Round(time.Millisecond))
 	book := chtest.Book()
 	e := focus.ForAttribution(conn, book, attribution.Options{FromMinutes: true, Now: end.Add(72 * time.Hour)}, nil)
 	p := focus.PeriodOf(start, book.Zone())

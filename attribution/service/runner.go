@@ -160,6 +160,17 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	if err := store.WriteMinutes(ctx, r.conn, minutes, now); err != nil {
 		return p, err
 	}
+	// The hours this pass completed or recomputed are rolled up again. A roll-up that fails
+	// costs only speed: readers take an hour from its minutes until its roll-up matches them.
+	if len(minutes) > 0 {
+		if err := store.RollupHours(ctx, r.conn, minutes[0].Start, minutes[len(minutes)-1].Start.Add(time.Minute)); err != nil {
+			if ctx.Err() != nil {
+				return p, err
+			}
+			r.logs.Log(ctx, now, slog.LevelWarn, "hours_rollup_failed", "the stored minutes could not be rolled up by hour; reports read them minute by minute",
+				"err", err)
+		}
+	}
 	for i, m := range minutes {
 		fresh := !m.Start.Before(r.done)
 		if fresh {

@@ -160,25 +160,54 @@ WHERE ` + tables.LatestPass(tables.MinuteWindow) + ` AND tenant != '` + report.U
 GROUP BY node, instance_id, tenant
 ORDER BY node, instance_id, tenant`
 
-// HeldInstances sums the stored minutes of [from, to) per instance and tenant.
+// HeldInstances sums the stored minutes of [from, to) per instance and tenant: fresh whole
+// hours from their roll-ups, the other minutes from attribution_minutes, money summed as
+// Decimal across the parts.
 func HeldInstances(ctx context.Context, conn Querier, from, to time.Time) ([]Held, error) {
-	f, t := from.Unix(), to.Unix()
-	var out []Held
-	err := queryEach(ctx, conn, heldQuery, []any{f, t, f, t}, func(scan func(...any) error) error {
-		var (
-			x                 Held
-			billed            int64
-			lc, c, overheadCs decimal.Decimal
-		)
-		err := scan(&x.Node, &x.Instance, &x.Tenant, &billed, &lc, &c, &overheadCs)
-		x.Billed = time.Duration(billed)
-		x.ListCost, x.Cost, x.OverheadCost = lc.InexactFloat64(), c.InexactFloat64(), overheadCs.InexactFloat64()
-		out = append(out, x)
-		return err
-	})
+	type key struct{ node, instance, tenant string }
+	type sums struct {
+		billed            int64
+		lc, c, overheadCs decimal.Decimal
+	}
+	by := map[key]*sums{}
+	parts, err := spans(ctx, conn, from, to)
+	for _, sp := range parts {
+		if err != nil {
+			break
+		}
+		query := heldQuery
+		if sp.hours {
+			query = heldHoursQuery
+		}
+		err = queryEach(ctx, conn, query, sp.args(), func(scan func(...any) error) error {
+			var (
+				k key
+				x sums
+			)
+			if err := scan(&k.node, &k.instance, &k.tenant, &x.billed, &x.lc, &x.c, &x.overheadCs); err != nil {
+				return err
+			}
+			s := by[k]
+			if s == nil {
+				s = &sums{}
+				by[k] = s
+			}
+			s.billed += x.billed
+			s.lc, s.c, s.overheadCs = s.lc.Add(x.lc), s.c.Add(x.c), s.overheadCs.Add(x.overheadCs)
+			return nil
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sum the stored minutes of [%s, %s) per instance and tenant: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 	}
+	out := make([]Held, 0, len(by))
+	for k, s := range by {
+		out = append(out, Held{Target: billing.Target{Node: k.node, Instance: k.instance}, Tenant: k.tenant, Billed: time.Duration(s.billed),
+			ListCost: s.lc.InexactFloat64(), Cost: s.c.InexactFloat64(), OverheadCost: s.overheadCs.InexactFloat64()})
+	}
+	slices.SortFunc(out, func(a, b Held) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Instance, b.Instance), cmp.Compare(a.Tenant, b.Tenant))
+	})
 	return out, nil
 }
 
@@ -195,19 +224,29 @@ FROM (
 GROUP BY node`
 
 // TenantsPerHost is, per node, the most tenants the stored minutes of [from, to) bill on it
-// within one minute: how many tenants one host failure would take down.
+// within one minute: how many tenants one host failure would take down. Fresh whole hours
+// come from their roll-ups' maxima.
 func TenantsPerHost(ctx context.Context, conn Querier, from, to time.Time) (map[string]int, error) {
-	f, t := from.Unix(), to.Unix()
 	out := map[string]int{}
-	err := queryEach(ctx, conn, tenantsPerHostQuery, []any{f, t, f, t}, func(scan func(...any) error) error {
-		var (
-			node string
-			n    uint64
-		)
-		err := scan(&node, &n)
-		out[node] = int(n)
-		return err
-	})
+	parts, err := spans(ctx, conn, from, to)
+	for _, sp := range parts {
+		if err != nil {
+			break
+		}
+		query := tenantsPerHostQuery
+		if sp.hours {
+			query = hostsHoursQuery
+		}
+		err = queryEach(ctx, conn, query, sp.args(), func(scan func(...any) error) error {
+			var (
+				node string
+				n    uint64
+			)
+			err := scan(&node, &n)
+			out[node] = max(out[node], int(n))
+			return err
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("count the tenants per host in the stored minutes of [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 	}

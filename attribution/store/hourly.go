@@ -61,10 +61,21 @@ func HourlyLines(ctx context.Context, conn Querier, from, to time.Time, each fun
 		}
 		return nil
 	}
-	for cf := from; cf.Before(to); cf = cf.Add(minutesChunk) {
-		ct := minTime(cf.Add(minutesChunk), to)
-		f, t := cf.Unix(), ct.Unix()
-		err := queryEach(ctx, conn, hourlyQuery, []any{f, t, f, t}, func(scan func(...any) error) error {
+	// Fresh whole hours from their roll-ups (spans), the others from their minutes.
+	parts, err := spans(ctx, conn, from, to)
+	if err != nil {
+		return err
+	}
+	var chunks []span
+	for _, sp := range parts {
+		chunks = append(chunks, sp.chunks()...)
+	}
+	for _, c := range chunks {
+		query := hourlyQuery
+		if c.hours {
+			query = hourlyHoursQuery
+		}
+		err := queryEach(ctx, conn, query, c.args(), func(scan func(...any) error) error {
 			var at time.Time
 			r, err := scanMinuteSums(scan, &at)
 			if err != nil {
@@ -84,7 +95,7 @@ func HourlyLines(ctx context.Context, conn Querier, from, to time.Time, each fun
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("read the stored minutes of [%s, %s) by hour: %w", cf.Format(time.RFC3339), ct.Format(time.RFC3339), err)
+			return fmt.Errorf("read the stored minutes of [%s, %s) by hour: %w", c.from.Format(time.RFC3339), c.to.Format(time.RFC3339), err)
 		}
 	}
 	return next(to)

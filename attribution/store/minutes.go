@@ -77,35 +77,34 @@ func FromMinutesLines(ctx context.Context, conn Querier, from, to time.Time) (re
 		unallocated  decimal.Decimal
 		minutes      uint64
 	)
-	// By chunks of at most a day: the latest-pass GROUP BY per minute and allocation of a
-	// month of a large fleet would need more memory than a server gives one query; the chunks'
-	// sums add up (money as exact Decimal sums), and the charges come from the window's sums.
-	for cf := from; cf.Before(to); cf = cf.Add(minutesChunk) {
-		ct := minTime(cf.Add(minutesChunk), to)
-		f, t := cf.Unix(), ct.Unix()
-		err := queryEach(ctx, conn, minutesQuery, []any{f, t, f, t}, func(scan func(...any) error) error {
-			r, err := scanMinuteSums(scan)
-			if err != nil {
-				return err
+	// Whole hours from their roll-ups where fresh (spans), the rest by chunks of minutes of at
+	// most a day: the latest-pass GROUP BY per minute and allocation of a month of a large
+	// fleet would need more memory than a server gives one query; the parts' sums add up
+	// (money as exact Decimal sums), and the charges come from the window's sums.
+	parts, err := spans(ctx, conn, from, to)
+	if err != nil {
+		return report.Report{}, nil, err
+	}
+	for _, sp := range parts {
+		for _, c := range sp.chunks() {
+			if err := c.sumLines(ctx, conn, func(r summed) {
+				currency = r.currency
+				if r.tenant == report.Unallocated {
+					unallocated, minutes = unallocated.Add(r.sums.listCost), minutes+r.minutes
+					return
+				}
+				k := [2]string{r.tenant, r.id}
+				sum := byAllocation[k]
+				if sum == nil {
+					sum = r.first()
+					byAllocation[k] = sum
+					order = append(order, k)
+				}
+				sum.add(r.sums, r.waits, r.counts)
+				sum.fraction = max(sum.fraction, r.sums.fraction)
+			}); err != nil {
+				return report.Report{}, nil, fmt.Errorf("read the stored minutes of [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 			}
-			currency = r.currency
-			if r.tenant == report.Unallocated {
-				unallocated, minutes = unallocated.Add(r.sums.listCost), minutes+r.minutes
-				return nil
-			}
-			k := [2]string{r.tenant, r.id}
-			sum := byAllocation[k]
-			if sum == nil {
-				sum = r.first()
-				byAllocation[k] = sum
-				order = append(order, k)
-			}
-			sum.add(r.sums, r.waits, r.counts)
-			sum.fraction = max(sum.fraction, r.sums.fraction)
-			return nil
-		})
-		if err != nil {
-			return report.Report{}, nil, fmt.Errorf("read the stored minutes of [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 		}
 	}
 	if want := uint64(to.Sub(from) / time.Minute); minutes != want {

@@ -190,9 +190,10 @@ func TestApplyCluster(t *testing.T) {
 				t.Errorf("node %d: table %s%s has engine %q, want ReplicatedMergeTree", i, table, migrations.LocalSuffix, engine)
 			}
 		}
-		// The five tables above, the two of the billing periods and the audit trail.
-		if writable != 8 {
-			t.Errorf("node %d: %d writable replicas in %s, want 8", i, writable, db)
+		// The five tables above, the two of the billing periods, the audit trail and the two
+		// hourly roll-ups of the stored minutes.
+		if writable != 10 {
+			t.Errorf("node %d: %d writable replicas in %s, want 10", i, writable, db)
 		}
 	}
 

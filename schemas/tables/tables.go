@@ -19,6 +19,8 @@ const (
 	BillingPeriods     = "billing_periods"
 	BillingPeriodLines = "billing_period_lines"
 	AllocationAudit    = "allocation_audit"
+	AttributionHours   = "attribution_hours"
+	AttributionHosts   = "attribution_hour_hosts"
 )
 
 // SampleColumns are the columns of samples, one row per sample as the exporter took it.
@@ -76,6 +78,19 @@ var AllocationAuditColumns = []string{
 	"tenant", "before_tenant", "version", "before", "after",
 }
 
+// AttributionHourColumns are the columns of attribution_hours, one row per (hour, tenant,
+// allocation) of each roll-up of an hour's stored minutes.
+var AttributionHourColumns = []string{
+	"hour", "tenant", "allocation_id", "tier", "node", "instance_id", "requested_ns", "started_ns",
+	"sliced", "billed_ns", "metered_ns", "active_ns", "list_cost", "cost", "waste_cost", "overhead_cost",
+	"efficiency_ns", "overhead_ns", "cold_start_ns", "cold_start_sla_ns", "wait_ns", "wait_count", "currency",
+	"model", "profile", "fraction", "minutes", "source_ns", "source_minutes",
+}
+
+// AttributionHostColumns are the columns of attribution_hour_hosts, one row per (hour, node) of
+// each roll-up of an hour's stored minutes.
+var AttributionHostColumns = []string{"hour", "node", "max_tenants", "source_ns"}
+
 // SchemaMigrationColumns are the columns of schema_migrations, one row per applied migration.
 var SchemaMigrationColumns = []string{"version", "name", "applied_at"}
 
@@ -85,7 +100,8 @@ func Columns() map[string][]string {
 		Samples: SampleColumns, Samples1s: RollupColumns, Samples1m: RollupColumns, Allocations: AllocationColumns,
 		AttributionMinutes: AttributionMinuteColumns, SchemaMigrations: SchemaMigrationColumns,
 		BillingPeriods: BillingPeriodColumns, BillingPeriodLines: BillingPeriodLineColumns,
-		AllocationAudit: AllocationAuditColumns,
+		AllocationAudit: AllocationAuditColumns, AttributionHours: AttributionHourColumns,
+		AttributionHosts: AttributionHostColumns,
 	}
 }
 

@@ -1,0 +1,277 @@
+package store_test
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
+	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
+)
+
+// TestHoursAreTheMinutes: random stored minutes over 3 h 25 min, with recomputed minutes (an
+// allocation dropped, other amounts), a batch stored twice and minutes missing, are written
+// to two databases alike; one is rolled up by hour at some steps, the other never. Every
+// reader of stored minutes (the report and its lines, the hourly lines, the fleet's held
+// instances and tenants per host) gives the same figures (to 1e-9) from both, for windows
+// with and without partial hours, before and after a roll-up, and while a recomputed hour's
+// roll-up is stale. A third database, rolled up then given a row only its roll-up holds, shows
+// that the fresh hours are read from the roll-up.
+func TestHoursAreTheMinutes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes stored minutes into ClickHouse")
+	}
+	ctx := context.Background()
+	db := func(suffix string) driver.Conn {
+		return localtest.DatabaseWith(t, localtest.DatabaseOptions{Name: localtest.DatabaseName(t) + suffix}).Conn
+	}
+	plain, rolled, marked := db("_plain"), db("_rolled"), db("_marked")
+	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	end := start.Add(3*time.Hour + 25*time.Minute)
+	r := rand.New(rand.NewPCG(3, 1))
+	requested := start.Add(-time.Hour)
+	pass := start.Add(5 * time.Hour)
+	write := func(minutes []store.Minute) {
+		t.Helper()
+		pass = pass.Add(time.Second)
+		for _, conn := range []driver.Conn{plain, rolled, marked} {
+			if err := store.WriteMinutes(ctx, conn, minutes, pass); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var all []store.Minute
+	for m := start; m.Before(end); m = m.Add(time.Minute) {
+		if m.Equal(start.Add(2*time.Hour + 10*time.Minute)) {
+			continue // not attributed yet: its hour is incomplete
+		}
+		all = append(all, randomMinute(r, m, requested, 6))
+	}
+	write(all[:100])
+	write(all[100:])
+	write(all[40:70]) // a batch sent twice
+	check := func(step string) {
+		t.Helper()
+		for _, w := range [][2]time.Time{
+			{start, end}, {start, start.Add(2 * time.Hour)}, {start.Add(7 * time.Minute), end.Add(-3 * time.Minute)},
+			{start.Add(time.Hour), start.Add(2 * time.Hour)}, {start.Add(59 * time.Minute), start.Add(3*time.Hour + time.Minute)},
+		} {
+			want, got := readAll(ctx, t, plain, w[0], w[1]), readAll(ctx, t, rolled, w[0], w[1])
+			if d := differences("", want, got); len(d) > 0 {
+				t.Errorf("%s, [%s, %s): rolled up ≠ minutes: %v", step, w[0].Format(time.Kitchen), w[1].Format(time.Kitchen), d[:min(len(d), 8)])
+			}
+		}
+	}
+	check("no roll-up")
+	for _, conn := range []driver.Conn{rolled, marked} {
+		if err := store.RollupHours(ctx, conn, start, end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("rolled up")
+	// Recomputed minutes of the first two hours: the second hour drops an allocation.
+	var again []store.Minute
+	for _, m := range all[30:95] {
+		n := randomMinute(r, m.Start, requested, 6)
+		if m.Start.Hour() == 1 {
+			n.Lines = n.Lines[1:]
+		}
+		again = append(again, n)
+	}
+	write(again)
+	check("recomputed, roll-up stale")
+	if err := store.RollupHours(ctx, rolled, again[0].Start, again[len(again)-1].Start.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	check("recomputed, rolled up again")
+
+	// A row only the roll-up of 01:00 holds: a report of the fresh hour 01:00 bills it, one
+	// of the stale hour 00:00 (recomputed, not rolled up again in marked) does not.
+	ghost := `INSERT INTO attribution_hours (hour, tenant, allocation_id, list_cost, cost, minutes, source_ns, source_minutes, currency, model)
+SELECT hour, 'ghost', 'g1', 1, 1, 60, source_ns, source_minutes, 'USD', 'A100-SXM4-40GB' FROM attribution_hours WHERE hour = toDateTime(?)
+ORDER BY source_ns DESC LIMIT 1`
+	if err := store.RollupHours(ctx, marked, start.Add(time.Hour), start.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []time.Time{start, start.Add(time.Hour)} {
+		if err := marked.Exec(ctx, ghost, h.Unix()); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := store.FromMinutes(ctx, marked, h, h.Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		billed := slices.ContainsFunc(rep.Tenants, func(r report.Row) bool { return r.Tenant == "ghost" })
+		if fresh := h.Hour() == 1; billed != fresh {
+			t.Errorf("hour %s: ghost billed %v, want %v (read from its roll-up only when fresh)", h.Format(time.Kitchen), billed, fresh)
+		}
+	}
+}
+
+// randomMinute is a minute of n allocations of five tenants with random amounts.
+func randomMinute(r *rand.Rand, m, requested time.Time, n int) store.Minute {
+	var lines []billing.Line
+	for i := range n {
+		billed := time.Duration(r.IntN(60)+1) * time.Second
+		metered := time.Duration(r.Int64N(int64(billed) + 1))
+		active := time.Duration(r.Int64N(int64(metered) + 1))
+		l := billing.Line{
+			Tenant: fmt.Sprintf("tenant-%d", i%5), AllocationID: fmt.Sprintf("a%d", i), Tier: "pro",
+			Node: fmt.Sprintf("node-%d", i%2), Instance: fmt.Sprintf("gpu0/mig%d", i), Model: "A100-SXM4-40GB", Profile: "1g.5gb",
+			Fraction: 1. / 7, Billed: billed, Metered: metered, Active: active,
+			ListCost: r.Float64() / 60, Overhead: r.Float64() / 10, Efficiency: r.Float64(),
+			ColdStartSLA: 30 * time.Second, Requested: requested, Started: requested, TimeSliced: i == 5,
+		}
+		l.Cost = l.ListCost * 0.9
+		l.WasteCost, l.OverheadCost = l.Cost*r.Float64()/2, l.Cost*l.Overhead
+		if r.IntN(3) == 0 {
+			d := time.Duration(r.IntN(40)) * time.Second
+			l.ColdStart = &d
+		}
+		if l.TimeSliced {
+			l.Waits = billing.Histogram{uint64(r.IntN(4)+1) * 1e6: uint64(r.IntN(9) + 1), 8e6: 1}
+		}
+		lines = append(lines, l)
+	}
+	return store.Minute{Start: m, Report: report.Report{Currency: "USD", UnallocatedListCost: r.Float64()}, Lines: lines}
+}
+
+// readings are what every reader of stored minutes gives for a window.
+type readings struct {
+	Report  report.Report
+	Lines   []billing.Line
+	Hourly  map[string][]billing.Line
+	Held    []store.Held
+	PerHost map[string]int
+}
+
+func readAll(ctx context.Context, t *testing.T, conn driver.Conn, from, to time.Time) readings {
+	t.Helper()
+	var out readings
+	byLine := func(a, b billing.Line) int {
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.AllocationID, b.AllocationID))
+	}
+	rep, lines, err := store.FromMinutesLines(ctx, conn, from, to)
+	if err == nil {
+		slices.SortFunc(rep.Tenants, func(a, b report.Row) int { return cmp.Compare(a.Tenant, b.Tenant) })
+		slices.SortFunc(lines, byLine)
+		out.Report, out.Lines = rep, lines
+	} else {
+		out.Report.Notes = []string{err.Error()} // not attributed: both must say so alike
+	}
+	if from.Truncate(time.Hour).Equal(from) && to.Truncate(time.Hour).Equal(to) {
+		out.Hourly = map[string][]billing.Line{}
+		err := store.HourlyLines(ctx, conn, from, to, func(hour time.Time, lines []billing.Line) error {
+			l := slices.Clone(lines)
+			slices.SortFunc(l, byLine)
+			out.Hourly[hour.Format(time.RFC3339)] = l
+			return nil
+		})
+		if err != nil {
+			out.Hourly["error"] = []billing.Line{{Tenant: err.Error()}}
+		}
+	}
+	if out.Held, err = store.HeldInstances(ctx, conn, from, to); err != nil {
+		t.Fatal(err)
+	}
+	if out.PerHost, err = store.TenantsPerHost(ctx, conn, from, to); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// differences lists where a and b differ, as JSON values: numbers to 1e-9 (relative, or
+// absolute below 1), anything else exactly.
+func differences(path string, a, b any) []string {
+	norm := func(v any) any {
+		if _, ok := v.(readings); !ok {
+			return v
+		}
+		raw, _ := json.Marshal(v)
+		var out any
+		_ = json.Unmarshal(raw, &out)
+		return out
+	}
+	a, b = norm(a), norm(b)
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return []string{fmt.Sprintf("%s: %v ≠ %v", path, a, b)}
+		}
+		var out []string
+		for k := range x {
+			out = append(out, differences(path+"."+k, x[k], y[k])...)
+		}
+		return out
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return []string{fmt.Sprintf("%s: %d ≠ %d items", path, len(x), len(y))}
+		}
+		var out []string
+		for i := range x {
+			out = append(out, differences(fmt.Sprintf("%s[%d]", path, i), x[i], y[i])...)
+		}
+		return out
+	case float64:
+		y, ok := b.(float64)
+		if !ok || math.Abs(x-y) > 1e-9*max(1, math.Abs(x)) {
+			return []string{fmt.Sprintf("%s: %v ≠ %v", path, a, b)}
+		}
+		return nil
+	}
+	if a != b {
+		return []string{fmt.Sprintf("%s: %v ≠ %v", path, a, b)}
+	}
+	return nil
+}
+
+// TestHoursQueriesCurrentDialect runs every query of the hourly roll-up and of its readers, as
+// sent, values bound, through chDB (current ClickHouse) after the migrations, as on 18.16.
+func TestHoursQueriesCurrentDialect(t *testing.T) {
+	ctx := context.Background()
+	recorder := &chtest.QueryRecorder{}
+	conn := chtest.NewDatabase(t, slog.New(recorder))
+	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	r := rand.New(rand.NewPCG(4, 1))
+	var minutes []store.Minute
+	for m := start; m.Before(start.Add(65 * time.Minute)); m = m.Add(time.Minute) {
+		minutes = append(minutes, randomMinute(r, m, start, 3))
+	}
+	if err := store.WriteMinutes(ctx, conn, minutes, start.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	before := len(recorder.All())
+	if err := store.RollupHours(ctx, conn, start, start.Add(65*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	_ = readAll(ctx, t, conn, start, start.Add(time.Hour))
+	got := readAll(ctx, t, conn, start, start.Add(65*time.Minute))
+	if got.Report.Notes != nil || len(got.Held) == 0 || len(got.PerHost) == 0 {
+		t.Fatalf("read %+v: want a report, held instances and tenants per host", got)
+	}
+	var queries []string
+	for _, q := range recorder.All()[before:] {
+		if !strings.HasPrefix(q, "INSERT") || strings.Contains(q, "SELECT") {
+			queries = append(queries, q)
+		}
+	}
+	if len(queries) < 8 {
+		t.Fatalf("recorded %d queries, want the roll-up's and the readers': %q", len(queries), queries)
+	}
+	localtest.CheckQueriesWithChDB(t, "hours.sql", queries)
+}
