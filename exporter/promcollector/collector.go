@@ -133,7 +133,7 @@ var (
 	instanceLabels = []string{"node", "gpu", "uuid", "model", "slice", "kind", "profile"}
 	gpuLabels      = []string{"node", "gpu", "uuid", "model"}
 
-	descInfo      = prometheus.NewDesc("slicemeter_instance_info", "An instance (whole GPU, MIG or vGPU instance) that a tenant can hold; gpu_instance_id: a MIG instance's GPU instance id, empty where not known.", append(slices.Clip(instanceLabels), "gpu_instance_id"), nil)
+	descInfo      = prometheus.NewDesc("slicemeter_instance_info", "An instance (whole GPU, MIG or vGPU instance, time-sliced or MPS replica) that a tenant can hold. gpu_instance_id: a MIG instance's GPU instance id, empty where not known.", append(slices.Clip(instanceLabels), "gpu_instance_id"), nil)
 	descAttached  = prometheus.NewDesc("slicemeter_instance_attached", "1 while a tenant's process or VM is attached to the instance.", instanceLabels, nil)
 	descSM        = prometheus.NewDesc("slicemeter_instance_sm_active_ratio", "SM activity of the instance in the latest tick (vGPU: share of the GPU's time it ran).", instanceLabels, nil)
 	descMemUsed   = prometheus.NewDesc("slicemeter_instance_memory_used_bytes", "Framebuffer used by the instance.", instanceLabels, nil)
