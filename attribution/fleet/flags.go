@@ -46,9 +46,8 @@ func CheckTenantLimit(limit int) error {
 // AddFlags adds the fleet command's flags to c.
 func AddFlags(c *kingpin.CmdClause) *Flags {
 	f := &Flags{}
-	c.Flag("clickhouse.dsn", "ClickHouse native-protocol DSN: clickhouse://host:9000/database.").Default("clickhouse://127.0.0.1:9000/slicemeter").StringVar(&f.DSN)
-	c.Flag("pricebook", "Price book file (YAML: currency, prices, tiers, sla, costs).").StringVar(&f.Pricebook)
-	c.Flag("scenario", "Take the price book from this scenario file instead.").StringVar(&f.Scenario)
+	migrations.DSNFlag(c, &f.DSN)
+	pricebook.SourceFlags(c, &f.Pricebook, &f.Scenario)
 	c.Flag("from", "Window start, RFC 3339, a whole minute (e.g. 2026-01-05T00:00:00Z).").Required().StringVar(&f.From)
 	c.Flag("to", "Window end (exclusive), RFC 3339, a whole minute.").Required().StringVar(&f.To)
 	c.Flag("by", "One row per GPU model, node or GPU (then the __fleet__ row).").Default("model").EnumVar(&f.By, "model", "node", "gpu")

@@ -31,9 +31,8 @@ type Flags struct {
 // AddFlags adds the statement command's flags to c.
 func AddFlags(c *kingpin.CmdClause) *Flags {
 	f := &Flags{}
-	c.Flag("clickhouse.dsn", "ClickHouse native-protocol DSN: clickhouse://host:9000/database.").Default("clickhouse://127.0.0.1:9000/slicemeter").StringVar(&f.DSN)
-	c.Flag("pricebook", "Price book file (YAML).").StringVar(&f.Pricebook)
-	c.Flag("scenario", "Take the price book from this scenario file instead.").StringVar(&f.Scenario)
+	migrations.DSNFlag(c, &f.DSN)
+	pricebook.SourceFlags(c, &f.Pricebook, &f.Scenario)
 	c.Flag("tenant", "The tenant whose statement to render.").Required().StringVar(&f.Tenant)
 	c.Flag("period", "The billing period: a calendar month YYYY-MM in the price book's timezone.").Required().StringVar(&f.Period)
 	c.Flag("format", "html: one self-contained page; pdf: that page printed on A4 by headless Chromium.").Default("html").EnumVar(&f.Format, "html", "pdf")

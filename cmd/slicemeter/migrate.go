@@ -26,7 +26,9 @@ func newMigrateCmd(app *kingpin.Application) *migrateCmd {
 }
 
 func dsnFlag(c *kingpin.CmdClause) *string {
-	return c.Flag("clickhouse.dsn", "ClickHouse native-protocol DSN: clickhouse://host:9000/database.").Default("clickhouse://127.0.0.1:9000/slicemeter").String()
+	var dsn string
+	migrations.DSNFlag(c, &dsn)
+	return &dsn
 }
 
 func (c *migrateCmd) run(ctx context.Context, logger *slog.Logger) error {

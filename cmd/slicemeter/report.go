@@ -122,10 +122,9 @@ type pricebookFlags struct {
 }
 
 func addPricebookFlags(c *kingpin.CmdClause) *pricebookFlags {
-	return &pricebookFlags{
-		file:     c.Flag("pricebook", "Price book file (YAML: currency, prices, tiers, sla).").String(),
-		scenario: c.Flag("scenario", "Take the price book from this scenario file instead.").String(),
-	}
+	p := &pricebookFlags{file: new(string), scenario: new(string)}
+	pricebook.SourceFlags(c, p.file, p.scenario)
+	return p
 }
 
 func (p *pricebookFlags) load() (*pricebook.PriceBook, error) {
