@@ -95,8 +95,13 @@ type generation struct {
 // what it owns meanwhile. Kafka being unreachable is not an error: it retries, logging once a
 // minute, and owns nothing until it joins.
 func Start(ctx context.Context, cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Group, error) {
-	if cfg.Group == "" || cfg.Topic == "" || cfg.Partitions < 1 || cfg.SessionTimeout <= 0 || len(cfg.Cluster.Brokers) == 0 {
-		return nil, fmt.Errorf("attribution shard group: incomplete config %+v", cfg)
+	// Flags.Config names the flag; these are a caller's mistakes (cfg is not printed: its SASL
+	// mechanism holds the password).
+	switch {
+	case len(cfg.Cluster.Brokers) == 0, cfg.Group == "", cfg.Topic == "":
+		return nil, fmt.Errorf("attribution shard group: brokers %q, group %q and topic %q: expected all three", cfg.Cluster.Brokers, cfg.Group, cfg.Topic)
+	case cfg.Partitions < 1 || cfg.SessionTimeout <= 0:
+		return nil, fmt.Errorf("attribution shard group: %d partitions, session timeout %s: expected both positive", cfg.Partitions, cfg.SessionTimeout)
 	}
 	m, err := newMetrics(reg)
 	if err != nil {

@@ -162,3 +162,22 @@ func TestUnreachable(t *testing.T) {
 		t.Error("a second group registered the same metrics")
 	}
 }
+
+// TestStartChecks: a config Flags.Config would refuse is an error, never a background loop.
+func TestStartChecks(t *testing.T) {
+	ok := Config{Cluster: kafkaconn.Plaintext([]string{"k:9092"}), Group: "g", Topic: "t", Partitions: 1, SessionTimeout: time.Second}
+	for _, bad := range []func(*Config){
+		func(c *Config) { c.Cluster.Brokers = nil },
+		func(c *Config) { c.Group = "" },
+		func(c *Config) { c.Topic = "" },
+		func(c *Config) { c.Partitions = 0 },
+		func(c *Config) { c.SessionTimeout = 0 },
+	} {
+		cfg := ok
+		bad(&cfg)
+		if g, err := Start(context.Background(), cfg, slog.New(slog.DiscardHandler), nil); err == nil {
+			_ = g.Close()
+			t.Errorf("Start(%+v) started", cfg)
+		}
+	}
+}
