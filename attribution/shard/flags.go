@@ -81,7 +81,18 @@ func (f *Flags) Config() (cfg Config, ok bool, err error) {
 
 // Open starts the group the flags describe (see Start), or returns nil when sharding is off.
 // Brokers that refuse the credentials or the certificate stop it at start with an error
-// naming them; brokers that cannot be reached yet are retried in the background.
+// naming them; brokers that cannot be reached yet are retried in the background. The caller
+// closes the group when it stops (Close is nil-safe), and gives the runner (its Shards) only
+// a non-nil group (a nil *Group owns every node anyway):
+//
+//	g, err := flags.Open(ctx, logger, reg)
+//	if err != nil {
+//		return err
+//	}
+//	defer g.Close()
+//	if g != nil {
+//		passes.Shards = g
+//	}
 func (f *Flags) Open(ctx context.Context, logger *slog.Logger, reg prometheus.Registerer) (*Group, error) {
 	cfg, ok, err := f.Config()
 	if err != nil || !ok {
