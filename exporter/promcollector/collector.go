@@ -158,21 +158,18 @@ var (
 	instanceLabels = []string{"node", "gpu", "uuid", "model", "slice", "kind", "profile"}
 	gpuLabels      = []string{"node", "gpu", "uuid", "model"}
 
-	descInfo     = prometheus.NewDesc("slicemeter_instance_info", "An instance (whole GPU, MIG or vGPU instance, time-sliced or MPS replica) that a tenant can hold. gpu_instance_id: a MIG instance's GPU instance id, empty where not known.", append(slices.Clip(instanceLabels), "gpu_instance_id"), nil)
-	descAttached = prometheus.NewDesc("slicemeter_instance_attached", "1 while a tenant's process or VM is attached to the instance.", instanceLabels, nil)
-	descSM       = prometheus.NewDesc("slicemeter_instance_sm_active_ratio", "SM activity of the instance in the latest tick (vGPU: share of the GPU's time it ran).", instanceLabels, nil)
-	descMemUsed  = prometheus.NewDesc("slicemeter_instance_memory_used_bytes", "Framebuffer used by the instance.", instanceLabels, nil)
-	descMemTotal = prometheus.NewDesc("slicemeter_instance_memory_total_bytes", "Framebuffer of the instance.", instanceLabels, nil)
-	descLastTS   = prometheus.NewDesc("slicemeter_instance_last_sample_timestamp_seconds", "Wall clock of the instance's latest sample.", instanceLabels, nil)
-	descVRun     = prometheus.NewDesc("slicemeter_vgpu_run_seconds_total", "Time the vGPU ran on the physical GPU.", instanceLabels, nil)
-	descVWaits   = prometheus.NewDesc("slicemeter_vgpu_scheduling_waits_total", "Waits between the vGPU's run slices while it had work.", instanceLabels, nil)
-	descVWaitSum = prometheus.NewDesc("slicemeter_vgpu_scheduling_wait_seconds_total", "Sum of the waits between the vGPU's run slices.", instanceLabels, nil)
-	descVSwitch  = prometheus.NewDesc("slicemeter_gpu_vgpu_switch_ratio", "Share of the GPU's time spent switching between vGPUs in the latest tick.", gpuLabels, nil)
-	descGPUInfo  = prometheus.NewDesc("slicemeter_gpu_info", "A physical GPU.", append(gpuLabels, "sms", "memory_bytes"), nil)
-	descGPUPower = prometheus.NewDesc("slicemeter_gpu_power_watts", "Power draw of the physical GPU.", gpuLabels, nil)
-	descPowerEst = prometheus.NewDesc("slicemeter_instance_power_estimate_watts", "An estimate of the power a time-sliced or MPS replica (kind share) draws: "+
-		"its GPU's power split among the replicas by their SM activity in the latest tick (equally while none is active), as Kepler does; "+
-		"NVML measures only the whole GPU. One series per replica, never per pod (join slicemeter_instance_pod_info); they sum to slicemeter_gpu_power_watts.", instanceLabels, nil)
+	descInfo      = prometheus.NewDesc("slicemeter_instance_info", "An instance (whole GPU, MIG or vGPU instance, time-sliced or MPS replica) that a tenant can hold. gpu_instance_id: a MIG instance's GPU instance id, empty where not known.", append(slices.Clip(instanceLabels), "gpu_instance_id"), nil)
+	descAttached  = prometheus.NewDesc("slicemeter_instance_attached", "1 while a tenant's process or VM is attached to the instance.", instanceLabels, nil)
+	descSM        = prometheus.NewDesc("slicemeter_instance_sm_active_ratio", "SM activity of the instance in the latest tick (vGPU: share of the GPU's time it ran).", instanceLabels, nil)
+	descMemUsed   = prometheus.NewDesc("slicemeter_instance_memory_used_bytes", "Framebuffer used by the instance.", instanceLabels, nil)
+	descMemTotal  = prometheus.NewDesc("slicemeter_instance_memory_total_bytes", "Framebuffer of the instance.", instanceLabels, nil)
+	descLastTS    = prometheus.NewDesc("slicemeter_instance_last_sample_timestamp_seconds", "Wall clock of the instance's latest sample.", instanceLabels, nil)
+	descVRun      = prometheus.NewDesc("slicemeter_vgpu_run_seconds_total", "Time the vGPU ran on the physical GPU.", instanceLabels, nil)
+	descVWaits    = prometheus.NewDesc("slicemeter_vgpu_scheduling_waits_total", "Waits between the vGPU's run slices while it had work.", instanceLabels, nil)
+	descVWaitSum  = prometheus.NewDesc("slicemeter_vgpu_scheduling_wait_seconds_total", "Sum of the waits between the vGPU's run slices.", instanceLabels, nil)
+	descVSwitch   = prometheus.NewDesc("slicemeter_gpu_vgpu_switch_ratio", "Share of the GPU's time spent switching between vGPUs in the latest tick.", gpuLabels, nil)
+	descGPUInfo   = prometheus.NewDesc("slicemeter_gpu_info", "A physical GPU.", append(gpuLabels, "sms", "memory_bytes"), nil)
+	descGPUPower  = prometheus.NewDesc("slicemeter_gpu_power_watts", "Power draw of the physical GPU.", gpuLabels, nil)
 	descInstances = prometheus.NewDesc("slicemeter_exporter_instances", "Instances in the snapshot.", []string{"node"}, nil)
 
 	descGPUUp          = prometheus.NewDesc("slicemeter_gpu_up", "1 if the GPU was read in the latest tick, 0 if it failed (XID, fallen off the bus, NVML errors).", gpuLabels, nil)
@@ -216,6 +213,11 @@ var (
 	// id is known (also while the GPU cannot be read: which slot fell off the bus is the point).
 	descGPUPCIInfo = prometheus.NewDesc("slicemeter_gpu_pci_info", "The GPU's PCI address (domain:bus:device.function, as dcgm-exporter's pci_bus_id), read when it was discovered.", append(slices.Clip(gpuLabels), "pci_bus_id"), nil)
 )
+
+// descPowerEst is a share replica's estimated power (shareGroup.powerEstimate).
+var descPowerEst = prometheus.NewDesc("slicemeter_instance_power_estimate_watts", "An estimate of the power a time-sliced or MPS replica (kind share) draws: "+
+	"its GPU's power split among the replicas by their SM activity in the latest tick (equally while none is active), as Kepler does; "+
+	"NVML measures only the whole GPU. One series per replica, never per pod (join slicemeter_instance_pod_info); they sum to slicemeter_gpu_power_watts.", instanceLabels, nil)
 
 // clocksEventReasons are NVML's clocks-event reason bits (nvmlClocksEventReason*, nvml.h) and
 // the reason label of each: one 0/1 series per reason, which PromQL can alert on; the bit mask
