@@ -133,3 +133,24 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A device id that maps to no instance is counted at every refresh that lists it and named in
+// the log once, however many refreshes list it.
+func TestDiscoveryUnmappedNamedOnce(t *testing.T) {
+	ctx := context.Background()
+	const bad = "MIG-GPU-11111111-2222-3333-4444-555555555555/1/0" // the pre-R470 form
+	f := newFixture(t, runningPod("team-a", "train", uidA, nil, "main", cidA, t0))
+	f.kubelet.Set([]*podresourcesv1.PodResources{podRes("team-a", "train", map[string]map[string][]string{"main": {"nvidia.com/gpu": {bad}}})})
+	var logs syncBuffer
+	f.logger = slog.New(slog.NewTextHandler(&logs, nil))
+	d := f.start(nil)
+	for i := range 3 {
+		d.Refresh(ctx, t0.Add(time.Duration(i)*10*time.Minute)) // minutes apart: no rate limit hides a second line
+	}
+	if n := testutil.ToFloat64(d.metrics.unmapped); n != 3 {
+		t.Errorf("unmapped_devices_total = %v after 3 refreshes, want 3", n)
+	}
+	if n := strings.Count(logs.String(), bad); n != 1 {
+		t.Errorf("the unmapped id named %d times in the log, want once:\n%s", n, logs.String())
+	}
+}
