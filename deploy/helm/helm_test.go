@@ -290,7 +290,7 @@ func TestChartObjects(t *testing.T) {
 			t.Errorf("the exporter's args %q lack %q", args, want)
 		}
 	}
-	if at(pod, "containers", 0, "resources", "requests", "memory") != "64Mi" {
+	if at(pod, "containers", 0, "resources", "requests", "memory") != "96Mi" {
 		t.Errorf("the exporter requests %v", at(pod, "containers", 0, "resources", "requests"))
 	}
 
