@@ -364,7 +364,7 @@ func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 
 // appendUnallocated appends the minute's __unallocated__ rows: one per node of
 // Report.UnallocatedByNode and of Stale (allocation_id the node, as the table's key has no
-// node), and the marker row (node and allocation_id ''), written even when no node is there:
+// node), and the marker row (empty node and allocation_id), written even when no node is there:
 // the minute is then known to be attributed. Without UnallocatedByNode (a report not computed
 // from the samples) the marker holds the whole unallocated list cost.
 func appendUnallocated(batch driver.Batch, m Minute, version uint64) error {

@@ -22,7 +22,7 @@ type NodeEnd struct {
 }
 
 // nodeEndsQuery is, per node with a stored minute from since on (seconds), its latest minute
-// and latest pass; node '' (the markers) is every minute attributed, by any replica.
+// and latest pass; the empty node (the markers) is every minute attributed, by any replica.
 const nodeEndsQuery = `
 SELECT node, max(minute), max(computed_ns), min(minute)
 FROM ` + tables.AttributionMinutes + `

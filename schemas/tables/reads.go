@@ -57,7 +57,7 @@ const MinuteWindow = "minute >= toDateTime(?) AND minute < toDateTime(?)"
 // computed_ns): an allocation deleted since an earlier pass has no row in it. The pass is per
 // node because replicas that share the fleet by node store the nodes of one minute in passes
 // of their own; every node with a row in a pass gets one in each later pass of the minute
-// (its __unallocated__ row, a zero one when it has nothing left), and node '' holds the
+// (its __unallocated__ row, a zero one when it has nothing left), and the empty node holds the
 // minute's marker row. With MinuteWindow its arguments are from, to, from, to.
 func LatestPass(window string) string {
 	return window + `
