@@ -326,8 +326,8 @@ func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 				sliced = 1
 			}
 			waits, counts := []uint64{}, []uint64{}
-			for w, n := range l.Waits {
-				waits, counts = append(waits, w), append(counts, n)
+			for _, w := range slices.Sorted(maps.Keys(l.Waits)) { // in order: the same minute, the same row
+				waits, counts = append(waits, w), append(counts, l.Waits[w])
 			}
 			money, err := moneyValues(l.ListCost, l.Cost, l.WasteCost, l.OverheadCost)
 			if err != nil {
