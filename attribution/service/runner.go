@@ -235,6 +235,13 @@ func (r *Runner) assignment() (Assignment, bool) {
 	return a, ok
 }
 
+// Nodes is what the replica attributes now (nil: every node, without Shards); ok is false while
+// it owns none.
+func (r *Runner) Nodes() (owns func(string) bool, ok bool) {
+	a, ok := r.assignment()
+	return a.Owns, ok
+}
+
 // redoFrom makes the passes recompute from at (zero: nothing to do), bounded by MaxRecompute.
 func (r *Runner) redoFrom(at, closed time.Time) {
 	if at.IsZero() {
