@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"slices"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 )
 
 // TestMinutesPerNode: replicas store the nodes of one minute in passes of their own. The
@@ -18,10 +20,12 @@ import (
 // still counts), counts the minute once however many passes and nodes it has, drops the rows
 // of a node once a later pass gives it a zero row (Stale), and still reads minutes stored
 // before the per-node rows (the whole unallocated list cost on the marker row). NodeEnds,
-// StoredNodes and NextPass see what was stored.
+// StoredNodes, AllocationNodes and NextPass see what was stored. Every query runs through
+// chDB (current ClickHouse) as on 18.16.
 func TestMinutesPerNode(t *testing.T) {
 	ctx := context.Background()
-	conn := chtest.NewDatabase(t, nil)
+	recorder := &chtest.QueryRecorder{}
+	conn := chtest.NewDatabase(t, slog.New(recorder))
 	m0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 	m1 := m0.Add(time.Minute)
 	line := func(id, node string, list float64) billing.Line {
@@ -96,4 +100,13 @@ func TestMinutesPerNode(t *testing.T) {
 	if v, err := store.NextPass(ctx, conn, m0, m1, pass.Add(time.Minute)); err != nil || !v.Equal(pass.Add(time.Minute)) {
 		t.Errorf("next pass that started after the latest: %s, %v", v, err)
 	}
+	since := time.Now().UTC().Truncate(time.Second)
+	chtest.InsertAllocations(t, conn, []chtest.AllocationRow{
+		{ID: "m", Tenant: "t", Tier: "pro", Node: "node-1", Instance: "gpu0", Requested: m0, Started: m0, Version: 1},
+		{ID: "m", Tenant: "t", Tier: "pro", Node: "node-2", Instance: "gpu0", Requested: m0, Started: m0, Version: 2},
+	})
+	if nodes, err := store.AllocationNodes(ctx, conn, since); err != nil || len(nodes) != 1 || !slices.Equal(slices.Sorted(slices.Values(nodes["m"])), []string{"node-1", "node-2"}) {
+		t.Errorf("nodes of a moved allocation: %v, %v", nodes, err)
+	}
+	localtest.CheckQueriesWithChDB(t, "shards.sql", recorder.Selects())
 }
