@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +42,8 @@ const (
 	headerReasonDetail = "slicemeter-reason-detail"
 	headerField        = "slicemeter-field"
 	reasonInvalid      = "invalid"
+	reasonOverlap      = "overlap"
+	fieldInstance      = "instance_id"
 )
 
 // Writer is where messages go: a kafka.Writer without a topic of its own.
@@ -233,27 +237,45 @@ func (d *Discovery) publish(ctx context.Context, now time.Time, events []Event) 
 		msgs []kafka.Message
 		sent []Event
 	)
+	// What holds the instances already: every allocation sent, and those this batch sends.
+	holders := make([]allocation.Allocation, 0, len(d.st.Sent)+len(events))
+	for _, s := range d.st.Sent {
+		holders = append(holders, s.Allocation)
+	}
+	// The earliest started holds an instance: later ones are the overlaps.
+	events = slices.Clone(events)
+	sort.SliceStable(events, func(i, j int) bool { return events[i].Allocation.StartedAt.Before(events[j].Allocation.StartedAt) })
 	for _, e := range events {
-		if err := e.Allocation.Validate("kubernetes", 0); err != nil {
+		reason, field := reasonInvalid, ""
+		err := e.Allocation.Validate("kubernetes", 0)
+		var ae *allocation.Error
+		if errors.As(err, &ae) {
+			field = ae.Field
+		}
+		if err == nil {
+			// Two containers on one instance at once (MIG-<uuid>::<n> replicas of a time-sliced
+			// MIG device in several pods): the later one is refused, as the collector would,
+			// rather than each billed the whole instance.
+			if err = allocation.FirstOverlap([]allocation.Allocation{e.Allocation}, holders); err != nil {
+				reason, field = reasonOverlap, fieldInstance
+			}
+		}
+		if err != nil {
 			if prev, ok := d.refused[e.Allocation.ID]; ok && prev.Same(e.Allocation) {
 				continue
 			}
-			field := ""
-			var ae *allocation.Error
-			if errors.As(err, &ae) {
-				field = ae.Field
-			}
 			d.refused[e.Allocation.ID] = e.Allocation
 			d.metrics.refused.WithLabelValues(field).Inc()
-			d.logs.Log(ctx, now, slog.LevelWarn, "invalid:"+field, "Kubernetes discovery: an allocation is refused and dead-lettered",
-				"namespace", e.Namespace, "pod", e.Pod, "container", e.Container, "err", err)
+			d.logs.Log(ctx, now, slog.LevelWarn, reason+":"+field, "Kubernetes discovery: an allocation is refused and dead-lettered",
+				"namespace", e.Namespace, "pod", e.Pod, "container", e.Container, "device", e.Device, "reason", reason, "err", err)
 			m := d.message(pb.TopicDeadLetter, e)
-			m.Headers = append(m.Headers, kafka.Header{Key: headerReason, Value: []byte(reasonInvalid)},
+			m.Headers = append(m.Headers, kafka.Header{Key: headerReason, Value: []byte(reason)},
 				kafka.Header{Key: headerField, Value: []byte(field)}, kafka.Header{Key: headerReasonDetail, Value: []byte(err.Error())})
 			msgs = append(msgs, m)
 			continue
 		}
 		delete(d.refused, e.Allocation.ID)
+		holders = append(holders, e.Allocation)
 		msgs = append(msgs, d.message(pb.TopicAllocations, e))
 		sent = append(sent, e)
 	}

@@ -108,6 +108,7 @@ type fixture struct {
 	out     *recorder
 	dir     string
 	flags   *Flags
+	logger  *slog.Logger // nil: discarded
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -137,8 +138,11 @@ func (f *fixture) start(reg prometheus.Registerer) *Discovery {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(func() { _ = kub.Close() })
-	d, err := New(Config{Flags: f.flags, Client: f.client, Kubelet: kub, Writer: f.out, Registry: reg,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	logger := f.logger
+	if logger == nil {
+		logger = discardLogger()
+	}
+	d, err := New(Config{Flags: f.flags, Client: f.client, Kubelet: kub, Writer: f.out, Registry: reg, Logger: logger})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -296,8 +300,9 @@ func TestDiscoveryBadInputAndFaults(t *testing.T) {
 		t.Errorf("second refresh sent %d messages, want none", len(m))
 	}
 	if err := testutil.CollectAndCompare(reg, strings.NewReader(`
-# HELP slicemeter_exporter_kubernetes_allocations_refused_total Allocations of pods the validator refused (e.g. a namespace or label that is not a tenant name), dead-lettered with the reason, by field.
+# HELP slicemeter_exporter_kubernetes_allocations_refused_total Allocations of pods refused and dead-lettered with the reason, by field: the validator's (e.g. tenant: a namespace or label that is not a tenant name), or instance_id: the instance is held by another container at the same time (a time-sliced MIG device in several pods).
 # TYPE slicemeter_exporter_kubernetes_allocations_refused_total counter
+slicemeter_exporter_kubernetes_allocations_refused_total{field="instance_id"} 0
 slicemeter_exporter_kubernetes_allocations_refused_total{field="tenant"} 1
 slicemeter_exporter_kubernetes_allocations_refused_total{field="tier"} 0
 # HELP slicemeter_exporter_kubernetes_unmapped_devices_total NVIDIA device ids the kubelet assigned that map to no instance (each is named once in the log), counted per refresh.

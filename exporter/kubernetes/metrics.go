@@ -29,7 +29,7 @@ func newMetrics(reg prometheus.Registerer, d *Discovery) *metrics {
 		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "slicemeter_exporter_kubernetes_publish_errors_total",
 			Help: "Refreshes whose allocation events Kafka did not take (they are sent again at the next refresh)."}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "slicemeter_exporter_kubernetes_allocations_refused_total",
-			Help: "Allocations of pods the validator refused (e.g. a namespace or label that is not a tenant name), dead-lettered with the reason, by field."}, []string{"field"}),
+			Help: "Allocations of pods refused and dead-lettered with the reason, by field: the validator's (e.g. tenant: a namespace or label that is not a tenant name), or instance_id: the instance is held by another container at the same time (a time-sliced MIG device in several pods)."}, []string{"field"}),
 		podInfo: prometheus.NewDesc("slicemeter_instance_pod_info",
 			"1 for each instance a running container holds, with its pod: join on node and slice to label any instance series with namespace, pod and container.",
 			append([]string{"node", "slice", "kind"}, podLabels...), nil),
@@ -43,7 +43,7 @@ func newMetrics(reg prometheus.Registerer, d *Discovery) *metrics {
 			m.requests.WithLabelValues(v, r)
 		}
 	}
-	for _, f := range []string{"tenant", "tier"} {
+	for _, f := range []string{"tenant", "tier", fieldInstance} {
 		m.refused.WithLabelValues(f)
 	}
 	if reg != nil {

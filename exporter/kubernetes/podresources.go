@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
@@ -23,10 +24,18 @@ type PodResources struct {
 	socket string
 }
 
+// reconnectMax bounds gRPC's reconnection backoff (120 s by default): a kubelet restarted, or
+// its socket created after the exporter started, is read again within seconds. Connecting to
+// a local socket costs nothing.
+const reconnectMax = 5 * time.Second
+
 // DialPodResources prepares a client of the socket; it does not connect yet.
 func DialPodResources(socket string) (*PodResources, error) {
+	bo := backoff.DefaultConfig
+	bo.MaxDelay = reconnectMax
 	conn, err := grpc.NewClient("unix://"+socket,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: callTimeout}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxPodResourcesMessage)))
 	if err != nil {
 		return nil, fmt.Errorf("kubelet pod-resources socket %s: %w", socket, err)

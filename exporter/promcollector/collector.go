@@ -71,11 +71,36 @@ type instance struct {
 
 	gpu      *gpu // the GPU state of its node and index, if any
 	activity activityRef
+	share    *shareGroup // a share instance's GPU and its replicas; nil for other kinds
 
 	// vGPU counters, accumulated so that they keep increasing between scrapes.
 	hasWaits            bool
 	waitCount           uint64
 	waitSum, runSeconds float64
+}
+
+// shareGroup is the share instances (replicas) of one GPU in the snapshot.
+type shareGroup struct{ members []*instance }
+
+// powerEstimate is in's part of its GPU's power: split among the replicas by their SM activity
+// in the latest tick (equally while none is active), as Kepler splits a GPU's power among
+// its processes; the parts sum to the GPU's power.
+func (g *shareGroup) powerEstimate(in *instance) float64 {
+	total := 0.0
+	for _, m := range g.members {
+		total += shareSM(m)
+	}
+	if total <= 0 {
+		return in.smp.PowerWatts / float64(len(g.members))
+	}
+	return in.smp.PowerWatts * shareSM(in) / total
+}
+
+func shareSM(in *instance) float64 {
+	if in.smp.SmActiveUnavailable {
+		return 0
+	}
+	return in.smp.SmActive
 }
 
 // activityRef points at the instance's entry in its GPU's latest state; it is void once that
@@ -188,6 +213,11 @@ var (
 	// id is known (also while the GPU cannot be read: which slot fell off the bus is the point).
 	descGPUPCIInfo = prometheus.NewDesc("slicemeter_gpu_pci_info", "The GPU's PCI address (domain:bus:device.function, as dcgm-exporter's pci_bus_id), read when it was discovered.", append(slices.Clip(gpuLabels), "pci_bus_id"), nil)
 )
+
+// descPowerEst is a share replica's estimated power (shareGroup.powerEstimate).
+var descPowerEst = prometheus.NewDesc("slicemeter_instance_power_estimate_watts", "An estimate of the power a time-sliced or MPS replica (kind share) draws: "+
+	"its GPU's power split among the replicas by their SM activity in the latest tick (equally while none is active), as Kepler does; "+
+	"NVML measures only the whole GPU. One series per replica, never per pod (join slicemeter_instance_pod_info); they sum to slicemeter_gpu_power_watts.", instanceLabels, nil)
 
 // clocksEventReasons are NVML's clocks-event reason bits (nvmlClocksEventReason*, nvml.h) and
 // the reason label of each: one 0/1 series per reason, which PromQL can alert on; the bit mask
@@ -372,14 +402,24 @@ func newHealthLabels(values []string) healthLabels {
 // between instances and GPUs.
 func (s *Collector) rebuild() {
 	v := view{instances: make([]*instance, 0, len(s.instances)), gpus: make([]*gpu, 0, len(s.gpus))}
+	type sampleGPU struct{ node, uuid string }
+	shares := map[sampleGPU]*shareGroup{}
 	for _, in := range s.instances {
 		in.gpu = s.gpus[gpuKey{in.key.node, in.gpuIndex}]
+		in.share = nil
+		if in.kind == pb.Kind_KIND_SHARE {
+			k := sampleGPU{in.key.node, in.uuid}
+			if shares[k] == nil {
+				shares[k] = &shareGroup{}
+			}
+			in.share = shares[k]
+			in.share.members = append(in.share.members, in)
+		}
 		v.instances = append(v.instances, in)
 	}
 	slices.SortFunc(v.instances, func(a, b *instance) int { return compareLabels(a.labels, b.labels) })
 	v.infos = slices.Clone(v.instances)
 	slices.SortFunc(v.infos, func(a, b *instance) int { return compareLabels(a.info, b.info) })
-	type sampleGPU struct{ node, uuid string }
 	seen := map[sampleGPU]bool{}
 	perNode := map[string]int{}
 	for _, in := range v.instances {
@@ -418,7 +458,7 @@ func (s *Collector) Flush(context.Context) error { return nil }
 // Describe sends the descriptors of every metric the snapshot can emit.
 func (s *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descAttached, descSM, descMemUsed, descMemTotal, descLastTS,
-		descVRun, descVWaits, descVWaitSum, descVSwitch, descGPUInfo, descGPUPower, descInstances,
+		descVRun, descVWaits, descVWaitSum, descVSwitch, descGPUInfo, descGPUPower, descPowerEst, descInstances,
 		descGPUUp, descGPUUtil, descGPUMemUsed, descGPUEnergy, descGPUSMClock, descGPUMemClock, descGPUTemp,
 		descGPUThrottle, descGPUECC, descGPUXID, descGPULastXID, descGPUActivity, descOccupancy, descTensor, descDRAM, descProcesses, descVGPUInfo, descVGPUDriverUtil,
 		descGPUReason, descGPUPCIe, descGPUPCIeReplays, descGPUNVLink, descGPUMemTemp, descGPUMemFree, descGPUMemReserved,
@@ -450,6 +490,9 @@ func (s *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- m.gauge(descMemUsed, float64(smp.MemUsedBytes), ip)
 		ch <- m.gauge(descMemTotal, float64(smp.MemTotalBytes), ip)
 		ch <- m.gauge(descLastTS, float64(smp.TsNs)/1e9, ip)
+		if in.share != nil {
+			ch <- m.gauge(descPowerEst, in.share.powerEstimate(in), ip)
+		}
 		if in.hasWaits {
 			ch <- m.counter(descVRun, in.runSeconds, ip)
 			ch <- m.counter(descVWaits, float64(in.waitCount), ip)

@@ -45,7 +45,8 @@ type gpu struct {
 }
 
 type instance struct {
-	id          string
+	id          string // as the scenario names it: gpuN, gpuN/migM, gpuN/vgpuM, gpuN/shareM
+	uuid        string // as NVML (MIG, vGPU) or the device plugin (GPU-<uuid>::<n>) names it
 	kind        pb.Kind
 	profile     string
 	slices      uint32
@@ -109,8 +110,18 @@ func newNode(sc *scenario.Scenario, n scenario.Node) (*node, error) {
 				id: fmt.Sprintf("gpu%d", gi), kind: pb.Kind_KIND_GPU, sms: model.SMs, memTotal: model.MemoryBytes,
 			}}
 		}
-		for _, inst := range gp.instances {
+		for m, inst := range gp.instances {
 			inst.period = nd.period
+			switch inst.kind {
+			case pb.Kind_KIND_GPU:
+				inst.uuid = gp.uuid
+			case pb.Kind_KIND_MIG:
+				inst.uuid = derivedUUID("MIG", gp.uuid, inst.id)
+			case pb.Kind_KIND_VGPU:
+				inst.uuid = derivedUUID("", gp.uuid, inst.id)
+			case pb.Kind_KIND_SHARE:
+				inst.uuid = fmt.Sprintf("%s::%d", gp.uuid, m)
+			}
 		}
 		nd.gpus = append(nd.gpus, gp)
 	}
@@ -129,6 +140,25 @@ func (s *Source) find(t scenario.Target) *instance {
 		}
 	}
 	return nil
+}
+
+// UUIDs maps each instance of the scenario, by target (node/gpuN[/migM|/vgpuM|/shareM]), to
+// the id its samples carry with `ids: uuid`: what a test serving the kubelet's PodResources API
+// hands out as device ids, so that the allocations it makes join the simulated samples.
+func UUIDs(sc *scenario.Scenario) (map[string]string, error) {
+	out := map[string]string{}
+	for _, n := range sc.Nodes {
+		nd, err := newNode(sc, n)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range nd.gpus {
+			for _, inst := range g.instances {
+				out[n.Name+"/"+inst.id] = inst.uuid
+			}
+		}
+	}
+	return out, nil
 }
 
 // uuid derives a stable GPU UUID in NVML's format from the GPU's place in the scenario.

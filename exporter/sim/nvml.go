@@ -257,7 +257,7 @@ func (w *world) device(g *gpu) nvml.Device {
 
 func (w *world) migDevice(g *gpu, m int, inst *instance) nvml.Device {
 	return device{&mock.Device{
-		GetUUIDFunc: func() (string, nvml.Return) { return ok(derivedUUID("MIG", g.uuid, inst.id)) },
+		GetUUIDFunc: func() (string, nvml.Return) { return ok(inst.uuid) },
 		GetNameFunc: func() (string, nvml.Return) { return ok("NVIDIA " + g.model.Name + " MIG " + inst.profile) },
 		GetAttributesFunc: func() (nvml.DeviceAttributes, nvml.Return) {
 			return ok(nvml.DeviceAttributes{MultiprocessorCount: inst.sms, GpuInstanceSliceCount: inst.slices,
@@ -290,7 +290,7 @@ func (w *world) vgpu(g *gpu, m int, inst *instance) nvml.VgpuInstance {
 		GetFramebufferSizeFunc: func() (uint64, nvml.Return) { return ok(inst.memTotal) },
 	}}
 	return simVgpu{handle: uint32(m + 1), VgpuInstance: &mock.VgpuInstance{
-		GetUUIDFunc:    func() (string, nvml.Return) { return ok(derivedUUID("", g.uuid, inst.id)) },
+		GetUUIDFunc:    func() (string, nvml.Return) { return ok(inst.uuid) },
 		GetTypeFunc:    func() (nvml.VgpuTypeId, nvml.Return) { return ok[nvml.VgpuTypeId](typ) },
 		GetFbUsageFunc: func() (uint64, nvml.Return) { return ok(inst.memUsed(w.d)) },
 		GetVmIDFunc: func() (string, nvml.VgpuVmIdType, nvml.Return) {

@@ -15,8 +15,12 @@ import (
 // memory) as a real time-sliced or MPS GPU does, and shares tells the nvml source which
 // process runs on which replica, as Kubernetes does from the pods' cgroups.
 
-// shares is a node's exporter.Shares, from the scenario.
-type shares struct{ n *node }
+// shares is a node's exporter.Shares, from the scenario; uuids: the replicas are named as the
+// device plugin names them (scenario `ids: uuid`).
+type shares struct {
+	n     *node
+	uuids bool
+}
 
 var _ exporter.Shares = shares{}
 
@@ -30,7 +34,10 @@ func (s shares) Share(uuid string) exporter.Share {
 		pids := make(map[uint32]string, len(g.instances))
 		for i, inst := range g.instances {
 			ids[i] = inst.id
-			pids[inst.pid] = inst.id
+			if s.uuids {
+				ids[i] = inst.uuid
+			}
+			pids[inst.pid] = ids[i]
 		}
 		return exporter.Share{Replicas: len(g.instances), IDs: ids, Replica: func(pid uint32) (string, bool) {
 			id, ok := pids[pid]

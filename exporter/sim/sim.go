@@ -134,8 +134,12 @@ func (s *Source) Read(ctx context.Context, t time.Time, interval time.Duration) 
 		if n.src == nil {
 			// Opened while the world still stands at t, the end of the previous tick.
 			var lib nvml.Interface = n.world.lib
-			cfg := nvmlsource.Config{Node: n.name, IDs: nvmlsource.Indices, Metrics: s.opts.Metrics, Logger: s.opts.Logger,
-				Rediscover: s.opts.Rediscover, Shares: shares{n}}
+			ids := nvmlsource.Indices
+			if s.sc.UUIDs {
+				ids = nvmlsource.UUIDs
+			}
+			cfg := nvmlsource.Config{Node: n.name, IDs: ids, Metrics: s.opts.Metrics, Logger: s.opts.Logger,
+				Rediscover: s.opts.Rediscover, Shares: shares{n, s.sc.UUIDs}}
 			if r := s.opts.Recorder; r != nil {
 				lib, cfg.BeforeRead = r.Library(lib), r.BeginTick
 			}

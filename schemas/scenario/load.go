@@ -42,6 +42,7 @@ type rawScenario struct {
 	Duration string            `yaml:"duration"`
 	Interval string            `yaml:"interval"`
 	Loop     string            `yaml:"loop"`
+	IDs      string            `yaml:"ids"`
 	Currency string            `yaml:"currency"`
 	Prices   map[string]string `yaml:"prices"`
 	Tiers    map[string]string `yaml:"tiers"`
@@ -224,6 +225,13 @@ func (v *validator) scenario(raw *rawScenario) *Scenario {
 		}
 	default:
 		v.fail("loop", "%q: expected true or false", raw.Loop)
+	}
+	switch raw.IDs {
+	case "", "index":
+	case "uuid":
+		s.UUIDs = true
+	default:
+		v.fail("ids", "%q: expected index (gpuN/migM, the default) or uuid (as on real hardware)", raw.IDs)
 	}
 	if !regexp.MustCompile(`^[A-Z]{3}$`).MatchString(s.Currency) {
 		v.fail("currency", "%q: expected an ISO 4217 code such as USD", s.Currency)

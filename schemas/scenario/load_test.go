@@ -157,6 +157,7 @@ func TestParseErrors(t *testing.T) {
 		{"reserved tenant", "  - name: a\n", "  - name: __unallocated__\n", `tenants[0].name: "__unallocated__": expected`},
 		{"formula tenant", "  - name: a\n", "  - name: \"=HYPERLINK(1)\"\n", `tenants[0].name: "=HYPERLINK(1)": expected`},
 		{"loop not a bool", "interval: 100ms", "interval: 100ms\nloop: forever", `loop: "forever": expected true or false`},
+		{"ids unknown", "interval: 100ms", "interval: 100ms\nids: serial", `ids: "serial": expected index (gpuN/migM, the default) or uuid`},
 		{"loop off the grid", "interval: 100ms", "interval: 7s\nloop: true", "loop: duration 1h0m0s is not a multiple of interval 7s"},
 		{"fault kind", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: fire, at: 1m}]`, `nodes[0].gpus[0].faults[0].kind: "fire": expected one of remap_pending, remap_failure, thermal_throttle, power_cap`},
 		{"fault at missing", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: remap_failure}]`, `nodes[0].gpus[0].faults[0].at: missing; expected a duration`},
@@ -182,6 +183,21 @@ func TestParseErrors(t *testing.T) {
 	}
 	if _, err := Parse("ok.yaml", []byte(valid)); err != nil {
 		t.Fatalf("valid scenario: %v", err)
+	}
+}
+
+func TestParseIDs(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want bool
+	}{{"", false}, {"ids: index\n", false}, {"ids: uuid\n", true}} {
+		s, err := Parse("ids.yaml", []byte(strings.Replace(valid, "currency: USD\n", "currency: USD\n"+tc.yaml, 1)))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if s.UUIDs != tc.want {
+			t.Errorf("%q: UUIDs %v, want %v", tc.yaml, s.UUIDs, tc.want)
+		}
 	}
 }
 

@@ -17,7 +17,12 @@ type Scenario struct {
 	// Loop (YAML `loop: true`) repeats the window forever: the simulator runs until stopped, its
 	// allocations, workloads and outages starting again every Duration. End stays the end of
 	// the first repetition (the ground truth's window).
-	Loop     bool
+	Loop bool
+	// UUIDs (YAML `ids: uuid`; default `ids: index`) makes the simulated exporter name
+	// instances as on real hardware: GPU-, MIG- and vGPU UUIDs, replicas GPU-<uuid>::<n> (the
+	// device ids of NVIDIA's Kubernetes device plugin), instead of gpuN/migM. The scenario's own
+	// targets still name instances by index; they only drive the workloads.
+	UUIDs    bool
 	Currency string
 	Prices   map[string]float64 // GPU model -> price of one whole GPU for one hour
 	Tiers    map[string]float64 // tier -> multiplier
