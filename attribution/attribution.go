@@ -13,6 +13,7 @@
 package attribution
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -262,23 +263,22 @@ func onNodes(allocs []billing.Allocation, fleet *billing.Fleet, keep func(string
 // unallocatedByNode is, per node with priced capacity or a line, the list cost of its GPUs
 // minus that of the lines on it: the node's share of the unallocated capacity, which the
 // service stores per node (the nodes sum to the report's unallocated, up to float rounding).
+// The GPUs are summed in order, so that a node's figure is the same to the last bit whichever
+// replica computes it.
 func unallocatedByNode(f *billing.Fleet, window billing.Interval, book *pricebook.PriceBook, lines []billing.Line) (map[string]float64, error) {
-	nodes := map[string]*billing.Fleet{}
-	for g, ivs := range f.GPUs {
-		n := nodes[g.Node]
-		if n == nil {
-			n = billing.NewFleet()
-			nodes[g.Node] = n
-		}
-		n.GPUs[g] = ivs
-	}
-	out := make(map[string]float64, len(nodes))
-	for node, n := range nodes {
-		c, err := billing.CapacityListCost(n, window, book)
+	gpus := slices.SortedFunc(maps.Keys(f.GPUs), func(a, b billing.GPU) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.UUID, b.UUID), cmp.Compare(a.Model, b.Model))
+	})
+	out := map[string]float64{}
+	one := billing.NewFleet()
+	for _, g := range gpus {
+		clear(one.GPUs)
+		one.GPUs[g] = f.GPUs[g]
+		c, err := billing.CapacityListCost(one, window, book)
 		if err != nil {
-			return nil, fmt.Errorf("the capacity of node %s: %w", node, err)
+			return nil, fmt.Errorf("the capacity of GPU %s on node %s: %w", g.UUID, g.Node, err)
 		}
-		out[node] = c
+		out[g.Node] += c
 	}
 	for _, l := range lines {
 		out[l.Node] -= l.ListCost

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -136,7 +137,7 @@ func runReplicas(t *testing.T, sc *scenario.Scenario, book *pricebook.PriceBook,
 			s := &hashShards{index: i, n: c.n, generation: 1}
 			shards, cfg.Shards = append(shards, s), s
 		}
-		r := service.NewRunner(conn, book, cfg, nil, slog.New(slog.DiscardHandler))
+		r := service.NewRunner(conn, book, cfg, nodeSums{t}, slog.New(slog.DiscardHandler))
 		r.SetClock(func() time.Time { return clock })
 		runners = append(runners, r)
 	}
@@ -190,6 +191,20 @@ func runReplicas(t *testing.T, sc *scenario.Scenario, book *pricebook.PriceBook,
 	}
 	checkRolledUp(t, conn, from.Truncate(time.Hour))
 	return storedRows(t, conn, from, to), csvOf(t, rep)
+}
+
+// nodeSums is an Observer that checks each minute's unallocated list cost per node against the
+// whole: capacity − Σ tenants = Σ nodes' unallocated, of the replica's nodes.
+type nodeSums struct{ t *testing.T }
+
+func (o nodeSums) Minute(m store.Minute, _ bool, _ []error) {
+	sum := 0.
+	for _, v := range m.Report.UnallocatedByNode {
+		sum += v
+	}
+	if math.Abs(sum-m.Report.UnallocatedListCost) > billing.Tolerance {
+		o.t.Errorf("minute %s: unallocated %.9f, its nodes' %.9f", m.Start.Format(time.RFC3339), m.Report.UnallocatedListCost, sum)
+	}
 }
 
 // checkRolledUp fails unless the hour's latest roll-up is of the minutes stored now (what
