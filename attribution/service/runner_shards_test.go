@@ -142,6 +142,7 @@ func runReplicas(t *testing.T, sc *scenario.Scenario, book *pricebook.PriceBook,
 		runners = append(runners, r)
 	}
 	dead := map[int]bool{}
+	spent, attributed := make([]time.Duration, len(runners)), make([]int, len(runners)) // per replica, logged
 	// A pass every 2 minutes from minute 10 to the end (the lookback covers the minutes between).
 	for step := 0; step <= 10; step++ {
 		clock = sc.Start.Add(10*time.Minute + 30*time.Second + time.Duration(2*step)*time.Minute)
@@ -174,12 +175,18 @@ func runReplicas(t *testing.T, sc *scenario.Scenario, book *pricebook.PriceBook,
 				cancel()
 				continue
 			}
+			began := time.Now()
 			p, err := r.Once(ctx)
+			spent[i] += time.Since(began)
+			attributed[i] += p.Fresh + p.Recomputed
 			cancel()
 			if err != nil || p.Violations > 0 || len(p.Failed) > 0 {
 				t.Fatalf("replica %d of %d, step %d: %+v, %v", i, c.n, step, p, err)
 			}
 		}
+	}
+	for i := range runners {
+		t.Logf("replica %d of %d: %d minutes attributed in %s", i, max(c.n, 1), attributed[i], spent[i].Round(time.Millisecond))
 	}
 	ctx := context.Background()
 	rep, err := store.FromMinutes(ctx, conn, from, to)
