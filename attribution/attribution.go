@@ -13,6 +13,7 @@
 package attribution
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,6 +58,12 @@ type Options struct {
 	// report's window ends there.
 	Now   time.Time
 	Delay time.Duration
+	// Nodes, when set, keeps only the nodes it accepts (from the samples): their GPUs, their
+	// instances and the allocations on them (nil: every node). An attribution replica that
+	// shares the fleet by node computes its nodes alone; a node's minute depends on nothing
+	// of another node's, so the replicas' minutes are those of one. The tenant rows then cover
+	// those nodes only: the minutes the service stores are per allocation and node.
+	Nodes func(node string) bool
 }
 
 // DefaultDelay is how long after a moment its samples are taken as complete.
@@ -191,6 +198,8 @@ func compute(ctx context.Context, conn store.Querier, o Options, book *pricebook
 	if fleet.GPUs, err = capacityOf(ctx, conn, o, window); err != nil {
 		return report.Report{}, nil, err
 	}
+	// The node filter applies after the reads, which stay the same for every replica.
+	allocs, fleet = onNodes(allocs, fleet, o.Nodes)
 	// GPUs of a model without a price are left out of the capacity, and allocations on them or
 	// at an unknown tier out of the money: attributed as unpriced, the rest billed as usual.
 	pricedFleet, unpricedGPUs := billing.SplitFleet(fleet, window, book)
@@ -220,12 +229,17 @@ func compute(ctx context.Context, conn store.Querier, o Options, book *pricebook
 	for _, row := range rows {
 		unallocated -= row.ListCost
 	}
+	byNode, err := unallocatedByNode(pricedFleet, window, book, lines)
+	if err != nil {
+		return report.Report{}, nil, err
+	}
 	return report.Report{
 		WindowStart:         from.UTC(),
 		WindowEnd:           to.UTC(),
 		Currency:            book.Currency,
 		Tenants:             rows,
 		UnallocatedListCost: unallocated,
+		UnallocatedByNode:   byNode,
 		CapacityListCost:    capacity,
 		Notes:               notes,
 		Unsampled:           len(unsampled),
@@ -233,6 +247,43 @@ func compute(ctx context.Context, conn store.Querier, o Options, book *pricebook
 		Unpriced:            unpriced,
 		Failed:              p.Failed,
 	}, lines, nil
+}
+
+// onNodes is the allocations and the fleet of the nodes keep accepts (nil: all of them).
+func onNodes(allocs []billing.Allocation, fleet *billing.Fleet, keep func(string) bool) ([]billing.Allocation, *billing.Fleet) {
+	if keep == nil {
+		return allocs, fleet
+	}
+	allocs = slices.DeleteFunc(allocs, func(a billing.Allocation) bool { return !keep(a.Target.Node) })
+	maps.DeleteFunc(fleet.Instances, func(t billing.Target, _ pricebook.Instance) bool { return !keep(t.Node) })
+	maps.DeleteFunc(fleet.GPUs, func(g billing.GPU, _ []billing.Interval) bool { return !keep(g.Node) })
+	return allocs, fleet
+}
+
+// unallocatedByNode is, per node with priced capacity or a line, the list cost of its GPUs
+// minus that of the lines on it: the node's share of the unallocated capacity, which the
+// service stores per node (the nodes sum to the report's unallocated, up to float rounding).
+// The GPUs are summed in order, so that a node's figure is the same to the last bit whichever
+// replica computes it.
+func unallocatedByNode(f *billing.Fleet, window billing.Interval, book *pricebook.PriceBook, lines []billing.Line) (map[string]float64, error) {
+	gpus := slices.SortedFunc(maps.Keys(f.GPUs), func(a, b billing.GPU) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.UUID, b.UUID), cmp.Compare(a.Model, b.Model))
+	})
+	out := map[string]float64{}
+	one := billing.NewFleet()
+	for _, g := range gpus {
+		clear(one.GPUs)
+		one.GPUs[g] = f.GPUs[g]
+		c, err := billing.CapacityListCost(one, window, book)
+		if err != nil {
+			return nil, fmt.Errorf("the capacity of GPU %s on node %s: %w", g.UUID, g.Node, err)
+		}
+		out[g.Node] += c
+	}
+	for _, l := range lines {
+		out[l.Node] -= l.ListCost
+	}
+	return out, nil
 }
 
 // capacityOf is when each GPU is capacity in the window, from the options' presence or read for it.

@@ -55,6 +55,10 @@ type Report struct {
 	Tenants     []Row // in any order; rendered in tenant-name order
 	// UnallocatedListCost is the fleet's capacity list cost minus the tenants' list costs.
 	UnallocatedListCost float64
+	// UnallocatedByNode splits UnallocatedListCost by node (the list cost of the node's GPUs
+	// minus that of the lines on it), when computed from the samples: the attribution service
+	// stores it per node, so that replicas sharing the fleet by node each store their own.
+	UnallocatedByNode map[string]float64 `json:"-"`
 	// CapacityListCost is the list cost of every GPU of the fleet over the window (not
 	// rendered: it is Σ tenants' list_cost + unallocated).
 	CapacityListCost float64

@@ -37,6 +37,8 @@ type Passes struct {
 	// is capacity from each of its samples for this long. Reports must use the same period for
 	// the stored minutes to sum to them.
 	Presence time.Duration
+	// Shards says which nodes this replica attributes when several share the fleet (nil: all).
+	Shards Shards
 }
 
 // DefaultPasses are the service's defaults.
@@ -66,6 +68,9 @@ type Runner struct {
 	seen      map[string]uint64
 	redo      time.Time       // a recomputation for late allocations resumes here (zero: none)
 	presence  *store.Presence // of the latest pass; the next reads only what is new
+	// generation of the Shards assignment the latest pass completed with (assigned: one did).
+	generation int64
+	assigned   bool
 
 	report func(context.Context, store.Querier, *pricebook.PriceBook, attribution.Options) (attribution.Result, error) // attribution.Report
 }
@@ -95,34 +100,29 @@ type Pass struct {
 }
 
 // Once runs one pass: the closed minutes from the lookback (or from where a late allocation
-// starts) to the latest closed minute, at most MaxMinutes of them, oldest first.
+// starts, or where a node gained from another replica is behind) to the latest closed minute,
+// at most MaxMinutes of them, oldest first. With Shards, only the nodes of the assignment
+// taken at the pass's start.
 func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	now := r.now().UTC()
 	closed := now.Add(-r.cfg.Delay).Truncate(time.Minute)
+	a, ok := r.assignment()
+	if !ok {
+		r.logs.Log(ctx, now, slog.LevelInfo, "unassigned", "this replica owns no nodes yet: the pass attributes nothing")
+		r.logs.Flush(ctx, now)
+		return Pass{Done: r.done}, nil
+	}
 	if r.done.IsZero() {
 		if err := r.resume(ctx, closed); err != nil {
 			return Pass{}, err
 		}
 	}
-	from := minTime(r.done, closed.Add(-r.cfg.Lookback).Truncate(time.Minute))
-	late, err := r.late(ctx)
+	late, err := r.late(ctx, a.Owns)
 	if err != nil {
 		return Pass{}, err
 	}
-	if !late.IsZero() {
-		late = maxTime(late.Truncate(time.Minute), closed.Add(-r.cfg.MaxRecompute).Truncate(time.Minute))
-		if r.redo.IsZero() || late.Before(r.redo) {
-			r.redo = late
-		}
-	}
-	if !r.redo.IsZero() {
-		from = minTime(from, r.redo)
-	}
-	to := closed
-	if n := int(to.Sub(from) / time.Minute); n > r.cfg.MaxMinutes {
-		// Oldest first; what is cut off waits for the next pass (r.redo, r.done).
-		to = from.Add(time.Duration(r.cfg.MaxMinutes) * time.Minute)
-	}
+	r.redoFrom(late, closed)
+	from, to := r.span(closed)
 	p := Pass{From: from, To: to, Done: r.done}
 	if !from.Before(to) {
 		return p, nil
@@ -133,12 +133,30 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	if err != nil {
 		return p, err
 	}
+	if r.cfg.Shards != nil && (!r.assigned || a.Generation != r.generation) {
+		// Nodes gained may be behind: their previous owner stopped mid-pass, or long ago.
+		back, err := r.behind(ctx, closed, from, a.Owns, presence.Nodes())
+		if err != nil {
+			return p, err
+		}
+		if r.redoFrom(back, closed); r.redo.Before(from) {
+			from, to = r.span(closed)
+			p.From, p.To = from, to
+			if presence, err = r.presence.Advance(ctx, r.conn, r.cfg.Samples, billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}, period); err != nil {
+				return p, err
+			}
+		}
+	}
 	r.presence = presence
+	stored, err := store.StoredNodes(ctx, r.conn, from, to)
+	if err != nil {
+		return p, err
+	}
 	var minutes []store.Minute
 	var violations [][]error
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
 		res, err := r.report(ctx, r.conn, r.book, attribution.Options{From: m, To: m.Add(time.Minute), Samples: r.cfg.Samples, Lines: true,
-			Presence: period, Present: presence, Now: now, Delay: reportDelay(r.cfg.Delay)})
+			Presence: period, Present: presence, Now: now, Delay: reportDelay(r.cfg.Delay), Nodes: a.Owns})
 		if err != nil && !errors.Is(err, attribution.ErrInvariants) {
 			err = fmt.Errorf("attribute the minute %s: %w", m.Format(time.RFC3339), err)
 			// ClickHouse unreachable or the pass cancelled: the whole pass is retried, as no
@@ -153,15 +171,22 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 		}
 		r.logProblems(ctx, now, m, res.Report, res.Violations)
 		p.Violations += len(res.Violations)
-		minutes = append(minutes, store.Minute{Start: m, Report: res.Report, Lines: res.Lines})
+		minutes = append(minutes, store.Minute{Start: m, Report: res.Report, Lines: res.Lines, Stale: staleNodes(stored[m.Unix()], res.Report, a.Owns)})
 		violations = append(violations, res.Violations)
 	}
 	r.logs.Flush(ctx, now)
-	if err := store.WriteMinutes(ctx, r.conn, minutes, now); err != nil {
+	version, err := store.NextPass(ctx, r.conn, from, to, now)
+	if err != nil {
+		return p, err
+	}
+	if err := store.WriteMinutes(ctx, r.conn, minutes, version); err != nil {
 		return p, err
 	}
 	// The hours this pass completed or recomputed are rolled up again. A roll-up that fails
 	// costs only speed: readers take an hour from its minutes until its roll-up matches them.
+	// With several replicas each rolls up after its own write, from everything stored by then:
+	// the roll-up after the last write of an hour sees every replica's minutes, and one made
+	// before it is stale (NextPass: the later write has a later version) and not read.
 	if len(minutes) > 0 {
 		if err := store.RollupHours(ctx, r.conn, minutes[0].Start, minutes[len(minutes)-1].Start.Add(time.Minute)); err != nil {
 			if ctx.Err() != nil {
@@ -192,8 +217,134 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 			r.redo = time.Time{}
 		}
 	}
+	r.generation, r.assigned = a.Generation, true
 	p.Done = r.done
 	return p, nil
+}
+
+// assignment is the nodes this pass attributes: every node (Owns nil) without Shards; ok is
+// false while the replica owns none.
+func (r *Runner) assignment() (Assignment, bool) {
+	if r.cfg.Shards == nil {
+		return Assignment{}, true
+	}
+	a, ok := r.cfg.Shards.Assignment()
+	if ok && a.Owns == nil {
+		a.Owns = func(string) bool { return false }
+	}
+	return a, ok
+}
+
+// Nodes is what the replica attributes now (nil: every node, without Shards); ok is false while
+// it owns none.
+func (r *Runner) Nodes() (owns func(string) bool, ok bool) {
+	a, ok := r.assignment()
+	return a.Owns, ok
+}
+
+// redoFrom makes the passes recompute from at (zero: nothing to do), bounded by MaxRecompute.
+func (r *Runner) redoFrom(at, closed time.Time) {
+	if at.IsZero() {
+		return
+	}
+	at = maxTime(at.Truncate(time.Minute), closed.Add(-r.cfg.MaxRecompute).Truncate(time.Minute))
+	if r.redo.IsZero() || at.Before(r.redo) {
+		r.redo = at
+	}
+}
+
+// span is the minutes the pass attributes: [from, to).
+func (r *Runner) span(closed time.Time) (from, to time.Time) {
+	from = minTime(r.done, closed.Add(-r.cfg.Lookback).Truncate(time.Minute))
+	if !r.redo.IsZero() {
+		from = minTime(from, r.redo)
+	}
+	to = closed
+	if n := int(to.Sub(from) / time.Minute); n > r.cfg.MaxMinutes {
+		// Oldest first; what is cut off waits for the next pass (r.redo, r.done).
+		to = from.Add(time.Duration(r.cfg.MaxMinutes) * time.Minute)
+	}
+	return from, to
+}
+
+// behind is where the owned nodes present in the pass must be recomputed from, zero when none
+// is behind: the minute after a node's latest stored one when that is before the pass (from
+// the first attributed minute for a node never stored), or the start of an allocation on the
+// node received after the node's latest pass (its previous owner may have stopped before
+// recomputing for it). Minutes within the lookback are recomputed every pass anyway.
+func (r *Runner) behind(ctx context.Context, closed, from time.Time, owns func(string) bool, present []string) (time.Time, error) {
+	ends, first, err := store.NodeEnds(ctx, r.conn, closed.Add(-r.cfg.MaxRecompute).Truncate(time.Minute))
+	if err != nil || first.IsZero() {
+		return time.Time{}, err
+	}
+	var earliest, since time.Time
+	owned := map[string]bool{}
+	for _, n := range present {
+		if !owns(n) {
+			continue
+		}
+		owned[n] = true
+		start := first // never stored: all of it
+		if e, ok := ends[n]; ok {
+			start = e.Last.Add(time.Minute)
+			if since.IsZero() || e.Computed.Before(since) {
+				since = e.Computed
+			}
+		}
+		if start.Before(from) && (earliest.IsZero() || start.Before(earliest)) {
+			earliest = start
+		}
+	}
+	if since.IsZero() {
+		return earliest, nil
+	}
+	// Allocations on these nodes received since the earliest of their latest passes.
+	rows, err := store.ReceivedSince(ctx, r.conn, since.Truncate(time.Second))
+	if err != nil {
+		return time.Time{}, err
+	}
+	nodes, err := r.nodesOf(ctx, rows, since.Truncate(time.Second))
+	if err != nil {
+		return time.Time{}, err
+	}
+	for _, x := range rows {
+		if onNodes(nodes[x.ID], func(n string) bool { return owned[n] }) && (earliest.IsZero() || x.Started.Before(earliest)) {
+			earliest = x.Started
+		}
+	}
+	return earliest, nil
+}
+
+// nodesOf is the nodes of every version of the received allocations (none read when there
+// are none).
+func (r *Runner) nodesOf(ctx context.Context, rows []store.Received, since time.Time) (map[string][]string, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	return store.AllocationNodes(ctx, r.conn, since)
+}
+
+// onNodes says whether any of the nodes is owned.
+func onNodes(nodes []string, owns func(string) bool) bool {
+	for _, n := range nodes {
+		if owns(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// staleNodes are the owned nodes stored in the minute before that its report has nothing of:
+// each gets a zero __unallocated__ row (store.Minute.Stale). Without Shards (owns nil) every
+// node the minute stored is taken as owned.
+func staleNodes(stored []string, rep report.Report, owns func(string) bool) []string {
+	var out []string
+	for _, n := range stored {
+		if _, ok := rep.UnallocatedByNode[n]; !ok && (owns == nil || owns(n)) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // logProblems logs what is wrong with a minute's report, at most one line per kind per
@@ -243,7 +394,7 @@ func (r *Runner) resume(ctx context.Context, closed time.Time) error {
 		if r.watermark, err = store.LastReceived(ctx, r.conn); err != nil {
 			return err
 		}
-		_, err = r.late(ctx)
+		_, err = r.late(ctx, nil)
 	} else {
 		r.done = last.Add(time.Minute)
 		r.watermark, err = store.LastComputed(ctx, r.conn)
@@ -253,11 +404,18 @@ func (r *Runner) resume(ctx context.Context, closed time.Time) error {
 }
 
 // late returns the earliest started_at of the allocations received since the last pass (zero:
-// none), and moves the watermark past them.
-func (r *Runner) late(ctx context.Context) (time.Time, error) {
+// none) that were ever on a node owns accepts (nil: every node), and moves the watermark past
+// them all.
+func (r *Runner) late(ctx context.Context, owns func(string) bool) (time.Time, error) {
 	rows, err := store.ReceivedSince(ctx, r.conn, r.watermark)
 	if err != nil {
 		return time.Time{}, err
+	}
+	var nodes map[string][]string
+	if owns != nil {
+		if nodes, err = r.nodesOf(ctx, rows, r.watermark); err != nil {
+			return time.Time{}, err
+		}
 	}
 	var earliest time.Time
 	next := r.watermark
@@ -265,11 +423,14 @@ func (r *Runner) late(ctx context.Context) (time.Time, error) {
 		if v, ok := r.seen[x.ID]; ok && v == x.Version && x.At.Equal(r.watermark) {
 			continue
 		}
-		if earliest.IsZero() || x.Started.Before(earliest) {
-			earliest = x.Started
-		}
 		if x.At.After(next) {
 			next = x.At
+		}
+		if owns != nil && !onNodes(nodes[x.ID], owns) {
+			continue
+		}
+		if earliest.IsZero() || x.Started.Before(earliest) {
+			earliest = x.Started
 		}
 	}
 	seen := map[string]uint64{}

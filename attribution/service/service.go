@@ -227,10 +227,17 @@ func (s *service) pass(ctx context.Context) {
 	}
 	s.closePeriods(ctx)
 	s.updateFleet(ctx)
+	// The gauges are of the replica's nodes (Shards), as its minutes and counters are: replicas
+	// share the trailing window's work as they share the minutes'.
+	nodes, owned := s.runner.Nodes()
+	if !owned {
+		return
+	}
 	// Whole seconds: the window's edges are what the report prints.
 	to := time.Now().UTC().Truncate(time.Second)
 	began = time.Now()
-	res, err := attribution.Report(ctx, s.conn, s.cfg.Book, attribution.Options{From: to.Add(-s.cfg.Window), To: to, Samples: s.cfg.Samples, Presence: s.cfg.Presence})
+	res, err := attribution.Report(ctx, s.conn, s.cfg.Book, attribution.Options{From: to.Add(-s.cfg.Window), To: to, Samples: s.cfg.Samples, Presence: s.cfg.Presence,
+		Nodes: nodes})
 	s.sla.duration.Observe(time.Since(began).Seconds())
 	if err != nil && !errors.Is(err, attribution.ErrInvariants) {
 		s.sla.errors.Inc()

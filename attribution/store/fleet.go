@@ -266,10 +266,10 @@ FROM (
 ) AS s ALL INNER JOIN (
     SELECT minute, node, instance_id, tenant, sum(b1) AS b
     FROM (
-        SELECT minute, tenant, allocation_id, any(node) AS node, any(instance_id) AS instance_id, any(billed_ns) AS b1
+        SELECT minute, tenant, allocation_id, node, any(instance_id) AS instance_id, any(billed_ns) AS b1
         FROM ` + tables.AttributionMinutes + `
         WHERE ` + tables.LatestPass(tables.MinuteWindow) + ` AND tenant != '` + report.Unallocated + `'
-        GROUP BY minute, tenant, allocation_id
+        GROUP BY minute, tenant, allocation_id, node
     ) AS r
     GROUP BY minute, node, instance_id, tenant
 ) AS m USING (minute, node, instance_id)

@@ -45,7 +45,7 @@ func HourlyLines(ctx context.Context, conn Querier, from, to time.Time, each fun
 	hour := from // the hour whose lines are being read
 	var (
 		lines   []billing.Line
-		minutes uint64 // of hour, attributed (each has its __unallocated__ row)
+		minutes uint64 // of hour, attributed (each has its __unallocated__ marker row)
 	)
 	// next passes every hour before the one starting at next to each; an hour without a
 	// stored minute has no row at all, so each must have had its 60.
@@ -85,7 +85,9 @@ func HourlyLines(ctx context.Context, conn Querier, from, to time.Time, each fun
 				return err
 			}
 			if r.tenant == report.Unallocated {
-				minutes += r.minutes
+				if r.id == "" { // the marker rows: one a minute attributed
+					minutes += r.minutes
+				}
 				return nil
 			}
 			sum := r.first()

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -24,7 +26,8 @@ import (
 // attributed each (tables.LatestPass; its arguments from, to, from, to). The inner query's
 // aliases are the columns' names, so that the outer one sums them with tables' formulas.
 // Every column is a sum, a maximum or the same in every row, so that the sums of consecutive
-// chunks of a window add up to the window's (FromMinutes reads a long window by chunks).
+// chunks of a window add up to the window's (FromMinutes reads a long window by chunks). node
+// is grouped by, not aliased: an alias named node would replace the column in LatestPass.
 var minutesQuery = `
 SELECT tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max(sliced),
     sum(billed_ns), ` + tables.Metered + `, ` + tables.Active + `, sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
@@ -39,10 +42,10 @@ FROM (
         any(cold_start_ns) AS cold_start_ns, any(cold_start_sla_ns) AS cold_start_sla_ns, any(currency) AS currency,
         any(wait_ns) AS wait_ns, any(wait_count) AS wait_count, any(overhead_ns) AS overhead_ns,
         any(model) AS model, any(profile) AS profile, any(fraction) AS fraction,
-        any(node) AS node, any(instance_id) AS instance_id
+        node, any(instance_id) AS instance_id
     FROM ` + tables.AttributionMinutes + `
     WHERE ` + tables.LatestPass(tables.MinuteWindow) + `
-    GROUP BY minute, tenant, allocation_id
+    GROUP BY minute, tenant, allocation_id, node
 )
 GROUP BY tenant, allocation_id`
 
@@ -90,7 +93,10 @@ func FromMinutesLines(ctx context.Context, conn Querier, from, to time.Time) (re
 			if err := c.sumLines(ctx, conn, func(r summed) {
 				currency = r.currency
 				if r.tenant == report.Unallocated {
-					unallocated, minutes = unallocated.Add(r.sums.listCost), minutes+r.minutes
+					unallocated = unallocated.Add(r.sums.listCost)
+					if r.id == "" { // the marker rows: one a minute attributed
+						minutes += r.minutes
+					}
 					return
 				}
 				k := [2]string{r.tenant, r.id}
@@ -240,6 +246,10 @@ type Minute struct {
 	Start  time.Time
 	Report report.Report
 	Lines  []billing.Line
+	// Stale are nodes stored in an earlier pass of the minute that have neither capacity nor
+	// a line now (an allocation moved away): each gets a zero __unallocated__ row, so that
+	// this pass is their latest (tables.LatestPass) and their old rows no longer count.
+	Stale []string
 }
 
 var insertMinutes = tables.Insert(tables.AttributionMinutes, tables.AttributionMinuteColumns)
@@ -316,8 +326,8 @@ func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 				sliced = 1
 			}
 			waits, counts := []uint64{}, []uint64{}
-			for w, n := range l.Waits {
-				waits, counts = append(waits, w), append(counts, n)
+			for _, w := range slices.Sorted(maps.Keys(l.Waits)) { // in order: the same minute, the same row
+				waits, counts = append(waits, w), append(counts, l.Waits[w])
 			}
 			money, err := moneyValues(l.ListCost, l.Cost, l.WasteCost, l.OverheadCost)
 			if err != nil {
@@ -341,15 +351,47 @@ func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 				return fmt.Errorf("append minute %s of allocation %s: %w", m.Start.Format(time.RFC3339), l.AllocationID, err)
 			}
 		}
-		// The unallocated row is written even when no tenant held anything: the minute is
-		// then known to be attributed (and its capacity is in it).
-		money, err := moneyValues(m.Report.UnallocatedListCost, 0, 0, 0)
-		if err != nil {
+		if err := appendUnallocated(batch, m, version); err != nil {
 			_ = batch.Abort()
-			return fmt.Errorf("minute %s of the unallocated capacity: %w", m.Start.Format(time.RFC3339), err)
+			return err
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("insert %d attributed minutes: %w", len(minutes), err)
+	}
+	return nil
+}
+
+// appendUnallocated appends the minute's __unallocated__ rows: one per node of
+// Report.UnallocatedByNode and of Stale (allocation_id the node, as the table's key has no
+// node), and the marker row (empty node and allocation_id), written even when no node is there:
+// the minute is then known to be attributed. Without UnallocatedByNode (a report not computed
+// from the samples) the marker holds the whole unallocated list cost.
+func appendUnallocated(batch driver.Batch, m Minute, version uint64) error {
+	byNode := map[string]float64{}
+	for _, n := range m.Stale {
+		byNode[n] = 0
+	}
+	for n, v := range m.Report.UnallocatedByNode {
+		byNode[n] = v
+	}
+	marker := m.Report.UnallocatedListCost
+	if m.Report.UnallocatedByNode != nil {
+		marker = byNode[""] // a node without a name has no row of its own
+		delete(byNode, "")
+	}
+	nodes := slices.Sorted(maps.Keys(byNode))
+	for i, n := range append(nodes, "") {
+		listCost := marker
+		if i < len(nodes) {
+			listCost = byNode[n]
+		}
+		money, err := moneyValues(listCost, 0, 0, 0)
+		if err != nil {
+			return fmt.Errorf("minute %s of the unallocated capacity of node %q: %w", m.Start.Format(time.RFC3339), n, err)
 		}
 		row, err := minuteRow(withValues(map[string]any{
-			"minute": m.Start, "tenant": report.Unallocated, "allocation_id": "", "tier": "", "node": "", "instance_id": "",
+			"minute": m.Start, "tenant": report.Unallocated, "allocation_id": n, "tier": "", "node": n, "instance_id": "",
 			"requested_ns": int64(0), "started_ns": int64(0), "sliced": uint8(0), "billed_ns": int64(0),
 			"metered_ns": int64(0), "active_ns": int64(0), "efficiency_ns": 0., "cold_start_ns": int64(-1),
 			"cold_start_sla_ns": int64(0), "wait_ns": []uint64{}, "wait_count": []uint64{},
@@ -360,12 +402,8 @@ func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 			err = batch.Append(row...)
 		}
 		if err != nil {
-			_ = batch.Abort()
-			return fmt.Errorf("append minute %s of the unallocated capacity: %w", m.Start.Format(time.RFC3339), err)
+			return fmt.Errorf("append minute %s of the unallocated capacity of node %q: %w", m.Start.Format(time.RFC3339), n, err)
 		}
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("insert %d attributed minutes: %w", len(minutes), err)
 	}
 	return nil
 }

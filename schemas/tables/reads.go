@@ -52,14 +52,17 @@ func LatestAllocations(where string) string {
 // arguments from and to in Unix seconds.
 const MinuteWindow = "minute >= toDateTime(?) AND minute < toDateTime(?)"
 
-// LatestPass is the condition on attribution_minutes that keeps, of each minute that window
-// (a condition on minute) selects, only the rows of its latest pass (the highest computed_ns):
-// an allocation deleted since an earlier pass has no row in it. With MinuteWindow its
-// arguments are from, to, from, to.
+// LatestPass is the condition on attribution_minutes that keeps, of each minute and node that
+// window (a condition on minute) selects, only the rows of its latest pass (the highest
+// computed_ns): an allocation deleted since an earlier pass has no row in it. The pass is per
+// node because replicas that share the fleet by node store the nodes of one minute in passes
+// of their own; every node with a row in a pass gets one in each later pass of the minute
+// (its __unallocated__ row, a zero one when it has nothing left), and the empty node holds the
+// minute's marker row. With MinuteWindow its arguments are from, to, from, to.
 func LatestPass(window string) string {
 	return window + `
-    AND (minute, computed_ns) IN (
-        SELECT minute, max(computed_ns) FROM attribution_minutes
+    AND (minute, node, computed_ns) IN (
+        SELECT minute, node, max(computed_ns) FROM attribution_minutes
         WHERE ` + window + `
-        GROUP BY minute)`
+        GROUP BY minute, node)`
 }

@@ -80,10 +80,10 @@ func TestSQLFragments(t *testing.T) {
 	for _, tc := range []struct{ name, got, want string }{
 		{"insert", tables.Insert(tables.Samples1s, []string{"time", "node"}), "INSERT INTO samples_1s (time, node)"},
 		{"latest pass", tables.LatestPass("$__timeFilter(minute)"), `$__timeFilter(minute)
-    AND (minute, computed_ns) IN (
-        SELECT minute, max(computed_ns) FROM attribution_minutes
+    AND (minute, node, computed_ns) IN (
+        SELECT minute, node, max(computed_ns) FROM attribution_minutes
         WHERE $__timeFilter(minute)
-        GROUP BY minute)`},
+        GROUP BY minute, node)`},
 		{"efficiency over measured time", tables.Efficiency, "sum(efficiency_ns) / greatest(sum(active_ns), 1)"},
 		{"SM activity over measured samples", tables.SMActivity, "sum(sm_active_sum) / greatest(sum(active_samples), 1)"},
 		{"final", tables.Final(tables.Samples1s), "samples_1s FINAL"},
