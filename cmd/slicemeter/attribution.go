@@ -13,6 +13,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/fleet"
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/service"
+	"github.com/slicemeter/slicemeter/attribution/shard"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
@@ -24,6 +25,7 @@ type attributionCmd struct {
 	cluster *string
 	book    *pricebookFlags
 	samples *string
+	shards  *shard.Flags
 }
 
 func newAttributionCmd(app *kingpin.Application) *attributionCmd {
@@ -51,6 +53,7 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 	c.Flag("billing.close-after", "Close each billing period (a calendar month in the price book's timezone) this long after its end; 0: never.").
 		Default("72h").DurationVar(&cmd.cfg.CloseAfter)
 	cmd.cfg.Export = focus.AddExportFlags(c)
+	cmd.shards = shard.AddFlags(c)
 	c.Flag("attribution.max-minutes", "At most this many minutes per pass (the rest follow in the next passes).").Default("120").IntVar(&cmd.cfg.MaxMinutes)
 	return cmd
 }
@@ -71,7 +74,16 @@ func (c *attributionCmd) run(ctx context.Context, logger *slog.Logger) error {
 	}
 	cfg.DSN, cfg.Cluster = *c.dsn, *c.cluster
 	cfg.Samples = sampleSource(*c.samples)
-	return service.Run(ctx, cfg, webserver.NewRegistry(), logger)
+	reg := webserver.NewRegistry()
+	group, err := c.shards.Open(ctx, logger, reg)
+	if err != nil {
+		return err
+	}
+	defer group.Close()
+	if group != nil {
+		cfg.Shards = group
+	}
+	return service.Run(ctx, cfg, reg, logger)
 }
 
 // newAPICmd is `slicemeter api token hash`: a token on stdin, its --api.auth-file entry on stdout.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -404,6 +405,24 @@ func TestChartAllValues(t *testing.T) {
 	}
 	if at(ctr, "env", 0, "name") != "SLICEMETER_CLICKHOUSE_DSN" || at(ctr, "env", 0, "valueFrom", "secretKeyRef", "name") != "clickhouse-dsn" {
 		t.Errorf("the collector's env %v lacks the DSN from its Secret", at(ctr, "env"))
+	}
+	// Two attribution replicas share the nodes through the shard group, over Kafka's TLS/SASL.
+	attr := find(objs, "Deployment", "slicemeter-attribution")
+	if attr == nil {
+		t.Fatal("no attribution")
+	}
+	aspec := at(attr.raw, "spec", "template", "spec")
+	aargs := strings.Join(toStrings(at(aspec, "containers", 0, "args")), " ")
+	for _, want := range []string{"--attribution.shard.brokers=", "--kafka.sasl.password-file=/etc/slicemeter/kafka-sasl/password", "--kafka.tls.ca-file="} {
+		if !strings.Contains(aargs, want) {
+			t.Errorf("the attribution's args %q lack %q", aargs, want)
+		}
+	}
+	if strings.Contains(aargs, "--kafka.brokers") {
+		t.Errorf("the attribution's args %q: the brokers are the shard group's, not --kafka.brokers", aargs)
+	}
+	if !strings.Contains(fmt.Sprint(at(aspec, "volumes")), "kafka-sasl") {
+		t.Errorf("the attribution's volumes %v lack the SASL password's Secret", at(aspec, "volumes"))
 	}
 	if find(objs, "Secret", "slicemeter-api-auth") == nil {
 		t.Error("no Secret for the auth file given in values")

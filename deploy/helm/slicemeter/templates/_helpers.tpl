@@ -32,8 +32,13 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* The Kafka flags of README.md's "Kafka over TLS and SASL", one list item each. */}}
 {{- define "slicemeter.kafkaArgs" -}}
+- --kafka.brokers={{ required "kafka.brokers is required" .Values.kafka.brokers }}
+{{ include "slicemeter.kafkaSecurityArgs" . }}
+{{- end -}}
+
+{{/* The --kafka.tls.* and --kafka.sasl.* flags of kafka's values (every Kafka client's). */}}
+{{- define "slicemeter.kafkaSecurityArgs" -}}
 {{- $k := .Values.kafka -}}
-- --kafka.brokers={{ required "kafka.brokers is required" $k.brokers }}
 {{- if or $k.tls.enabled $k.tls.caSecret $k.tls.clientCertSecret }}
 - --kafka.tls.enable
 {{- end }}
