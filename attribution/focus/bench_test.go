@@ -52,11 +52,16 @@ SELECT toDateTime(%d + m * 60), if(inst < %d, concat('tenant-', toString(inst %%
     toInt64(60000000000), toInt64(60000000000), toInt64(60000000000), 1.6 / 7 / 60, 1.6 / 7 / 60, 0.01, 0.002, 27e9,
     0.0926 * 60e9, toInt64(0), toInt64(30000000000), emptyArrayUInt64(), emptyArrayUInt64(), 'USD', toUInt64(1),
     if(inst < %d, 'A100-SXM4-40GB', ''), if(inst < %d, '1g.5gb', ''), if(inst < %d, 1 / 7, 0)
-FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers LIMIT %d)`,
+FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers LIMIT ? OFFSET ?)`,
 		start.Unix(), instances, instances, instances, instances, start.UnixNano(), start.UnixNano(),
-		instances, instances, instances, minutes, minutes, (instances+1)*minutes)
-	if err := conn.Exec(ctx, stored); err != nil {
-		b.Fatalf("generate attribution_minutes: %v", err)
+		instances, instances, instances, minutes, minutes)
+	// By blocks of instances: one INSERT of the whole month can outlast the driver's read
+	// timeout on loaded cores.
+	const block = 100
+	for first := 0; first <= instances; first += block {
+		if err := conn.Exec(ctx, stored, min(block, instances+1-first)*minutes, first*minutes); err != nil {
+			b.Fatalf("generate attribution_minutes of instances %d-: %v", first, err)
+		}
 	}
 	b.Logf("%d instances × %d minutes: %d stored rows, generated in %s", instances, minutes, (instances+1)*minutes, time.Since(began).Round(time.Millisecond))
 	// The attribution service rolls up every hour after storing its minutes (store.RollupHours).
