@@ -144,8 +144,9 @@ func peakRSS(b *testing.B) float64 {
 }
 
 // measure splits an export's time between the Go process (its CPU time) and ClickHouse (the
-// queries' durations in system.query_log, logged for the export's queries only), which wall
-// time on shared cores cannot.
+// queries' durations and CPU time in system.query_log, logged for the export's queries only),
+// which wall time on shared cores cannot. A query's duration includes the time the client
+// takes to read its rows.
 type measure struct {
 	ctx        context.Context
 	began      time.Time
@@ -193,6 +194,17 @@ GROUP BY q ORDER BY sum(query_duration_ms) DESC`, m.began.Unix())
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(total)/1e3/float64(b.N), "ch-query-s")
+	// The server's CPU time, where its query log has the queries' profile events.
+	var cpu uint64
+	err = conn.QueryRow(ctx, `SELECT sum(arraySum(arrayMap((n, v) -> if(n = 'UserTimeMicroseconds' OR n = 'SystemTimeMicroseconds', v, 0),
+    ProfileEvents.Names, ProfileEvents.Values)))
+FROM system.query_log
+WHERE type = 2 AND event_time >= toDateTime(?) AND query NOT LIKE '%query_log%'`, m.began.Unix()).Scan(&cpu)
+	if err != nil {
+		b.Logf("no CPU time in the query log: %v", err)
+		return
+	}
+	b.ReportMetric(float64(cpu)/1e6/float64(b.N), "ch-cpu-s")
 }
 
 // cpuTime is the process's user and system CPU time so far.

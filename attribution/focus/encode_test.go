@@ -93,7 +93,9 @@ func TestUsageTexts(t *testing.T) {
 // billed, in whole seconds within the window.
 func TestChargePeriod(t *testing.T) {
 	h := time.Date(2026, 2, 3, 10, 0, 0, 0, time.UTC)
-	at := func(m, s int, ns int) time.Time { return h.Add(time.Duration(m)*time.Minute + time.Duration(s)*time.Second + time.Duration(ns)) }
+	at := func(m, s int, ns int) time.Time {
+		return h.Add(time.Duration(m)*time.Minute + time.Duration(s)*time.Second + time.Duration(ns))
+	}
 	for _, tc := range []struct {
 		name               string
 		started            time.Time
