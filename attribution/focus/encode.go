@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -88,13 +89,15 @@ func (c *csvLine) text(s string) {
 		return
 	}
 	c.b = append(c.b, '"')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' {
-			c.b = append(c.b, '"')
+	for {
+		i := strings.IndexByte(s, '"')
+		if i < 0 {
+			break
 		}
-		c.b = append(c.b, s[i])
+		c.b = append(append(c.b, s[:i+1]...), '"') // a quote doubled
+		s = s[i+1:]
 	}
-	c.b = append(c.b, '"')
+	c.b = append(append(c.b, s...), '"')
 }
 
 func (c *csvLine) optText(s *string) {
@@ -130,13 +133,11 @@ func csvNeedsQuotes(s string) bool {
 	if s == "" {
 		return false
 	}
-	if s == `\.` {
+	if s == `\.` || strings.ContainsAny(s, ",\"\r\n") {
 		return true
 	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '\n' || c == '\r' || c == '"' || c == ',' {
-			return true
-		}
+	if s[0] < utf8.RuneSelf { // the common case, without decoding a rune
+		return s[0] == ' ' || s[0] == '\t' || s[0] == '\n' || s[0] == '\v' || s[0] == '\f' || s[0] == '\r'
 	}
 	r, _ := utf8.DecodeRuneInString(s)
 	return unicode.IsSpace(r)
