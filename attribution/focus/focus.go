@@ -136,10 +136,10 @@ func ptr[T any](v T) *T { return &v }
 // usageCells hold what a Usage row's optional cells point to: one allocation per row instead
 // of one per cell (an export makes a row per allocation and hour).
 type usageCells struct {
-	consumedUnit, pricingUnit, pricingCategory, pricingCurrency, resourceType, skuMeter  string
-	resource, sku, details, skuPriceID, tags, subAccountID, subAccountName, allocationID string
-	consumed, qty, listUnit, contractedUnit, fraction, overhead, jitter, coldStart       float64
-	breach                                                                               bool
+	consumedUnit, pricingUnit, pricingCategory, pricingCurrency, resourceType, skuMeter                string
+	resource, resourceName, sku, details, skuPriceID, tags, subAccountID, subAccountName, allocationID string
+	consumed, qty, listUnit, contractedUnit, fraction, overhead, jitter, coldStart                     float64
+	breach                                                                                             bool
 }
 
 // Usage is the FOCUS row of one line item (one allocation in one hour), billed in period p.
@@ -204,6 +204,7 @@ func Usage(a report.AllocationRow, p Period, issuer Issuer) Row {
 		return s[at[i-1]:at[i]]
 	}
 	c.sku, c.resource, c.details, c.skuPriceID, c.tags, c.subAccountID = cut(0), cut(1), cut(3), cut(4), cut(5), cut(6)
+	c.resourceName = c.resource
 	r := constant(a.Tenant, a.Tier, a.Currency, issuer)
 	r.BillingPeriodStart, r.BillingPeriodEnd, r.InvoiceId = cut(8), cut(9), cut(7)
 	r.PricingCurrency, r.SubAccountId, r.SubAccountName = &c.pricingCurrency, &c.subAccountID, &c.subAccountName
@@ -213,7 +214,7 @@ func Usage(a report.AllocationRow, p Period, issuer Issuer) Row {
 	r.ConsumedQuantity, r.ConsumedUnit = &c.consumed, &c.consumedUnit
 	r.PricingQuantity, r.PricingUnit, r.PricingCategory = &c.qty, &c.pricingUnit, &c.pricingCategory
 	r.ListUnitPrice, r.ContractedUnitPrice = &c.listUnit, &c.contractedUnit
-	r.ResourceId, r.ResourceName, r.ResourceType = &c.resource, &c.resource, &c.resourceType
+	r.ResourceId, r.ResourceName, r.ResourceType = &c.resource, &c.resourceName, &c.resourceType
 	r.SkuId, r.SkuMeter, r.SkuPriceDetails, r.SkuPriceId = &c.sku, &c.skuMeter, &c.details, &c.skuPriceID
 	r.Tags = &c.tags
 	r.XAllocationID, r.XBilledFraction = &c.allocationID, &c.fraction
