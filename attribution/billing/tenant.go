@@ -162,7 +162,7 @@ func AllocationRows(lines []Line, window Interval, currency string) []report.All
 			ListCost: l.ListCost, Cost: l.Cost, WasteCost: l.WasteCost, OverheadCost: l.OverheadCost,
 			Overhead: l.Overhead, JitterP99: l.JitterP99, ColdStart: l.ColdStart,
 			ColdStartBreach: l.ColdStart != nil && *l.ColdStart > l.ColdStartSLA,
-			Currency:        currency, Requested: l.Requested,
+			Currency:        currency, Requested: l.Requested, Started: l.Started,
 		}
 		if l.Active > 0 {
 			e := l.Efficiency

@@ -7,8 +7,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/focus"
@@ -48,11 +52,16 @@ SELECT toDateTime(%d + m * 60), if(inst < %d, concat('tenant-', toString(inst %%
     toInt64(60000000000), toInt64(60000000000), toInt64(60000000000), 1.6 / 7 / 60, 1.6 / 7 / 60, 0.01, 0.002, 27e9,
     0.0926 * 60e9, toInt64(0), toInt64(30000000000), emptyArrayUInt64(), emptyArrayUInt64(), 'USD', toUInt64(1),
     if(inst < %d, 'A100-SXM4-40GB', ''), if(inst < %d, '1g.5gb', ''), if(inst < %d, 1 / 7, 0)
-FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers LIMIT %d)`,
+FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers LIMIT ? OFFSET ?)`,
 		start.Unix(), instances, instances, instances, instances, start.UnixNano(), start.UnixNano(),
-		instances, instances, instances, minutes, minutes, (instances+1)*minutes)
-	if err := conn.Exec(ctx, stored); err != nil {
-		b.Fatalf("generate attribution_minutes: %v", err)
+		instances, instances, instances, minutes, minutes)
+	// By blocks of instances: one INSERT of the whole month can outlast the driver's read
+	// timeout on loaded cores.
+	const block = 100
+	for first := 0; first <= instances; first += block {
+		if err := conn.Exec(ctx, stored, min(block, instances+1-first)*minutes, first*minutes); err != nil {
+			b.Fatalf("generate attribution_minutes of instances %d-: %v", first, err)
+		}
 	}
 	b.Logf("%d instances × %d minutes: %d stored rows, generated in %s", instances, minutes, (instances+1)*minutes, time.Since(began).Round(time.Millisecond))
 	// The attribution service rolls up every hour after storing its minutes (store.RollupHours).
@@ -69,6 +78,8 @@ FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers L
 		b.Run(string(f), func(b *testing.B) {
 			dir := b.TempDir()
 			var tot focus.Totals
+			m := startMeasure(ctx, b)
+			ctx := m.ctx
 			for b.Loop() {
 				var err error
 				if f == "both" {
@@ -91,6 +102,7 @@ FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers L
 				}
 			}
 			b.ReportMetric(peakRSS(b), "peak-RSS-MiB")
+			m.report(b, conn)
 		})
 	}
 }
@@ -129,4 +141,77 @@ func peakRSS(b *testing.B) float64 {
 	}
 	b.Fatal("no VmHWM in /proc/self/status")
 	return 0
+}
+
+// measure splits an export's time between the Go process (its CPU time) and ClickHouse (the
+// queries' durations and CPU time in system.query_log, logged for the export's queries only),
+// which wall time on shared cores cannot. A query's duration includes the time the client
+// takes to read its rows.
+type measure struct {
+	ctx        context.Context
+	began      time.Time
+	cpu        time.Duration
+	rows, read uint64 // rows and bytes the server read, from the queries' progress
+}
+
+func startMeasure(ctx context.Context, b *testing.B) *measure {
+	m := &measure{began: time.Now().Truncate(time.Second), cpu: cpuTime(b)}
+	m.ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"log_queries": 1}),
+		clickhouse.WithProgress(func(p *clickhouse.Progress) { m.rows += p.Rows; m.read += p.Bytes }))
+	return m
+}
+
+func (m *measure) report(b *testing.B, conn driver.Conn) {
+	b.ReportMetric((cpuTime(b)-m.cpu).Seconds()/float64(b.N), "go-cpu-s")
+	b.ReportMetric(float64(m.rows)/float64(b.N), "ch-read-rows")
+	ctx := context.Background()
+	if err := conn.Exec(ctx, "SYSTEM FLUSH LOGS"); err != nil {
+		b.Logf("no query log: %v", err)
+		return
+	}
+	rows, err := conn.Query(ctx, `SELECT substring(replaceRegexpAll(query, '\\s+', ' '), 1, 90) AS q, count(), sum(query_duration_ms), sum(read_rows), sum(result_rows)
+FROM system.query_log
+WHERE type = 2 AND event_time >= toDateTime(?) AND query NOT LIKE '%query_log%'
+GROUP BY q ORDER BY sum(query_duration_ms) DESC`, m.began.Unix())
+	if err != nil {
+		b.Logf("no query log: %v", err)
+		return
+	}
+	defer rows.Close()
+	var total uint64
+	for rows.Next() {
+		var (
+			q                     string
+			n, ms, read, returned uint64
+		)
+		if err := rows.Scan(&q, &n, &ms, &read, &returned); err != nil {
+			b.Fatal(err)
+		}
+		total += ms
+		b.Logf("%6d ms %4d× read %9d rows, returned %8d: %s", ms, n, read, returned, q)
+	}
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(total)/1e3/float64(b.N), "ch-query-s")
+	// The server's CPU time, where its query log has the queries' profile events.
+	var cpu uint64
+	err = conn.QueryRow(ctx, `SELECT sum(arraySum(arrayMap((n, v) -> if(n = 'UserTimeMicroseconds' OR n = 'SystemTimeMicroseconds', v, 0),
+    ProfileEvents.Names, ProfileEvents.Values)))
+FROM system.query_log
+WHERE type = 2 AND event_time >= toDateTime(?) AND query NOT LIKE '%query_log%'`, m.began.Unix()).Scan(&cpu)
+	if err != nil {
+		b.Logf("no CPU time in the query log: %v", err)
+		return
+	}
+	b.ReportMetric(float64(cpu)/1e6/float64(b.N), "ch-cpu-s")
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }

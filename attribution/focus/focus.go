@@ -5,11 +5,8 @@
 package focus
 
 import (
-	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/report"
@@ -136,52 +133,136 @@ func InvoiceID(tenant string, p Period) string { return tenant + "/" + p.Name }
 
 func ptr[T any](v T) *T { return &v }
 
+// usageCells hold what a Usage row's optional cells point to: one allocation per row instead
+// of one per cell (an export makes a row per allocation and hour).
+type usageCells struct {
+	consumedUnit, pricingUnit, pricingCategory, pricingCurrency, resourceType, skuMeter                string
+	resource, resourceName, sku, details, skuPriceID, tags, subAccountID, subAccountName, allocationID string
+	consumed, qty, listUnit, contractedUnit, fraction, overhead, jitter, coldStart                     float64
+	breach                                                                                             bool
+}
+
 // Usage is the FOCUS row of one line item (one allocation in one hour), billed in period p.
+// Its text cells are built in one buffer and cut from one string, for the same reason.
 func Usage(a report.AllocationRow, p Period, issuer Issuer) Row {
-	hours := a.Allocated.Hours()
-	qty := a.Fraction * hours
-	sku := a.Model
+	c := &usageCells{consumedUnit: ConsumedUnit, pricingUnit: PricingUnit, pricingCategory: "Standard", pricingCurrency: a.Currency,
+		resourceType: resourceType(a.Kind), skuMeter: "GPU time", subAccountName: a.Tier, allocationID: a.AllocationID,
+		consumed: a.Allocated.Seconds(), qty: a.Fraction * a.Allocated.Hours(), fraction: a.Fraction, overhead: a.Overhead,
+		breach: a.ColdStartBreach}
+	if c.qty > 0 {
+		c.listUnit, c.contractedUnit = a.ListCost/c.qty, a.Cost/c.qty
+	}
+	chargeStart, chargeEnd := chargePeriod(a)
+	b := make([]byte, 0, 640)
+	var at [12]int // where each text cell ends in b
+	b = append(b, a.Model...)
 	if a.Profile != "" {
-		sku += "/" + a.Profile
+		b = append(append(b, '/'), a.Profile...)
 	}
-	resource := a.Node + "/" + a.Instance
-	r := base(a.Tenant, a.Tier, a.Currency, p, issuer)
-	r.BilledCost, r.EffectiveCost, r.ContractedCost, r.ListCost = a.Cost, a.Cost, a.Cost, a.ListCost
-	r.ChargeDescription = fmt.Sprintf("%s of %s on %s, %.6f of the GPU, %s", a.AllocationID, sku, resource, a.Fraction, a.Tier)
-	r.ChargePeriodStart, r.ChargePeriodEnd = a.WindowStart.UTC().Format(DateTime), a.WindowEnd.UTC().Format(DateTime)
-	r.ConsumedQuantity, r.ConsumedUnit = ptr(a.Allocated.Seconds()), ptr(ConsumedUnit)
-	r.PricingQuantity, r.PricingUnit, r.PricingCategory = ptr(qty), ptr(PricingUnit), ptr("Standard")
-	if qty > 0 {
-		r.ListUnitPrice, r.ContractedUnitPrice = ptr(a.ListCost/qty), ptr(a.Cost/qty)
-	} else {
-		r.ListUnitPrice, r.ContractedUnitPrice = ptr(0.), ptr(0.)
+	at[0] = len(b) // sku
+	b = append(append(append(b, a.Node...), '/'), a.Instance...)
+	at[1] = len(b) // resource
+	b = append(append(b, a.AllocationID...), " of "...)
+	b = append(append(b, b[:at[0]]...), " on "...)
+	b = append(append(b, b[at[0]:at[1]]...), ", "...)
+	b = append(strconv.AppendFloat(b, a.Fraction, 'f', 6, 64), " of the GPU, "...)
+	b = append(b, a.Tier...)
+	at[2] = len(b) // description
+	b = append(b, `{"GpuCount":1`...)
+	if a.Profile != "" {
+		b = appendJSONString(append(b, `,"x_Profile":`...), a.Profile)
 	}
-	r.ResourceId, r.ResourceName, r.ResourceType = ptr(resource), ptr(resource), ptr(resourceType(a.Kind))
-	r.SkuId, r.SkuMeter = ptr(sku), ptr("GPU time")
-	details, _ := json.Marshal(struct {
-		GpuCount  int     `json:"GpuCount"`
-		Profile   string  `json:"x_Profile,omitempty"`
-		Fraction  float64 `json:"x_BilledFraction"`
-		GPUModel  string  `json:"x_GpuModel"`
-		PriceTier string  `json:"x_Tier"`
-	}{1, a.Profile, a.Fraction, a.Model, a.Tier})
-	r.SkuPriceDetails = ptr(string(details))
+	b = appendJSONFloat(append(b, `,"x_BilledFraction":`...), a.Fraction)
+	b = appendJSONString(append(b, `,"x_GpuModel":`...), a.Model)
+	b = append(appendJSONString(append(b, `,"x_Tier":`...), a.Tier), '}')
+	at[3] = len(b) // details
 	// One price per SKU and tier (or tenant contract); the unit price says which.
-	r.SkuPriceId = ptr(sku + "/" + a.Tier)
-	tags, _ := json.Marshal(map[string]string{"slicemeter/allocation": a.AllocationID, "slicemeter/tier": a.Tier, "slicemeter/node": a.Node})
-	r.Tags = ptr(string(tags))
-	r.XAllocationID, r.XBilledFraction = ptr(a.AllocationID), ptr(a.Fraction)
-	r.XWasteCost, r.XOverheadCost, r.XOverheadFraction = a.WasteCost, a.OverheadCost, ptr(a.Overhead)
+	b = append(append(append(b, b[:at[0]]...), '/'), a.Tier...)
+	at[4] = len(b) // SKU price
+	// The keys in encoding/json's order (sorted), as a map would be written.
+	b = appendJSONString(append(b, `{"slicemeter/allocation":`...), a.AllocationID)
+	b = appendJSONString(append(b, `,"slicemeter/node":`...), a.Node)
+	b = append(appendJSONString(append(b, `,"slicemeter/tier":`...), a.Tier), '}')
+	at[5] = len(b) // tags
+	b = append(append(append(b, a.Tenant...), '/'), a.Tier...)
+	at[6] = len(b) // sub-account
+	b = append(append(append(b, a.Tenant...), '/'), p.Name...)
+	at[7] = len(b) // invoice
+	b = appendDateTime(b, p.Start)
+	at[8] = len(b)
+	b = appendDateTime(b, p.End)
+	at[9] = len(b)
+	b = appendDateTime(b, chargeStart)
+	at[10] = len(b)
+	b = appendDateTime(b, chargeEnd)
+	at[11] = len(b)
+	s := string(b)
+	cut := func(i int) string {
+		if i == 0 {
+			return s[:at[0]]
+		}
+		return s[at[i-1]:at[i]]
+	}
+	c.sku, c.resource, c.details, c.skuPriceID, c.tags, c.subAccountID = cut(0), cut(1), cut(3), cut(4), cut(5), cut(6)
+	c.resourceName = c.resource
+	r := constant(a.Tenant, a.Tier, a.Currency, issuer)
+	r.BillingPeriodStart, r.BillingPeriodEnd, r.InvoiceId = cut(8), cut(9), cut(7)
+	r.PricingCurrency, r.SubAccountId, r.SubAccountName = &c.pricingCurrency, &c.subAccountID, &c.subAccountName
+	r.BilledCost, r.EffectiveCost, r.ContractedCost, r.ListCost = a.Cost, a.Cost, a.Cost, a.ListCost
+	r.ChargeDescription = cut(2)
+	r.ChargePeriodStart, r.ChargePeriodEnd = cut(10), cut(11)
+	r.ConsumedQuantity, r.ConsumedUnit = &c.consumed, &c.consumedUnit
+	r.PricingQuantity, r.PricingUnit, r.PricingCategory = &c.qty, &c.pricingUnit, &c.pricingCategory
+	r.ListUnitPrice, r.ContractedUnitPrice = &c.listUnit, &c.contractedUnit
+	r.ResourceId, r.ResourceName, r.ResourceType = &c.resource, &c.resourceName, &c.resourceType
+	r.SkuId, r.SkuMeter, r.SkuPriceDetails, r.SkuPriceId = &c.sku, &c.skuMeter, &c.details, &c.skuPriceID
+	r.Tags = &c.tags
+	r.XAllocationID, r.XBilledFraction = &c.allocationID, &c.fraction
+	r.XWasteCost, r.XOverheadCost, r.XOverheadFraction = a.WasteCost, a.OverheadCost, &c.overhead
 	r.XEfficiency = a.Efficiency
 	if a.JitterP99 != nil {
-		r.XJitterP99Ms = ptr(float64(*a.JitterP99) / float64(time.Millisecond))
+		c.jitter = float64(*a.JitterP99) / float64(time.Millisecond)
+		r.XJitterP99Ms = &c.jitter
 	}
 	if a.ColdStart != nil {
-		r.XColdStartSeconds = ptr(a.ColdStart.Seconds())
+		c.coldStart = a.ColdStart.Seconds()
+		r.XColdStartSeconds = &c.coldStart
 	}
-	r.XColdStartBreach = ptr(a.ColdStartBreach)
+	r.XColdStartBreach = &c.breach
 	r.XUnmeteredSeconds = a.Unmetered.Seconds()
 	return r
+}
+
+// chargePeriod is the part of the line item's window that it bills, in whole seconds: billing
+// is one interval [started_at, ended_at), so an allocation billed for less than its window
+// starts at the later of the window's start and its own, and ends its billed time after that.
+// Seconds round outwards (within the window) so that the period holds what it bills.
+func chargePeriod(a report.AllocationRow) (start, end time.Time) {
+	start, end = a.WindowStart, a.WindowEnd
+	if a.Allocated <= 0 || a.Allocated >= end.Sub(start) {
+		return start, end
+	}
+	if a.Started.After(start) {
+		start = a.Started
+	}
+	if e := start.Add(a.Allocated); e.Before(end) {
+		end = e
+	}
+	start = start.Truncate(time.Second)
+	if c := end.Truncate(time.Second); c.Before(end) {
+		end = minTime(c.Add(time.Second), a.WindowEnd)
+	}
+	if !start.Before(end.Truncate(time.Second)) { // within one second of a window's fractional end
+		return a.WindowStart, a.WindowEnd
+	}
+	return start, end
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // Correction is the FOCUS row of a correction line (report.Report.Corrections) of the period
@@ -204,14 +285,20 @@ func Correction(c report.Row, corrected, p Period, issuer Issuer) Row {
 
 // base is what every row of a tenant's bill of a period has.
 func base(tenant, tier, currency string, p Period, issuer Issuer) Row {
+	r := constant(tenant, tier, currency, issuer)
+	r.BillingPeriodStart, r.BillingPeriodEnd = p.Start.UTC().Format(DateTime), p.End.UTC().Format(DateTime)
+	r.InvoiceId, r.PricingCurrency = InvoiceID(tenant, p), ptr(currency)
+	r.SubAccountId, r.SubAccountName = ptr(tenant+"/"+tier), ptr(tier)
+	return r
+}
+
+// constant is base without the cells it must allocate.
+func constant(tenant, tier, currency string, issuer Issuer) Row {
 	return Row{
 		BillingAccountId: tenant, BillingAccountName: tenant, BillingCurrency: currency,
-		BillingPeriodStart: p.Start.UTC().Format(DateTime), BillingPeriodEnd: p.End.UTC().Format(DateTime),
-		ChargeCategory: "Usage", ChargeFrequency: "Usage-Based",
-		InvoiceId: InvoiceID(tenant, p), InvoiceIssuerName: issuer.InvoiceIssuer,
-		ProviderName: issuer.Provider, PublisherName: issuer.Publisher, PricingCurrency: ptr(currency),
-		ServiceCategory: "AI and Machine Learning", ServiceName: "GPU",
-		SubAccountId: ptr(tenant + "/" + tier), SubAccountName: ptr(tier), XTier: tier,
+		ChargeCategory: "Usage", ChargeFrequency: "Usage-Based", InvoiceIssuerName: issuer.InvoiceIssuer,
+		ProviderName: issuer.Provider, PublisherName: issuer.Publisher,
+		ServiceCategory: "AI and Machine Learning", ServiceName: "GPU", XTier: tier,
 	}
 }
 
@@ -227,47 +314,81 @@ func resourceType(kind string) string {
 }
 
 // cells renders the row in Columns order; nil is an empty cell.
-func (r Row) cells() []string {
-	s := func(p *string) string {
-		if p == nil {
-			return ""
-		}
-		return *p
-	}
-	f := func(v float64) string {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return ""
-		}
-		// Always with a decimal point: a reader that infers types (pandas) takes a column of
-		// whole numbers for integers, and FOCUS's are decimals.
-		t := strconv.FormatFloat(v, 'f', -1, 64)
-		if !strings.Contains(t, ".") {
-			t += ".0"
-		}
-		return t
-	}
-	fp := func(p *float64) string {
-		if p == nil {
-			return ""
-		}
-		return f(*p)
-	}
-	b := ""
-	if r.XColdStartBreach != nil {
-		b = strconv.FormatBool(*r.XColdStartBreach)
-	}
-	return []string{
-		s(r.AvailabilityZone), f(r.BilledCost), r.BillingAccountId, r.BillingAccountName, r.BillingCurrency,
-		r.BillingPeriodEnd, r.BillingPeriodStart, r.ChargeCategory, s(r.ChargeClass), r.ChargeDescription,
-		r.ChargeFrequency, r.ChargePeriodEnd, r.ChargePeriodStart, s(r.CommitmentDiscountCategory),
-		s(r.CommitmentDiscountId), s(r.CommitmentDiscountName), s(r.CommitmentDiscountStatus), s(r.CommitmentDiscountType),
-		fp(r.ConsumedQuantity), s(r.ConsumedUnit), f(r.ContractedCost), fp(r.ContractedUnitPrice), f(r.EffectiveCost),
-		r.InvoiceId, r.InvoiceIssuerName, f(r.ListCost), fp(r.ListUnitPrice), s(r.PricingCategory), s(r.PricingCurrency),
-		fp(r.PricingQuantity), s(r.PricingUnit), r.ProviderName, r.PublisherName, s(r.RegionId), s(r.RegionName),
-		s(r.ResourceId), s(r.ResourceName), s(r.ResourceType), r.ServiceCategory, r.ServiceName, s(r.SkuId), s(r.SkuMeter),
-		s(r.SkuPriceDetails), s(r.SkuPriceId), s(r.SubAccountId), s(r.SubAccountName), s(r.Tags),
-		s(r.XAllocationID), r.XTier, fp(r.XBilledFraction), f(r.XWasteCost), f(r.XOverheadCost), fp(r.XOverheadFraction),
-		fp(r.XEfficiency), fp(r.XJitterP99Ms), fp(r.XColdStartSeconds), b, f(r.XUnmeteredSeconds),
-		s(r.XCorrectedPeriod),
-	}
+func (r *Row) cells() []string {
+	c := textCells(make([]string, 0, 59))
+	r.emit(&c)
+	return c
+}
+
+// A cellSink receives a row's cells in Columns order (emit): the CSV writer appends them to
+// its line, cells makes them strings.
+type cellSink interface {
+	text(s string)
+	optText(s *string) // nil: null
+	num(v float64)
+	optNum(v *float64) // nil: null
+	optBool(v *bool)   // nil: null
+}
+
+// emit passes the row's cells to c in Columns order.
+func (r *Row) emit(c cellSink) {
+	c.optText(r.AvailabilityZone)
+	c.num(r.BilledCost)
+	c.text(r.BillingAccountId)
+	c.text(r.BillingAccountName)
+	c.text(r.BillingCurrency)
+	c.text(r.BillingPeriodEnd)
+	c.text(r.BillingPeriodStart)
+	c.text(r.ChargeCategory)
+	c.optText(r.ChargeClass)
+	c.text(r.ChargeDescription)
+	c.text(r.ChargeFrequency)
+	c.text(r.ChargePeriodEnd)
+	c.text(r.ChargePeriodStart)
+	c.optText(r.CommitmentDiscountCategory)
+	c.optText(r.CommitmentDiscountId)
+	c.optText(r.CommitmentDiscountName)
+	c.optText(r.CommitmentDiscountStatus)
+	c.optText(r.CommitmentDiscountType)
+	c.optNum(r.ConsumedQuantity)
+	c.optText(r.ConsumedUnit)
+	c.num(r.ContractedCost)
+	c.optNum(r.ContractedUnitPrice)
+	c.num(r.EffectiveCost)
+	c.text(r.InvoiceId)
+	c.text(r.InvoiceIssuerName)
+	c.num(r.ListCost)
+	c.optNum(r.ListUnitPrice)
+	c.optText(r.PricingCategory)
+	c.optText(r.PricingCurrency)
+	c.optNum(r.PricingQuantity)
+	c.optText(r.PricingUnit)
+	c.text(r.ProviderName)
+	c.text(r.PublisherName)
+	c.optText(r.RegionId)
+	c.optText(r.RegionName)
+	c.optText(r.ResourceId)
+	c.optText(r.ResourceName)
+	c.optText(r.ResourceType)
+	c.text(r.ServiceCategory)
+	c.text(r.ServiceName)
+	c.optText(r.SkuId)
+	c.optText(r.SkuMeter)
+	c.optText(r.SkuPriceDetails)
+	c.optText(r.SkuPriceId)
+	c.optText(r.SubAccountId)
+	c.optText(r.SubAccountName)
+	c.optText(r.Tags)
+	c.optText(r.XAllocationID)
+	c.text(r.XTier)
+	c.optNum(r.XBilledFraction)
+	c.num(r.XWasteCost)
+	c.num(r.XOverheadCost)
+	c.optNum(r.XOverheadFraction)
+	c.optNum(r.XEfficiency)
+	c.optNum(r.XJitterP99Ms)
+	c.optNum(r.XColdStartSeconds)
+	c.optBool(r.XColdStartBreach)
+	c.num(r.XUnmeteredSeconds)
+	c.optText(r.XCorrectedPeriod)
 }

@@ -143,6 +143,15 @@ func check12(t *testing.T, rows [][]string) {
 		if get("SkuId") == "" || get("SkuPriceId") == "" || get("ResourceId") == "" {
 			t.Errorf("Usage row without SkuId, SkuPriceId or ResourceId: %v", r)
 		}
+		// The charge period is the billed part of the hour, to whole seconds outwards.
+		start, err1 := time.Parse(focus.DateTime, get("ChargePeriodStart"))
+		end, err2 := time.Parse(focus.DateTime, get("ChargePeriodEnd"))
+		if err1 != nil || err2 != nil {
+			t.Fatalf("charge period: %v, %v", err1, err2)
+		}
+		if span, billed := end.Sub(start).Seconds(), num(r, "ConsumedQuantity"); span > 3600 || billed > span+1e-6 || span >= billed+2 {
+			t.Errorf("charge period [%s, %s) for %v billed seconds", get("ChargePeriodStart"), get("ChargePeriodEnd"), billed)
+		}
 		q := num(r, "PricingQuantity")
 		for _, p := range [][2]string{{"ListUnitPrice", "ListCost"}, {"ContractedUnitPrice", "ContractedCost"}} {
 			if got, want := num(r, p[0])*q, num(r, p[1]); math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {

@@ -1,7 +1,7 @@
 package focus
 
 import (
-	"encoding/csv"
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,29 +32,46 @@ type Writer interface {
 func NewWriter(w io.Writer, f Format) (Writer, error) {
 	switch f {
 	case CSV:
-		cw := csv.NewWriter(w)
-		if err := cw.Write(Columns()); err != nil {
+		c := &csvWriter{w: bufio.NewWriterSize(w, csvBuffer)}
+		for _, name := range Columns() {
+			c.line.text(name)
+		}
+		if err := c.end(); err != nil {
 			return nil, fmt.Errorf("write the FOCUS header: %w", err)
 		}
-		return &csvWriter{w: cw}, nil
+		return c, nil
 	case Parquet:
 		return &parquetWriter{w: parquet.NewGenericWriter[Row](w, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(parquetRowGroup))}, nil
 	}
 	return nil, fmt.Errorf("FOCUS format %q: expected csv or parquet", f)
 }
 
-type csvWriter struct{ w *csv.Writer }
+// csvWriter writes each row as encoding/csv would, appending its cells to one line (csvLine)
+// written at once, through a buffer of csvBuffer: a month's file is hundreds of megabytes.
+type csvWriter struct {
+	w    *bufio.Writer
+	line csvLine
+}
+
+const csvBuffer = 256 << 10
 
 func (c *csvWriter) Write(r Row) error {
-	if err := c.w.Write(r.cells()); err != nil {
+	r.emit(&c.line)
+	if err := c.end(); err != nil {
 		return fmt.Errorf("write a FOCUS row: %w", err)
 	}
 	return nil
 }
 
+func (c *csvWriter) end() error {
+	c.line.b = append(c.line.b, '\n')
+	_, err := c.w.Write(c.line.b)
+	c.line = csvLine{b: c.line.b[:0]}
+	return err
+}
+
 func (c *csvWriter) Close() error {
-	c.w.Flush()
-	if err := c.w.Error(); err != nil {
+	if err := c.w.Flush(); err != nil {
 		return fmt.Errorf("write the FOCUS rows: %w", err)
 	}
 	return nil

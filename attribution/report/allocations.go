@@ -62,6 +62,7 @@ type AllocationRow struct {
 	ColdStartBreach            bool
 	Currency                   string
 	Requested                  time.Time // not rendered: the rows' order within a tenant
+	Started                    time.Time // not rendered: where billing starts (FOCUS's ChargePeriodStart)
 }
 
 func (row AllocationRow) cells() ([]cell, error) {

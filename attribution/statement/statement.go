@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/period"
@@ -107,9 +108,10 @@ func Build(ctx context.Context, src Source, tenant string, m period.Month, now t
 	zone := src.Book.Zone()
 	start, end := m.Bounds(zone)
 	st := &Statement{Tenant: tenant, Period: m, Start: start, End: end, Zone: zone, Currency: src.Book.Currency, Generated: now.UTC()}
-	month, err := src.Report(ctx, start, end, true)
+	days := Days(start, end, zone)
+	month, reps, err := reports(ctx, src.Report, start, end, days)
 	if err != nil {
-		return nil, fmt.Errorf("statement of %s for %s: report of the period: %w", tenant, m, err)
+		return nil, fmt.Errorf("statement of %s for %s: %w", tenant, m, err)
 	}
 	month = month.Only(tenant)
 	for _, r := range month.Tenants {
@@ -128,13 +130,9 @@ func Build(ctx context.Context, src Source, tenant string, m period.Month, now t
 		return strings.Compare(a.AllocationID, b.AllocationID)
 	})
 	st.Tiers, st.Breaches = sla(src.Book, month.Tenants, st.Allocations)
-	for _, d := range Days(start, end, zone) {
-		rep, err := src.Report(ctx, d.Start, d.End, false)
-		if err != nil {
-			return nil, fmt.Errorf("statement of %s for %s: report of %s: %w", tenant, m, d.Start.Format(time.DateOnly), err)
-		}
+	for i, d := range days {
 		day := Day{Start: d.Start}
-		for _, r := range rep.Only(tenant).Tenants {
+		for _, r := range reps[i].Only(tenant).Tenants {
 			day.add(r)
 		}
 		st.Days = append(st.Days, day)
@@ -160,6 +158,51 @@ func Build(ctx context.Context, src Source, tenant string, m period.Month, now t
 		}
 	}
 	return st, nil
+}
+
+// concurrentReports is how many of a statement's reports run at once: a day's is a few short
+// queries, whose time is mostly their round trips, and a month has 28 to 31 of them.
+const concurrentReports = 4
+
+// reports are the period's report with its line items and each day's, concurrentReports at
+// a time; the first failure cancels the others and is the one returned.
+func reports(ctx context.Context, rep Reporter, start, end time.Time, days []report.Window) (report.Report, []report.Report, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		month report.Report
+		each  = make([]report.Report, len(days))
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	slots := make(chan struct{}, concurrentReports)
+	run := func(what string, from, to time.Time, lines bool, out *report.Report) {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if ctx.Err() != nil {
+				return
+			}
+			r, err := rep(ctx, from, to, lines)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && first == nil {
+				first = fmt.Errorf("report of %s: %w", what, err)
+				cancel()
+			}
+			*out = r
+		})
+	}
+	run("the period", start, end, true, &month)
+	for i, d := range days {
+		run(d.Start.Format(time.DateOnly), d.Start, d.End, false, &each[i])
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err() // the caller's cancellation, before any report failed
+	}
+	return month, each, first
 }
 
 func lineRow(l period.Line) report.Row {

@@ -3,6 +3,7 @@ package statement
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math"
 	"regexp"
 	"strings"
@@ -131,5 +132,38 @@ func TestRender(t *testing.T) {
 		if strings.Contains(page, "<script") {
 			t.Errorf("%s: the page has a script", tenant)
 		}
+	}
+}
+
+// TestBuildReportFails: the reports run at once; the one that fails is named, not the
+// others it cancelled, and nothing is built.
+func TestBuildReportFails(t *testing.T) {
+	f := newFixture(3)
+	failed := errors.New("ClickHouse went away")
+	start, _ := november.Bounds(time.UTC)
+	for _, tc := range []struct {
+		name string
+		fail time.Time // the window start whose report fails
+		want string
+	}{
+		{"the period", start, "report of the period: ClickHouse went away"},
+		{"a day", start.AddDate(0, 0, 17), "report of 2026-11-18: ClickHouse went away"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := f.source()
+			src.Report = func(ctx context.Context, from, to time.Time, lines bool) (report.Report, error) {
+				if from.Equal(tc.fail) && lines == (tc.name == "the period") {
+					return report.Report{}, failed
+				}
+				if err := ctx.Err(); err != nil {
+					return report.Report{}, err
+				}
+				return f.report(ctx, from, to, lines)
+			}
+			st, err := Build(context.Background(), src, "acme", november, now)
+			if !errors.Is(err, failed) || !strings.Contains(err.Error(), tc.want) || st != nil {
+				t.Errorf("statement %v, error %v; want %q", st, err, tc.want)
+			}
+		})
 	}
 }

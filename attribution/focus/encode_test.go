@@ -1,0 +1,130 @@
+package focus
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/slicemeter/slicemeter/attribution/report"
+)
+
+// awkward are texts that need a CSV quote or a JSON escape, or look as if they did.
+var awkward = []string{"", "plain", "a,b", `say "hi"`, "two\nlines", "cr\rhere", " lead", "\u00a0nbsp", `\.`, `\..`,
+	"<b>&</b>", `back\slash`, "tab\there", "ünïcödé", "\u2028sep", "bad\xffutf8", "="}
+
+// TestCSVLineIsEncodingCSV: a row's CSV line is what encoding/csv writes of its cells.
+func TestCSVLineIsEncodingCSV(t *testing.T) {
+	p := PeriodOf(time.Date(2026, 2, 3, 0, 0, 0, 0, time.UTC), time.UTC)
+	for _, s := range awkward {
+		for _, v := range []float64{0, 1, 1. / 7, 1e-9, 123456789.125, math.NaN(), math.Inf(-1)} {
+			eff, cold := v, time.Duration(v*1e9)
+			r := Usage(report.AllocationRow{Tenant: s, AllocationID: s, Tier: s, Node: s, Instance: s, Kind: "mig", Model: s, Profile: s,
+				Fraction: v, Allocated: time.Hour, ListCost: v, Cost: v, Efficiency: &eff, ColdStart: &cold, Currency: s,
+				WindowStart: p.Start, WindowEnd: p.Start.Add(time.Hour)}, p, IssuerNamed(s))
+			r.ChargeClass, r.RegionId = &s, &s
+			var want bytes.Buffer
+			w := csv.NewWriter(&want)
+			if err := w.Write(r.cells()); err != nil {
+				t.Fatal(err)
+			}
+			w.Flush()
+			var line csvLine
+			r.emit(&line)
+			if got := string(line.b) + "\n"; got != want.String() {
+				t.Errorf("text %q, number %v:\n got %q\nwant %q", s, v, got, want.String())
+			}
+		}
+	}
+}
+
+// TestUsageTexts: the texts Usage builds in one buffer are what fmt, encoding/json and
+// time.Format would make of the line item.
+func TestUsageTexts(t *testing.T) {
+	p := PeriodOf(time.Date(2026, 2, 3, 0, 0, 0, 0, time.UTC), time.FixedZone("x", 5*3600+1800))
+	for _, s := range awkward {
+		for _, f := range []float64{0, 1, 1. / 7, 3. / 7, 1e-7, 2.5e-6, 1e22, 0.125} {
+			for _, profile := range []string{"", s} {
+				a := report.AllocationRow{Tenant: "t" + s, AllocationID: "a" + s, Tier: "p" + s, Node: "n" + s, Instance: "i" + s,
+					Model: "m" + s, Profile: profile, Fraction: f, Allocated: time.Hour, WindowStart: p.Start, WindowEnd: p.Start.Add(time.Hour)}
+				r := Usage(a, p, DefaultIssuer)
+				sku := a.Model
+				if a.Profile != "" {
+					sku += "/" + a.Profile
+				}
+				details, _ := json.Marshal(struct {
+					GpuCount  int     `json:"GpuCount"`
+					Profile   string  `json:"x_Profile,omitempty"`
+					Fraction  float64 `json:"x_BilledFraction"`
+					GPUModel  string  `json:"x_GpuModel"`
+					PriceTier string  `json:"x_Tier"`
+				}{1, a.Profile, a.Fraction, a.Model, a.Tier})
+				tags, _ := json.Marshal(map[string]string{"slicemeter/allocation": a.AllocationID, "slicemeter/tier": a.Tier, "slicemeter/node": a.Node})
+				for _, c := range []struct{ name, got, want string }{
+					{"ChargeDescription", r.ChargeDescription, fmt.Sprintf("%s of %s on %s, %.6f of the GPU, %s", a.AllocationID, sku, a.Node+"/"+a.Instance, a.Fraction, a.Tier)},
+					{"SkuPriceDetails", *r.SkuPriceDetails, string(details)},
+					{"Tags", *r.Tags, string(tags)},
+					{"SkuId", *r.SkuId, sku},
+					{"SkuPriceId", *r.SkuPriceId, sku + "/" + a.Tier},
+					{"ResourceId", *r.ResourceId, a.Node + "/" + a.Instance},
+					{"SubAccountId", *r.SubAccountId, a.Tenant + "/" + a.Tier},
+					{"InvoiceId", r.InvoiceId, InvoiceID(a.Tenant, p)},
+					{"BillingPeriodStart", r.BillingPeriodStart, p.Start.UTC().Format(DateTime)},
+					{"BillingPeriodEnd", r.BillingPeriodEnd, p.End.UTC().Format(DateTime)},
+					{"ChargePeriodEnd", r.ChargePeriodEnd, a.WindowEnd.UTC().Format(DateTime)},
+				} {
+					if c.got != c.want {
+						t.Errorf("text %q, fraction %v, profile %q: %s %q, want %q", s, f, profile, c.name, c.got, c.want)
+					}
+				}
+				var details2 map[string]any
+				if err := json.Unmarshal([]byte(*r.SkuPriceDetails), &details2); err != nil {
+					t.Errorf("SkuPriceDetails %q: %v", *r.SkuPriceDetails, err)
+				}
+			}
+		}
+	}
+}
+
+// TestChargePeriod: a row's charge period is the part of its window the allocation was
+// billed, in whole seconds within the window.
+func TestChargePeriod(t *testing.T) {
+	h := time.Date(2026, 2, 3, 10, 0, 0, 0, time.UTC)
+	at := func(m, s int, ns int) time.Time {
+		return h.Add(time.Duration(m)*time.Minute + time.Duration(s)*time.Second + time.Duration(ns))
+	}
+	for _, tc := range []struct {
+		name               string
+		started            time.Time
+		billed             time.Duration
+		windowEnd          time.Time
+		wantStart, wantEnd time.Time
+	}{
+		{"the whole hour", h.Add(-time.Hour), time.Hour, at(60, 0, 0), h, at(60, 0, 0)},
+		{"started at 10:20", at(20, 0, 0), 40 * time.Minute, at(60, 0, 0), at(20, 0, 0), at(60, 0, 0)},
+		{"ended at 10:30", h.Add(-time.Hour), 30 * time.Minute, at(60, 0, 0), h, at(30, 0, 0)},
+		{"from 10:20 to 10:30", at(20, 0, 0), 10 * time.Minute, at(60, 0, 0), at(20, 0, 0), at(30, 0, 0)},
+		{"seconds round outwards", at(20, 0, 5e8), 10 * time.Minute, at(60, 0, 0), at(20, 0, 0), at(30, 1, 0)},
+		{"to the horizon", at(20, 0, 0), 25 * time.Minute, at(45, 0, 0), at(20, 0, 0), at(45, 0, 0)},
+		{"not past a fractional horizon", at(20, 0, 0), 25*time.Minute + 5e8, at(45, 0, 5e8), at(20, 0, 0), at(45, 0, 5e8)},
+		{"under a second", at(20, 0, 1e8), 5e8, at(60, 0, 0), at(20, 0, 0), at(20, 1, 0)},
+		{"nothing billed", at(20, 0, 0), 0, at(60, 0, 0), h, at(60, 0, 0)},
+		{"started unknown", time.Time{}, 30 * time.Minute, at(60, 0, 0), h, at(30, 0, 0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := report.AllocationRow{Started: tc.started, Allocated: tc.billed, WindowStart: h, WindowEnd: tc.windowEnd}
+			start, end := chargePeriod(a)
+			if !start.Equal(tc.wantStart) || !end.Equal(tc.wantEnd) {
+				t.Errorf("[%s, %s), want [%s, %s)", start.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano),
+					tc.wantStart.Format(time.RFC3339Nano), tc.wantEnd.Format(time.RFC3339Nano))
+			}
+			r := Usage(a, PeriodOf(h, time.UTC), DefaultIssuer)
+			if r.ChargePeriodStart != start.Format(DateTime) || r.ChargePeriodEnd != end.Format(DateTime) {
+				t.Errorf("row's charge period [%s, %s)", r.ChargePeriodStart, r.ChargePeriodEnd)
+			}
+		})
+	}
+}
