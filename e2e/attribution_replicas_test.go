@@ -69,7 +69,7 @@ func TestAttributionReplicas(t *testing.T) {
 	}
 	report := func() string {
 		t.Helper()
-		r := apptest.Run(t, ctx, "report", "--clickhouse.dsn", db.DSN, "--from-minutes", "--from", start.Format(time.RFC3339), "--to", end.Format(time.RFC3339))
+		r := apptest.Run(t, ctx, "report", "--clickhouse.dsn", db.DSN, "--scenario", file, "--from-minutes", "--from", start.Format(time.RFC3339), "--to", end.Format(time.RFC3339))
 		if r.Code != 0 {
 			t.Fatalf("report --from-minutes exited %d:\n%s", r.Code, r.Stderr)
 		}
