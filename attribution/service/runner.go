@@ -163,7 +163,8 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	// The hours this pass completed or recomputed are rolled up again. A roll-up that fails
 	// costs only speed: readers take an hour from its minutes until its roll-up matches them.
 	if len(minutes) > 0 {
-		if err := store.RollupHours(ctx, r.conn, minutes[0].Start, minutes[len(minutes)-1].Start.Add(time.Minute)); err != nil {
+		from, to := minutes[0].Start, minutes[len(minutes)-1].Start.Add(time.Minute)
+		if err := errors.Join(store.RollupHours(ctx, r.conn, from, to), store.RollupFleetHours(ctx, r.conn, from, to)); err != nil {
 			if ctx.Err() != nil {
 				return p, err
 			}
