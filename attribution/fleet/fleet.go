@@ -123,7 +123,7 @@ func Read(ctx context.Context, conn store.Querier, from, to time.Time, presence 
 	// they take about as long as the longest.
 	reads := []func() error{
 		func() error {
-			p, err := store.ReadPresence(ctx, conn, store.MinuteRollup, window, presence)
+			p, err := store.FleetPresence(ctx, conn, window, presence)
 			if err == nil {
 				in.Capacity, err = p.Capacity(window)
 			}

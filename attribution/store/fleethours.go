@@ -9,6 +9,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -38,7 +39,7 @@ const recheckHours = 48
 // reads of it: rows that differ in any of these hash apart.
 const sampleRowHash = `cityHash64(node, instance_id, time, samples, covered_ns, sm_active_ns, mem_used_bytes_sum,
         mem_total_bytes, power_watts_sum, attached_sum, gpu_uuid, model, kind, profile, compute_slices, sm_count,
-        gpu_sm_count, gpu_mem_total_bytes, share_replicas)`
+        gpu_sm_count, gpu_mem_total_bytes, share_replicas, first_ns, last_ns)`
 
 // sampleSourcesQuery is, per UTC hour of samples_1m in [from, to) (seconds), the number of
 // its rows and the sum of their hashes (UInt64, wrapping).
@@ -204,6 +205,93 @@ FROM (` + latestFleetRows(tables.FleetHourTenants, tables.FleetHourTenantColumns
 )
 GROUP BY node, instance_id, tenant`
 
+// rollupFleetGPUsQuery is, per GPU, the first and last sample's ts_ns of the hour's rows, as
+// the presence reads them (arguments: the hour, rolled_ns, from and to in seconds).
+var rollupFleetGPUsQuery = tables.Insert(tables.FleetHourGPUs, tables.FleetHourGPUColumns) + `
+SELECT toDateTime(?), node, gpu_uuid, model, min(toInt64(first_ns)), max(toInt64(last_ns)), toUInt64(?)
+FROM ` + tables.Samples1m + `
+PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
+GROUP BY node, gpu_uuid, model`
+
+// fleetGPUsHoursQuery is, per GPU and bucket of the given seconds (a whole number of hours), the
+// first and last sample's ts_ns of the roll-ups of the whole hours of [from, to): the presence
+// query over the roll-ups (arguments from, to, from, to, the bucket).
+var fleetGPUsHoursQuery = `
+SELECT node, gpu_uuid, model, intDiv(toInt64(hour), toInt64(?)) AS b, min(first_ns), max(last_ns)
+FROM (` + latestFleetRows(tables.FleetHourGPUs, tables.FleetHourGPUColumns, "hour, node, gpu_uuid, model") + `
+)
+GROUP BY node, gpu_uuid, model, b`
+
+// fleetGPUsMinutesQuery is the presence query of samples_1m (presenceQueries) with each row's
+// bucket, over rows of whole minutes in [from, to) (arguments: the bucket in seconds, from and
+// to in seconds).
+var fleetGPUsMinutesQuery = `
+SELECT node, gpu_uuid, model, intDiv(toInt64(time), toInt64(?)) AS b, min(toInt64(first_ns)), max(toInt64(last_ns))
+FROM ` + tables.Samples1m + `
+PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
+GROUP BY node, gpu_uuid, model, b`
+
+// FleetPresence is ReadPresence of samples_1m (MinuteRollup) for the fleet: where the period
+// is a whole number of hours, its buckets are too, and the whole hours fresh for the fleet
+// are read from their roll-ups (fleet_hour_gpus), the rest from samples_1m; the same presence
+// to the ns either way.
+func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, period time.Duration) (*Presence, error) {
+	if err := CheckPresence(period); err != nil || period%time.Hour != 0 {
+		return ReadPresence(ctx, conn, MinuteRollup, window, period)
+	}
+	if window.Start >= window.End {
+		return nil, fmt.Errorf("read the presence of [%s, %s): expected the start before the end", billing.UTC(window.Start), billing.UTC(window.End))
+	}
+	bucket := int64(period)
+	p := &Presence{period: period, source: MinuteRollup, bucket: bucket, from: floorTo(window.Start-int64(period), bucket), to: window.End,
+		spans: map[billing.GPU][]billing.Span{}}
+	// Rows whose minute starts in [from, to) are those the presence query reads from whole minutes.
+	from, to := billing.UTC(p.from), billing.UTC(p.to).Truncate(time.Minute)
+	if !billing.UTC(p.to).Equal(to) {
+		return ReadPresence(ctx, conn, MinuteRollup, window, period)
+	}
+	type key struct {
+		gpu billing.GPU
+		at  int64 // the bucket
+	}
+	by := map[key]billing.Span{}
+	parts, err := fleetSpans(ctx, conn, from, to, false)
+	for _, sp := range parts {
+		if err != nil {
+			break
+		}
+		query, args := fleetGPUsMinutesQuery, []any{bucket / int64(time.Second), sp.from.Unix(), sp.to.Unix()}
+		if sp.hours {
+			query, args = fleetGPUsHoursQuery, append([]any{bucket / int64(time.Second)}, sp.args()...)
+		}
+		err = queryEach(ctx, conn, query, args, func(scan func(...any) error) error {
+			var (
+				k           key
+				first, last int64
+			)
+			if err := scan(&k.gpu.Node, &k.gpu.UUID, &k.gpu.Model, &k.at, &first, &last); err != nil {
+				return err
+			}
+			if s, ok := by[k]; ok {
+				first, last = min(first, s.First), max(last, s.Last)
+			}
+			by[k] = billing.Span{First: first, Last: last}
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read when the GPUs were sampled in [%s, %s) from %s and its hourly roll-up: %w",
+			from.Format(time.RFC3339), to.Format(time.RFC3339), tables.Samples1m, err)
+	}
+	for k, s := range by {
+		p.spans[k.gpu] = append(p.spans[k.gpu], s)
+	}
+	for _, ss := range p.spans {
+		slices.SortFunc(ss, func(a, b billing.Span) int { return cmp.Compare(a.First, b.First) })
+	}
+	return p, nil
+}
+
 // rollupFleetHourQuery sums the hour's samples_1m rows per instance as fleetFactsQuery and
 // fleetSumsQuery do (arguments: the hour, rolled_ns, sample_rows, sample_hash, source_ns,
 // source_minutes, then from and to in seconds). The facts are those of the instance's latest
@@ -289,6 +377,9 @@ func rollupFleetHour(ctx context.Context, conn driver.Conn, h time.Time, prev ui
 	f, t := h.Unix(), end.Unix()
 	if err := conn.Exec(ctx, rollupFleetTenantsQuery, f, rolled, f, t, f, t, f, t); err != nil {
 		return fmt.Errorf("roll up the tenants' energy of the hour %s: %w", h.Format(time.RFC3339), err)
+	}
+	if err := conn.Exec(ctx, rollupFleetGPUsQuery, f, rolled, f, t); err != nil {
+		return fmt.Errorf("roll up the GPUs' presence of the hour %s: %w", h.Format(time.RFC3339), err)
 	}
 	err = conn.Exec(ctx, rollupFleetHourQuery, f, rolled, src.rows, src.hash, src.minutes.computed, src.minutes.minutes, f, t)
 	if err != nil {

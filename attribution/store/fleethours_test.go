@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
@@ -37,11 +39,11 @@ SELECT concat('node-', toString(i %% 2)), if(i < 6, concat('GPU-n', toString(i %
     toUInt64(if(i < 6, 5368709120, 42949672960)), toUInt64(42949672960), toUInt64(1000000000),
     toUInt64(n), toUInt64(n * 1000000000 - h %% 1000), 0., toUInt64(h %% (n + 1)), toUInt64(0), toUInt64(0),
     toUInt64(0), n * toFloat64(h %% 5000000000), n * (100. + h %% 200), emptyArrayUInt64(), emptyArrayUInt64(),
-    toUInt64((%d + m * 60) * 1000000000), toUInt64((%d + m * 60 + 59) * 1000000000), (h %% 1000) / 1000. * n * 1e9
+    toUInt64((%d + m * 60 + h %% 3) * 1000000000), toUInt64((%d + m * 60 + 57 + h %% 3) * 1000000000), (h %% 1000) / 1000. * n * 1e9
 FROM (
     SELECT intDiv(number, %d) AS i, number %% %d AS m, cityHash64(%d, i, m) AS h, toInt64(50 + h %% 11) - (%d) AS n
     FROM system.numbers LIMIT %d)
-WHERE cityHash64(i, m) %% 13 != 0 AND (%s)`,
+WHERE cityHash64(i, m) %% 13 != 0 AND NOT (i = 6 AND m BETWEEN 80 AND 150) AND (%s)`,
 		from.Unix(), from.Unix(), from.Unix(), minutes, minutes, seed, version, 8*minutes, keep)
 	if err := conn.Exec(ctx, q); err != nil {
 		t.Fatalf("insert samples_1m rows: %v", err)
@@ -59,7 +61,31 @@ func fleetReadings(ctx context.Context, t *testing.T, conn driver.Conn, from, to
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := json.Marshal(map[string]any{"instances": instances, "energy": energy})
+	window := billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}
+	capacity := map[string][]billing.Interval{}
+	for _, read := range []func() (*store.Presence, error){
+		func() (*store.Presence, error) { return store.FleetPresence(ctx, conn, window, time.Hour) },
+		func() (*store.Presence, error) { return store.ReadPresence(ctx, conn, store.MinuteRollup, window, time.Hour) },
+	} {
+		p, err := read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := p.Capacity(window)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string][]billing.Interval{}
+		for g, ivs := range c {
+			got[g.Node+"/"+g.UUID+"/"+g.Model] = ivs
+		}
+		if len(capacity) == 0 {
+			capacity = got
+		} else if !reflect.DeepEqual(got, capacity) {
+			t.Errorf("[%s, %s): the fleet's presence %v ≠ ReadPresence's %v", from.Format(time.Kitchen), to.Format(time.Kitchen), capacity, got)
+		}
+	}
+	raw, err := json.Marshal(map[string]any{"instances": instances, "energy": energy, "capacity": capacity})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +99,8 @@ func fleetReadings(ctx context.Context, t *testing.T, conn driver.Conn, from, to
 // TestFleetHoursAreTheMinutes: samples_1m rows over 3 h 25 min (incomplete versions, rows
 // written twice, minutes missing) and stored minutes are written to two databases alike; one
 // is rolled up by hour (store.RollupFleetHours) at some steps, the other never. The fleet's
-// instances and energy split are the same (to 1e-9) from both, for windows with and without
+// instances, energy split and capacity (FleetPresence, also against ReadPresence) are the same
+// (to 1e-9; capacity to the ns) from both, for windows with and without
 // partial hours: after a roll-up, while an hour is stale (late samples_1m rows, recomputed
 // minutes, a merge), and after the roll-up that follows. A row only the roll-up holds shows
 // that fresh hours are read from it, and stale ones not.

@@ -23,6 +23,7 @@ const (
 	AttributionHosts   = "attribution_hour_hosts"
 	FleetHours         = "fleet_hours"
 	FleetHourTenants   = "fleet_hour_tenants"
+	FleetHourGPUs      = "fleet_hour_gpus"
 )
 
 // SampleColumns are the columns of samples, one row per sample as the exporter took it.
@@ -106,6 +107,10 @@ var FleetHourColumns = []string{
 // instance, tenant) of each roll-up of an hour.
 var FleetHourTenantColumns = []string{"hour", "node", "instance_id", "tenant", "energy_j", "rolled_ns"}
 
+// FleetHourGPUColumns are the columns of fleet_hour_gpus, one row per (hour, GPU) of each
+// roll-up of an hour.
+var FleetHourGPUColumns = []string{"hour", "node", "gpu_uuid", "model", "first_ns", "last_ns", "rolled_ns"}
+
 // SchemaMigrationColumns are the columns of schema_migrations, one row per applied migration.
 var SchemaMigrationColumns = []string{"version", "name", "applied_at"}
 
@@ -118,6 +123,7 @@ func Columns() map[string][]string {
 		AllocationAudit: AllocationAuditColumns, AttributionHours: AttributionHourColumns,
 		AttributionHosts: AttributionHostColumns,
 		FleetHours:       FleetHourColumns, FleetHourTenants: FleetHourTenantColumns,
+		FleetHourGPUs: FleetHourGPUColumns,
 	}
 }
 

@@ -59,4 +59,20 @@ CREATE TABLE IF NOT EXISTS fleet_hour_tenants (
     rolled_ns UInt64
 ) ENGINE = ReplacingMergeTree(rolled_ns)
 PARTITION BY toYYYYMM(hour)
-ORDER BY (hour, node, instance_id, tenant)
+ORDER BY (hour, node, instance_id, tenant);
+-- fleet_hour_gpus: per UTC hour and GPU (node, gpu_uuid, model), the first and the last sample's
+-- ts_ns of its samples_1m rows of the hour (every version: a row's incomplete versions roll up
+-- fewer of its samples), the GPU's presence as the fleet's capacity reads it in buckets of whole
+-- hours. Written by the roll-up of the hour before its fleet_hours rows, with the same rolled_ns,
+-- and read, like fleet_hour_tenants, only with them.
+CREATE TABLE IF NOT EXISTS fleet_hour_gpus (
+    hour DateTime,
+    node String,
+    gpu_uuid String,
+    model String,
+    first_ns Int64,
+    last_ns Int64,
+    rolled_ns UInt64
+) ENGINE = ReplacingMergeTree(rolled_ns)
+PARTITION BY toYYYYMM(hour)
+ORDER BY (hour, node, gpu_uuid, model)
