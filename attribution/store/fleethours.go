@@ -21,61 +21,70 @@ import (
 // would take of the minutes, so the figures are the same whichever is read (to the rounding
 // of Float64 sums taken in another order).
 //
-// Fresh means: the hour's samples_1m rows (every version, unmerged ones included) are as many
-// as when it was rolled up and their hashes sum to the same, and, for the energy split, its
-// stored minutes have the same latest pass and number (hourSources). Rows are only ever
-// added to samples_1m (a late sample's recomputed row, the same row written again by a
-// flush) or merged away, so a changed hour changes its count or its hash sum; reading the
-// count and hash of a month's rows costs a fraction of the FINAL read of their sums. A merge
-// also changes them without changing what FINAL reads: the hour then reads as stale (its
-// minutes are read, the same figures, slower) until the service rolls it up again.
+// Fresh means: the parts of samples_1m with rows of the hour say the same as when it was rolled
+// up (sampleSources: their highest block number, the first and last row time within the hour),
+// and, for the energy split, its stored minutes have the same latest pass and number
+// (hourSources). What FINAL reads of an hour changes only when rows of it are inserted (a late
+// sample's recomputed row), mutated or dropped, each of which changes those; they are the
+// parts' metadata (system.parts), so checking a month costs nothing next to reading it, where
+// even a count and hash of a month's rows costs a tenth of the FINAL read of their sums.
 
 // recheckHours is how far back a roll-up looks for hours whose sources changed since they
 // were rolled up: a day's partition of samples_1m keeps merging its rows' versions for hours
 // after its last write, and late samples land within a day.
 const recheckHours = 48
 
-// sampleRowHash is the hash of one samples_1m row over its key and every column the fleet
-// reads of it: rows that differ in any of these hash apart.
-const sampleRowHash = `cityHash64(node, instance_id, time, samples, covered_ns, sm_active_ns, mem_used_bytes_sum,
-        mem_total_bytes, power_watts_sum, attached_sum, gpu_uuid, model, kind, profile, compute_slices, sm_count,
-        gpu_sm_count, gpu_mem_total_bytes, share_replicas, first_ns, last_ns)`
-
-// sampleSourcesQuery is, per UTC hour of samples_1m in [from, to) (seconds), the number of
-// its rows and the sum of their hashes (UInt64, wrapping).
-var sampleSourcesQuery = `
-SELECT ` + hourOf("time") + ` AS h, count(), sum(` + sampleRowHash + `)
-FROM ` + tables.Samples1m + `
-PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
-GROUP BY h`
+// samplePartsQuery lists the active parts of samples_1m (in this database: on a cluster, where
+// samples_1m is Distributed, none, so that no hour is ever fresh) whose rows' times reach into
+// [from, to) (seconds): the first and last row time, and the part's highest block number or
+// mutation (data_version). An insert takes a block number higher than any before, and a merge
+// keeps the highest of its parts, so the hour's highest is that of the last insert of rows of
+// it (or of a part merged with such a part) and changes whenever rows are added to the hour.
+var samplePartsQuery = `
+SELECT toUInt64(toUInt32(min_time)), toUInt64(toUInt32(max_time)), greatest(toUInt64(max_block_number), data_version)
+FROM system.parts
+WHERE database = currentDatabase() AND table = '` + tables.Samples1m + `' AND active
+    AND max_time >= toDateTime(?) AND min_time < toDateTime(?)`
 
 // fleetRolledQuery is, per hour of [from, to) rolled up, its latest roll-up and what that
 // was made from.
 var fleetRolledQuery = `
-SELECT hour, max(rolled_ns), argMax(sample_rows, rolled_ns), argMax(sample_hash, rolled_ns),
-    argMax(source_ns, rolled_ns), argMax(source_minutes, rolled_ns)
+SELECT hour, max(rolled_ns), argMax(sample_block, rolled_ns), argMax(sample_first, rolled_ns),
+    argMax(sample_last, rolled_ns), argMax(source_ns, rolled_ns), argMax(source_minutes, rolled_ns)
 FROM ` + tables.FleetHours + `
 WHERE ` + hourWindow + `
 GROUP BY hour`
 
 // fleetSource is what an hour's fleet roll-up is made from.
 type fleetSource struct {
-	rows, hash uint64     // of its samples_1m rows
-	minutes    hourSource // of its stored minutes (attribution_minutes)
+	// Of the parts of samples_1m with rows of the hour (by their first and last row time): the
+	// highest block number, and the first and last row time within the hour.
+	block, first, last uint64
+	minutes            hourSource // of its stored minutes (attribution_minutes)
 }
 
-// sampleSources is, per hour (Unix seconds) of [from, to) with samples_1m rows, their count
-// and hash sum.
+// sampleSources is, per whole hour (Unix seconds) of [from, to) with a part of samples_1m
+// reaching into it, those parts' highest block number and first and last row time within the
+// hour: rows added to the hour raise the first, rows dropped (a partition, a TTL) move the
+// others; a merge that joins a part of the hour with a later one raises it too, the hour then
+// reads as stale (its minutes are read) until it is rolled up again.
 func sampleSources(ctx context.Context, conn Querier, from, to time.Time) (map[int64]fleetSource, error) {
 	out := map[int64]fleetSource{}
-	err := queryEach(ctx, conn, sampleSourcesQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
-		var (
-			h time.Time
-			s fleetSource
-		)
-		err := scan(&h, &s.rows, &s.hash)
-		out[h.Unix()] = s
-		return err
+	lo, hi := uint64(from.Unix()), uint64(to.Unix())
+	err := queryEach(ctx, conn, samplePartsQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
+		var first, last, block uint64
+		if err := scan(&first, &last, &block); err != nil {
+			return err
+		}
+		for h := max(lo, first-first%3600); h <= last && h < hi; h += 3600 {
+			s, ok := out[int64(h)]
+			in, end := max(first, h), min(last, h+3599)
+			if ok {
+				in, end = min(in, s.first), max(end, s.last)
+			}
+			out[int64(h)] = fleetSource{block: max(block, s.block), first: in, last: end}
+		}
+		return nil
 	})
 	return out, err
 }
@@ -107,7 +116,7 @@ func fleetRolled(ctx context.Context, conn Querier, from, to time.Time) (map[int
 			id uint64
 			s  fleetSource
 		)
-		err := scan(&h, &id, &s.rows, &s.hash, &s.minutes.computed, &s.minutes.minutes)
+		err := scan(&h, &id, &s.block, &s.first, &s.last, &s.minutes.computed, &s.minutes.minutes)
 		ids[h.Unix()], out[h.Unix()] = id, s
 		return err
 	})
@@ -293,15 +302,15 @@ func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, p
 }
 
 // rollupFleetHourQuery sums the hour's samples_1m rows per instance as fleetFactsQuery and
-// fleetSumsQuery do (arguments: the hour, rolled_ns, sample_rows, sample_hash, source_ns,
-// source_minutes, then from and to in seconds). The facts are those of the instance's latest
+// fleetSumsQuery do (arguments: the hour, rolled_ns, sample_block, sample_first, sample_last,
+// source_ns, source_minutes, then from and to in seconds). The facts are those of the instance's latest
 // row: FINAL keeps one of its versions, which all carry the same facts.
 var rollupFleetHourQuery = tables.Insert(tables.FleetHours, tables.FleetHourColumns) + `
 SELECT toDateTime(?), node, instance_id, max(time), argMax(gpu_uuid, time), argMax(model, time), argMax(kind, time),
     argMax(profile, time), argMax(compute_slices, time), argMax(sm_count, time), argMax(gpu_sm_count, time),
     argMax(mem_total_bytes, time), argMax(gpu_mem_total_bytes, time), argMax(share_replicas, time),
     ` + fleetSums + `,
-    toUInt64(?), toUInt64(?), toUInt64(?), toUInt64(?), toUInt64(?)
+    toUInt64(?), toUInt64(?), toUInt64(?), toUInt64(?), toUInt64(?), toUInt64(?)
 FROM ` + tables.Final(tables.Samples1m) + `
 PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
 GROUP BY node, instance_id`
@@ -335,7 +344,7 @@ func RollupFleetHours(ctx context.Context, conn driver.Conn, from, to time.Time)
 		var now map[int64]fleetSource
 		now, err = fleetSources(ctx, conn, since, last, true)
 		for h, s := range now {
-			if r, ok := rolled[h]; s.rows > 0 && (!ok || r != s) {
+			if r, ok := rolled[h]; s.block > 0 && (!ok || r != s) {
 				hours[h] = true
 			}
 		}
@@ -370,7 +379,7 @@ func rollupFleetHour(ctx context.Context, conn driver.Conn, h time.Time, prev ui
 		return fmt.Errorf("read what the hour %s of %s was stored by: %w", h.Format(time.RFC3339), tables.Samples1m, err)
 	}
 	src, ok := sources[h.Unix()]
-	if !ok || src.rows == 0 {
+	if !ok || src.block == 0 {
 		return nil // no samples_1m rows: nothing to read from it, and no roll-up is fresh
 	}
 	rolled := max(uint64(time.Now().UnixNano()), prev+1)
@@ -381,7 +390,7 @@ func rollupFleetHour(ctx context.Context, conn driver.Conn, h time.Time, prev ui
 	if err := conn.Exec(ctx, rollupFleetGPUsQuery, f, rolled, f, t); err != nil {
 		return fmt.Errorf("roll up the GPUs' presence of the hour %s: %w", h.Format(time.RFC3339), err)
 	}
-	err = conn.Exec(ctx, rollupFleetHourQuery, f, rolled, src.rows, src.hash, src.minutes.computed, src.minutes.minutes, f, t)
+	err = conn.Exec(ctx, rollupFleetHourQuery, f, rolled, src.block, src.first, src.last, src.minutes.computed, src.minutes.minutes, f, t)
 	if err != nil {
 		return fmt.Errorf("roll up the instances of the fleet of the hour %s: %w", h.Format(time.RFC3339), err)
 	}

@@ -65,7 +65,9 @@ func fleetReadings(ctx context.Context, t *testing.T, conn driver.Conn, from, to
 	capacity := map[string][]billing.Interval{}
 	for _, read := range []func() (*store.Presence, error){
 		func() (*store.Presence, error) { return store.FleetPresence(ctx, conn, window, time.Hour) },
-		func() (*store.Presence, error) { return store.ReadPresence(ctx, conn, store.MinuteRollup, window, time.Hour) },
+		func() (*store.Presence, error) {
+			return store.ReadPresence(ctx, conn, store.MinuteRollup, window, time.Hour)
+		},
 	} {
 		p, err := read()
 		if err != nil {
@@ -102,7 +104,7 @@ func fleetReadings(ctx context.Context, t *testing.T, conn driver.Conn, from, to
 // instances, energy split and capacity (FleetPresence, also against ReadPresence) are the same
 // (to 1e-9; capacity to the ns) from both, for windows with and without
 // partial hours: after a roll-up, while an hour is stale (late samples_1m rows, recomputed
-// minutes, a merge), and after the roll-up that follows. A row only the roll-up holds shows
+// minutes, a merge joining its parts with later ones), and after the roll-up that follows. A row only the roll-up holds shows
 // that fresh hours are read from it, and stale ones not.
 func TestFleetHoursAreTheMinutes(t *testing.T) {
 	if testing.Short() {
@@ -175,8 +177,8 @@ func TestFleetHoursAreTheMinutes(t *testing.T) {
 	check("late samples and recomputed minutes, stale")
 	rollup(start.Add(3*time.Hour), start.Add(4*time.Hour))
 	check("rolled up again")
-	// A merge collapses the versions: the hours read as stale (their rows' count changed),
-	// the figures are the same; a roll-up makes them fresh again.
+	// A merge of every part of the day: the hours before the late rows' read as stale (their
+	// parts now hold later blocks), the figures are the same; a roll-up makes them fresh again.
 	for _, conn := range both {
 		if err := conn.Exec(ctx, "OPTIMIZE TABLE samples_1m FINAL"); err != nil {
 			t.Fatal(err)
@@ -189,8 +191,8 @@ func TestFleetHoursAreTheMinutes(t *testing.T) {
 	// A ghost instance and tenant only the latest roll-up of 01:00 holds: read while the hour
 	// is fresh, not once a late row makes it stale.
 	ghosts := []string{
-		`INSERT INTO fleet_hours (hour, node, instance_id, last_time, model, covered_ns, rolled_ns, sample_rows, sample_hash, source_ns, source_minutes)
-SELECT hour, 'ghost', 'g', hour, 'A100-SXM4-40GB', 60000000000, rolled_ns, sample_rows, sample_hash, source_ns, source_minutes
+		`INSERT INTO fleet_hours (hour, node, instance_id, last_time, model, covered_ns, rolled_ns, sample_block, sample_first, sample_last, source_ns, source_minutes)
+SELECT hour, 'ghost', 'g', hour, 'A100-SXM4-40GB', 60000000000, rolled_ns, sample_block, sample_first, sample_last, source_ns, source_minutes
 FROM fleet_hours WHERE hour = toDateTime(?) ORDER BY rolled_ns DESC LIMIT 1`,
 		`INSERT INTO fleet_hour_tenants (hour, node, instance_id, tenant, energy_j, rolled_ns)
 SELECT hour, 'ghost', 'g', 'ghost', 1., rolled_ns FROM fleet_hours WHERE hour = toDateTime(?) ORDER BY rolled_ns DESC LIMIT 1`,

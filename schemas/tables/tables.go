@@ -99,8 +99,8 @@ var AttributionHostColumns = []string{"hour", "node", "max_tenants", "source_ns"
 var FleetHourColumns = []string{
 	"hour", "node", "instance_id", "last_time", "gpu_uuid", "model", "kind", "profile", "compute_slices",
 	"sm_count", "gpu_sm_count", "mem_total_bytes", "gpu_mem_total_bytes", "share_replicas", "covered_ns",
-	"sm_active_ns", "mem_used_ns", "mem_held", "attached", "energy_j", "rolled_ns", "sample_rows",
-	"sample_hash", "source_ns", "source_minutes",
+	"sm_active_ns", "mem_used_ns", "mem_held", "attached", "energy_j", "rolled_ns", "sample_block",
+	"sample_first", "sample_last", "source_ns", "source_minutes",
 }
 
 // FleetHourTenantColumns are the columns of fleet_hour_tenants, one row per (hour, node,

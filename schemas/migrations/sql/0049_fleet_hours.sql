@@ -7,14 +7,17 @@
 -- seconds); and its latest facts (those of its row at last_time, the hour's latest).
 --
 -- The attribution service rolls an hour up after each pass that completes it, and again once
--- its sources have changed (late samples, a recomputed minute, a merge). sample_rows and
--- sample_hash are, when it was rolled up, the number of the hour's samples_1m rows (every
--- version) and the sum (mod 2^64) of a hash of each of them; source_ns and source_minutes the
--- hour's highest computed_ns and number of stored minutes in attribution_minutes, as in
--- attribution_hours. rolled_ns tells the roll-ups of an hour apart: readers use an hour's rows
--- of its highest rolled_ns only while the hour's samples_1m rows still give the same count and
--- hash (and, for the energy split, its stored minutes the same sources), and read the hour from
--- samples_1m otherwise, so the hourly rows never give another figure than the minutes.
+-- its sources have changed (late samples, a recomputed minute). sample_block, sample_first and
+-- sample_last are, when it was rolled up, of the active parts of samples_1m with rows in the
+-- hour (system.parts, by their min_time and max_time): the highest block number (or mutation
+-- version), and the first and last row time (Unix seconds) within the hour; an insert of rows
+-- of the hour raises the first, a dropped partition or expired rows move the others.
+-- source_ns and source_minutes are the hour's highest computed_ns and number of stored minutes
+-- in attribution_minutes, as in attribution_hours. rolled_ns tells the roll-ups of an hour
+-- apart: readers use an hour's rows of its highest rolled_ns only while the hour's sources are
+-- still those (for the instances the parts, for the energy split the parts and the minutes),
+-- and read the hour from samples_1m otherwise, so the hourly rows never give another figure
+-- than the minutes.
 CREATE TABLE IF NOT EXISTS fleet_hours (
     hour DateTime,
     node String,
@@ -37,8 +40,9 @@ CREATE TABLE IF NOT EXISTS fleet_hours (
     attached UInt64,
     energy_j Float64,
     rolled_ns UInt64,
-    sample_rows UInt64,
-    sample_hash UInt64,
+    sample_block UInt64,
+    sample_first UInt64,
+    sample_last UInt64,
     source_ns UInt64,
     source_minutes UInt64
 ) ENGINE = ReplacingMergeTree(rolled_ns)
