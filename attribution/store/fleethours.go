@@ -29,10 +29,14 @@ import (
 // parts' metadata (system.parts), so checking a month costs nothing next to reading it, where
 // even a count and hash of a month's rows costs a tenth of the FINAL read of their sums.
 
-// recheckHours is how far back a roll-up looks for hours whose sources changed since they
-// were rolled up: a day's partition of samples_1m keeps merging its rows' versions for hours
-// after its last write, and late samples land within a day.
+// recheckHours is how far back a roll-up looks for hours whose samples_1m parts changed since
+// they were rolled up: a day's partition keeps merging its parts for hours after its last
+// write, and late samples land within a day.
 const recheckHours = 48
+
+// restaleHours is how many such hours one roll-up rolls up again (about a second each for
+// 1000 instances): a pass must not stall on a day of them.
+const restaleHours = 2
 
 // samplePartsQuery lists the active parts of samples_1m (in this database: on a cluster, where
 // samples_1m is Distributed, none, so that no hour is ever fresh) whose rows' times reach into
@@ -323,40 +327,41 @@ FROM ` + tenantEnergySource + `
 GROUP BY node, instance_id, tenant`
 
 // RollupFleetHours rolls up the fleet's reads of samples_1m for every whole UTC hour that
-// [from, to) touches and that has ended by to, and, when there is such an hour, every other
-// hour of the recheckHours before whose roll-up no longer matches its sources (or that has
-// none): the service calls it after storing a pass's minutes, beside RollupHours. An hour is
-// rolled up from what is stored when it runs, its sources read first, so that rows stored
-// meanwhile make it stale rather than fresh, and its tenants' energy before its instances, so
-// that an hour cut short between the two is never read.
+// [from, to) touches and that has ended by to, then for at most restaleHours of the
+// recheckHours before, latest first, whose roll-up no longer matches the parts of samples_1m
+// (late rows, a merge): the service calls it after each pass that stores minutes, beside
+// RollupHours, so that a day made stale by one merge is rolled up again over a few passes, not
+// in one. (A recomputed minute is stored by a pass, which rolls its hour up itself; an hour
+// never rolled up, stored before migration 0049, is read from its minutes.) An hour is rolled
+// up from what is stored when it runs, its sources read first, so that rows stored meanwhile
+// make it stale rather than fresh, and its tenants' energy and GPUs before its instances, so
+// that an hour cut short between them is never read.
 func RollupFleetHours(ctx context.Context, conn driver.Conn, from, to time.Time) error {
 	last := to.Truncate(time.Hour)
-	hours := map[int64]bool{}
+	var order []int64
+	touched := map[int64]bool{}
 	for h := from.Truncate(time.Hour); h.Before(last); h = h.Add(time.Hour) {
-		hours[h.Unix()] = true
-	}
-	if len(hours) == 0 {
-		return nil
+		order = append(order, h.Unix())
+		touched[h.Unix()] = true
 	}
 	since := last.Add(-recheckHours * time.Hour)
 	ids, rolled, err := fleetRolled(ctx, conn, since, last)
+	var now map[int64]fleetSource
 	if err == nil {
-		var now map[int64]fleetSource
-		now, err = fleetSources(ctx, conn, since, last, true)
-		for h, s := range now {
-			if r, ok := rolled[h]; s.block > 0 && (!ok || r != s) {
-				hours[h] = true
-			}
-		}
+		now, err = sampleSources(ctx, conn, since, last)
 	}
 	if err != nil {
 		return fmt.Errorf("read which hours of [%s, %s) of %s changed since rolled up: %w", since.Format(time.RFC3339), last.Format(time.RFC3339), tables.Samples1m, err)
 	}
-	order := make([]int64, 0, len(hours))
-	for h := range hours {
-		order = append(order, h)
+	var stale []int64
+	for h, s := range now {
+		if r, ok := rolled[h]; ok && !touched[h] && (r.block != s.block || r.first != s.first || r.last != s.last) {
+			stale = append(stale, h)
+		}
 	}
-	slices.Sort(order)
+	slices.Sort(stale)
+	slices.Reverse(stale)
+	order = append(order, stale[:min(len(stale), restaleHours)]...)
 	for _, h := range order {
 		if err := rollupFleetHour(ctx, conn, time.Unix(h, 0).UTC(), ids[h]); err != nil {
 			return err

@@ -6,8 +6,8 @@
 -- instance over its samples), attached (Σ attached_sum) and energy_j (Σ mean power × covered
 -- seconds); and its latest facts (those of its row at last_time, the hour's latest).
 --
--- The attribution service rolls an hour up after each pass that completes it, and again once
--- its sources have changed (late samples, a recomputed minute). sample_block, sample_first and
+-- The attribution service rolls an hour up after each pass that completes or recomputes it,
+-- and again once its samples_1m parts have changed (late samples, a merge). sample_block, sample_first and
 -- sample_last are, when it was rolled up, of the active parts of samples_1m with rows in the
 -- hour (system.parts, by their min_time and max_time): the highest block number (or mutation
 -- version), and the first and last row time (Unix seconds) within the hour; an insert of rows
