@@ -13,10 +13,11 @@ import (
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
-// The hourly roll-up of what the fleet reads of samples_1m (fleet_hours, fleet_hour_tenants):
-// the attribution service rolls up every whole hour a pass completes, and every recent hour
-// whose sources have changed since (RollupFleetHours); FleetInstances and TenantEnergy read
-// each whole hour whose latest roll-up still matches its sources (freshFleetHours) from it,
+// The hourly roll-up of what the fleet reads of samples_1m (fleet_hours, fleet_hour_gpus,
+// fleet_hour_tenants): the attribution service rolls up every whole hour a pass completes, and
+// recent hours whose samples_1m parts changed since (RollupFleetHours); FleetInstances,
+// FleetPresence and TenantEnergy read each whole hour whose latest roll-up still matches its
+// sources (freshFleetHours) from it,
 // and every other minute from samples_1m as before. A roll-up holds the sums the readers
 // would take of the minutes, so the figures are the same whichever is read (to the rounding
 // of Float64 sums taken in another order).
@@ -27,7 +28,7 @@ import (
 // (hourSources). What FINAL reads of an hour changes only when rows of it are inserted (a late
 // sample's recomputed row), mutated or dropped, each of which changes those; they are the
 // parts' metadata (system.parts), so checking a month costs nothing next to reading it, where
-// even a count and hash of a month's rows costs a tenth of the FINAL read of their sums.
+// a count and hash of a month's rows of 1000 instances took 7 to 16 s under load.
 
 // recheckHours is how far back a roll-up looks for hours whose samples_1m parts changed since
 // they were rolled up: a day's partition keeps merging its parts for hours after its last
