@@ -19,9 +19,11 @@ import (
 // SLICEMETER_BENCH_INSTANCES MIG instances (default 56; the issue's target is 1000 in ≤ 2 s):
 // 1g.5gb instances of A100s (7 per GPU, 8 GPUs per node), each held by one of ten tenants all
 // month; samples_1m holds one row per instance and minute, attribution_minutes one per
-// allocation and minute and the unallocated row, all generated inside ClickHouse.
+// allocation and minute and the unallocated row, all generated inside ClickHouse. Sub-benchmarks
+// minutes/*: samples_1m read minute by minute (no fleet roll-up yet); hours/*: after
+// store.RollupFleetHours, as the service leaves it.
 //
-//	SLICEMETER_BENCH_INSTANCES=1000 go test -run '^$' -bench FleetMonth -benchtime 3x -timeout 60m ./attribution/fleet/
+//	SLICEMETER_BENCH_INSTANCES=1000 go test -run '^$' -bench FleetMonth -benchtime 1x -timeout 60m ./attribution/fleet/
 func BenchmarkFleetMonth(b *testing.B) {
 	instances := 56
 	if v, err := strconv.Atoi(os.Getenv("SLICEMETER_BENCH_INSTANCES")); err == nil && v > 0 {
@@ -36,7 +38,11 @@ func BenchmarkFleetMonth(b *testing.B) {
 	const facts = `concat('node-', toString(intDiv(inst, 56))), concat('GPU-', toString(intDiv(inst, 7))),
         toUInt32(intDiv(inst, 7) % 8), 'A100-SXM4-40GB', 'mig',
         concat('gpu', toString(intDiv(inst, 7) % 8), '/mig', toString(inst % 7)), '1g.5gb'`
-	rollup := fmt.Sprintf(`INSERT INTO samples_1m (node, gpu_uuid, gpu_index, model, kind, instance_id, profile, time,
+	// A day at a time: one INSERT of the month outlasts the driver's read timeout on a loaded
+	// machine.
+	const day = 24 * 60
+	for first := 0; first < minutes; first += day {
+		rollup := fmt.Sprintf(`INSERT INTO samples_1m (node, gpu_uuid, gpu_index, model, kind, instance_id, profile, time,
     compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
     samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
     first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count, first_ns, last_ns, sm_active_ns)
@@ -44,12 +50,12 @@ SELECT %s, toDateTime(intDiv(ts, 1000000000)),
     toUInt32(1), toUInt32(14), toUInt32(108), toUInt64(5368709120), toUInt64(42949672960), toUInt64(1000000000),
     toUInt64(60), toUInt64(60000000000), 30., toUInt64(60), toUInt64(0), toUInt64(0),
     ts, 60 * 2684354560., 60 * 200., emptyArrayUInt64(), emptyArrayUInt64(), ts, ts + 59000000000, 3e10
-FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst, toUInt64(%d + m * 60000000000) AS ts FROM system.numbers LIMIT %d)`,
-		facts, minutes, minutes, start.UnixNano(), instances*minutes)
-	if err := conn.Exec(ctx, rollup); err != nil {
-		b.Fatalf("generate samples_1m: %v", err)
-	}
-	stored := fmt.Sprintf(`INSERT INTO attribution_minutes (minute, tenant, allocation_id, tier, node, instance_id,
+FROM (SELECT %d + number %% %d AS m, intDiv(number, %d) AS inst, toUInt64(%d + m * 60000000000) AS ts FROM system.numbers LIMIT %d)`,
+			facts, first, day, day, start.UnixNano(), instances*day)
+		if err := conn.Exec(ctx, rollup); err != nil {
+			b.Fatalf("generate samples_1m: %v", err)
+		}
+		stored := fmt.Sprintf(`INSERT INTO attribution_minutes (minute, tenant, allocation_id, tier, node, instance_id,
     requested_ns, started_ns, sliced, billed_ns, metered_ns, list_cost, cost, waste_cost, overhead_cost, efficiency_ns,
     cold_start_ns, cold_start_sla_ns, wait_ns, wait_count, currency, computed_ns)
 SELECT toDateTime(%d + m * 60), if(inst < %d, concat('tenant-', toString(inst %% 10)), '__unallocated__'),
@@ -59,10 +65,11 @@ SELECT toDateTime(%d + m * 60), if(inst < %d, concat('tenant-', toString(inst %%
     toInt64(%d), toInt64(%d), toUInt8(0),
     toInt64(60000000000), toInt64(60000000000), 1.6 / 7 / 60, 1.6 / 7 / 60, 0.01, 0.002, 27e9, toInt64(0), toInt64(30000000000),
     emptyArrayUInt64(), emptyArrayUInt64(), 'USD', toUInt64(1)
-FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers LIMIT %d)`,
-		start.Unix(), instances, instances, instances, instances, start.UnixNano(), start.UnixNano(), minutes, minutes, (instances+1)*minutes)
-	if err := conn.Exec(ctx, stored); err != nil {
-		b.Fatalf("generate attribution_minutes: %v", err)
+FROM (SELECT %d + number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers LIMIT %d)`,
+			start.Unix(), instances, instances, instances, instances, start.UnixNano(), start.UnixNano(), first, day, day, (instances+1)*day)
+		if err := conn.Exec(ctx, stored); err != nil {
+			b.Fatalf("generate attribution_minutes: %v", err)
+		}
 	}
 	b.Logf("%d instances × %d minutes: %d samples_1m and %d stored minute rows, generated in %s",
 		instances, minutes, instances*minutes, (instances+1)*minutes, time.Since(began).Round(time.Millisecond))
@@ -74,21 +81,19 @@ FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers L
 	b.Logf("rolled up by hour in %s", time.Since(began).Round(time.Millisecond))
 	book := &pricebook.PriceBook{Currency: "USD", Prices: map[string]float64{"A100-SXM4-40GB": 1.6}, Tiers: map[string]float64{"pro": 1},
 		Costs: &pricebook.Costs{GPUHour: map[string]float64{"A100-SXM4-40GB": 0.5}, EnergyKWh: 0.2}}
-	// Each read of fleet.Read alone, one after the other: which one the month's time is.
-	b.Run("reads", func(b *testing.B) {
-		window := billing.Interval{Start: start.UnixNano(), End: end.UnixNano()}
-		reads := []struct {
-			name string
-			read func() error
-		}{
-			{"presence", func() error {
-				_, err := store.ReadPresence(ctx, conn, store.MinuteRollup, window, time.Hour)
-				return err
-			}},
-			{"instances", func() error { _, err := store.FleetInstances(ctx, conn, start, end); return err }},
-			{"held", func() error { _, err := store.HeldInstances(ctx, conn, start, end); return err }},
-			{"tenants-per-host", func() error { _, err := store.TenantsPerHost(ctx, conn, start, end); return err }},
-		}
+	window := billing.Interval{Start: start.UnixNano(), End: end.UnixNano()}
+	reads := []struct {
+		name string
+		read func() error
+	}{
+		{"presence", func() error { _, err := store.FleetPresence(ctx, conn, window, time.Hour); return err }},
+		{"instances", func() error { _, err := store.FleetInstances(ctx, conn, start, end); return err }},
+		{"held", func() error { _, err := store.HeldInstances(ctx, conn, start, end); return err }},
+		{"tenants-per-host", func() error { _, err := store.TenantsPerHost(ctx, conn, start, end); return err }},
+		{"tenant-energy", func() error { _, err := fleet.TenantEnergy(ctx, conn, start, end); return err }},
+	}
+	// Each read alone, one after the other: which one the month's time is.
+	readEach := func(b *testing.B) {
 		for b.Loop() {
 			for _, r := range reads {
 				began := time.Now()
@@ -98,9 +103,9 @@ FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers L
 				b.ReportMetric(time.Since(began).Seconds(), r.name+"-s")
 			}
 		}
-	})
-	for _, by := range []fleet.By{fleet.ByModel, fleet.ByGPU} {
-		b.Run(string(by), func(b *testing.B) {
+	}
+	compute := func(by fleet.By) func(b *testing.B) {
+		return func(b *testing.B) {
 			for b.Loop() {
 				rows, err := fleet.Compute(ctx, conn, book, fleet.Options{From: start, To: end, By: by})
 				if err != nil {
@@ -111,6 +116,30 @@ FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers L
 					b.Fatalf("fleet row %+v", total)
 				}
 			}
+		}
+	}
+	// Before the fleet's roll-up, samples_1m is read minute by minute (what a month of
+	// changed hours would cost); SLICEMETER_BENCH_MINUTES=0 skips it.
+	if os.Getenv("SLICEMETER_BENCH_MINUTES") != "0" {
+		b.Run("minutes/reads", func(b *testing.B) {
+			// Without the energy split: its per-minute join of a month takes minutes.
+			saved := reads
+			reads = reads[:len(reads)-1]
+			defer func() { reads = saved }()
+			readEach(b)
 		})
+		b.Run("minutes/model", compute(fleet.ByModel))
+	}
+	// The service rolls up the fleet's reads of samples_1m beside the stored hours
+	// (store.RollupFleetHours), an hour at a time.
+	began = time.Now()
+	if err := store.RollupFleetHours(ctx, conn, start, end); err != nil {
+		b.Fatalf("roll up samples_1m by hour: %v", err)
+	}
+	b.Logf("fleet rolled up by hour in %s (%s an hour)", time.Since(began).Round(time.Millisecond),
+		(time.Since(began) / time.Duration(minutes/60)).Round(time.Millisecond))
+	b.Run("hours/reads", readEach)
+	for _, by := range []fleet.By{fleet.ByModel, fleet.ByGPU} {
+		b.Run("hours/"+string(by), compute(by))
 	}
 }

@@ -6,8 +6,10 @@
 //
 // It reads what is stored, never the raw samples: the per-minute rollup (samples_1m) for the
 // instances, their activity, memory and power and the GPUs' presence, and the attribution
-// service's stored minutes for what each tenant is billed. Compute reads them; Build turns
-// them into rows, so that the figures' definitions are tested without ClickHouse.
+// service's stored minutes for what each tenant is billed, each whole hour from its hourly
+// roll-up while that is fresh (attribution_hours, fleet_hours: the same figures). Compute
+// reads them; Build turns them into rows, so that the figures' definitions are tested without
+// ClickHouse.
 package fleet
 
 import (
@@ -123,7 +125,7 @@ func Read(ctx context.Context, conn store.Querier, from, to time.Time, presence 
 	// they take about as long as the longest.
 	reads := []func() error{
 		func() error {
-			p, err := store.ReadPresence(ctx, conn, store.MinuteRollup, window, presence)
+			p, err := store.FleetPresence(ctx, conn, window, presence)
 			if err == nil {
 				in.Capacity, err = p.Capacity(window)
 			}

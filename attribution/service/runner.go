@@ -188,7 +188,8 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	// the roll-up after the last write of an hour sees every replica's minutes, and one made
 	// before it is stale (NextPass: the later write has a later version) and not read.
 	if len(minutes) > 0 {
-		if err := store.RollupHours(ctx, r.conn, minutes[0].Start, minutes[len(minutes)-1].Start.Add(time.Minute)); err != nil {
+		from, to := minutes[0].Start, minutes[len(minutes)-1].Start.Add(time.Minute)
+		if err := errors.Join(store.RollupHours(ctx, r.conn, from, to), store.RollupFleetHours(ctx, r.conn, from, to)); err != nil {
 			if ctx.Err() != nil {
 				return p, err
 			}

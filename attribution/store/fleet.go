@@ -78,55 +78,110 @@ type FleetInstance struct {
 }
 
 // fleetFactsQuery reads, per instance with a rollup row in [from, to) (seconds, twice), its
-// latest facts. Without FINAL: every version of a row carries the same facts.
+// latest facts and the time of its latest row. Without FINAL: every version of a row carries
+// the same facts.
 var fleetFactsQuery = `
 SELECT node, instance_id, argMax(gpu_uuid, time), argMax(model, time), argMax(kind, time), argMax(profile, time),
     argMax(compute_slices, time), argMax(sm_count, time), argMax(gpu_sm_count, time), argMax(mem_total_bytes, time),
-    argMax(gpu_mem_total_bytes, time), argMax(share_replicas, time)
+    argMax(gpu_mem_total_bytes, time), argMax(share_replicas, time), max(time)
 FROM ` + tables.Samples1m + `
 PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
 GROUP BY node, instance_id`
 
-// fleetSumsQuery sums, per instance, its rows' fullest versions (tables.Final) in [from, to):
-// the covered time, the activity, the memory and the energy. Memory per row is its samples'
-// mean over the instance's memory.
-var fleetSumsQuery = `
-SELECT node, instance_id, sum(covered_ns), sum(sm_active_ns),
+// fleetSums are the sums the fleet takes of an instance's rollup rows: the covered time, the
+// activity, the memory and the energy. Memory per row is its samples' mean over the
+// instance's memory.
+const fleetSums = `sum(covered_ns), sum(sm_active_ns),
     sum(if(samples > 0 AND mem_total_bytes > 0, mem_used_bytes_sum / samples / mem_total_bytes, 0.) * covered_ns),
     sum(if(mem_total_bytes > 0, mem_used_bytes_sum / mem_total_bytes, 0.)), sum(attached_sum),
-    sum(if(samples > 0, power_watts_sum / samples, 0.) * covered_ns / 1e9)
+    sum(if(samples > 0, power_watts_sum / samples, 0.) * covered_ns / 1e9)`
+
+// fleetSumsQuery sums fleetSums per instance over its rows' fullest versions (tables.Final)
+// in [from, to).
+var fleetSumsQuery = `
+SELECT node, instance_id, ` + fleetSums + `
 FROM ` + tables.Final(tables.Samples1m) + `
 PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
 GROUP BY node, instance_id`
 
 // FleetInstances reads every instance with a per-minute rollup row in [from, to), sorted by
-// node and instance.
+// node and instance: fresh whole hours from their roll-ups (fleet_hours), the other minutes
+// from samples_1m, each instance's facts those of its latest row.
 func FleetInstances(ctx context.Context, conn Querier, from, to time.Time) ([]FleetInstance, error) {
 	byTarget := map[billing.Target]*FleetInstance{}
-	args := []any{from.Unix(), to.Unix()}
-	err := queryEach(ctx, conn, fleetFactsQuery, args, func(scan func(...any) error) error {
-		x := &FleetInstance{}
-		err := scan(&x.Node, &x.Instance, &x.GPU.UUID, &x.Facts.Model, &x.Facts.Kind, &x.Facts.Profile, &x.Facts.ComputeSlices,
-			&x.Facts.SMCount, &x.Facts.GPUSMCount, &x.Facts.MemTotalBytes, &x.Facts.GPUMemTotalBytes, &x.Facts.ShareReplicas)
-		x.GPU.Node, x.GPU.Model = x.Node, x.Facts.Model
-		byTarget[x.Target] = x
-		return err
-	})
-	if err == nil {
-		err = queryEach(ctx, conn, fleetSumsQuery, args, func(scan func(...any) error) error {
+	latest := map[billing.Target]time.Time{}
+	// facts notes an instance's facts as of its latest row at last.
+	facts := func(x *FleetInstance, last time.Time) *FleetInstance {
+		s := byTarget[x.Target]
+		if s == nil {
+			s = &FleetInstance{Target: x.Target}
+			byTarget[x.Target] = s
+		}
+		if l, ok := latest[x.Target]; !ok || last.After(l) {
+			s.GPU, s.Facts, latest[x.Target] = billing.GPU{UUID: x.GPU.UUID, Node: x.Node, Model: x.Facts.Model}, x.Facts, last
+		}
+		return s
+	}
+	add := func(to *FleetInstance, covered uint64, s FleetInstance) {
+		to.Covered += time.Duration(covered)
+		to.ActiveNS += s.ActiveNS
+		to.MemUsedNS += s.MemUsedNS
+		to.MemHeld += s.MemHeld
+		to.Attached += s.Attached
+		to.EnergyJ += s.EnergyJ
+	}
+	scanFacts := func(scan func(...any) error, x *FleetInstance, last *time.Time, more ...any) error {
+		return scan(append([]any{&x.Node, &x.Instance, &x.GPU.UUID, &x.Facts.Model, &x.Facts.Kind, &x.Facts.Profile, &x.Facts.ComputeSlices,
+			&x.Facts.SMCount, &x.Facts.GPUSMCount, &x.Facts.MemTotalBytes, &x.Facts.GPUMemTotalBytes, &x.Facts.ShareReplicas, last}, more...)...)
+	}
+	parts, err := fleetSpans(ctx, conn, from, to, false)
+	for _, sp := range parts {
+		if err != nil {
+			break
+		}
+		args := []any{sp.from.Unix(), sp.to.Unix()}
+		if sp.hours {
+			err = queryEach(ctx, conn, fleetHoursQuery, sp.args(), func(scan func(...any) error) error {
+				var (
+					x       FleetInstance
+					last    time.Time
+					covered uint64
+				)
+				if err := scanFacts(scan, &x, &last, &covered, &x.ActiveNS, &x.MemUsedNS, &x.MemHeld, &x.Attached, &x.EnergyJ); err != nil {
+					return err
+				}
+				add(facts(&x, last), covered, x)
+				return nil
+			})
+			continue
+		}
+		// The instances of the span (with a row of any version), then their sums.
+		in := map[billing.Target]*FleetInstance{}
+		err = queryEach(ctx, conn, fleetFactsQuery, args, func(scan func(...any) error) error {
 			var (
-				t       billing.Target
-				covered uint64
-				s       FleetInstance
+				x    FleetInstance
+				last time.Time
 			)
-			if err := scan(&t.Node, &t.Instance, &covered, &s.ActiveNS, &s.MemUsedNS, &s.MemHeld, &s.Attached, &s.EnergyJ); err != nil {
-				return err
-			}
-			if x := byTarget[t]; x != nil {
-				x.Covered, x.ActiveNS, x.MemUsedNS, x.MemHeld, x.Attached, x.EnergyJ = time.Duration(covered), s.ActiveNS, s.MemUsedNS, s.MemHeld, s.Attached, s.EnergyJ
-			}
-			return nil
+			err := scanFacts(scan, &x, &last)
+			in[x.Target] = facts(&x, last)
+			return err
 		})
+		if err == nil {
+			err = queryEach(ctx, conn, fleetSumsQuery, args, func(scan func(...any) error) error {
+				var (
+					t       billing.Target
+					covered uint64
+					s       FleetInstance
+				)
+				if err := scan(&t.Node, &t.Instance, &covered, &s.ActiveNS, &s.MemUsedNS, &s.MemHeld, &s.Attached, &s.EnergyJ); err != nil {
+					return err
+				}
+				if x := in[t]; x != nil {
+					add(x, covered, s)
+				}
+				return nil
+			})
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read the instances of the fleet in [%s, %s) from %s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), tables.Samples1m, err)
@@ -253,13 +308,10 @@ func TenantsPerHost(ctx context.Context, conn Querier, from, to time.Time) (map[
 	return out, nil
 }
 
-// tenantEnergyQuery is, per instance and tenant, Σ over the minutes of [from, to) of the
-// instance's GPU power × covered time (J) × the share of the minute the tenant is billed
-// (arguments: from, to for the rollup, then from, to, from, to for the minutes). The caller
-// multiplies by the instance's billed fraction.
-var tenantEnergyQuery = `
-SELECT node, instance_id, tenant, sum(j * b / 60e9)
-FROM (
+// tenantEnergySource is, per minute of [from, to), instance and tenant, the instance's GPU
+// power × covered time (j, J) and the ns of the minute the tenant is billed there (b; its
+// arguments: from, to for the rollup, then from, to, from, to for the minutes).
+var tenantEnergySource = `(
     SELECT time AS minute, node, instance_id, if(samples > 0, power_watts_sum / samples, 0.) * covered_ns / 1e9 AS j
     FROM ` + tables.Final(tables.Samples1m) + `
     PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
@@ -272,24 +324,50 @@ FROM (
         GROUP BY minute, tenant, allocation_id, node
     ) AS r
     GROUP BY minute, node, instance_id, tenant
-) AS m USING (minute, node, instance_id)
-GROUP BY node, instance_id, tenant
-ORDER BY node, instance_id, tenant`
+) AS m USING (minute, node, instance_id)`
+
+// tenantEnergyQuery is, per instance and tenant, Σ over the minutes of [from, to) of the
+// instance's GPU power × covered time (J) × the share of the minute the tenant is billed
+// (tenantEnergySource's arguments). The caller multiplies by the instance's billed fraction.
+var tenantEnergyQuery = `
+SELECT node, instance_id, tenant, sum(j * b / 60e9)
+FROM ` + tenantEnergySource + `
+GROUP BY node, instance_id, tenant`
 
 // TenantEnergy is, per instance and tenant, the energy (J) of the instance's GPU in the
 // minutes the tenant is billed there, before the instance's billed fraction is applied: per
-// minute the GPU's power × the time covered × the share of the minute billed.
+// minute the GPU's power × the time covered × the share of the minute billed. Whole hours
+// fresh for it come from their roll-ups (fleet_hour_tenants), the other minutes from
+// samples_1m and the stored minutes. Sorted by node, instance and tenant.
 func TenantEnergy(ctx context.Context, conn Querier, from, to time.Time) ([]Held, error) {
-	f, t := from.Unix(), to.Unix()
-	var out []Held
-	err := queryEach(ctx, conn, tenantEnergyQuery, []any{f, t, f, t, f, t}, func(scan func(...any) error) error {
-		var x Held
-		err := scan(&x.Node, &x.Instance, &x.Tenant, &x.Energy)
-		out = append(out, x)
-		return err
-	})
+	type key struct{ node, instance, tenant string }
+	by := map[key]float64{}
+	parts, err := fleetSpans(ctx, conn, from, to, true)
+	for _, sp := range parts {
+		if err != nil {
+			break
+		}
+		query, args := tenantEnergyQuery, []any{sp.from.Unix(), sp.to.Unix(), sp.from.Unix(), sp.to.Unix(), sp.from.Unix(), sp.to.Unix()}
+		if sp.hours {
+			query, args = tenantEnergyHoursQuery, sp.args()
+		}
+		err = queryEach(ctx, conn, query, args, func(scan func(...any) error) error {
+			var (
+				k key
+				j float64
+			)
+			err := scan(&k.node, &k.instance, &k.tenant, &j)
+			by[k] += j
+			return err
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("split the GPUs' energy of [%s, %s) over the tenants: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 	}
+	out := make([]Held, 0, len(by))
+	for k, j := range by {
+		out = append(out, Held{Target: billing.Target{Node: k.node, Instance: k.instance}, Tenant: k.tenant, Energy: j})
+	}
+	sortHeld(out)
 	return out, nil
 }

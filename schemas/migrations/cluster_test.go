@@ -190,10 +190,10 @@ func TestApplyCluster(t *testing.T) {
 				t.Errorf("node %d: table %s%s has engine %q, want ReplicatedMergeTree", i, table, migrations.LocalSuffix, engine)
 			}
 		}
-		// The five tables above, the two of the billing periods, the audit trail and the two
-		// hourly roll-ups of the stored minutes.
-		if writable != 10 {
-			t.Errorf("node %d: %d writable replicas in %s, want 10", i, writable, db)
+		// The five tables above, the two of the billing periods, the audit trail, the two
+		// hourly roll-ups of the stored minutes and the three of the fleet's reads.
+		if writable != 13 {
+			t.Errorf("node %d: %d writable replicas in %s, want 13", i, writable, db)
 		}
 	}
 

@@ -21,6 +21,9 @@ const (
 	AllocationAudit    = "allocation_audit"
 	AttributionHours   = "attribution_hours"
 	AttributionHosts   = "attribution_hour_hosts"
+	FleetHours         = "fleet_hours"
+	FleetHourTenants   = "fleet_hour_tenants"
+	FleetHourGPUs      = "fleet_hour_gpus"
 )
 
 // SampleColumns are the columns of samples, one row per sample as the exporter took it.
@@ -91,6 +94,23 @@ var AttributionHourColumns = []string{
 // each roll-up of an hour's stored minutes.
 var AttributionHostColumns = []string{"hour", "node", "max_tenants", "source_ns"}
 
+// FleetHourColumns are the columns of fleet_hours, one row per (hour, node, instance) of each
+// roll-up of an hour's samples_1m rows.
+var FleetHourColumns = []string{
+	"hour", "node", "instance_id", "last_time", "gpu_uuid", "model", "kind", "profile", "compute_slices",
+	"sm_count", "gpu_sm_count", "mem_total_bytes", "gpu_mem_total_bytes", "share_replicas", "covered_ns",
+	"sm_active_ns", "mem_used_ns", "mem_held", "attached", "energy_j", "rolled_ns", "sample_block",
+	"sample_first", "sample_last", "source_ns", "source_minutes",
+}
+
+// FleetHourTenantColumns are the columns of fleet_hour_tenants, one row per (hour, node,
+// instance, tenant) of each roll-up of an hour.
+var FleetHourTenantColumns = []string{"hour", "node", "instance_id", "tenant", "energy_j", "rolled_ns"}
+
+// FleetHourGPUColumns are the columns of fleet_hour_gpus, one row per (hour, GPU) of each
+// roll-up of an hour.
+var FleetHourGPUColumns = []string{"hour", "node", "gpu_uuid", "model", "first_ns", "last_ns", "rolled_ns"}
+
 // SchemaMigrationColumns are the columns of schema_migrations, one row per applied migration.
 var SchemaMigrationColumns = []string{"version", "name", "applied_at"}
 
@@ -102,6 +122,8 @@ func Columns() map[string][]string {
 		BillingPeriods: BillingPeriodColumns, BillingPeriodLines: BillingPeriodLineColumns,
 		AllocationAudit: AllocationAuditColumns, AttributionHours: AttributionHourColumns,
 		AttributionHosts: AttributionHostColumns,
+		FleetHours:       FleetHourColumns, FleetHourTenants: FleetHourTenantColumns,
+		FleetHourGPUs: FleetHourGPUColumns,
 	}
 }
 

@@ -1,0 +1,411 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/schemas/tables"
+)
+
+// The hourly roll-up of what the fleet reads of samples_1m (fleet_hours, fleet_hour_gpus,
+// fleet_hour_tenants): the attribution service rolls up every whole hour a pass completes, and
+// recent hours whose samples_1m parts changed since (RollupFleetHours); FleetInstances,
+// FleetPresence and TenantEnergy read each whole hour whose latest roll-up still matches its
+// sources (freshFleetHours) from it,
+// and every other minute from samples_1m as before. A roll-up holds the sums the readers
+// would take of the minutes, so the figures are the same whichever is read (to the rounding
+// of Float64 sums taken in another order).
+//
+// Fresh means: the parts of samples_1m with rows of the hour say the same as when it was rolled
+// up (sampleSources: their highest block number, the first and last row time within the hour),
+// and, for the energy split, its stored minutes have the same latest pass and number
+// (hourSources). What FINAL reads of an hour changes only when rows of it are inserted (a late
+// sample's recomputed row), mutated or dropped, each of which changes those; they are the
+// parts' metadata (system.parts), so checking a month costs nothing next to reading it, where
+// a count and hash of a month's rows of 1000 instances took 7 to 16 s under load.
+
+// recheckHours is how far back a roll-up looks for hours whose samples_1m parts changed since
+// they were rolled up: a day's partition keeps merging its parts for hours after its last
+// write, and late samples land within a day.
+const recheckHours = 48
+
+// restaleHours is how many such hours one roll-up rolls up again (about a second each for
+// 1000 instances): a pass must not stall on a day of them.
+const restaleHours = 2
+
+// samplePartsQuery lists the active parts of samples_1m (in this database: on a cluster, where
+// samples_1m is Distributed, none, so that no hour is ever fresh) whose rows' times reach into
+// [from, to) (seconds): the first and last row time, and the part's highest block number or
+// mutation (data_version). An insert takes a block number higher than any before, and a merge
+// keeps the highest of its parts, so the hour's highest is that of the last insert of rows of
+// it (or of a part merged with such a part) and changes whenever rows are added to the hour.
+var samplePartsQuery = `
+SELECT toUInt64(toUInt32(min_time)), toUInt64(toUInt32(max_time)), greatest(toUInt64(max_block_number), data_version)
+FROM system.parts
+WHERE database = currentDatabase() AND table = '` + tables.Samples1m + `' AND active
+    AND max_time >= toDateTime(?) AND min_time < toDateTime(?)`
+
+// fleetRolledQuery is, per hour of [from, to) rolled up, its latest roll-up and what that
+// was made from.
+var fleetRolledQuery = `
+SELECT hour, max(rolled_ns), argMax(sample_block, rolled_ns), argMax(sample_first, rolled_ns),
+    argMax(sample_last, rolled_ns), argMax(source_ns, rolled_ns), argMax(source_minutes, rolled_ns)
+FROM ` + tables.FleetHours + `
+WHERE ` + hourWindow + `
+GROUP BY hour`
+
+// fleetSource is what an hour's fleet roll-up is made from.
+type fleetSource struct {
+	// Of the parts of samples_1m with rows of the hour (by their first and last row time): the
+	// highest block number, and the first and last row time within the hour.
+	block, first, last uint64
+	minutes            hourSource // of its stored minutes (attribution_minutes)
+}
+
+// sampleSources is, per whole hour (Unix seconds) of [from, to) with a part of samples_1m
+// reaching into it, those parts' highest block number and first and last row time within the
+// hour: rows added to the hour raise the first, rows dropped (a partition, a TTL) move the
+// others; a merge that joins a part of the hour with a later one raises it too, the hour then
+// reads as stale (its minutes are read) until it is rolled up again.
+func sampleSources(ctx context.Context, conn Querier, from, to time.Time) (map[int64]fleetSource, error) {
+	out := map[int64]fleetSource{}
+	lo, hi := uint64(from.Unix()), uint64(to.Unix())
+	err := queryEach(ctx, conn, samplePartsQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
+		var first, last, block uint64
+		if err := scan(&first, &last, &block); err != nil {
+			return err
+		}
+		for h := max(lo, first-first%3600); h <= last && h < hi; h += 3600 {
+			s, ok := out[int64(h)]
+			in, end := max(first, h), min(last, h+3599)
+			if ok {
+				in, end = min(in, s.first), max(end, s.last)
+			}
+			out[int64(h)] = fleetSource{block: max(block, s.block), first: in, last: end}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// fleetSources is sampleSources with, if minutes, the sources of the hours' stored minutes.
+func fleetSources(ctx context.Context, conn Querier, from, to time.Time, minutes bool) (map[int64]fleetSource, error) {
+	out, err := sampleSources(ctx, conn, from, to)
+	if err != nil || !minutes {
+		return out, err
+	}
+	stored, err := hourSources(ctx, conn, hourSourcesQuery, from, to)
+	if err != nil {
+		return nil, err
+	}
+	for h, s := range stored {
+		x := out[h]
+		x.minutes = s
+		out[h] = x
+	}
+	return out, nil
+}
+
+// fleetRolled is, per hour of [from, to) rolled up, its latest roll-up's rolled_ns and sources.
+func fleetRolled(ctx context.Context, conn Querier, from, to time.Time) (map[int64]uint64, map[int64]fleetSource, error) {
+	ids, out := map[int64]uint64{}, map[int64]fleetSource{}
+	err := queryEach(ctx, conn, fleetRolledQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
+		var (
+			h  time.Time
+			id uint64
+			s  fleetSource
+		)
+		err := scan(&h, &id, &s.block, &s.first, &s.last, &s.minutes.computed, &s.minutes.minutes)
+		ids[h.Unix()], out[h.Unix()] = id, s
+		return err
+	})
+	return ids, out, err
+}
+
+// freshFleetHours is the set (Unix seconds) of the whole hours of [from, to) whose latest
+// fleet roll-up was made from the samples_1m rows stored now and, if minutes, from the stored
+// minutes stored now.
+func freshFleetHours(ctx context.Context, conn Querier, from, to time.Time, minutes bool) (map[int64]bool, error) {
+	_, rolled, err := fleetRolled(ctx, conn, from, to)
+	if err != nil || len(rolled) == 0 {
+		return nil, err
+	}
+	now, err := fleetSources(ctx, conn, from, to, minutes)
+	if err != nil {
+		return nil, err
+	}
+	fresh := map[int64]bool{}
+	for h, r := range rolled {
+		if !minutes {
+			r.minutes = hourSource{}
+		}
+		if s, ok := now[h]; ok && s == r {
+			fresh[h] = true
+		}
+	}
+	return fresh, nil
+}
+
+// fleetSpans cuts [from, to) (whole minutes) into runs of whole hours fresh for the fleet (and,
+// if minutes, for the energy split) and of minutes, in time order, as spans does for the
+// stored minutes.
+func fleetSpans(ctx context.Context, conn Querier, from, to time.Time, minutes bool) ([]span, error) {
+	first, last := from.Truncate(time.Hour), to.Truncate(time.Hour)
+	if first.Before(from) {
+		first = first.Add(time.Hour)
+	}
+	if !first.Before(last) {
+		return []span{{from: from, to: to}}, nil
+	}
+	fresh, err := freshFleetHours(ctx, conn, first, last, minutes)
+	if err != nil {
+		return nil, fmt.Errorf("read which hours of [%s, %s) of %s are rolled up: %w", first.Format(time.RFC3339), last.Format(time.RFC3339), tables.Samples1m, err)
+	}
+	out := []span{{from: from, to: first}}
+	for h := first; h.Before(last); h = h.Add(time.Hour) {
+		out = append(out, span{from: h, to: h.Add(time.Hour), hours: fresh[h.Unix()]})
+	}
+	out = append(out, span{from: last, to: to})
+	// Join neighbours of one kind, dropping the empty edges.
+	var joined []span
+	for _, s := range out {
+		if !s.from.Before(s.to) {
+			continue
+		}
+		if n := len(joined); n > 0 && joined[n-1].hours == s.hours {
+			joined[n-1].to = s.to
+			continue
+		}
+		joined = append(joined, s)
+	}
+	return joined, nil
+}
+
+// latestFleetRows is table's rows of the latest fleet roll-up of each hour of [from, to)
+// (arguments from, to, from, to), one per key (a roll-up written twice counted once).
+func latestFleetRows(table string, columns []string, key string) string {
+	return `
+    SELECT ` + tables.List(columns) + `
+    FROM ` + table + `
+    WHERE ` + hourWindow + ` AND (hour, rolled_ns) IN (
+        SELECT hour, max(rolled_ns) FROM ` + tables.FleetHours + ` WHERE ` + hourWindow + ` GROUP BY hour)
+    LIMIT 1 BY ` + key
+}
+
+// fleetHoursQuery is, per instance with a roll-up row in the whole hours of [from, to), the
+// facts of its latest one, the time of that, and its sums: fleetFactsQuery and fleetSumsQuery
+// over the roll-ups (arguments from, to, from, to).
+var fleetHoursQuery = `
+SELECT node, instance_id, argMax(gpu_uuid, last_time), argMax(model, last_time), argMax(kind, last_time),
+    argMax(profile, last_time), argMax(compute_slices, last_time), argMax(sm_count, last_time),
+    argMax(gpu_sm_count, last_time), argMax(mem_total_bytes, last_time), argMax(gpu_mem_total_bytes, last_time),
+    argMax(share_replicas, last_time), max(last_time),
+    sum(covered_ns), sum(sm_active_ns), sum(mem_used_ns), sum(mem_held), sum(attached), sum(energy_j)
+FROM (` + latestFleetRows(tables.FleetHours, tables.FleetHourColumns, "hour, node, instance_id") + `
+)
+GROUP BY node, instance_id`
+
+// tenantEnergyHoursQuery is tenantEnergyQuery over the roll-ups of whole hours (arguments
+// from, to, from, to).
+var tenantEnergyHoursQuery = `
+SELECT node, instance_id, tenant, sum(energy_j)
+FROM (` + latestFleetRows(tables.FleetHourTenants, tables.FleetHourTenantColumns, "hour, node, instance_id, tenant") + `
+)
+GROUP BY node, instance_id, tenant`
+
+// rollupFleetGPUsQuery is, per GPU, the first and last sample's ts_ns of the hour's rows, as
+// the presence reads them (arguments: the hour, rolled_ns, from and to in seconds).
+var rollupFleetGPUsQuery = tables.Insert(tables.FleetHourGPUs, tables.FleetHourGPUColumns) + `
+SELECT toDateTime(?), node, gpu_uuid, model, min(toInt64(first_ns)), max(toInt64(last_ns)), toUInt64(?)
+FROM ` + tables.Samples1m + `
+PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
+GROUP BY node, gpu_uuid, model`
+
+// fleetGPUsHoursQuery is, per GPU and bucket of the given seconds (a whole number of hours), the
+// first and last sample's ts_ns of the roll-ups of the whole hours of [from, to): the presence
+// query over the roll-ups (arguments from, to, from, to, the bucket).
+var fleetGPUsHoursQuery = `
+SELECT node, gpu_uuid, model, intDiv(toInt64(hour), toInt64(?)) AS b, min(first_ns), max(last_ns)
+FROM (` + latestFleetRows(tables.FleetHourGPUs, tables.FleetHourGPUColumns, "hour, node, gpu_uuid, model") + `
+)
+GROUP BY node, gpu_uuid, model, b`
+
+// fleetGPUsMinutesQuery is the presence query of samples_1m (presenceQueries) with each row's
+// bucket, over rows of whole minutes in [from, to) (arguments: the bucket in seconds, from and
+// to in seconds).
+var fleetGPUsMinutesQuery = `
+SELECT node, gpu_uuid, model, intDiv(toInt64(time), toInt64(?)) AS b, min(toInt64(first_ns)), max(toInt64(last_ns))
+FROM ` + tables.Samples1m + `
+PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
+GROUP BY node, gpu_uuid, model, b`
+
+// FleetPresence is ReadPresence of samples_1m (MinuteRollup) for the fleet: where the period
+// is a whole number of hours, its buckets are too, and the whole hours fresh for the fleet
+// are read from their roll-ups (fleet_hour_gpus), the rest from samples_1m; the same presence
+// to the ns either way.
+func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, period time.Duration) (*Presence, error) {
+	if err := CheckPresence(period); err != nil || period%time.Hour != 0 {
+		return ReadPresence(ctx, conn, MinuteRollup, window, period)
+	}
+	if window.Start >= window.End {
+		return nil, fmt.Errorf("read the presence of [%s, %s): expected the start before the end", billing.UTC(window.Start), billing.UTC(window.End))
+	}
+	bucket := int64(period)
+	p := &Presence{period: period, source: MinuteRollup, bucket: bucket, from: floorTo(window.Start-int64(period), bucket), to: window.End,
+		spans: map[billing.GPU][]billing.Span{}}
+	// Rows whose minute starts in [from, to) are those the presence query reads from whole minutes.
+	from, to := billing.UTC(p.from), billing.UTC(p.to).Truncate(time.Minute)
+	if !billing.UTC(p.to).Equal(to) {
+		return ReadPresence(ctx, conn, MinuteRollup, window, period)
+	}
+	type key struct {
+		gpu billing.GPU
+		at  int64 // the bucket
+	}
+	by := map[key]billing.Span{}
+	parts, err := fleetSpans(ctx, conn, from, to, false)
+	for _, sp := range parts {
+		if err != nil {
+			break
+		}
+		query, args := fleetGPUsMinutesQuery, []any{bucket / int64(time.Second), sp.from.Unix(), sp.to.Unix()}
+		if sp.hours {
+			query, args = fleetGPUsHoursQuery, append([]any{bucket / int64(time.Second)}, sp.args()...)
+		}
+		err = queryEach(ctx, conn, query, args, func(scan func(...any) error) error {
+			var (
+				k           key
+				first, last int64
+			)
+			if err := scan(&k.gpu.Node, &k.gpu.UUID, &k.gpu.Model, &k.at, &first, &last); err != nil {
+				return err
+			}
+			if s, ok := by[k]; ok {
+				first, last = min(first, s.First), max(last, s.Last)
+			}
+			by[k] = billing.Span{First: first, Last: last}
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read when the GPUs were sampled in [%s, %s) from %s and its hourly roll-up: %w",
+			from.Format(time.RFC3339), to.Format(time.RFC3339), tables.Samples1m, err)
+	}
+	for k, s := range by {
+		p.spans[k.gpu] = append(p.spans[k.gpu], s)
+	}
+	for _, ss := range p.spans {
+		slices.SortFunc(ss, func(a, b billing.Span) int { return cmp.Compare(a.First, b.First) })
+	}
+	return p, nil
+}
+
+// rollupFleetHourQuery sums the hour's samples_1m rows per instance as fleetFactsQuery and
+// fleetSumsQuery do (arguments: the hour, rolled_ns, sample_block, sample_first, sample_last,
+// source_ns, source_minutes, then from and to in seconds). The facts are those of the instance's latest
+// row: FINAL keeps one of its versions, which all carry the same facts.
+var rollupFleetHourQuery = tables.Insert(tables.FleetHours, tables.FleetHourColumns) + `
+SELECT toDateTime(?), node, instance_id, max(time), argMax(gpu_uuid, time), argMax(model, time), argMax(kind, time),
+    argMax(profile, time), argMax(compute_slices, time), argMax(sm_count, time), argMax(gpu_sm_count, time),
+    argMax(mem_total_bytes, time), argMax(gpu_mem_total_bytes, time), argMax(share_replicas, time),
+    ` + fleetSums + `,
+    toUInt64(?), toUInt64(?), toUInt64(?), toUInt64(?), toUInt64(?), toUInt64(?)
+FROM ` + tables.Final(tables.Samples1m) + `
+PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
+GROUP BY node, instance_id`
+
+// rollupFleetTenantsQuery is tenantEnergyQuery over one hour, written with its roll-up's
+// rolled_ns (arguments: the hour, rolled_ns, then tenantEnergyQuery's).
+var rollupFleetTenantsQuery = tables.Insert(tables.FleetHourTenants, tables.FleetHourTenantColumns) + `
+SELECT toDateTime(?), node, instance_id, tenant, sum(j * b / 60e9), toUInt64(?)
+FROM ` + tenantEnergySource + `
+GROUP BY node, instance_id, tenant`
+
+// RollupFleetHours rolls up the fleet's reads of samples_1m for every whole UTC hour that
+// [from, to) touches and that has ended by to, then for at most restaleHours of the
+// recheckHours before, latest first, whose roll-up no longer matches the parts of samples_1m
+// (late rows, a merge): the service calls it after each pass that stores minutes, beside
+// RollupHours, so that a day made stale by one merge is rolled up again over a few passes, not
+// in one. (A recomputed minute is stored by a pass, which rolls its hour up itself; an hour
+// never rolled up, stored before migration 0049, is read from its minutes.) An hour is rolled
+// up from what is stored when it runs, its sources read first, so that rows stored meanwhile
+// make it stale rather than fresh, and its tenants' energy and GPUs before its instances, so
+// that an hour cut short between them is never read.
+func RollupFleetHours(ctx context.Context, conn driver.Conn, from, to time.Time) error {
+	last := to.Truncate(time.Hour)
+	var order []int64
+	touched := map[int64]bool{}
+	for h := from.Truncate(time.Hour); h.Before(last); h = h.Add(time.Hour) {
+		order = append(order, h.Unix())
+		touched[h.Unix()] = true
+	}
+	since := last.Add(-recheckHours * time.Hour)
+	ids, rolled, err := fleetRolled(ctx, conn, since, last)
+	var now map[int64]fleetSource
+	if err == nil {
+		now, err = sampleSources(ctx, conn, since, last)
+	}
+	if err != nil {
+		return fmt.Errorf("read which hours of [%s, %s) of %s changed since rolled up: %w", since.Format(time.RFC3339), last.Format(time.RFC3339), tables.Samples1m, err)
+	}
+	var stale []int64
+	for h, s := range now {
+		if r, ok := rolled[h]; ok && !touched[h] && (r.block != s.block || r.first != s.first || r.last != s.last) {
+			stale = append(stale, h)
+		}
+	}
+	slices.Sort(stale)
+	slices.Reverse(stale)
+	order = append(order, stale[:min(len(stale), restaleHours)]...)
+	for _, h := range order {
+		if err := rollupFleetHour(ctx, conn, time.Unix(h, 0).UTC(), ids[h]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rollupFleetHour rolls up one hour; prev is its latest roll-up's rolled_ns if known (0: read
+// it), which the new one must exceed whatever the clock says.
+func rollupFleetHour(ctx context.Context, conn driver.Conn, h time.Time, prev uint64) error {
+	end := h.Add(time.Hour)
+	sources, err := fleetSources(ctx, conn, h, end, true)
+	if err == nil && prev == 0 {
+		var ids map[int64]uint64
+		ids, _, err = fleetRolled(ctx, conn, h, end)
+		prev = ids[h.Unix()]
+	}
+	if err != nil {
+		return fmt.Errorf("read what the hour %s of %s was stored by: %w", h.Format(time.RFC3339), tables.Samples1m, err)
+	}
+	src, ok := sources[h.Unix()]
+	if !ok || src.block == 0 {
+		return nil // no samples_1m rows: nothing to read from it, and no roll-up is fresh
+	}
+	rolled := max(uint64(time.Now().UnixNano()), prev+1)
+	f, t := h.Unix(), end.Unix()
+	if err := conn.Exec(ctx, rollupFleetTenantsQuery, f, rolled, f, t, f, t, f, t); err != nil {
+		return fmt.Errorf("roll up the tenants' energy of the hour %s: %w", h.Format(time.RFC3339), err)
+	}
+	if err := conn.Exec(ctx, rollupFleetGPUsQuery, f, rolled, f, t); err != nil {
+		return fmt.Errorf("roll up the GPUs' presence of the hour %s: %w", h.Format(time.RFC3339), err)
+	}
+	err = conn.Exec(ctx, rollupFleetHourQuery, f, rolled, src.block, src.first, src.last, src.minutes.computed, src.minutes.minutes, f, t)
+	if err != nil {
+		return fmt.Errorf("roll up the instances of the fleet of the hour %s: %w", h.Format(time.RFC3339), err)
+	}
+	return nil
+}
+
+// sortHeld sorts by node, instance and tenant.
+func sortHeld(hs []Held) {
+	slices.SortFunc(hs, func(a, b Held) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Instance, b.Instance), cmp.Compare(a.Tenant, b.Tenant))
+	})
+}
