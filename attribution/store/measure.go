@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -153,9 +155,38 @@ const searchGroupSpan = time.Hour
 // the server's default 4 GB limit per query; 8M rows stay near 1 GB.
 const maxChunkRows = 8_000_000
 
+// A chunk's queries read every row of its time span, whatever its targets: samples_1s is
+// sorted by time first (migration 0048), so that a minute reads only that minute, and a chunk
+// of a few targets reads the whole fleet's rows of the span. So chunks are as large as the
+// other bounds allow: maxChunkRows, and the query text, which holds the chunk's arrays
+// (maxChunkText, read with max_query_size chunkQuerySize instead of the default 256 KiB).
+const (
+	maxChunkAllocations = 20_000
+	maxChunkText        = 16 << 20
+	chunkQuerySize      = 2 * maxChunkText
+)
+
+// chunkText bounds the query text an allocation adds to its chunk's queries: its strings in
+// the allocations and the targets (or searches) arrays, and its numbers, quoted and separated,
+// once more for samples_1m's leg of partial minutes.
+func chunkText(b billing.Billed) int {
+	return 2 * (2*(len(b.ID)+len(b.Target.Node)+len(b.Target.Instance)) + 128)
+}
+
+// chunkContext is ctx for the queries of a chunk: with max_query_size raised when the chunk's
+// text may be over the default. It replaces the settings ctx may carry (clickhouse.Context;
+// no caller sets any).
+func chunkContext(ctx context.Context, chunk []billing.Billed) context.Context {
+	if len(chunk) <= chunkSize {
+		return ctx
+	}
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_query_size": chunkQuerySize}))
+}
+
 // Measure runs the per-chunk queries over the billed allocations, reading the source. A chunk
-// holds at most chunkSize allocations, and fewer when the window is long: about maxChunkRows
-// sample rows of its targets over the span of its billed intervals.
+// holds at most maxChunkAllocations allocations and maxChunkText of query text, and fewer when
+// the window is long: about maxChunkRows sample rows of its targets over the span of its
+// billed intervals.
 func Measure(ctx context.Context, conn Querier, src Samples, billed []billing.Billed) (billing.Measured, error) {
 	q, err := src.queries()
 	if err != nil {
@@ -173,19 +204,19 @@ func Measure(ctx context.Context, conn Querier, src Samples, billed []billing.Bi
 // measured is what the per-chunk queries found so far.
 type measured billing.Measured
 
-// chunks splits the billed allocations, in order, into chunks of at most chunkSize and about
-// maxChunkRows rows (rowsPerSecond of each target over the span of the chunk's billed
-// intervals); an allocation alone over the budget is a chunk of its own.
+// chunks splits the billed allocations, in order, into chunks of at most maxChunkAllocations,
+// maxChunkText (chunkText) and about maxChunkRows rows (rowsPerSecond of each target over the
+// span of the chunk's billed intervals); an allocation alone over a budget is a chunk of its own.
 func chunks(billed []billing.Billed, rowsPerSecond float64) [][]billing.Billed {
 	var out [][]billing.Billed
 	for start := 0; start < len(billed); {
-		end, span := start+1, billed[start].Billed
-		for end < len(billed) && end-start < chunkSize {
+		end, span, text := start+1, billed[start].Billed, chunkText(billed[start])
+		for end < len(billed) && end-start < maxChunkAllocations {
 			next := billing.Interval{Start: min(span.Start, billed[end].Billed.Start), End: max(span.End, billed[end].Billed.End)}
-			if float64(end-start+1)*next.Duration().Seconds()*rowsPerSecond > maxChunkRows {
+			if float64(end-start+1)*next.Duration().Seconds()*rowsPerSecond > maxChunkRows || text+chunkText(billed[end]) > maxChunkText {
 				break
 			}
-			end, span = end+1, next
+			end, span, text = end+1, next, text+chunkText(billed[end])
 		}
 		out = append(out, billed[start:end])
 		start = end
@@ -209,6 +240,7 @@ func distinct[T any](items []T, target func(T) billing.Target) []billing.Target 
 }
 
 func (m measured) measureChunk(ctx context.Context, conn Querier, q sampleQueries, chunk []billing.Billed) error {
+	ctx = chunkContext(ctx, chunk)
 	samples := chunk[0].Billed // the span of the chunk's billed intervals
 	for _, b := range chunk {
 		samples = billing.Interval{Start: min(samples.Start, b.Billed.Start), End: max(samples.End, b.Billed.End)}

@@ -104,8 +104,10 @@ func rollupQueries(table string, step time.Duration) sampleQueries {
 
 // rollupInstanceColumns are instanceColumns over a rollup: the latest row's facts.
 //
-// PREWHERE on time: the tables are sorted by (node, instance_id, time), so a time range alone
-// prunes nothing; reading only the time column first skips the rest of every other row.
+// PREWHERE on time: samples_1s is sorted by (time, node, instance_id) (migration 0048), so a
+// time range reads only its granules; samples_1m by (node, instance_id, time), where a time
+// range alone prunes only whole days, and reading only the time column first skips the rest
+// of every other row.
 //
 // In the queries below {{table}} is the rollup, {{step}} its row length in ns and {{seconds}}
 // in seconds; a row [t, t + step) counts where it overlaps [start, end), by the share of it
@@ -190,8 +192,10 @@ var dedupPartialSeconds = `
         AND (node, instance_id) IN (` + targetsTable + `)`
 
 // partialMinutesTable is the minutes (Unix seconds / 60) of targets that some allocation of a
-// chunk holds only in part.
-const partialMinutesTable = `SELECT pn, pi, pm FROM (SELECT ? AS pns, ? AS pis, ? AS pms) ARRAY JOIN pns AS pn, pis AS pi, pms AS pm`
+// chunk holds only in part. The minutes are UInt32 whatever the bound array's literals (a
+// chunk with none binds [0], a UInt8): with samples_1s sorted by time first, the IN's index
+// analysis requires the set's types to be those of the left side.
+const partialMinutesTable = `SELECT pn, pi, toUInt32(pm0) FROM (SELECT ? AS pns, ? AS pis, ? AS pms) ARRAY JOIN pns AS pn, pis AS pi, pms AS pm0`
 
 // minuteOf is the UTC minute (ns) of a row's start t, in SQL.
 const minuteOf = "intDiv(t, 60000000000) * 60000000000"

@@ -39,7 +39,7 @@ package store
 //
 // The chunk travels inside the query as arrays (ARRAY JOIN of bound arrays gives an inline
 // table), so each query is self-contained SQL text and sees exactly the allocations and
-// billed intervals that Go clipped; chunks keep the text under ClickHouse's max_query_size.
+// billed intervals that Go clipped; a chunk's queries raise max_query_size for its text.
 
 import (
 	"context"
@@ -56,8 +56,9 @@ type Querier interface {
 	Query(ctx context.Context, query string, args ...any) (driver.Rows, error)
 }
 
-// chunkSize bounds the allocations per query: each adds a few hundred bytes of query text and
-// ClickHouse parses at most max_query_size (256 KiB by default).
+// chunkSize bounds the targets per query of a list of targets, and the allocations of a chunk
+// read without raising max_query_size (measure.go): each adds a few hundred bytes of query
+// text and ClickHouse parses at most max_query_size (256 KiB by default).
 const chunkSize = 400
 
 // targetsTable is a set of targets, bound as two arrays.
