@@ -336,21 +336,78 @@ func (m measured) findFirstAttached(ctx context.Context, conn Querier, q sampleQ
 		if len(searches) == 0 {
 			continue
 		}
+		if q.byMinutes {
+			var err error
+			if searches, err = m.firstAttachedByMinutes(ctx, conn, searches); err != nil {
+				return fmt.Errorf("read the cold starts of %d allocations: %w", len(searches), err)
+			}
+			if len(searches) == 0 {
+				continue
+			}
+		}
 		query, args := firstAttachedArgs(q, searches)
 		err := queryEach(ctx, conn, query, args, func(scan func(...any) error) error {
 			var (
 				id    string
 				first int64
 			)
-			err := scan(&id, &first)
-			m.FirstAttached[id] = first
-			return err
+			if err := scan(&id, &first); err != nil {
+				return err
+			}
+			if prev, ok := m.FirstAttached[id]; !ok || first < prev {
+				m.FirstAttached[id] = first
+			}
+			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("read the cold starts of %d allocations: %w", len(searches), err)
 		}
 	}
 	return nil
+}
+
+// firstAttachedByMinutes answers the searches from samples_1m (coldStartMinutesQuery) and
+// returns what is left to read per second: for each search whose first minute has an attached
+// sample before its start, that minute from the search's start on. The first attached sample
+// is then the earlier of the two.
+func (m measured) firstAttachedByMinutes(ctx context.Context, conn Querier, searches []coldStartSearch) ([]coldStartSearch, error) {
+	// One read of samples_1m (sorted by node first) over all the searches' range: each target's
+	// rows in it, a few a search.
+	span := searches[0].iv
+	for _, s := range searches {
+		span = billing.Interval{Start: min(span.Start, s.iv.Start), End: max(span.End, s.iv.End)}
+	}
+	tn, ti := targetArrays(distinct(searches, func(s coldStartSearch) billing.Target { return s.target }))
+	args := append([]any{seconds(span.Start), seconds(span.End), span.Start, span.End, tn, ti}, searchArgs(searches)...)
+	straddling := map[string]bool{}
+	err := queryEach(ctx, conn, coldStartMinutesQuery, args, func(scan func(...any) error) error {
+		var (
+			id        string
+			found     int64
+			straddles bool
+		)
+		if err := scan(&id, &found, &straddles); err != nil {
+			return err
+		}
+		if found > 0 {
+			m.FirstAttached[id] = found
+		}
+		straddling[id] = straddles
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var rest []coldStartSearch
+	for _, s := range searches {
+		if !straddling[s.id] {
+			continue
+		}
+		const minute = int64(time.Minute)
+		s.iv.End = min(s.iv.End, floorTo(s.iv.Start, minute)+minute)
+		rest = append(rest, s)
+	}
+	return rest, nil
 }
 
 // coldStartSearch is one allocation's search for its first attached sample.
@@ -365,10 +422,8 @@ type coldStartSearch struct {
 func firstAttachedArgs(q sampleQueries, searches []coldStartSearch) (string, []any) {
 	slices.SortFunc(searches, func(a, b coldStartSearch) int { return cmp.Compare(a.iv.Start, b.iv.Start) })
 	var (
-		branches                 []string
-		args                     []any
-		ids, nodes, instances    []string
-		searchStarts, searchEnds []int64
+		branches []string
+		args     []any
 	)
 	for start := 0; start < len(searches); {
 		group := searches[start].iv
@@ -382,12 +437,21 @@ func firstAttachedArgs(q sampleQueries, searches []coldStartSearch) (string, []a
 		args = append(args, seconds(group.Start), seconds(group.End), group.Start, group.End, tn, ti)
 		start = end
 	}
+	query := strings.Replace(q.firstAttached, "{{searches}}", strings.Join(branches, "\n    UNION ALL"), 1)
+	return query, append(args, searchArgs(searches)...)
+}
+
+// searchArgs binds the searches as the arrays of searchTable.
+func searchArgs(searches []coldStartSearch) []any {
+	var (
+		ids, nodes, instances    []string
+		searchStarts, searchEnds []int64
+	)
 	for _, s := range searches {
 		ids, nodes, instances = append(ids, s.id), append(nodes, s.target.Node), append(instances, s.target.Instance)
 		searchStarts, searchEnds = append(searchStarts, s.iv.Start), append(searchEnds, s.iv.End)
 	}
-	query := strings.Replace(q.firstAttached, "{{searches}}", strings.Join(branches, "\n    UNION ALL"), 1)
-	return query, append(args, ids, nodes, instances, searchStarts, searchEnds)
+	return []any{ids, nodes, instances, searchStarts, searchEnds}
 }
 
 // allocationArgs binds a chunk as the arrays of allocationsTable.
