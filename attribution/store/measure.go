@@ -18,11 +18,16 @@ import (
 // part of it.
 const maxSampleInterval = time.Minute
 
-// allocationsTable is a chunk of billed allocations as an inline table.
+// allocationsTable is a chunk of billed allocations as an inline table, bound as packed arrays
+// (store.go); the billed fractions as the distinct values (few: one a profile) and each
+// allocation's index among them (1-based), so that each is bound as a literal, as ever.
 const allocationsTable = `
     SELECT allocation_id, node, instance_id,
         toInt64(b_start) AS billed_start, toInt64(b_end) AS billed_end, frac, sliced
-    FROM (SELECT ? AS ids, ? AS nodes, ? AS insts, ? AS b_starts, ? AS b_ends, ? AS fracs, ? AS sliced_flags)
+    FROM (SELECT ` + stringArray + ` AS ids, ` + stringArray + ` AS nodes, ` + stringArray + ` AS insts,
+        ` + intArray + ` AS b_starts, ` + intArray + ` AS b_ends, ? AS frac_values,
+        arrayMap(x -> frac_values[toUInt32(x)], splitByChar(',', ?)) AS fracs,
+        arrayMap(x -> toUInt8(x), splitByChar(',', ?)) AS sliced_flags)
     ARRAY JOIN ids AS allocation_id, nodes AS node, insts AS instance_id, b_starts AS b_start, b_ends AS b_end,
         fracs AS frac, sliced_flags AS sliced`
 
@@ -135,7 +140,8 @@ const firstAttachedSearch = `
 // searchTable is a chunk's cold-start searches as an inline table.
 const searchTable = `
     SELECT allocation_id, node, instance_id, toInt64(c_start) AS search_start, toInt64(c_end) AS search_end
-    FROM (SELECT ? AS ids, ? AS nodes, ? AS insts, ? AS c_starts, ? AS c_ends)
+    FROM (SELECT ` + stringArray + ` AS ids, ` + stringArray + ` AS nodes, ` + stringArray + ` AS insts,
+        ` + intArray + ` AS c_starts, ` + intArray + ` AS c_ends)
     ARRAY JOIN ids AS allocation_id, nodes AS node, insts AS instance_id, c_starts AS c_start, c_ends AS c_end`
 
 // coldStartSpan is how much after requested_at the first search for an allocation's first
@@ -282,7 +288,12 @@ func (m measured) measureChunk(ctx context.Context, conn Querier, q sampleQuerie
 
 // partialMinutes are the minutes (Unix seconds / 60) of each allocation's target in which its
 // billed time starts or ends inside the minute, as the arrays of partialMinutesTable.
-func partialMinutes(chunk []billing.Billed) (nodes, instances []string, minutes []uint32) {
+func partialMinutes(chunk []billing.Billed) (nodes, instances, minutes string) {
+	n, i, m := partialMinuteArrays(chunk)
+	return packStrings(n), packStrings(i), packInts(m)
+}
+
+func partialMinuteArrays(chunk []billing.Billed) (nodes, instances []string, minutes []uint32) {
 	const minute = int64(time.Minute)
 	add := func(t billing.Target, ns int64) {
 		nodes, instances, minutes = append(nodes, t.Node), append(instances, t.Instance), append(minutes, uint32(ns/minute))
@@ -451,7 +462,7 @@ func searchArgs(searches []coldStartSearch) []any {
 		ids, nodes, instances = append(ids, s.id), append(nodes, s.target.Node), append(instances, s.target.Instance)
 		searchStarts, searchEnds = append(searchStarts, s.iv.Start), append(searchEnds, s.iv.End)
 	}
-	return []any{ids, nodes, instances, searchStarts, searchEnds}
+	return []any{packStrings(ids), packStrings(nodes), packStrings(instances), packInts(searchStarts), packInts(searchEnds)}
 }
 
 // allocationArgs binds a chunk as the arrays of allocationsTable.
@@ -460,7 +471,9 @@ func allocationArgs(chunk []billing.Billed) []any {
 		ids, nodes, instances    []string
 		billedStarts, billedEnds []int64
 		fractions                []float64
-		sliced                   []bool
+		fractionOf               []int
+		sliced                   []int
+		index                    = map[float64]int{}
 	)
 	for _, b := range chunk {
 		ids = append(ids, b.ID)
@@ -468,8 +481,19 @@ func allocationArgs(chunk []billing.Billed) []any {
 		instances = append(instances, b.Target.Instance)
 		billedStarts = append(billedStarts, b.Billed.Start)
 		billedEnds = append(billedEnds, b.Billed.End)
-		fractions = append(fractions, b.Terms.Fraction)
-		sliced = append(sliced, b.Terms.TimeSliced)
+		i, ok := index[b.Terms.Fraction]
+		if !ok {
+			fractions = append(fractions, b.Terms.Fraction)
+			i = len(fractions)
+			index[b.Terms.Fraction] = i
+		}
+		fractionOf = append(fractionOf, i)
+		s := 0
+		if b.Terms.TimeSliced {
+			s = 1
+		}
+		sliced = append(sliced, s)
 	}
-	return []any{ids, nodes, instances, billedStarts, billedEnds, fractions, sliced}
+	return []any{packStrings(ids), packStrings(nodes), packStrings(instances), packInts(billedStarts), packInts(billedEnds),
+		fractions, packInts(fractionOf), packInts(sliced)}
 }

@@ -202,10 +202,11 @@ var dedupPartialSeconds = `
         AND (node, instance_id) IN (` + targetsTable + `)`
 
 // partialMinutesTable is the minutes (Unix seconds / 60) of targets that some allocation of a
-// chunk holds only in part. The minutes are UInt32 whatever the bound array's literals (a
-// chunk with none binds [0], a UInt8): with samples_1s sorted by time first, the IN's index
+// chunk holds only in part, bound packed (store.go). The minutes are UInt32 (a literal [0], a
+// chunk with none, would be UInt8): with samples_1s sorted by time first, the IN's index
 // analysis requires the set's types to be those of the left side.
-const partialMinutesTable = `SELECT pn, pi, toUInt32(pm0) FROM (SELECT ? AS pns, ? AS pis, ? AS pms) ARRAY JOIN pns AS pn, pis AS pi, pms AS pm0`
+const partialMinutesTable = `SELECT pn, pi, toUInt32(pm0) FROM (SELECT ` + stringArray + ` AS pns, ` + stringArray + ` AS pis, ` + uintArray + ` AS pms)
+    ARRAY JOIN pns AS pn, pis AS pi, pms AS pm0`
 
 // minuteOf is the UTC minute (ns) of a row's start t, in SQL.
 const minuteOf = "intDiv(t, 60000000000) * 60000000000"
