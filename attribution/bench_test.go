@@ -25,9 +25,9 @@ import (
 // (86.4M rollup rows): the daily report in ≤ 5 s, one minute in ≤ 2 s. samples_1m holds one
 // row per instance and minute, attribution_minutes one per allocation and minute (what the
 // service stores). SLICEMETER_BENCH_1S=0 skips the report from samples_1s;
-// SLICEMETER_BENCH_1M=0 skips samples_1m and what reads it, SLICEMETER_BENCH_STORED=0
-// attribution_minutes (BenchmarkMinute reads neither from samples_1s). Each table is generated
-// a slice of the instances at a time (benchSliceRows rows an INSERT), so that 10,000 or 50,000
+// SLICEMETER_BENCH_1M=0 skips samples_1m and what reads it (the minute from samples_1s reads
+// it for the cold starts), SLICEMETER_BENCH_STORED=0 attribution_minutes. Each table is
+// generated a slice of time at a time (benchSliceRows rows an INSERT), so that 10,000 or 50,000
 // instances do not run one INSERT past the driver's read timeout.
 //
 //	SLICEMETER_BENCH_INSTANCES=1000 SLICEMETER_BENCH_SECONDS=86400 SLICEMETER_BENCH_RAW=0 \
@@ -47,17 +47,19 @@ type benchFleet struct {
 // benchSliceRows bounds the rows of one generating INSERT.
 const benchSliceRows = 10_000_000
 
-// generate runs an INSERT … SELECT of rowsPerInstance rows an instance for every instance, a
-// slice of the instances at a time. query names the slice's first instance and its row
-// count; inst is "{{first}} + intDiv(number, rowsPerInstance)" and the rows "LIMIT {{rows}}".
-func (f *benchFleet) generate(b *testing.B, what, query string, rowsPerInstance int) {
+// generate runs an INSERT … SELECT of steps rows an instance (seconds, minutes or ticks) for
+// every instance, a slice of the steps at a time with every instance, in time order, as the
+// collector writes them (so that each part holds a stretch of time, as in production). In query,
+// {{first}} is the slice's first step and {{rows}} its rows: the step is
+// "{{first}} + intDiv(number, instances)", the instance "number % instances".
+func (f *benchFleet) generate(b *testing.B, what, query string, steps int) {
 	b.Helper()
-	per := max(1, benchSliceRows/max(1, rowsPerInstance))
-	for first := 0; first < f.instances; first += per {
-		n := min(per, f.instances-first)
-		q := strings.NewReplacer("{{first}}", strconv.Itoa(first), "{{rows}}", strconv.Itoa(n*rowsPerInstance)).Replace(query)
+	per := max(1, benchSliceRows/f.instances)
+	for first := 0; first < steps; first += per {
+		n := min(per, steps-first)
+		q := strings.NewReplacer("{{first}}", strconv.Itoa(first), "{{rows}}", strconv.Itoa(n*f.instances)).Replace(query)
 		if err := f.conn.Exec(context.Background(), q); err != nil {
-			b.Fatalf("generate %s (instances %d to %d): %v", what, first, first+n, err)
+			b.Fatalf("generate %s (steps %d to %d): %v", what, first, first+n, err)
 		}
 	}
 }
@@ -92,8 +94,8 @@ SELECT %s, toDateTime(intDiv(ts, 1000000000)),
     toUInt32(1), toUInt32(14), toUInt32(108), toUInt64(5368709120), toUInt64(42949672960), toUInt64(100000000),
     toUInt64(10), toUInt64(1000000000), (sec %% 10) / 2., toUInt64(10), toUInt64(0), toUInt64(0),
     ts, 1e10, 2000., emptyArrayUInt64(), emptyArrayUInt64(), ts, ts + 900000000
-FROM (SELECT number %% %d AS sec, {{first}} + intDiv(number, %d) AS inst, toUInt64(%d + sec * 1000000000) AS ts FROM system.numbers LIMIT {{rows}})`,
-		facts, f.seconds, f.seconds, start)
+FROM (SELECT {{first}} + intDiv(number, %d) AS sec, number %% %d AS inst, toUInt64(%d + sec * 1000000000) AS ts FROM system.numbers LIMIT {{rows}})`,
+		facts, f.instances, f.instances, start)
 	f.generate(b, "samples_1s", rollup, f.seconds)
 	minutes := fmt.Sprintf(`INSERT INTO samples_1m (node, gpu_uuid, gpu_index, model, kind, instance_id, profile, time,
     compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
@@ -103,8 +105,8 @@ SELECT %s, toDateTime(intDiv(ts, 1000000000)),
     toUInt32(1), toUInt32(14), toUInt32(108), toUInt64(5368709120), toUInt64(42949672960), toUInt64(100000000),
     toUInt64(600), toUInt64(60000000000), 135., toUInt64(600), toUInt64(0), toUInt64(0),
     ts, 6e11, 120000., emptyArrayUInt64(), emptyArrayUInt64(), ts, ts + 59900000000
-FROM (SELECT number %% %d AS m, {{first}} + intDiv(number, %d) AS inst, toUInt64(%d + m * 60000000000) AS ts FROM system.numbers LIMIT {{rows}})`,
-		facts, f.seconds/60, f.seconds/60, start)
+FROM (SELECT {{first}} + intDiv(number, %d) AS m, number %% %d AS inst, toUInt64(%d + m * 60000000000) AS ts FROM system.numbers LIMIT {{rows}})`,
+		facts, f.instances, f.instances, start)
 	if f.minutes {
 		f.generate(b, "samples_1m", minutes, f.seconds/60)
 	}
@@ -116,8 +118,8 @@ FROM (SELECT number %% %d AS m, {{first}} + intDiv(number, %d) AS inst, toUInt64
 SELECT %s, toDateTime(intDiv(ts, 1000000000)), ts,
     toUInt64(100000000), toUInt8(1), (intDiv(tick, 10) %% 10) / 20., toUInt64(1000000000), toUInt64(5368709120), 200.,
     toUInt32(1), toUInt32(14), toUInt32(108), toUInt64(42949672960), toUInt64(0), toUInt64(0), emptyArrayUInt64()
-FROM (SELECT number %% %d AS tick, {{first}} + intDiv(number, %d) AS inst, toUInt64(%d + tick * 100000000) AS ts FROM system.numbers LIMIT {{rows}})`,
-			facts, ticks, ticks, start)
+FROM (SELECT {{first}} + intDiv(number, %d) AS tick, number %% %d AS inst, toUInt64(%d + tick * 100000000) AS ts FROM system.numbers LIMIT {{rows}})`,
+			facts, f.instances, f.instances, start)
 		f.generate(b, "samples", raw, ticks)
 	}
 	// The attribution service's stored minutes: one row per allocation and minute, and the
