@@ -37,7 +37,12 @@ func TestColdStartSearch(t *testing.T) {
 		// Already attached (by a previous holder) before the request: the first sample at it.
 		{"warm", mig("gpu0/mig2"), -70 * time.Minute, -2 * time.Hour, 0},
 		{"never", mig("gpu0/mig3"), -20 * time.Minute, 0, -1},
+		// Already attached, requested inside a minute: from samples_1s that minute is read per
+		// second (samples_1m's row of it starts before the request). samples_1m alone has the
+		// next minute's first sample (minuteWant).
+		{"warm-mid-minute", mig("gpu0/mig4"), -50*time.Minute + 30*time.Second, -2 * time.Hour, 0},
 	}
+	minuteWant := map[string]time.Duration{"warm-mid-minute": 30 * time.Second}
 	var samples []*pb.Sample
 	for at := -3 * time.Hour; at < time.Minute; at += time.Second {
 		for _, a := range allocs {
@@ -68,6 +73,9 @@ func TestColdStartSearch(t *testing.T) {
 				}
 			}
 			for _, a := range allocs {
+				if w, ok := minuteWant[a.id]; ok && source == store.MinuteRollup {
+					a.want = w
+				}
 				if c, ok := got[a.id]; !ok || c != a.want {
 					t.Errorf("allocation %s: cold start %s (found %v), want %s (-1ns: unknown)", a.id, c, ok, a.want)
 				}

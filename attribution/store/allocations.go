@@ -12,17 +12,24 @@ import (
 )
 
 // allocationsQuery reads the current version of every allocation (tables.LatestAllocations)
-// that is not deleted and is billed in [start, end): its arguments are end, start.
+// that is not deleted and is billed in [start, end): its arguments are end, start, end, start.
+//
+// Only the allocations with some version billed in the window are grouped: the current
+// version of one billed there is such a version, so the answer is the same, and a minute does
+// not group every allocation ever received (which grows with churn).
 var allocationsQuery = `
 SELECT allocation_id, cur_tenant, cur_tier, cur_node, cur_instance_id, cur_requested_ns, cur_started_ns, cur_ended_ns
-FROM (` + tables.LatestAllocations("") + `)
+FROM (` + tables.LatestAllocations(`allocation_id IN (
+        SELECT allocation_id FROM allocations
+        WHERE started_ns > 0 AND started_ns < ? AND (ended_ns = 0 OR ended_ns > ?))`) + `)
 WHERE cur_deleted = 0 AND cur_started_ns > 0 AND cur_started_ns < ? AND (cur_ended_ns = 0 OR cur_ended_ns > ?)
 ORDER BY allocation_id`
 
 // ReadAllocations returns the current state of every allocation billed in the window.
 func ReadAllocations(ctx context.Context, conn Querier, window billing.Interval) ([]billing.Allocation, error) {
 	var out []billing.Allocation
-	err := queryEach(ctx, conn, allocationsQuery, []any{window.End, window.Start}, func(scan func(...any) error) error {
+	args := []any{window.End, window.Start, window.End, window.Start}
+	err := queryEach(ctx, conn, allocationsQuery, args, func(scan func(...any) error) error {
 		var a billing.Allocation
 		err := scan(&a.ID, &a.Tenant, &a.Tier, &a.Target.Node, &a.Target.Instance, &a.Requested, &a.Started, &a.Ended)
 		out = append(out, a)

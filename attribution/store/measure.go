@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -16,11 +18,16 @@ import (
 // part of it.
 const maxSampleInterval = time.Minute
 
-// allocationsTable is a chunk of billed allocations as an inline table.
+// allocationsTable is a chunk of billed allocations as an inline table, bound as packed arrays
+// (store.go); the billed fractions as the distinct values (few: one a profile) and each
+// allocation's index among them (1-based), so that each is bound as a literal, as ever.
 const allocationsTable = `
     SELECT allocation_id, node, instance_id,
         toInt64(b_start) AS billed_start, toInt64(b_end) AS billed_end, frac, sliced
-    FROM (SELECT ? AS ids, ? AS nodes, ? AS insts, ? AS b_starts, ? AS b_ends, ? AS fracs, ? AS sliced_flags)
+    FROM (SELECT ` + stringArray + ` AS ids, ` + stringArray + ` AS nodes, ` + stringArray + ` AS insts,
+        ` + intArray + ` AS b_starts, ` + intArray + ` AS b_ends, ? AS frac_values,
+        arrayMap(x -> frac_values[toUInt32(x)], splitByChar(',', ?)) AS fracs,
+        arrayMap(x -> toUInt8(x), splitByChar(',', ?)) AS sliced_flags)
     ARRAY JOIN ids AS allocation_id, nodes AS node, insts AS instance_id, b_starts AS b_start, b_ends AS b_end,
         fracs AS frac, sliced_flags AS sliced`
 
@@ -133,7 +140,8 @@ const firstAttachedSearch = `
 // searchTable is a chunk's cold-start searches as an inline table.
 const searchTable = `
     SELECT allocation_id, node, instance_id, toInt64(c_start) AS search_start, toInt64(c_end) AS search_end
-    FROM (SELECT ? AS ids, ? AS nodes, ? AS insts, ? AS c_starts, ? AS c_ends)
+    FROM (SELECT ` + stringArray + ` AS ids, ` + stringArray + ` AS nodes, ` + stringArray + ` AS insts,
+        ` + intArray + ` AS c_starts, ` + intArray + ` AS c_ends)
     ARRAY JOIN ids AS allocation_id, nodes AS node, insts AS instance_id, c_starts AS c_start, c_ends AS c_end`
 
 // coldStartSpan is how much after requested_at the first search for an allocation's first
@@ -153,9 +161,38 @@ const searchGroupSpan = time.Hour
 // the server's default 4 GB limit per query; 8M rows stay near 1 GB.
 const maxChunkRows = 8_000_000
 
+// A chunk's queries read every row of its time span, whatever its targets: samples_1s is
+// sorted by time first (migration 0048), so that a minute reads only that minute, and a chunk
+// of a few targets reads the whole fleet's rows of the span. So chunks are as large as the
+// other bounds allow: maxChunkRows, and the query text, which holds the chunk's arrays
+// (maxChunkText, read with max_query_size chunkQuerySize instead of the default 256 KiB).
+const (
+	maxChunkAllocations = 20_000
+	maxChunkText        = 16 << 20
+	chunkQuerySize      = 2 * maxChunkText
+)
+
+// chunkText bounds the query text an allocation adds to its chunk's queries: its strings in
+// the allocations and the targets (or searches) arrays, and its numbers, quoted and separated,
+// once more for samples_1m's leg of partial minutes.
+func chunkText(b billing.Billed) int {
+	return 2 * (2*(len(b.ID)+len(b.Target.Node)+len(b.Target.Instance)) + 128)
+}
+
+// chunkContext is ctx for the queries of a chunk: with max_query_size raised when the chunk's
+// text may be over the default. It replaces the settings ctx may carry (clickhouse.Context;
+// no caller sets any).
+func chunkContext(ctx context.Context, chunk []billing.Billed) context.Context {
+	if len(chunk) <= chunkSize {
+		return ctx
+	}
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_query_size": chunkQuerySize}))
+}
+
 // Measure runs the per-chunk queries over the billed allocations, reading the source. A chunk
-// holds at most chunkSize allocations, and fewer when the window is long: about maxChunkRows
-// sample rows of its targets over the span of its billed intervals.
+// holds at most maxChunkAllocations allocations and maxChunkText of query text, and fewer when
+// the window is long: about maxChunkRows sample rows of its targets over the span of its
+// billed intervals.
 func Measure(ctx context.Context, conn Querier, src Samples, billed []billing.Billed) (billing.Measured, error) {
 	q, err := src.queries()
 	if err != nil {
@@ -173,19 +210,19 @@ func Measure(ctx context.Context, conn Querier, src Samples, billed []billing.Bi
 // measured is what the per-chunk queries found so far.
 type measured billing.Measured
 
-// chunks splits the billed allocations, in order, into chunks of at most chunkSize and about
-// maxChunkRows rows (rowsPerSecond of each target over the span of the chunk's billed
-// intervals); an allocation alone over the budget is a chunk of its own.
+// chunks splits the billed allocations, in order, into chunks of at most maxChunkAllocations,
+// maxChunkText (chunkText) and about maxChunkRows rows (rowsPerSecond of each target over the
+// span of the chunk's billed intervals); an allocation alone over a budget is a chunk of its own.
 func chunks(billed []billing.Billed, rowsPerSecond float64) [][]billing.Billed {
 	var out [][]billing.Billed
 	for start := 0; start < len(billed); {
-		end, span := start+1, billed[start].Billed
-		for end < len(billed) && end-start < chunkSize {
+		end, span, text := start+1, billed[start].Billed, chunkText(billed[start])
+		for end < len(billed) && end-start < maxChunkAllocations {
 			next := billing.Interval{Start: min(span.Start, billed[end].Billed.Start), End: max(span.End, billed[end].Billed.End)}
-			if float64(end-start+1)*next.Duration().Seconds()*rowsPerSecond > maxChunkRows {
+			if float64(end-start+1)*next.Duration().Seconds()*rowsPerSecond > maxChunkRows || text+chunkText(billed[end]) > maxChunkText {
 				break
 			}
-			end, span = end+1, next
+			end, span, text = end+1, next, text+chunkText(billed[end])
 		}
 		out = append(out, billed[start:end])
 		start = end
@@ -209,6 +246,7 @@ func distinct[T any](items []T, target func(T) billing.Target) []billing.Target 
 }
 
 func (m measured) measureChunk(ctx context.Context, conn Querier, q sampleQueries, chunk []billing.Billed) error {
+	ctx = chunkContext(ctx, chunk)
 	samples := chunk[0].Billed // the span of the chunk's billed intervals
 	for _, b := range chunk {
 		samples = billing.Interval{Start: min(samples.Start, b.Billed.Start), End: max(samples.End, b.Billed.End)}
@@ -250,7 +288,12 @@ func (m measured) measureChunk(ctx context.Context, conn Querier, q sampleQuerie
 
 // partialMinutes are the minutes (Unix seconds / 60) of each allocation's target in which its
 // billed time starts or ends inside the minute, as the arrays of partialMinutesTable.
-func partialMinutes(chunk []billing.Billed) (nodes, instances []string, minutes []uint32) {
+func partialMinutes(chunk []billing.Billed) (nodes, instances, minutes string) {
+	n, i, m := partialMinuteArrays(chunk)
+	return packStrings(n), packStrings(i), packInts(m)
+}
+
+func partialMinuteArrays(chunk []billing.Billed) (nodes, instances []string, minutes []uint32) {
 	const minute = int64(time.Minute)
 	add := func(t billing.Target, ns int64) {
 		nodes, instances, minutes = append(nodes, t.Node), append(instances, t.Instance), append(minutes, uint32(ns/minute))
@@ -304,21 +347,78 @@ func (m measured) findFirstAttached(ctx context.Context, conn Querier, q sampleQ
 		if len(searches) == 0 {
 			continue
 		}
+		if q.byMinutes {
+			var err error
+			if searches, err = m.firstAttachedByMinutes(ctx, conn, searches); err != nil {
+				return fmt.Errorf("read the cold starts of %d allocations: %w", len(searches), err)
+			}
+			if len(searches) == 0 {
+				continue
+			}
+		}
 		query, args := firstAttachedArgs(q, searches)
 		err := queryEach(ctx, conn, query, args, func(scan func(...any) error) error {
 			var (
 				id    string
 				first int64
 			)
-			err := scan(&id, &first)
-			m.FirstAttached[id] = first
-			return err
+			if err := scan(&id, &first); err != nil {
+				return err
+			}
+			if prev, ok := m.FirstAttached[id]; !ok || first < prev {
+				m.FirstAttached[id] = first
+			}
+			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("read the cold starts of %d allocations: %w", len(searches), err)
 		}
 	}
 	return nil
+}
+
+// firstAttachedByMinutes answers the searches from samples_1m (coldStartMinutesQuery) and
+// returns what is left to read per second: for each search whose first minute has an attached
+// sample before its start, that minute from the search's start on. The first attached sample
+// is then the earlier of the two.
+func (m measured) firstAttachedByMinutes(ctx context.Context, conn Querier, searches []coldStartSearch) ([]coldStartSearch, error) {
+	// One read of samples_1m (sorted by node first) over all the searches' range: each target's
+	// rows in it, a few a search.
+	span := searches[0].iv
+	for _, s := range searches {
+		span = billing.Interval{Start: min(span.Start, s.iv.Start), End: max(span.End, s.iv.End)}
+	}
+	tn, ti := targetArrays(distinct(searches, func(s coldStartSearch) billing.Target { return s.target }))
+	args := append([]any{seconds(span.Start), seconds(span.End), span.Start, span.End, tn, ti}, searchArgs(searches)...)
+	straddling := map[string]bool{}
+	err := queryEach(ctx, conn, coldStartMinutesQuery, args, func(scan func(...any) error) error {
+		var (
+			id        string
+			found     int64
+			straddles bool
+		)
+		if err := scan(&id, &found, &straddles); err != nil {
+			return err
+		}
+		if found > 0 {
+			m.FirstAttached[id] = found
+		}
+		straddling[id] = straddles
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var rest []coldStartSearch
+	for _, s := range searches {
+		if !straddling[s.id] {
+			continue
+		}
+		const minute = int64(time.Minute)
+		s.iv.End = min(s.iv.End, floorTo(s.iv.Start, minute)+minute)
+		rest = append(rest, s)
+	}
+	return rest, nil
 }
 
 // coldStartSearch is one allocation's search for its first attached sample.
@@ -333,10 +433,8 @@ type coldStartSearch struct {
 func firstAttachedArgs(q sampleQueries, searches []coldStartSearch) (string, []any) {
 	slices.SortFunc(searches, func(a, b coldStartSearch) int { return cmp.Compare(a.iv.Start, b.iv.Start) })
 	var (
-		branches                 []string
-		args                     []any
-		ids, nodes, instances    []string
-		searchStarts, searchEnds []int64
+		branches []string
+		args     []any
 	)
 	for start := 0; start < len(searches); {
 		group := searches[start].iv
@@ -350,12 +448,21 @@ func firstAttachedArgs(q sampleQueries, searches []coldStartSearch) (string, []a
 		args = append(args, seconds(group.Start), seconds(group.End), group.Start, group.End, tn, ti)
 		start = end
 	}
+	query := strings.Replace(q.firstAttached, "{{searches}}", strings.Join(branches, "\n    UNION ALL"), 1)
+	return query, append(args, searchArgs(searches)...)
+}
+
+// searchArgs binds the searches as the arrays of searchTable.
+func searchArgs(searches []coldStartSearch) []any {
+	var (
+		ids, nodes, instances    []string
+		searchStarts, searchEnds []int64
+	)
 	for _, s := range searches {
 		ids, nodes, instances = append(ids, s.id), append(nodes, s.target.Node), append(instances, s.target.Instance)
 		searchStarts, searchEnds = append(searchStarts, s.iv.Start), append(searchEnds, s.iv.End)
 	}
-	query := strings.Replace(q.firstAttached, "{{searches}}", strings.Join(branches, "\n    UNION ALL"), 1)
-	return query, append(args, ids, nodes, instances, searchStarts, searchEnds)
+	return []any{packStrings(ids), packStrings(nodes), packStrings(instances), packInts(searchStarts), packInts(searchEnds)}
 }
 
 // allocationArgs binds a chunk as the arrays of allocationsTable.
@@ -364,7 +471,9 @@ func allocationArgs(chunk []billing.Billed) []any {
 		ids, nodes, instances    []string
 		billedStarts, billedEnds []int64
 		fractions                []float64
-		sliced                   []bool
+		fractionOf               []int
+		sliced                   []int
+		index                    = map[float64]int{}
 	)
 	for _, b := range chunk {
 		ids = append(ids, b.ID)
@@ -372,8 +481,19 @@ func allocationArgs(chunk []billing.Billed) []any {
 		instances = append(instances, b.Target.Instance)
 		billedStarts = append(billedStarts, b.Billed.Start)
 		billedEnds = append(billedEnds, b.Billed.End)
-		fractions = append(fractions, b.Terms.Fraction)
-		sliced = append(sliced, b.Terms.TimeSliced)
+		i, ok := index[b.Terms.Fraction]
+		if !ok {
+			fractions = append(fractions, b.Terms.Fraction)
+			i = len(fractions)
+			index[b.Terms.Fraction] = i
+		}
+		fractionOf = append(fractionOf, i)
+		s := 0
+		if b.Terms.TimeSliced {
+			s = 1
+		}
+		sliced = append(sliced, s)
 	}
-	return []any{ids, nodes, instances, billedStarts, billedEnds, fractions, sliced}
+	return []any{packStrings(ids), packStrings(nodes), packStrings(instances), packInts(billedStarts), packInts(billedEnds),
+		fractions, packInts(fractionOf), packInts(sliced)}
 }

@@ -21,6 +21,12 @@ func TestChunks(t *testing.T) {
 		}
 		return out
 	}
+	long := func(bs []billing.Billed) []billing.Billed {
+		for i := range bs {
+			bs[i].Target.Node = strings.Repeat("n", 1<<20)
+		}
+		return bs
+	}
 	tests := []struct {
 		name          string
 		billed        []billing.Billed
@@ -28,11 +34,15 @@ func TestChunks(t *testing.T) {
 		want          []int // chunk lengths
 	}{
 		{"none", nil, 1, nil},
-		{"a minute of 1000: chunkSize", allocs(1000, time.Minute), 1, []int{400, 400, 200}},
+		{"a minute of 1000: one chunk", allocs(1000, time.Minute), 1, []int{1000}},
+		{"a minute of 50,000: maxChunkAllocations", allocs(50_000, time.Minute), 1, []int{20_000, 20_000, 10_000}},
 		// 8M rows / 86400 rows a day = 92 targets a chunk.
 		{"a day from samples_1s: the row budget", allocs(200, 24*time.Hour), 1, []int{92, 92, 16}},
-		{"a day from samples_1m", allocs(1000, 24*time.Hour), 1.0 / 60, []int{400, 400, 200}},
+		// 8M rows / 1440 rows a day = 5555 targets a chunk.
+		{"a day from samples_1m", allocs(6000, 24*time.Hour), 1.0 / 60, []int{5555, 445}},
 		{"one over the budget alone", allocs(2, 24*time.Hour), 100, []int{1, 1}},
+		// Nodes of 1 MiB: over 4 MiB of text each, 3 in 16 MiB.
+		{"the text budget", long(allocs(7, time.Minute)), 1, []int{3, 3, 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,14 +108,25 @@ func TestFirstAttachedArgs(t *testing.T) {
 			for i, g := range tt.groups {
 				branch := args[6*i : 6*i+6]
 				want := []any{seconds(g.Start), seconds(g.End), g.Start, g.End}
-				if fmt.Sprint(branch[:4]) != fmt.Sprint(want) || fmt.Sprint(branch[5]) != fmt.Sprint(tt.targets[i]) {
+				if fmt.Sprint(branch[:4]) != fmt.Sprint(want) || branch[5] != packStrings(tt.targets[i]) {
 					t.Errorf("group %d: %v, want range %v and instances %v", i, branch, want, tt.targets[i])
 				}
 			}
 			ids := args[6*len(tt.groups)]
-			if len(ids.([]string)) != len(tt.searches) {
+			if strings.Count(ids.(string), ",")+1 != len(tt.searches) {
 				t.Errorf("search table %v, want every search", ids)
 			}
 		})
+	}
+}
+
+// TestPack: packed arrays (store.go) join hex strings and decimal numbers with ',', which
+// neither contains; an empty string is an empty element.
+func TestPack(t *testing.T) {
+	if got, want := packStrings([]string{"node-a", "", "a,b'\\"}), "6e6f64652d61,,612c62275c"; got != want {
+		t.Errorf("packStrings: %q, want %q", got, want)
+	}
+	if got, want := packInts([]int64{-1, 0, 1772409600000000000}), "-1,0,1772409600000000000"; got != want {
+		t.Errorf("packInts: %q, want %q", got, want)
 	}
 }

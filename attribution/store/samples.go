@@ -59,6 +59,10 @@ type sampleQueries struct {
 	// partialMinutes: usage reads an allocation's partial minutes from samples_1s, a second
 	// leg that is bound to the chunk's partial minutes after the first's arguments.
 	partialMinutes bool
+	// byMinutes: the cold starts are searched in samples_1m first (coldStartMinutesQuery), and
+	// in this source only in the minute a search starts inside of (samples_1s, sorted by time
+	// first, would read every instance over each search's range).
+	byMinutes bool
 }
 
 // ParseSamples is the source a flag names: raw, rollup-1s or rollup-1m.
@@ -89,8 +93,8 @@ func (s Samples) queries() (sampleQueries, error) {
 }
 
 var queriesOf = map[Samples]sampleQueries{
-	RawSamples:   {instancesInWindowQuery, instancesEverQuery, usageQuery, firstAttachedQuery, firstAttachedSearch, 10, false},
-	SecondRollup: rollupQueries(tables.Samples1s, time.Second),
+	RawSamples:   {instancesInWindowQuery, instancesEverQuery, usageQuery, firstAttachedQuery, firstAttachedSearch, 10, false, false},
+	SecondRollup: secondRollupQueries(),
 	MinuteRollup: rollupQueries(tables.Samples1m, time.Minute),
 }
 
@@ -99,13 +103,21 @@ func rollupQueries(table string, step time.Duration) sampleQueries {
 	r := strings.NewReplacer("{{table}}", table, "{{step}}", strconv.FormatInt(int64(step), 10),
 		"{{seconds}}", strconv.FormatInt(int64(step/time.Second), 10))
 	return sampleQueries{r.Replace(rollupInstancesInWindowQuery), r.Replace(rollupInstancesEverQuery), rollupUsage(table, step),
-		r.Replace(rollupFirstAttachedQuery), r.Replace(rollupFirstAttachedSearch), 1 / step.Seconds(), step >= time.Minute}
+		r.Replace(rollupFirstAttachedQuery), r.Replace(rollupFirstAttachedSearch), 1 / step.Seconds(), step >= time.Minute, false}
+}
+
+func secondRollupQueries() sampleQueries {
+	q := rollupQueries(tables.Samples1s, time.Second)
+	q.byMinutes = true
+	return q
 }
 
 // rollupInstanceColumns are instanceColumns over a rollup: the latest row's facts.
 //
-// PREWHERE on time: the tables are sorted by (node, instance_id, time), so a time range alone
-// prunes nothing; reading only the time column first skips the rest of every other row.
+// PREWHERE on time: samples_1s is sorted by (time, node, instance_id) (migration 0048), so a
+// time range reads only its granules; samples_1m by (node, instance_id, time), where a time
+// range alone prunes only whole days, and reading only the time column first skips the rest
+// of every other row.
 //
 // In the queries below {{table}} is the rollup, {{step}} its row length in ns and {{seconds}}
 // in seconds; a row [t, t + step) counts where it overlaps [start, end), by the share of it
@@ -190,8 +202,11 @@ var dedupPartialSeconds = `
         AND (node, instance_id) IN (` + targetsTable + `)`
 
 // partialMinutesTable is the minutes (Unix seconds / 60) of targets that some allocation of a
-// chunk holds only in part.
-const partialMinutesTable = `SELECT pn, pi, pm FROM (SELECT ? AS pns, ? AS pis, ? AS pms) ARRAY JOIN pns AS pn, pis AS pi, pms AS pm`
+// chunk holds only in part, bound packed (store.go). The minutes are UInt32 (a literal [0], a
+// chunk with none, would be UInt8): with samples_1s sorted by time first, the IN's index
+// analysis requires the set's types to be those of the left side.
+const partialMinutesTable = `SELECT pn, pi, toUInt32(pm0) FROM (SELECT ` + stringArray + ` AS pns, ` + stringArray + ` AS pis, ` + uintArray + ` AS pms)
+    ARRAY JOIN pns AS pn, pis AS pi, pms AS pm0`
 
 // minuteOf is the UTC minute (ns) of a row's start t, in SQL.
 const minuteOf = "intDiv(t, 60000000000) * 60000000000"
@@ -229,3 +244,24 @@ const rollupFirstAttachedSearch = `
     PREWHERE time >= toDateTime(?) - {{seconds}} AND time <= toDateTime(?)
     WHERE first_attached_ns > 0 AND toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ?
         AND (node, instance_id) IN (` + targetsTable + `)`
+
+// coldStartMinutesQuery is, per search of a chunk (searchTable; its arguments are those of one
+// rollupFirstAttachedSearch branch, then the search table's), the first attached sample at or
+// after search_start in the samples_1m rows that overlap the search, their first_attached_ns
+// being the minimum of their seconds': the answer wherever a minute's minimum lies within the
+// search, which is every minute after the one search_start falls in. straddles says whether
+// that minute has an attached sample before search_start, so that a later one of it would not
+// show: only then is that minute read from samples_1s. found is 0 when none.
+var coldStartMinutesQuery = `
+SELECT allocation_id, minIf(first, first >= search_start AND first < search_end) AS found,
+    countIf(first < search_start) > 0 AS straddles
+FROM (
+    SELECT node, instance_id, toInt64(first_attached_ns) AS first, toInt64(time) * 1000000000 AS t
+    FROM ` + tables.Samples1m + `
+    PREWHERE time >= toDateTime(?) - 60 AND time <= toDateTime(?)
+    WHERE first_attached_ns > 0 AND toInt64(time) * 1000000000 + 60000000000 > ? AND toInt64(time) * 1000000000 < ?
+        AND (node, instance_id) IN (` + targetsTable + `)
+) AS s ALL INNER JOIN (` + searchTable + `
+) AS a USING (node, instance_id)
+WHERE t < search_end AND t + 60000000000 > search_start
+GROUP BY allocation_id`

@@ -141,9 +141,13 @@ func ClusterStatements(stmt, database, cluster string, keys map[string]string) (
 				fmt.Sprintf(" ENGINE = Distributed(%s, %s, %s, cityHash64(%s))", quoteString(cluster), quoteString(database), quoteString(table+LocalSuffix), key),
 		}, nil
 	}
+	if stmts, ok, err := rebuildStatements(stmt, database, cluster, keys); ok || err != nil {
+		return stmts, err
+	}
 	head := createTableHead.FindStringSubmatchIndex(stmt)
 	if head == nil {
-		return nil, fmt.Errorf("cluster mode supports only CREATE TABLE name (...) and ALTER TABLE name ADD or MODIFY COLUMN statements, not %q", firstLine(stmt))
+		return nil, fmt.Errorf("cluster mode supports only CREATE TABLE name (...), CREATE TABLE name AS other ENGINE = ..., "+
+			"ALTER TABLE name ADD or MODIFY COLUMN, INSERT INTO ... SELECT, RENAME TABLE and DROP TABLE IF EXISTS statements, not %q", firstLine(stmt))
 	}
 	ifNotExists := head[2] >= 0
 	table := stmt[head[4]:head[5]]
@@ -158,20 +162,9 @@ func ClusterStatements(stmt, database, cluster string, keys map[string]string) (
 	if eng == nil {
 		return nil, fmt.Errorf("table %s: no ENGINE = Name(...) after the column list", table)
 	}
-	engine := rest[eng[2]:eng[3]]
-	if !strings.HasSuffix(engine, "MergeTree") || strings.HasPrefix(engine, "Replicated") {
-		return nil, fmt.Errorf("table %s: engine %s: cluster mode replicates only non-replicated *MergeTree engines", table, engine)
-	}
-	paramsStart := eng[1] - 1
-	paramsEnd, err := matchParen(rest, paramsStart)
+	replicated, clauses, order, err := replicatedEngine(table, database, rest, eng)
 	if err != nil {
-		return nil, fmt.Errorf("table %s: engine parameters: %w", table, err)
-	}
-	params := strings.TrimSpace(rest[paramsStart+1 : paramsEnd])
-	clauses := rest[paramsEnd+1:] // PARTITION BY, ORDER BY, SETTINGS: unchanged
-	order := orderByFirst.FindStringSubmatch(clauses)
-	if order == nil {
-		return nil, fmt.Errorf("table %s: no ORDER BY to derive the sharding key from", table)
+		return nil, err
 	}
 
 	local := table + LocalSuffix
@@ -179,22 +172,131 @@ func ClusterStatements(stmt, database, cluster string, keys map[string]string) (
 	if ifNotExists {
 		create += "IF NOT EXISTS "
 	}
-	// The ZooKeeper path names the database and table literally: 18.16 has no {database} or
-	// {table} macros. One path per shard; the replicas of a shard share it.
-	replicated := fmt.Sprintf("Replicated%s(%s, '{replica}'", engine, quoteString("/clickhouse/tables/{shard}/"+database+"."+local))
-	if params != "" {
-		replicated += ", " + params
-	}
-	replicated += ")"
 	localStmt := create + database + "." + local + " ON CLUSTER " + cluster + " " + columns +
 		" ENGINE = " + replicated + clauses
 	if keys != nil {
-		keys[table] = order[1]
+		keys[table] = order
 	}
 	distStmt := create + database + "." + table + " ON CLUSTER " + cluster + " " + columns +
 		fmt.Sprintf(" ENGINE = Distributed(%s, %s, %s, cityHash64(%s))",
-			quoteString(cluster), quoteString(database), quoteString(local), order[1])
+			quoteString(cluster), quoteString(database), quoteString(local), order)
 	return []string{localStmt, distStmt}, nil
+}
+
+// replicatedEngine is the Replicated form of the engine that eng matched in rest (what
+// follows a table's column list or AS), the clauses after it (PARTITION BY, ORDER BY,
+// SETTINGS: unchanged) and the first column of their ORDER BY.
+func replicatedEngine(table, database, rest string, eng []int) (replicated, clauses, order string, err error) {
+	engine := rest[eng[2]:eng[3]]
+	if !strings.HasSuffix(engine, "MergeTree") || strings.HasPrefix(engine, "Replicated") {
+		return "", "", "", fmt.Errorf("table %s: engine %s: cluster mode replicates only non-replicated *MergeTree engines", table, engine)
+	}
+	paramsStart := eng[1] - 1
+	paramsEnd, err := matchParen(rest, paramsStart)
+	if err != nil {
+		return "", "", "", fmt.Errorf("table %s: engine parameters: %w", table, err)
+	}
+	params := strings.TrimSpace(rest[paramsStart+1 : paramsEnd])
+	clauses = rest[paramsEnd+1:]
+	first := orderByFirst.FindStringSubmatch(clauses)
+	if first == nil {
+		return "", "", "", fmt.Errorf("table %s: no ORDER BY to derive the sharding key from", table)
+	}
+	// The ZooKeeper path names the database and table literally: 18.16 has no {database} or
+	// {table} macros. One path per shard; the replicas of a shard share it.
+	replicated = fmt.Sprintf("Replicated%s(%s, '{replica}'", engine, quoteString("/clickhouse/tables/{shard}/"+database+"."+table+LocalSuffix))
+	if params != "" {
+		replicated += ", " + params
+	}
+	return replicated + ")", clauses, first[1], nil
+}
+
+// The statements of a migration that rebuilds a table (a new sorting key, which 18.16 cannot
+// change in place): CREATE TABLE new AS old ENGINE = ..., INSERT INTO new ... SELECT ... FROM
+// old, RENAME TABLE old TO spare, new TO old, DROP TABLE IF EXISTS spare.
+var (
+	createTableAs = regexp.MustCompile(`(?is)^CREATE\s+TABLE\s+IF\s+NOT\s+EXISTS\s+([A-Za-z_][A-Za-z0-9_]*)\s+AS\s+([A-Za-z_][A-Za-z0-9_]*)\s+`)
+	insertSelect  = regexp.MustCompile(`(?is)^INSERT\s+INTO\s+[A-Za-z_][A-Za-z0-9_]*\s*\(`)
+	dropTable     = regexp.MustCompile(`(?is)^DROP\s+TABLE\s+IF\s+EXISTS\s+([A-Za-z_][A-Za-z0-9_]*)\s*$`)
+)
+
+// rebuildStatements is ClusterStatements for the statements of a table's rebuild; ok is false
+// for any other statement.
+//   - CREATE TABLE IF NOT EXISTS new AS old ENGINE = ...: new_local AS old_local, replicated,
+//     and the Distributed new over it, sharded as old is (so no row changes shard).
+//   - INSERT INTO ... SELECT: unchanged, run on this node through the Distributed tables
+//     (inserts are synchronous, ClusterSettings).
+//   - RENAME TABLE a TO b, ...: the local tables renamed ON CLUSTER, then each Distributed
+//     table dropped and made again under its new name over the renamed local table. The
+//     ZooKeeper path of a replicated table stays the one it was created with.
+//   - DROP TABLE IF EXISTS t: the Distributed t and t_local, ON CLUSTER.
+func rebuildStatements(stmt, database, cluster string, keys map[string]string) ([]string, bool, error) {
+	if keys == nil {
+		keys = map[string]string{}
+	}
+	on := " ON CLUSTER " + cluster
+	dist := func(table, key string) string {
+		return "CREATE TABLE IF NOT EXISTS " + database + "." + table + on + " AS " + database + "." + table + LocalSuffix +
+			fmt.Sprintf(" ENGINE = Distributed(%s, %s, %s, cityHash64(%s))", quoteString(cluster), quoteString(database), quoteString(table+LocalSuffix), key)
+	}
+	if m := createTableAs.FindStringSubmatchIndex(stmt); m != nil {
+		table, from := stmt[m[2]:m[3]], stmt[m[4]:m[5]]
+		key, ok := keys[from]
+		if !ok {
+			return nil, true, fmt.Errorf("CREATE TABLE %s AS %s: no earlier CREATE TABLE %s to take its sharding key from", table, from, from)
+		}
+		rest := stmt[m[1]:]
+		eng := engineHead.FindStringSubmatchIndex(rest)
+		if eng == nil {
+			return nil, true, fmt.Errorf("table %s: no ENGINE = Name(...) after AS %s", table, from)
+		}
+		replicated, clauses, _, err := replicatedEngine(table, database, rest, eng)
+		if err != nil {
+			return nil, true, err
+		}
+		keys[table] = key
+		return []string{
+			"CREATE TABLE IF NOT EXISTS " + database + "." + table + LocalSuffix + on + " AS " + database + "." + from + LocalSuffix +
+				" ENGINE = " + replicated + clauses,
+			dist(table, key),
+		}, true, nil
+	}
+	if insertSelect.MatchString(stmt) {
+		return []string{stmt}, true, nil
+	}
+	if pairs := renames(stmt); pairs != nil {
+		var locals, drops, creates []string
+		renamed := map[string]string{}
+		for _, p := range pairs {
+			if p[0].database != "" || p[1].database != "" {
+				return nil, true, fmt.Errorf("RENAME TABLE %s: only the single-node form, without a database", firstLine(stmt))
+			}
+			key, ok := keys[p[0].name]
+			if !ok {
+				return nil, true, fmt.Errorf("RENAME TABLE %s: no earlier CREATE TABLE %s to take its sharding key from", p[0].name, p[0].name)
+			}
+			locals = append(locals, database+"."+p[0].name+LocalSuffix+" TO "+database+"."+p[1].name+LocalSuffix)
+			drops = append(drops, "DROP TABLE IF EXISTS "+database+"."+p[0].name+on)
+			creates = append(creates, dist(p[1].name, key))
+			renamed[p[1].name] = key
+		}
+		for _, p := range pairs {
+			delete(keys, p[0].name)
+		}
+		for table, key := range renamed {
+			keys[table] = key
+		}
+		out := append([]string{"RENAME TABLE " + strings.Join(locals, ", ") + on}, drops...)
+		return append(out, creates...), true, nil
+	}
+	if m := dropTable.FindStringSubmatch(stmt); m != nil {
+		delete(keys, m[1])
+		return []string{
+			"DROP TABLE IF EXISTS " + database + "." + m[1] + on,
+			"DROP TABLE IF EXISTS " + database + "." + m[1] + LocalSuffix + on,
+		}, true, nil
+	}
+	return nil, false, nil
 }
 
 // matchParen returns the index of the ')' closing the '(' at open, skipping string literals,

@@ -84,6 +84,44 @@ ORDER BY (s, v)`
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("MODIFY: got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	// A rebuild (migration 0048's form): the copy sharded as the table it copies, the swap of
+	// the local tables ON CLUSTER with the Distributed ones made again over them.
+	rebuild := []struct {
+		stmt string
+		want []string
+	}{
+		{"CREATE TABLE IF NOT EXISTS t_new AS t\nENGINE = ReplacingMergeTree(v)\nORDER BY (v, s)", []string{
+			"CREATE TABLE IF NOT EXISTS db.t_new_local ON CLUSTER two AS db.t_local ENGINE = " +
+				"ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/db.t_new_local', '{replica}', v)\nORDER BY (v, s)",
+			"CREATE TABLE IF NOT EXISTS db.t_new ON CLUSTER two AS db.t_new_local ENGINE = Distributed('two', 'db', 't_new_local', cityHash64(s))",
+		}},
+		{"INSERT INTO t_new (s, v) SELECT s, v FROM t", []string{"INSERT INTO t_new (s, v) SELECT s, v FROM t"}},
+		{"RENAME TABLE t TO t_old, t_new TO t", []string{
+			"RENAME TABLE db.t_local TO db.t_old_local, db.t_new_local TO db.t_local ON CLUSTER two",
+			"DROP TABLE IF EXISTS db.t ON CLUSTER two",
+			"DROP TABLE IF EXISTS db.t_new ON CLUSTER two",
+			"CREATE TABLE IF NOT EXISTS db.t_old ON CLUSTER two AS db.t_old_local ENGINE = Distributed('two', 'db', 't_old_local', cityHash64(s))",
+			"CREATE TABLE IF NOT EXISTS db.t ON CLUSTER two AS db.t_local ENGINE = Distributed('two', 'db', 't_local', cityHash64(s))",
+		}},
+		{"DROP TABLE IF EXISTS t_old", []string{"DROP TABLE IF EXISTS db.t_old ON CLUSTER two", "DROP TABLE IF EXISTS db.t_old_local ON CLUSTER two"}},
+	}
+	for _, r := range rebuild {
+		got, err := migrations.ClusterStatements(r.stmt, "db", "two", keys)
+		if err != nil {
+			t.Fatalf("%s: %v", r.stmt, err)
+		}
+		if !reflect.DeepEqual(got, r.want) {
+			t.Errorf("%s: got\n%s\nwant\n%s", r.stmt, strings.Join(got, "\n"), strings.Join(r.want, "\n"))
+		}
+	}
+	if _, ok := keys["t_old"]; ok || keys["t"] != "s" {
+		t.Errorf("sharding keys after the rebuild: %v, want t by s and no t_old", keys)
+	}
+	for _, bad := range []string{"CREATE TABLE IF NOT EXISTS x AS unknown ENGINE = MergeTree() ORDER BY a", "RENAME TABLE unknown TO x", "RENAME TABLE db.t TO x"} {
+		if _, err := migrations.ClusterStatements(bad, "db", "two", keys); err == nil {
+			t.Errorf("ClusterStatements(%q) accepted", bad)
+		}
+	}
 	// Every shipped migration has a cluster form.
 	if _, err := migrations.ClusterMigrations("slicemeter", "two"); err != nil {
 		t.Fatal(err)

@@ -110,7 +110,14 @@ func apply(ctx context.Context, conn driver.Conn, all []Migration, before func(c
 				return appliedNow, err
 			}
 		}
+		first, err := resumeAfter(ctx, conn, m.Statements)
+		if err != nil {
+			return appliedNow, fmt.Errorf("apply migration %s: %w", m.Name, err)
+		}
 		for i, stmt := range m.Statements {
+			if i < first {
+				continue
+			}
 			has, err := hasAddedColumn(ctx, conn, stmt)
 			if err != nil {
 				return appliedNow, fmt.Errorf("apply migration %s (statement %d of %d): %w", m.Name, i+1, len(m.Statements), err)
@@ -152,6 +159,87 @@ func hasAddedColumn(ctx context.Context, conn driver.Conn, stmt string) (bool, e
 	var n uint64
 	if err := conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = "+db+" AND table = ? AND name = ?", m[2], m[5]).Scan(&n); err != nil {
 		return false, fmt.Errorf("look for column %s of table %s: %w", m[5], m[2], err)
+	}
+	return n > 0, nil
+}
+
+// renameTable parses "RENAME TABLE a TO b[, c TO d ...] [ON CLUSTER x]": 1 the pairs.
+var renameTable = regexp.MustCompile(`(?is)^\s*RENAME\s+TABLE\s+(.*?)(?:\s+ON\s+CLUSTER\s+[A-Za-z_][A-Za-z0-9_]*)?\s*$`)
+
+// renamePair parses one "[db.]a TO [db.]b" of a RENAME TABLE: 1, 2 the source's database and
+// name, 3, 4 the target's.
+var renamePair = regexp.MustCompile(`(?is)^\s*(?:([A-Za-z_][A-Za-z0-9_]*)\.)?([A-Za-z_][A-Za-z0-9_]*)\s+TO\s+(?:([A-Za-z_][A-Za-z0-9_]*)\.)?([A-Za-z_][A-Za-z0-9_]*)\s*$`)
+
+// tableRef is a table a statement names, its database "" for the current one.
+type tableRef struct{ database, name string }
+
+// renames returns the pairs (source, target) of a RENAME TABLE statement, nil for any other.
+func renames(stmt string) [][2]tableRef {
+	m := renameTable.FindStringSubmatch(stmt)
+	if m == nil {
+		return nil
+	}
+	var pairs [][2]tableRef
+	for _, item := range splitTopLevel(m[1]) {
+		p := renamePair.FindStringSubmatch(item)
+		if p == nil {
+			return nil
+		}
+		pairs = append(pairs, [2]tableRef{{p[1], p[2]}, {p[3], p[4]}})
+	}
+	return pairs
+}
+
+// resumeAfter returns the index of the first statement of a migration that must run: after the
+// last RENAME TABLE that already took effect (every target exists, and every source that is not
+// also a target is gone), else 0. A migration that rebuilds a table (copy, then swap the names,
+// then drop the old one) and was interrupted after the swap must not copy again: the copy's
+// source would be the new table, and the swap would fail on the old one's name.
+func resumeAfter(ctx context.Context, conn driver.Conn, stmts []string) (int, error) {
+	for i := len(stmts) - 1; i >= 0; i-- {
+		pairs := renames(stmts[i])
+		if pairs == nil {
+			continue
+		}
+		targets := map[tableRef]bool{}
+		for _, p := range pairs {
+			targets[p[1]] = true
+		}
+		done := true
+		for _, p := range pairs {
+			exists, err := tableExists(ctx, conn, p[1])
+			if err != nil {
+				return 0, err
+			}
+			if !exists {
+				done = false
+				break
+			}
+			if !targets[p[0]] {
+				if exists, err = tableExists(ctx, conn, p[0]); err != nil {
+					return 0, err
+				}
+				if exists {
+					done = false
+					break
+				}
+			}
+		}
+		if done {
+			return i + 1, nil
+		}
+	}
+	return 0, nil
+}
+
+func tableExists(ctx context.Context, conn driver.Conn, t tableRef) (bool, error) {
+	db := "currentDatabase()"
+	if t.database != "" {
+		db = "'" + t.database + "'"
+	}
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = "+db+" AND name = ?", t.name).Scan(&n); err != nil {
+		return false, fmt.Errorf("look for table %s: %w", t.name, err)
 	}
 	return n > 0, nil
 }
