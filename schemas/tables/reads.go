@@ -8,7 +8,8 @@ package tables
 // row twice, so "LIMIT 1 BY " + SampleKey, or FROM samples FINAL, keeps one.
 const SampleKey = "node, instance_id, ts_ns"
 
-// RollupKey is the key of a rollup row (samples_1s' and samples_1m's ORDER BY).
+// RollupKey is the key of a rollup row: samples_1m's ORDER BY, and samples_1s' columns of it
+// (sorted by time first since migration 0048; a row is the same row whatever the order).
 const RollupKey = "node, instance_id, time"
 
 // FullestRollup keeps, of each rollup row recomputed several times, the one with the most
