@@ -145,9 +145,9 @@ func FleetInstances(ctx context.Context, conn Querier, from, to time.Time) ([]Fl
 		to.Attached += s.Attached
 		to.EnergyJ += s.EnergyJ
 	}
-	scanFacts := func(scan func(...any) error, x *FleetInstance, last *time.Time, more ...any) error {
-		return scan(append([]any{&x.Node, &x.Instance, &x.GPU.UUID, &x.Facts.Model, &x.Facts.Kind, &x.Facts.Profile, &x.Facts.ComputeSlices,
-			&x.Facts.SMCount, &x.Facts.GPUSMCount, &x.Facts.MemTotalBytes, &x.Facts.GPUMemTotalBytes, &x.Facts.ShareReplicas, last}, more...)...)
+	scanFacts := func(scan func(...any) error, x *FleetInstance, last *time.Time) error {
+		return scan(&x.Node, &x.Instance, &x.GPU.UUID, &x.Facts.Model, &x.Facts.Kind, &x.Facts.Profile, &x.Facts.ComputeSlices,
+			&x.Facts.SMCount, &x.Facts.GPUSMCount, &x.Facts.MemTotalBytes, &x.Facts.GPUMemTotalBytes, &x.Facts.ShareReplicas, last)
 	}
 	parts, err := fleetSpans(ctx, conn, from, to, false)
 	for _, sp := range parts {
@@ -155,24 +155,13 @@ func FleetInstances(ctx context.Context, conn Querier, from, to time.Time) ([]Fl
 			break
 		}
 		args := []any{sp.from.Unix(), sp.to.Unix()}
-		if sp.hours {
-			err = queryEach(ctx, conn, fleetHoursQuery, sp.args(), func(scan func(...any) error) error {
-				var (
-					x       FleetInstance
-					last    time.Time
-					covered uint64
-				)
-				if err := scanFacts(scan, &x, &last, &covered, &x.ActiveNS, &x.MemUsedNS, &x.MemHeld, &x.Attached, &x.EnergyJ); err != nil {
-					return err
-				}
-				add(facts(&x, last), covered, x)
-				return nil
-			})
-			continue
-		}
 		// The instances of the span (with a row of any version), then their sums.
+		factsQuery, sumsQuery := fleetFactsQuery, fleetSumsQuery
+		if sp.hours {
+			factsQuery, sumsQuery, args = fleetHourFactsQuery, fleetHourSumsQuery, sp.args()
+		}
 		in := map[billing.Target]*FleetInstance{}
-		err = queryEach(ctx, conn, fleetFactsQuery, args, func(scan func(...any) error) error {
+		err = queryEach(ctx, conn, factsQuery, args, func(scan func(...any) error) error {
 			var (
 				x    FleetInstance
 				last time.Time
@@ -182,7 +171,7 @@ func FleetInstances(ctx context.Context, conn Querier, from, to time.Time) ([]Fl
 			return err
 		})
 		if err == nil {
-			err = queryEach(ctx, conn, fleetSumsQuery, args, func(scan func(...any) error) error {
+			err = queryEach(ctx, conn, sumsQuery, args, func(scan func(...any) error) error {
 				var (
 					t       billing.Target
 					covered uint64

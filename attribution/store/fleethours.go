@@ -198,24 +198,36 @@ func latestFleetRows(table string, columns []string, key string) string {
     LIMIT 1 BY ` + key
 }
 
-// fleetHoursQuery is, per instance with a roll-up row in the whole hours of [from, to), the
-// facts of its latest one, the time of that, and its sums: fleetFactsQuery and fleetSumsQuery
-// over the roll-ups (arguments from, to, from, to). FINAL keeps one row of a roll-up written
-// twice (the table's key is LIMIT 1 BY's of latestFleetRows, which hashed every row: 1.5
-// times slower for a month of 1000 instances); the condition keeps the same rows whether it
-// applies before or after FINAL's merge, as a key's row of the highest rolled_ns is that of
-// its hour's latest roll-up if it has one there. (Not so for fleet_hour_gpus and
-// fleet_hour_tenants, whose rows of a roll-up are written before its fleet_hours rows: they
-// keep latestFleetRows.)
-var fleetHoursQuery = `
+// latestFleetHours is the condition on a fleet roll-up table of the rows of the latest roll-up
+// of each hour of [from, to) (arguments from, to, from, to): those with its hour's highest
+// rolled_ns in fleet_hours, written last.
+var latestFleetHours = hourWindow + ` AND (hour, rolled_ns) IN (
+    SELECT hour, max(rolled_ns) FROM ` + tables.FleetHours + ` WHERE ` + hourWindow + ` GROUP BY hour)`
+
+// fleetHourFactsQuery is, per instance with a roll-up row in the whole hours of [from, to),
+// the facts of its latest one and the time of that: fleetFactsQuery over the roll-ups
+// (arguments from, to, from, to). Without FINAL, as a roll-up written twice gives the same
+// maxima.
+var fleetHourFactsQuery = `
 SELECT node, instance_id, argMax(gpu_uuid, last_time), argMax(model, last_time), argMax(kind, last_time),
     argMax(profile, last_time), argMax(compute_slices, last_time), argMax(sm_count, last_time),
     argMax(gpu_sm_count, last_time), argMax(mem_total_bytes, last_time), argMax(gpu_mem_total_bytes, last_time),
-    argMax(share_replicas, last_time), max(last_time),
-    sum(covered_ns), sum(sm_active_ns), sum(mem_used_ns), sum(mem_held), sum(attached), sum(energy_j)
+    argMax(share_replicas, last_time), max(last_time)
+FROM ` + tables.FleetHours + `
+WHERE ` + latestFleetHours + `
+GROUP BY node, instance_id`
+
+// fleetHourSumsQuery is fleetSumsQuery over the roll-ups of the whole hours of [from, to)
+// (arguments from, to, from, to). FINAL keeps one row of a roll-up written twice, in key order
+// (the key LIMIT 1 BY hour, node, instance_id would hash for every row); the condition keeps
+// the same rows whether it applies before or after FINAL's merge, as a key's row of the
+// highest rolled_ns is that of its hour's latest roll-up if it has one there. (Not so for
+// fleet_hour_tenants, whose rows of a roll-up are written before its fleet_hours rows.) Apart
+// from the facts: their argMax on FINAL's single stream took twice as long as the sums.
+var fleetHourSumsQuery = `
+SELECT node, instance_id, sum(covered_ns), sum(sm_active_ns), sum(mem_used_ns), sum(mem_held), sum(attached), sum(energy_j)
 FROM ` + tables.Final(tables.FleetHours) + `
-WHERE ` + hourWindow + ` AND (hour, rolled_ns) IN (
-    SELECT hour, max(rolled_ns) FROM ` + tables.FleetHours + ` WHERE ` + hourWindow + ` GROUP BY hour)
+WHERE ` + latestFleetHours + `
 GROUP BY node, instance_id`
 
 // tenantEnergyHoursQuery is tenantEnergyQuery over the roll-ups of whole hours (arguments
@@ -237,12 +249,14 @@ GROUP BY h, node, gpu_uuid, model`
 
 // fleetGPUsHoursQuery is, per GPU and bucket of the given seconds (a whole number of hours), the
 // first and last sample's ts_ns of the roll-ups of the whole hours of [from, to): the presence
-// query over the roll-ups (arguments from, to, from, to, the bucket).
+// query over the roll-ups (arguments the bucket, from, to, from, to). A roll-up written twice
+// gives the same extremes: no LIMIT 1 BY.
 var fleetGPUsHoursQuery = `
 SELECT node, gpu_uuid, model, intDiv(toInt64(hour), toInt64(?)) AS b, min(first_ns), max(last_ns)
-FROM (` + latestFleetRows(tables.FleetHourGPUs, tables.FleetHourGPUColumns, "hour, node, gpu_uuid, model") + `
-)
-GROUP BY node, gpu_uuid, model, b`
+FROM ` + tables.FleetHourGPUs + `
+WHERE ` + latestFleetHours + `
+GROUP BY node, gpu_uuid, model, b
+ORDER BY node, gpu_uuid, model`
 
 // fleetGPUsMinutesQuery is the presence query of samples_1m (presenceQueries) with each row's
 // bucket, over rows of whole minutes in [from, to) (arguments: the bucket in seconds, from and
@@ -251,7 +265,8 @@ var fleetGPUsMinutesQuery = `
 SELECT node, gpu_uuid, model, intDiv(toInt64(time), toInt64(?)) AS b, min(toInt64(first_ns)), max(toInt64(last_ns))
 FROM ` + tables.Samples1m + `
 PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
-GROUP BY node, gpu_uuid, model, b`
+GROUP BY node, gpu_uuid, model, b
+ORDER BY node, gpu_uuid, model`
 
 // FleetPresence is ReadPresence of samples_1m (MinuteRollup) for the fleet: where the period
 // is a whole number of hours, its buckets are too, and the whole hours fresh for the fleet
@@ -272,11 +287,13 @@ func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, p
 	if !billing.UTC(p.to).Equal(to) {
 		return ReadPresence(ctx, conn, MinuteRollup, window, period)
 	}
-	type key struct {
-		gpu billing.GPU
-		at  int64 // the bucket
-	}
-	by := map[key]billing.Span{}
+	// Per GPU and bucket. The rows come sorted by GPU: the GPU's buckets are looked up once a
+	// run of its rows, where hashing three strings a row was most of the read's time in Go.
+	by := map[billing.GPU]map[int64]billing.Span{}
+	var (
+		last    billing.GPU
+		buckets map[int64]billing.Span
+	)
 	parts, err := fleetSpans(ctx, conn, from, to, false)
 	for _, sp := range parts {
 		if err != nil {
@@ -288,16 +305,24 @@ func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, p
 		}
 		err = queryEach(ctx, conn, query, args, func(scan func(...any) error) error {
 			var (
-				k           key
-				first, last int64
+				g          billing.GPU
+				at         int64 // the bucket
+				first, end int64
 			)
-			if err := scan(&k.gpu.Node, &k.gpu.UUID, &k.gpu.Model, &k.at, &first, &last); err != nil {
+			if err := scan(&g.Node, &g.UUID, &g.Model, &at, &first, &end); err != nil {
 				return err
 			}
-			if s, ok := by[k]; ok {
-				first, last = min(first, s.First), max(last, s.Last)
+			if buckets == nil || g != last {
+				if buckets = by[g]; buckets == nil {
+					buckets = map[int64]billing.Span{}
+					by[g] = buckets
+				}
+				last = g
 			}
-			by[k] = billing.Span{First: first, Last: last}
+			if s, ok := buckets[at]; ok {
+				first, end = min(first, s.First), max(end, s.Last)
+			}
+			buckets[at] = billing.Span{First: first, Last: end}
 			return nil
 		})
 	}
@@ -305,8 +330,12 @@ func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, p
 		return nil, fmt.Errorf("read when the GPUs were sampled in [%s, %s) from %s and its hourly roll-up: %w",
 			from.Format(time.RFC3339), to.Format(time.RFC3339), tables.Samples1m, err)
 	}
-	for k, s := range by {
-		p.spans[k.gpu] = append(p.spans[k.gpu], s)
+	for g, buckets := range by {
+		ss := make([]billing.Span, 0, len(buckets))
+		for _, s := range buckets {
+			ss = append(ss, s)
+		}
+		p.spans[g] = ss
 	}
 	for _, ss := range p.spans {
 		slices.SortFunc(ss, func(a, b billing.Span) int { return cmp.Compare(a.First, b.First) })
