@@ -98,7 +98,7 @@ func BenchmarkFleetMonth(b *testing.B) {
 		b.Run("minutes/model", compute(fleet.ByModel))
 	}
 	// The service rolls up the fleet's reads of samples_1m beside the stored hours
-	// (store.RollupFleetHours), an hour at a time.
+	// (store.RollupFleetHours), in runs of up to 6 hours.
 	began = time.Now()
 	if err := store.RollupFleetHours(ctx, conn, start, end); err != nil {
 		b.Fatalf("roll up samples_1m by hour: %v", err)
