@@ -200,7 +200,7 @@ func Measure(ctx context.Context, conn Querier, src Samples, billed []billing.Bi
 	}
 	m := measured{Usage: map[string]billing.Usage{}, Waits: map[string]billing.Histogram{}, FirstAttached: map[string]int64{}}
 	for _, chunk := range chunks(billed, q.rowsPerSecond) {
-		if err := m.measureChunk(ctx, conn, q, chunk); err != nil {
+		if err := m.measureChunk(ctx, conn, src, q, chunk); err != nil {
 			return billing.Measured{}, err
 		}
 	}
@@ -245,12 +245,13 @@ func distinct[T any](items []T, target func(T) billing.Target) []billing.Target 
 	return targets
 }
 
-func (m measured) measureChunk(ctx context.Context, conn Querier, q sampleQueries, chunk []billing.Billed) error {
+func (m measured) measureChunk(ctx context.Context, conn Querier, src Samples, q sampleQueries, chunk []billing.Billed) error {
 	ctx = chunkContext(ctx, chunk)
-	samples := chunk[0].Billed // the span of the chunk's billed intervals
+	span := chunk[0].Billed // the span of the chunk's billed intervals
 	for _, b := range chunk {
-		samples = billing.Interval{Start: min(samples.Start, b.Billed.Start), End: max(samples.End, b.Billed.End)}
+		span = billing.Interval{Start: min(span.Start, b.Billed.Start), End: max(span.End, b.Billed.End)}
 	}
+	samples := span
 	samples.Start -= int64(maxSampleInterval)
 	nodes, instances := targetArrays(distinct(chunk, func(b billing.Billed) billing.Target { return b.Target }))
 	table := allocationArgs(chunk)
@@ -281,6 +282,9 @@ func (m measured) measureChunk(ctx context.Context, conn Querier, q sampleQuerie
 	})
 	if err != nil {
 		return fmt.Errorf("read the usage of %d allocations: %w", len(chunk), err)
+	}
+	if err := m.measureMemEnergy(ctx, conn, src, chunk, span); err != nil {
+		return err
 	}
 
 	return m.findFirstAttached(ctx, conn, q, chunk)
