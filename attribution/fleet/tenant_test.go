@@ -75,10 +75,23 @@ func TestTenantMemoryAndEnergy(t *testing.T) {
 	}{
 		{"samples_1s", attribution.Options{From: whole.From, To: whole.To, Now: whole.Now, Samples: store.SecondRollup}},
 		{"samples_1m", attribution.Options{From: whole.From, To: whole.To, Now: whole.Now, Samples: store.MinuteRollup}},
+		// The whole hour from its roll-up (attribution_hours), and its minutes.
+		{"stored hour", attribution.Options{From: whole.From, To: whole.To, Now: whole.Now, FromMinutes: true}},
 	} {
 		got, _ := lines(t, o.o)
 		same(t, o.name, got, raw)
 	}
+
+	var rolled uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM attribution_hours WHERE energy_j > 0").Scan(&rolled); err != nil || rolled == 0 {
+		t.Errorf("the hour's roll-up: %d rows with energy, %v", rolled, err)
+	}
+	// Minutes not on whole hours: from attribution_minutes, against the raw samples' lines.
+	minutes := attribution.Options{From: whole.From.Add(time.Minute), To: whole.To.Add(-2 * time.Minute), Now: whole.Now}
+	rawMinutes, _ := lines(t, minutes)
+	minutes.FromMinutes = true
+	got, _ := lines(t, minutes)
+	same(t, "stored minutes", got, rawMinutes)
 
 	for _, row := range rep.Tenants {
 		if row.EnergyKWh == nil || !relNear(*row.EnergyKWh*3.6e6, energy[row.Tenant]) || energy[row.Tenant] <= 0 {
@@ -91,6 +104,7 @@ func TestTenantMemoryAndEnergy(t *testing.T) {
 	if len(rep.Tenants) != len(heldMem) {
 		t.Errorf("%d tenants, want %d", len(rep.Tenants), len(heldMem))
 	}
+
 	// A window that starts and ends inside minutes: the sources read the partial minutes each
 	// their own way.
 	cut := attribution.Options{From: sc.Start.Add(90 * time.Second), To: sc.Start.Add(50*time.Minute + 15*time.Second), Now: whole.Now}
