@@ -174,6 +174,11 @@ func AllocationRows(lines []Line, window Interval, currency string) []report.All
 			Overhead: l.Overhead, JitterP99: l.JitterP99, ColdStart: l.ColdStart,
 			ColdStartBreach: l.ColdStart != nil && *l.ColdStart > l.ColdStartSLA,
 			Currency:        currency, Requested: l.Requested, Started: l.Started,
+			EnergyJ:         l.EnergyJ,
+		}
+		if l.MemNS > 0 {
+			m := l.MemUsedNS / l.MemNS
+			row.MemoryEfficiency = &m
 		}
 		if l.Active > 0 {
 			e := l.Efficiency
