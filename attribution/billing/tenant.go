@@ -174,7 +174,7 @@ func AllocationRows(lines []Line, window Interval, currency string) []report.All
 			Overhead: l.Overhead, JitterP99: l.JitterP99, ColdStart: l.ColdStart,
 			ColdStartBreach: l.ColdStart != nil && *l.ColdStart > l.ColdStartSLA,
 			Currency:        currency, Requested: l.Requested, Started: l.Started,
-			EnergyJ:         l.EnergyJ,
+			EnergyJ: l.EnergyJ,
 		}
 		if l.MemNS > 0 {
 			m := l.MemUsedNS / l.MemNS
