@@ -263,6 +263,17 @@ func (m measured) measureChunk(ctx context.Context, conn Querier, src Samples, q
 		sampleArgs = append(sampleArgs, table...)
 	}
 
+	// The memory and energy are read beside the usage, on another connection: the extra query
+	// then costs a pass next to nothing of its time.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mem map[string]memEnergy
+	memDone := make(chan error, 1)
+	go func() {
+		var err error
+		mem, err = readMemEnergy(ctx, conn, src, chunk, span)
+		memDone <- err
+	}()
 	err := queryEach(ctx, conn, q.usage, sampleArgs, func(scan func(...any) error) error {
 		var (
 			id              string
@@ -281,10 +292,17 @@ func (m measured) measureChunk(ctx context.Context, conn Querier, src Samples, q
 		return nil
 	})
 	if err != nil {
+		cancel()
+		<-memDone
 		return fmt.Errorf("read the usage of %d allocations: %w", len(chunk), err)
 	}
-	if err := m.measureMemEnergy(ctx, conn, src, chunk, span); err != nil {
+	if err := <-memDone; err != nil {
 		return err
+	}
+	for id, x := range mem {
+		u := m.Usage[id]
+		u.MemUsedNS, u.MemNS, u.EnergyJ = x.used, x.weighed, x.energy
+		m.Usage[id] = u
 	}
 
 	return m.findFirstAttached(ctx, conn, q, chunk)

@@ -82,12 +82,15 @@ var memEnergyQueries = map[Samples]string{
 	MinuteRollup: strings.Replace(memEnergyQuery, "{{minutes}}", strings.Replace(instanceMinutesRollup, "{{table}}", tables.Samples1m, 1), 1),
 }
 
-// measureMemEnergy adds the memory and energy sums of the chunk's allocations to their usage,
-// from the whole UTC minutes around their billed intervals (span), read from src.
-func (m measured) measureMemEnergy(ctx context.Context, conn Querier, src Samples, chunk []billing.Billed, span billing.Interval) error {
+// memEnergy is an allocation's memory and energy sums (billing.Usage's MemUsedNS, MemNS, EnergyJ).
+type memEnergy struct{ used, weighed, energy float64 }
+
+// readMemEnergy reads the memory and energy sums of the chunk's allocations, by id, from the
+// whole UTC minutes around their billed intervals (span), read from src.
+func readMemEnergy(ctx context.Context, conn Querier, src Samples, chunk []billing.Billed, span billing.Interval) (map[string]memEnergy, error) {
 	query, ok := memEnergyQueries[src]
 	if !ok {
-		return fmt.Errorf("sample source %d: expected RawSamples, SecondRollup or MinuteRollup", src)
+		return nil, fmt.Errorf("sample source %d: expected RawSamples, SecondRollup or MinuteRollup", src)
 	}
 	const minute = int64(time.Minute)
 	first, end := floorTo(span.Start, minute), floorTo(span.End+minute-1, minute)
@@ -101,21 +104,18 @@ func (m measured) measureMemEnergy(ctx context.Context, conn Querier, src Sample
 		args = []any{first / int64(time.Second), end / int64(time.Second), nodes, instances}
 	}
 	args = append(args, allocationArgs(chunk)...)
+	out := make(map[string]memEnergy, len(chunk))
 	err := queryEach(ctx, conn, query, args, func(scan func(...any) error) error {
 		var (
-			id                    string
-			energy, used, weighed float64
+			id string
+			x  memEnergy
 		)
-		if err := scan(&id, &energy, &used, &weighed); err != nil {
-			return err
-		}
-		u := m.Usage[id]
-		u.EnergyJ, u.MemUsedNS, u.MemNS = energy, used, weighed
-		m.Usage[id] = u
-		return nil
+		err := scan(&id, &x.energy, &x.used, &x.weighed)
+		out[id] = x
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("read the memory and energy of %d allocations: %w", len(chunk), err)
+		return nil, fmt.Errorf("read the memory and energy of %d allocations: %w", len(chunk), err)
 	}
-	return nil
+	return out, nil
 }
