@@ -115,11 +115,26 @@ func samePaths(a, b report.Report) (d []string, money, ratio float64) {
 		} else if x.Efficiency != nil {
 			near(x.Tenant+" efficiency", *x.Efficiency, *y.Efficiency, 1e-4)
 		}
+		// Memory efficiency and energy: the same per-minute sums on every path (1e-9 relative).
+		same := func(what string, a, b *float64) {
+			if (a == nil) != (b == nil) || a != nil && math.Abs(*a-*b) > 1e-9*math.Abs(*a)+1e-12 {
+				d = append(d, x.Tenant+" "+what+": "+show(a)+" vs "+show(b))
+			}
+		}
+		same("memory_efficiency", x.MemoryEfficiency, y.MemoryEfficiency)
+		same("energy_kwh", x.EnergyKWh, y.EnergyKWh)
 	}
 	return d, money, ratio
 }
 
 func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', 12, 64) }
+
+func show(v *float64) string {
+	if v == nil {
+		return "empty"
+	}
+	return strconv.FormatFloat(*v, 'g', 15, 64)
+}
 
 func readCSV(t *testing.T, path string) [][]string {
 	t.Helper()

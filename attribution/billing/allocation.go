@@ -122,6 +122,16 @@ type Usage struct {
 	// SwitchNS is the integral of vgpu_switch_ns/interval_ns over the metered time (ns): the
 	// vGPU overhead, time-weighted.
 	SwitchNS float64
+	// MemUsedNS is the integral of memory used / memory of the instance over MemNS, and MemNS
+	// the time it is known for (ns): per UTC minute of the billed interval, the minute's mean
+	// over its samples × the time they cover in it × the share of the minute billed (the
+	// fleet's definition, README.md "Fleet economics"). MemUsedNS / MemNS is the memory
+	// efficiency.
+	MemUsedNS, MemNS float64
+	// EnergyJ is the allocation's share of its GPU's energy (J): per UTC minute, the GPU's
+	// mean power × the time the instance's samples cover in it × the billed fraction × the
+	// share of the minute billed, as attribution/fleet's TenantEnergy splits it.
+	EnergyJ float64
 }
 
 // line is one allocation's part of the report.

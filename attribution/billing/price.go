@@ -140,7 +140,8 @@ type Measured struct {
 // the order given. The notes name the allocations whose cold start is unknown.
 func Lines(priced []Billed, m Measured, book *pricebook.PriceBook) (lines []Line, notes []string) {
 	for _, b := range priced {
-		a := attribute(b.Billed.Duration(), b.Terms, m.Usage[b.ID])
+		u := m.Usage[b.ID]
+		a := attribute(b.Billed.Duration(), b.Terms, u)
 		l := Line{
 			AllocationID: b.ID, Tenant: b.Tenant, Tier: b.Tier, Node: b.Target.Node, Instance: b.Target.Instance,
 			Kind: b.Terms.Kind, Model: b.Terms.Model, Profile: b.Terms.Profile, Fraction: b.Terms.Fraction,
@@ -149,6 +150,7 @@ func Lines(priced []Billed, m Measured, book *pricebook.PriceBook) (lines []Line
 			ColdStartSLA: book.ColdStartSLA(b.Tier),
 			Requested:    UTC(b.Requested), Started: UTC(b.Started),
 			TimeSliced: b.Terms.TimeSliced, Waits: m.Waits[b.ID],
+			MemUsedNS: u.MemUsedNS, MemNS: u.MemNS, EnergyJ: u.EnergyJ,
 		}
 		if p, ok := l.Waits.P99(); ok {
 			l.JitterP99 = &p

@@ -26,6 +26,8 @@ type Line struct {
 	Requested, Started                         time.Time
 	TimeSliced                                 bool
 	Waits                                      Histogram // vGPU waits (ns) → how many, in the billed time
+	// MemUsedNS, MemNS and EnergyJ are Usage's: memory efficiency MemUsedNS / MemNS, energy in J.
+	MemUsedNS, MemNS, EnergyJ float64
 }
 
 // tenant accumulates the results of one tenant's allocations.
@@ -44,6 +46,8 @@ type tenant struct {
 	notSliced  bool // holds a MIG instance or a whole GPU
 	coldStart  *time.Duration
 	breaches   int
+	// memUsedNS / memNS is the memory efficiency; energyJ the energy.
+	memUsedNS, memNS, energyJ float64
 }
 
 func (t *tenant) add(l Line) {
@@ -60,6 +64,7 @@ func (t *tenant) add(l Line) {
 	t.overhead += l.OverheadCost
 	t.efficiency += l.Efficiency * l.Active.Seconds()
 	t.waits.add(l.Waits)
+	t.memUsedNS, t.memNS, t.energyJ = t.memUsedNS+l.MemUsedNS, t.memNS+l.MemNS, t.energyJ+l.EnergyJ
 	t.notSliced = t.notSliced || !l.TimeSliced
 	if l.ColdStart != nil {
 		if t.coldStart == nil || *l.ColdStart > *t.coldStart {
@@ -106,6 +111,12 @@ func (t *tenant) row(name string, window Interval, currency string) report.Row {
 		ColdStartBreaches: t.breaches,
 		Unmetered:         t.unmetered,
 		Currency:          currency,
+		EnergyKWh:         report.KWh(t.energyJ),
+	}
+	// Memory efficiency: the time-weighted mean; empty when no memory was measured.
+	if t.memNS > 0 {
+		e := t.memUsedNS / t.memNS
+		row.MemoryEfficiency = &e
 	}
 	// Efficiency: the mean weighted by measured seconds; empty when nothing was measured
 	// (no metered time, or only samples whose activity is unavailable).
@@ -163,6 +174,11 @@ func AllocationRows(lines []Line, window Interval, currency string) []report.All
 			Overhead: l.Overhead, JitterP99: l.JitterP99, ColdStart: l.ColdStart,
 			ColdStartBreach: l.ColdStart != nil && *l.ColdStart > l.ColdStartSLA,
 			Currency:        currency, Requested: l.Requested, Started: l.Started,
+			EnergyJ: l.EnergyJ,
+		}
+		if l.MemNS > 0 {
+			m := l.MemUsedNS / l.MemNS
+			row.MemoryEfficiency = &m
 		}
 		if l.Active > 0 {
 			e := l.Efficiency

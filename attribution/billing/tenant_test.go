@@ -25,10 +25,12 @@ func TestTenantRows(t *testing.T) {
 			l.Billed, l.Metered, l.Active, l.ListCost, l.Cost, l.WasteCost = 1000*time.Second, 900*time.Second, 600*time.Second, 1, 0.7, 0.1
 			l.OverheadCost, l.Efficiency = 0.05, 0.2
 			l.TimeSliced, l.Waits, l.ColdStart = true, Histogram{5: 99, 7: 1}, ptr(50*time.Second)
+			l.MemUsedNS, l.MemNS, l.EnergyJ = 0.5*900e9, 900e9, 1.8e6
 		}),
 		with(line("a1", "acme", "pro", 0), func(l *Line) {
 			l.Billed, l.Metered, l.Active, l.ListCost, l.Cost, l.WasteCost = 3000*time.Second, 300*time.Second, 300*time.Second, 2, 2, 0.2
 			l.OverheadCost, l.Efficiency, l.ColdStart = 0.1, 0.6, ptr(12*time.Second)
+			l.MemUsedNS, l.MemNS, l.EnergyJ = 0.2*300e9, 300e9, 1.8e6
 		}),
 		// vee: only a vGPU that never waited, nothing metered, cold start unknown.
 		with(line("v1", "vee", "pro", 0), func(l *Line) {
@@ -75,6 +77,15 @@ func TestTenantRows(t *testing.T) {
 	}
 	if acme.WindowStart != UTC(window.Start) || acme.Currency != "USD" {
 		t.Errorf("acme window/currency: %+v", acme)
+	}
+
+	// Memory efficiency time-weighted: (0.5·900 + 0.2·300) / 1200 = 0.425; 3.6 MJ = 1 kWh.
+	if acme.MemoryEfficiency == nil || math.Abs(*acme.MemoryEfficiency-0.425) > 1e-12 || acme.EnergyKWh == nil || math.Abs(*acme.EnergyKWh-1) > 1e-12 {
+		t.Errorf("acme memory efficiency %v, energy %v kWh; want 0.425, 1", acme.MemoryEfficiency, acme.EnergyKWh)
+	}
+	// Nothing measured: no memory efficiency; no energy known is 0 kWh.
+	if vee.MemoryEfficiency != nil || vee.EnergyKWh == nil || *vee.EnergyKWh != 0 {
+		t.Errorf("vee memory efficiency %v, energy %v kWh; want empty, 0", vee.MemoryEfficiency, vee.EnergyKWh)
 	}
 
 	if vee.Efficiency != nil || vee.JitterP99 != nil || vee.ColdStartMax != nil || vee.ColdStartBreaches != 0 {

@@ -96,6 +96,11 @@ type Row struct {
 	XColdStartBreach  *bool    `parquet:"x_ColdStartBreach,optional"`
 	XUnmeteredSeconds float64  `parquet:"x_UnmeteredSeconds"`
 	XCorrectedPeriod  *string  `parquet:"x_CorrectedPeriod,optional"`
+	// XEnergyJoules is the line's share of its GPU's energy, XMemoryEfficiency its memory used
+	// / memory of the instance (README.md, "The tenant report"); null on a correction, and
+	// the latter when no memory was measured.
+	XEnergyJoules     *float64 `parquet:"x_EnergyJoules,optional"`
+	XMemoryEfficiency *float64 `parquet:"x_MemoryEfficiency,optional"`
 }
 
 // Columns are the CSV header: the Row's columns in order.
@@ -112,7 +117,7 @@ func Columns() []string {
 		"SkuPriceDetails", "SkuPriceId", "SubAccountId", "SubAccountName", "Tags",
 		"x_AllocationId", "x_Tier", "x_BilledFraction", "x_WasteCost", "x_OverheadCost", "x_OverheadFraction",
 		"x_Efficiency", "x_JitterP99Ms", "x_ColdStartSeconds", "x_ColdStartBreach", "x_UnmeteredSeconds",
-		"x_CorrectedPeriod",
+		"x_CorrectedPeriod", "x_EnergyJoules", "x_MemoryEfficiency",
 	}
 }
 
@@ -138,7 +143,7 @@ func ptr[T any](v T) *T { return &v }
 type usageCells struct {
 	consumedUnit, pricingUnit, pricingCategory, pricingCurrency, resourceType, skuMeter                string
 	resource, resourceName, sku, details, skuPriceID, tags, subAccountID, subAccountName, allocationID string
-	consumed, qty, listUnit, contractedUnit, fraction, overhead, jitter, coldStart                     float64
+	consumed, qty, listUnit, contractedUnit, fraction, overhead, jitter, coldStart, energy             float64
 	breach                                                                                             bool
 }
 
@@ -230,6 +235,8 @@ func Usage(a report.AllocationRow, p Period, issuer Issuer) Row {
 	}
 	r.XColdStartBreach = &c.breach
 	r.XUnmeteredSeconds = a.Unmetered.Seconds()
+	c.energy = a.EnergyJ
+	r.XEnergyJoules, r.XMemoryEfficiency = &c.energy, a.MemoryEfficiency
 	return r
 }
 
@@ -315,7 +322,7 @@ func resourceType(kind string) string {
 
 // cells renders the row in Columns order; nil is an empty cell.
 func (r *Row) cells() []string {
-	c := textCells(make([]string, 0, 59))
+	c := textCells(make([]string, 0, 61))
 	r.emit(&c)
 	return c
 }
@@ -391,4 +398,6 @@ func (r *Row) emit(c cellSink) {
 	c.optBool(r.XColdStartBreach)
 	c.num(r.XUnmeteredSeconds)
 	c.optText(r.XCorrectedPeriod)
+	c.optNum(r.XEnergyJoules)
+	c.optNum(r.XMemoryEfficiency)
 }

@@ -219,7 +219,12 @@ func TestScenarios(t *testing.T) {
 			}
 			check12(t, rows)
 			billed, list := sums(t, rows, "BilledCost"), sums(t, rows, "ListCost")
+			energy, anyEnergy := sums(t, rows, "x_EnergyJoules"), 0.
 			for _, r := range res.Report.Tenants {
+				if want := *r.EnergyKWh * 3.6e6; math.Abs(energy[r.Tenant]-want) > 1e-6*math.Max(1, want) {
+					t.Errorf("tenant %q: Σ x_EnergyJoules %.6f, its report's energy %.6f J", r.Tenant, energy[r.Tenant], want)
+				}
+				anyEnergy += energy[r.Tenant]
 				if math.Abs(billed[r.Tenant]-r.Cost) > 1e-6 || math.Abs(list[r.Tenant]-r.ListCost) > 1e-6 {
 					t.Errorf("tenant %q: Σ BilledCost %.9f, Σ ListCost %.9f; its report: cost %.9f, list_cost %.9f", r.Tenant, billed[r.Tenant], list[r.Tenant], r.Cost, r.ListCost)
 				}
@@ -227,6 +232,9 @@ func TestScenarios(t *testing.T) {
 			}
 			if len(billed) > 0 {
 				t.Errorf("FOCUS rows of tenants without a report row: %v", billed)
+			}
+			if anyEnergy <= 0 {
+				t.Errorf("no tenant has energy: %v", energy)
 			}
 			if !slices.EqualFunc(rows, parquetRows, slices.Equal) {
 				t.Errorf("the Parquet file's %d rows differ from the CSV's %d", len(parquetRows), len(rows))

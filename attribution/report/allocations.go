@@ -63,6 +63,10 @@ type AllocationRow struct {
 	Currency                   string
 	Requested                  time.Time // not rendered: the rows' order within a tenant
 	Started                    time.Time // not rendered: where billing starts (FOCUS's ChargePeriodStart)
+	// MemoryEfficiency (nil: no memory measured) and EnergyJ, the line's share of its GPU's
+	// energy: FOCUS's x_MemoryEfficiency and x_EnergyJoules, not in the CSV of line items.
+	MemoryEfficiency *float64
+	EnergyJ          float64
 }
 
 func (row AllocationRow) cells() ([]cell, error) {

@@ -45,6 +45,17 @@ type Row struct {
 	// NoisyNeighbour is the co-tenant whose vGPU activity coincided most with this tenant's
 	// scheduling waits; empty when none or not computed. JSON only (noisy_neighbour).
 	NoisyNeighbour string
+	// MemoryEfficiency is the time-weighted mean of memory used / memory of the instance over
+	// the tenant's billed time (nil: no memory measured); EnergyKWh its share of the GPUs'
+	// energy (nil: not known, the __unallocated__ row without the fleet's). JSON only
+	// (memory_efficiency, energy_kwh).
+	MemoryEfficiency, EnergyKWh *float64
+}
+
+// KWh is an energy in J as kWh.
+func KWh(joules float64) *float64 {
+	k := joules / 3.6e6
+	return &k
 }
 
 // Report is the tenant report of one window.

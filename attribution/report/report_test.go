@@ -85,7 +85,7 @@ func edgeCases() Report {
 				Allocated: 5400 * time.Second, ListCost: 1.23456750000001, Cost: 1.2345675, WasteCost: -0.0000001,
 				OverheadCost: 0.0123, Efficiency: ptr(0.99995), JitterP99: ptr(4060 * time.Microsecond),
 				ColdStartMax: ptr(45500 * time.Millisecond), ColdStartBreaches: 2, Unmetered: 120 * time.Second,
-				Currency: "EUR",
+				Currency: "EUR", MemoryEfficiency: ptr(0.123456), EnergyKWh: ptr(1.23456789),
 			},
 		},
 		UnallocatedListCost: -0.25,

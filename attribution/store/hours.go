@@ -42,7 +42,8 @@ SELECT tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max
     sum(billed_ns), sum(metered_ns), sum(active_ns), sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
     sum(efficiency_ns), max(cold_start_ns), any(cold_start_sla_ns), any(currency),
     tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), sum(minutes),
-    sum(overhead_ns), any(model), any(profile), max(fraction), any(node), any(instance_id)
+    sum(overhead_ns), any(model), any(profile), max(fraction), any(node), any(instance_id),
+    sum(mem_used_ns), sum(mem_ns), sum(energy_j)
 FROM (` + latestHourRows + `
 )
 GROUP BY tenant, allocation_id`
@@ -53,7 +54,8 @@ SELECT hour, tenant, allocation_id, any(tier), any(requested_ns), any(started_ns
     sum(billed_ns), sum(metered_ns), sum(active_ns), sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
     sum(efficiency_ns), max(cold_start_ns), any(cold_start_sla_ns), any(currency),
     tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), sum(minutes),
-    sum(overhead_ns), any(model), any(profile), max(fraction), any(node), any(instance_id)
+    sum(overhead_ns), any(model), any(profile), max(fraction), any(node), any(instance_id),
+    sum(mem_used_ns), sum(mem_ns), sum(energy_j)
 FROM (` + latestHourRows + `
 )
 GROUP BY hour, tenant, allocation_id
@@ -189,7 +191,8 @@ SELECT ` + hourOf("minute") + ` AS hour, tenant, allocation_id, any(tier), node,
     max(sliced), sum(billed_ns), sum(metered_ns), sum(active_ns), sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
     sum(efficiency_ns), sum(overhead_ns), max(cold_start_ns), any(cold_start_sla_ns),
     tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), any(currency),
-    any(model), any(profile), max(fraction), count(), toUInt64(?), toUInt64(?)
+    any(model), any(profile), max(fraction), count(), toUInt64(?), toUInt64(?),
+    sum(mem_used_ns), sum(mem_ns), sum(energy_j)
 FROM (
     SELECT ` + tables.List(tables.AttributionMinuteColumns) + `
     FROM ` + tables.AttributionMinutes + `

@@ -200,7 +200,7 @@ func Measure(ctx context.Context, conn Querier, src Samples, billed []billing.Bi
 	}
 	m := measured{Usage: map[string]billing.Usage{}, Waits: map[string]billing.Histogram{}, FirstAttached: map[string]int64{}}
 	for _, chunk := range chunks(billed, q.rowsPerSecond) {
-		if err := m.measureChunk(ctx, conn, q, chunk); err != nil {
+		if err := m.measureChunk(ctx, conn, src, q, chunk); err != nil {
 			return billing.Measured{}, err
 		}
 	}
@@ -245,12 +245,13 @@ func distinct[T any](items []T, target func(T) billing.Target) []billing.Target 
 	return targets
 }
 
-func (m measured) measureChunk(ctx context.Context, conn Querier, q sampleQueries, chunk []billing.Billed) error {
+func (m measured) measureChunk(ctx context.Context, conn Querier, src Samples, q sampleQueries, chunk []billing.Billed) error {
 	ctx = chunkContext(ctx, chunk)
-	samples := chunk[0].Billed // the span of the chunk's billed intervals
+	span := chunk[0].Billed // the span of the chunk's billed intervals
 	for _, b := range chunk {
-		samples = billing.Interval{Start: min(samples.Start, b.Billed.Start), End: max(samples.End, b.Billed.End)}
+		span = billing.Interval{Start: min(span.Start, b.Billed.Start), End: max(span.End, b.Billed.End)}
 	}
+	samples := span
 	samples.Start -= int64(maxSampleInterval)
 	nodes, instances := targetArrays(distinct(chunk, func(b billing.Billed) billing.Target { return b.Target }))
 	table := allocationArgs(chunk)
@@ -262,6 +263,17 @@ func (m measured) measureChunk(ctx context.Context, conn Querier, q sampleQuerie
 		sampleArgs = append(sampleArgs, table...)
 	}
 
+	// The memory and energy are read beside the usage, on another connection: the extra query
+	// then costs a pass next to nothing of its time.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mem map[string]memEnergy
+	memDone := make(chan error, 1)
+	go func() {
+		var err error
+		mem, err = readMemEnergy(ctx, conn, src, chunk, span)
+		memDone <- err
+	}()
 	err := queryEach(ctx, conn, q.usage, sampleArgs, func(scan func(...any) error) error {
 		var (
 			id              string
@@ -280,7 +292,17 @@ func (m measured) measureChunk(ctx context.Context, conn Querier, q sampleQuerie
 		return nil
 	})
 	if err != nil {
+		cancel()
+		<-memDone
 		return fmt.Errorf("read the usage of %d allocations: %w", len(chunk), err)
+	}
+	if err := <-memDone; err != nil {
+		return err
+	}
+	for id, x := range mem {
+		u := m.Usage[id]
+		u.MemUsedNS, u.MemNS, u.EnergyJ = x.used, x.weighed, x.energy
+		m.Usage[id] = u
 	}
 
 	return m.findFirstAttached(ctx, conn, q, chunk)

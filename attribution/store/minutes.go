@@ -33,7 +33,8 @@ SELECT tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max
     sum(billed_ns), ` + tables.Metered + `, ` + tables.Active + `, sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
     sum(efficiency_ns), max(cold_start_ns), any(cold_start_sla_ns), any(currency),
     tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), uniqExact(minute),
-    sum(overhead_ns), any(model), any(profile), max(fraction), any(node), any(instance_id)
+    sum(overhead_ns), any(model), any(profile), max(fraction), any(node), any(instance_id),
+    sum(mem_used_ns), sum(mem_ns), sum(energy_j)
 FROM (
     SELECT minute, tenant, allocation_id, any(tier) AS tier, any(requested_ns) AS requested_ns, any(started_ns) AS started_ns,
         any(sliced) AS sliced, any(billed_ns) AS billed_ns, any(metered_ns) AS metered_ns, any(active_ns) AS active_ns,
@@ -42,7 +43,8 @@ FROM (
         any(cold_start_ns) AS cold_start_ns, any(cold_start_sla_ns) AS cold_start_sla_ns, any(currency) AS currency,
         any(wait_ns) AS wait_ns, any(wait_count) AS wait_count, any(overhead_ns) AS overhead_ns,
         any(model) AS model, any(profile) AS profile, any(fraction) AS fraction,
-        node, any(instance_id) AS instance_id
+        node, any(instance_id) AS instance_id,
+        any(mem_used_ns) AS mem_used_ns, any(mem_ns) AS mem_ns, any(energy_j) AS energy_j
     FROM ` + tables.AttributionMinutes + `
     WHERE ` + tables.LatestPass(tables.MinuteWindow) + `
     GROUP BY minute, tenant, allocation_id, node
@@ -157,7 +159,8 @@ func scanMinuteSums(scan func(...any) error, lead ...any) (summed, error) {
 	)
 	err := scan(append(lead, &r.tenant, &r.id, &x.tier, &x.requested, &x.started, &sliced,
 		&x.billed, &x.metered, &x.active, &x.listCost, &x.cost, &waste, &x.overheadCost, &x.efficiencyNS, &x.coldStart, &x.sla, &r.currency,
-		&r.waits, &r.counts, &r.minutes, &x.overheadNS, &x.model, &x.profile, &x.fraction, &x.node, &x.instance)...)
+		&r.waits, &r.counts, &r.minutes, &x.overheadNS, &x.model, &x.profile, &x.fraction, &x.node, &x.instance,
+		&x.memUsedNS, &x.memNS, &x.energyJ)...)
 	x.sliced = sliced == 1
 	r.sums = x
 	return r, err
@@ -182,6 +185,7 @@ type minuteSums struct {
 	sliced                               bool
 	listCost, cost, overheadCost         decimal.Decimal
 	efficiencyNS, overheadNS             float64
+	memUsedNS, memNS, energyJ            float64
 	waits                                billing.Histogram
 }
 
@@ -189,6 +193,7 @@ func (s *minuteSums) add(x minuteSums, waits, counts []uint64) {
 	s.billed, s.metered, s.active = s.billed+x.billed, s.metered+x.metered, s.active+x.active
 	s.listCost, s.cost, s.overheadCost = s.listCost.Add(x.listCost), s.cost.Add(x.cost), s.overheadCost.Add(x.overheadCost)
 	s.efficiencyNS, s.overheadNS = s.efficiencyNS+x.efficiencyNS, s.overheadNS+x.overheadNS
+	s.memUsedNS, s.memNS, s.energyJ = s.memUsedNS+x.memUsedNS, s.memNS+x.memNS, s.energyJ+x.energyJ
 	s.coldStart, s.sliced = max(s.coldStart, x.coldStart), s.sliced || x.sliced
 	for i, w := range waits {
 		if i < len(counts) {
@@ -208,6 +213,7 @@ func (s *minuteSums) line(tenant, id string) billing.Line {
 		TimeSliced: s.sliced, ColdStartSLA: time.Duration(s.sla),
 		// tables.Efficiency: Σ efficiency_ns / greatest(Σ active_ns, 1).
 		Efficiency: s.efficiencyNS / float64(max(s.active, 1)),
+		MemUsedNS:  s.memUsedNS, MemNS: s.memNS, EnergyJ: s.energyJ,
 	}
 	l.Overhead = overheadOf(s.overheadNS, l.Metered, s.overheadCost.InexactFloat64(), l.Cost)
 	l.WasteCost, l.OverheadCost = billing.Charges(l.Cost, l.Overhead, l.Efficiency, l.Active, l.Billed)
@@ -342,6 +348,7 @@ func WriteMinutes(ctx context.Context, conn driver.Conn, minutes []Minute, compu
 				"cold_start_sla_ns": int64(l.ColdStartSLA), "wait_ns": waits, "wait_count": counts,
 				"currency": m.Report.Currency, "computed_ns": version, "overhead_ns": l.Overhead * float64(l.Metered),
 				"model": l.Model, "profile": l.Profile, "fraction": l.Fraction,
+				"mem_used_ns": l.MemUsedNS, "mem_ns": l.MemNS, "energy_j": l.EnergyJ,
 			}, money))
 			if err == nil {
 				err = batch.Append(row...)
@@ -396,7 +403,7 @@ func appendUnallocated(batch driver.Batch, m Minute, version uint64) error {
 			"metered_ns": int64(0), "active_ns": int64(0), "efficiency_ns": 0., "cold_start_ns": int64(-1),
 			"cold_start_sla_ns": int64(0), "wait_ns": []uint64{}, "wait_count": []uint64{},
 			"currency": m.Report.Currency, "computed_ns": version, "overhead_ns": 0.,
-			"model": "", "profile": "", "fraction": 0.,
+			"model": "", "profile": "", "fraction": 0., "mem_used_ns": 0., "mem_ns": 0., "energy_j": 0.,
 		}, money))
 		if err == nil {
 			err = batch.Append(row...)

@@ -58,7 +58,7 @@ var AttributionMinuteColumns = []string{
 	"minute", "tenant", "allocation_id", "tier", "node", "instance_id", "requested_ns", "started_ns",
 	"sliced", "billed_ns", "metered_ns", "list_cost", "cost", "waste_cost", "overhead_cost", "efficiency_ns",
 	"cold_start_ns", "cold_start_sla_ns", "wait_ns", "wait_count", "currency", "computed_ns", "active_ns", "overhead_ns",
-	"model", "profile", "fraction",
+	"model", "profile", "fraction", "mem_used_ns", "mem_ns", "energy_j",
 }
 
 // BillingPeriodColumns are the columns of billing_periods, one row per close of a period.
@@ -87,7 +87,7 @@ var AttributionHourColumns = []string{
 	"hour", "tenant", "allocation_id", "tier", "node", "instance_id", "requested_ns", "started_ns",
 	"sliced", "billed_ns", "metered_ns", "active_ns", "list_cost", "cost", "waste_cost", "overhead_cost",
 	"efficiency_ns", "overhead_ns", "cold_start_ns", "cold_start_sla_ns", "wait_ns", "wait_count", "currency",
-	"model", "profile", "fraction", "minutes", "source_ns", "source_minutes",
+	"model", "profile", "fraction", "minutes", "source_ns", "source_minutes", "mem_used_ns", "mem_ns", "energy_j",
 }
 
 // AttributionHostColumns are the columns of attribution_hour_hosts, one row per (hour, node) of
