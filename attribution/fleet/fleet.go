@@ -122,8 +122,9 @@ func Read(ctx context.Context, conn store.Querier, from, to time.Time, presence 
 	in := &Inputs{From: from.UTC(), To: to.UTC()}
 	window := billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}
 	// The reads are independent, and each (FINAL) runs on one thread of the server: at once,
-	// they take about as long as the longest.
-	reads := []func() error{
+	// they take about as long as the longest. What is billed and the tenants per host check
+	// which hours of attribution_hours are fresh once, for both.
+	err := parallel(
 		func() error {
 			p, err := store.FleetPresence(ctx, conn, window, presence)
 			if err == nil {
@@ -132,9 +133,26 @@ func Read(ctx context.Context, conn store.Querier, from, to time.Time, presence 
 			return err
 		},
 		func() (err error) { in.Instances, err = store.FleetInstances(ctx, conn, from, to); return err },
-		func() (err error) { in.Held, err = store.HeldInstances(ctx, conn, from, to); return err },
-		func() (err error) { in.TenantsPerHost, err = store.TenantsPerHost(ctx, conn, from, to); return err },
+		func() error {
+			hours, err := store.ReadStoredHours(ctx, conn, from, to)
+			if err != nil {
+				return fmt.Errorf("read which hours of the stored minutes of the fleet window are rolled up: %w", err)
+			}
+			return parallel(
+				func() (err error) { in.Held, err = hours.Held(ctx, conn); return err },
+				func() (err error) { in.TenantsPerHost, err = hours.TenantsPerHost(ctx, conn); return err },
+			)
+		},
+	)
+	if err != nil {
+		return nil, err
 	}
+	in.Energy = Energy(in.Instances)
+	return in, nil
+}
+
+// parallel runs the reads at once and joins their errors.
+func parallel(reads ...func() error) error {
 	errs := make([]error, len(reads))
 	var wg sync.WaitGroup
 	for i, read := range reads {
@@ -145,11 +163,7 @@ func Read(ctx context.Context, conn store.Querier, from, to time.Time, presence 
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	in.Energy = Energy(in.Instances)
-	return in, nil
+	return errors.Join(errs...)
 }
 
 // Energy is each GPU's energy (J): its power integrated over the samples of its instance

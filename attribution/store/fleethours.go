@@ -198,17 +198,36 @@ func latestFleetRows(table string, columns []string, key string) string {
     LIMIT 1 BY ` + key
 }
 
-// fleetHoursQuery is, per instance with a roll-up row in the whole hours of [from, to), the
-// facts of its latest one, the time of that, and its sums: fleetFactsQuery and fleetSumsQuery
-// over the roll-ups (arguments from, to, from, to).
-var fleetHoursQuery = `
+// latestFleetHours is the condition on a fleet roll-up table of the rows of the latest roll-up
+// of each hour of [from, to) (arguments from, to, from, to): those with its hour's highest
+// rolled_ns in fleet_hours, written last.
+var latestFleetHours = hourWindow + ` AND (hour, rolled_ns) IN (
+    SELECT hour, max(rolled_ns) FROM ` + tables.FleetHours + ` WHERE ` + hourWindow + ` GROUP BY hour)`
+
+// fleetHourFactsQuery is, per instance with a roll-up row in the whole hours of [from, to),
+// the facts of its latest one and the time of that: fleetFactsQuery over the roll-ups
+// (arguments from, to, from, to). Without FINAL, as a roll-up written twice gives the same
+// maxima.
+var fleetHourFactsQuery = `
 SELECT node, instance_id, argMax(gpu_uuid, last_time), argMax(model, last_time), argMax(kind, last_time),
     argMax(profile, last_time), argMax(compute_slices, last_time), argMax(sm_count, last_time),
     argMax(gpu_sm_count, last_time), argMax(mem_total_bytes, last_time), argMax(gpu_mem_total_bytes, last_time),
-    argMax(share_replicas, last_time), max(last_time),
-    sum(covered_ns), sum(sm_active_ns), sum(mem_used_ns), sum(mem_held), sum(attached), sum(energy_j)
-FROM (` + latestFleetRows(tables.FleetHours, tables.FleetHourColumns, "hour, node, instance_id") + `
-)
+    argMax(share_replicas, last_time), max(last_time)
+FROM ` + tables.FleetHours + `
+WHERE ` + latestFleetHours + `
+GROUP BY node, instance_id`
+
+// fleetHourSumsQuery is fleetSumsQuery over the roll-ups of the whole hours of [from, to)
+// (arguments from, to, from, to). FINAL keeps one row of a roll-up written twice, in key order
+// (the key LIMIT 1 BY hour, node, instance_id would hash for every row); the condition keeps
+// the same rows whether it applies before or after FINAL's merge, as a key's row of the
+// highest rolled_ns is that of its hour's latest roll-up if it has one there. (Not so for
+// fleet_hour_tenants, whose rows of a roll-up are written before its fleet_hours rows.) Apart
+// from the facts: their argMax on FINAL's single stream took twice as long as the sums.
+var fleetHourSumsQuery = `
+SELECT node, instance_id, sum(covered_ns), sum(sm_active_ns), sum(mem_used_ns), sum(mem_held), sum(attached), sum(energy_j)
+FROM ` + tables.Final(tables.FleetHours) + `
+WHERE ` + latestFleetHours + `
 GROUP BY node, instance_id`
 
 // tenantEnergyHoursQuery is tenantEnergyQuery over the roll-ups of whole hours (arguments
@@ -219,31 +238,44 @@ FROM (` + latestFleetRows(tables.FleetHourTenants, tables.FleetHourTenantColumns
 )
 GROUP BY node, instance_id, tenant`
 
-// rollupFleetGPUsQuery is, per GPU, the first and last sample's ts_ns of the hour's rows, as
-// the presence reads them (arguments: the hour, rolled_ns, from and to in seconds).
+// rollupFleetGPUsQuery is, per hour of a run of whole hours and GPU, the first and last
+// sample's ts_ns of the hour's rows, as the presence reads them (arguments: rolled_ns, from and
+// to in seconds).
 var rollupFleetGPUsQuery = tables.Insert(tables.FleetHourGPUs, tables.FleetHourGPUColumns) + `
-SELECT toDateTime(?), node, gpu_uuid, model, min(toInt64(first_ns)), max(toInt64(last_ns)), toUInt64(?)
+SELECT ` + hourOf("time") + ` AS h, node, gpu_uuid, model, min(toInt64(first_ns)), max(toInt64(last_ns)), toUInt64(?)
 FROM ` + tables.Samples1m + `
 PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
+GROUP BY h, node, gpu_uuid, model`
+
+// perGPU is a query of rows per GPU and bucket (node, gpu_uuid, model, b, f, l) as one row per
+// GPU with arrays of its buckets' (groupArray): a month of hours is 96,000 rows for 1000
+// instances, whose scanning row by row was most of the presence's time in Go.
+func perGPU(query string) string {
+	return `
+SELECT node, gpu_uuid, model, groupArray(b), groupArray(f), groupArray(l)
+FROM (` + query + `
+)
 GROUP BY node, gpu_uuid, model`
+}
 
 // fleetGPUsHoursQuery is, per GPU and bucket of the given seconds (a whole number of hours), the
 // first and last sample's ts_ns of the roll-ups of the whole hours of [from, to): the presence
-// query over the roll-ups (arguments from, to, from, to, the bucket).
-var fleetGPUsHoursQuery = `
-SELECT node, gpu_uuid, model, intDiv(toInt64(hour), toInt64(?)) AS b, min(first_ns), max(last_ns)
-FROM (` + latestFleetRows(tables.FleetHourGPUs, tables.FleetHourGPUColumns, "hour, node, gpu_uuid, model") + `
-)
-GROUP BY node, gpu_uuid, model, b`
+// query over the roll-ups (arguments the bucket, from, to, from, to), perGPU. A roll-up written
+// twice gives the same extremes: no LIMIT 1 BY.
+var fleetGPUsHoursQuery = perGPU(`
+    SELECT node, gpu_uuid, model, intDiv(toInt64(hour), toInt64(?)) AS b, min(first_ns) AS f, max(last_ns) AS l
+    FROM ` + tables.FleetHourGPUs + `
+    WHERE ` + latestFleetHours + `
+    GROUP BY node, gpu_uuid, model, b`)
 
 // fleetGPUsMinutesQuery is the presence query of samples_1m (presenceQueries) with each row's
 // bucket, over rows of whole minutes in [from, to) (arguments: the bucket in seconds, from and
-// to in seconds).
-var fleetGPUsMinutesQuery = `
-SELECT node, gpu_uuid, model, intDiv(toInt64(time), toInt64(?)) AS b, min(toInt64(first_ns)), max(toInt64(last_ns))
-FROM ` + tables.Samples1m + `
-PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
-GROUP BY node, gpu_uuid, model, b`
+// to in seconds), perGPU.
+var fleetGPUsMinutesQuery = perGPU(`
+    SELECT node, gpu_uuid, model, intDiv(toInt64(time), toInt64(?)) AS b, min(toInt64(first_ns)) AS f, max(toInt64(last_ns)) AS l
+    FROM ` + tables.Samples1m + `
+    PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
+    GROUP BY node, gpu_uuid, model, b`)
 
 // FleetPresence is ReadPresence of samples_1m (MinuteRollup) for the fleet: where the period
 // is a whole number of hours, its buckets are too, and the whole hours fresh for the fleet
@@ -264,11 +296,7 @@ func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, p
 	if !billing.UTC(p.to).Equal(to) {
 		return ReadPresence(ctx, conn, MinuteRollup, window, period)
 	}
-	type key struct {
-		gpu billing.GPU
-		at  int64 // the bucket
-	}
-	by := map[key]billing.Span{}
+	by := map[billing.GPU]map[int64]billing.Span{} // per GPU and bucket
 	parts, err := fleetSpans(ctx, conn, from, to, false)
 	for _, sp := range parts {
 		if err != nil {
@@ -280,16 +308,27 @@ func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, p
 		}
 		err = queryEach(ctx, conn, query, args, func(scan func(...any) error) error {
 			var (
-				k           key
-				first, last int64
+				g                 billing.GPU
+				at, firsts, lasts []int64 // the buckets, their first and last ts_ns
 			)
-			if err := scan(&k.gpu.Node, &k.gpu.UUID, &k.gpu.Model, &k.at, &first, &last); err != nil {
+			if err := scan(&g.Node, &g.UUID, &g.Model, &at, &firsts, &lasts); err != nil {
 				return err
 			}
-			if s, ok := by[k]; ok {
-				first, last = min(first, s.First), max(last, s.Last)
+			if len(firsts) != len(at) || len(lasts) != len(at) {
+				return fmt.Errorf("GPU %s/%s: %d buckets, %d first and %d last times", g.Node, g.UUID, len(at), len(firsts), len(lasts))
 			}
-			by[k] = billing.Span{First: first, Last: last}
+			buckets := by[g]
+			if buckets == nil {
+				buckets = make(map[int64]billing.Span, len(at))
+				by[g] = buckets
+			}
+			for i, b := range at {
+				first, last := firsts[i], lasts[i]
+				if s, ok := buckets[b]; ok {
+					first, last = min(first, s.First), max(last, s.Last)
+				}
+				buckets[b] = billing.Span{First: first, Last: last}
+			}
 			return nil
 		})
 	}
@@ -297,8 +336,12 @@ func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, p
 		return nil, fmt.Errorf("read when the GPUs were sampled in [%s, %s) from %s and its hourly roll-up: %w",
 			from.Format(time.RFC3339), to.Format(time.RFC3339), tables.Samples1m, err)
 	}
-	for k, s := range by {
-		p.spans[k.gpu] = append(p.spans[k.gpu], s)
+	for g, buckets := range by {
+		ss := make([]billing.Span, 0, len(buckets))
+		for _, s := range buckets {
+			ss = append(ss, s)
+		}
+		p.spans[g] = ss
 	}
 	for _, ss := range p.spans {
 		slices.SortFunc(ss, func(a, b billing.Span) int { return cmp.Compare(a.First, b.First) })
@@ -306,26 +349,42 @@ func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, p
 	return p, nil
 }
 
-// rollupFleetHourQuery sums the hour's samples_1m rows per instance as fleetFactsQuery and
-// fleetSumsQuery do (arguments: the hour, rolled_ns, sample_block, sample_first, sample_last,
-// source_ns, source_minutes, then from and to in seconds). The facts are those of the instance's latest
-// row: FINAL keeps one of its versions, which all carry the same facts.
+// rollupFleetHourQuery sums each hour's samples_1m rows of a run of whole hours per instance
+// as fleetFactsQuery and fleetSumsQuery do (arguments: the first hour (seconds), rolled_ns, the
+// arrays of the hours' sample_block, sample_first, sample_last, source_ns and source_minutes,
+// one element per hour of the run, then from and to in seconds). The facts are those of the
+// instance's latest row: FINAL keeps one of its versions, which all carry the same facts.
 var rollupFleetHourQuery = tables.Insert(tables.FleetHours, tables.FleetHourColumns) + `
-SELECT toDateTime(?), node, instance_id, max(time), argMax(gpu_uuid, time), argMax(model, time), argMax(kind, time),
-    argMax(profile, time), argMax(compute_slices, time), argMax(sm_count, time), argMax(gpu_sm_count, time),
-    argMax(mem_total_bytes, time), argMax(gpu_mem_total_bytes, time), argMax(share_replicas, time),
-    ` + fleetSums + `,
-    toUInt64(?), toUInt64(?), toUInt64(?), toUInt64(?), toUInt64(?), toUInt64(?)
-FROM ` + tables.Final(tables.Samples1m) + `
-PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
-GROUP BY node, instance_id`
+SELECT h, node, instance_id, r_last_time, r_gpu_uuid, r_model, r_kind, r_profile, r_compute_slices, r_sm_count, r_gpu_sm_count,
+    r_mem_total_bytes, r_gpu_mem_total_bytes, r_share_replicas, r_covered_ns, r_sm_active_ns, r_mem_used_ns, r_mem_held, r_attached, r_energy_j,
+    rolled, toUInt64(arrayElement(?, i)), toUInt64(arrayElement(?, i)), toUInt64(arrayElement(?, i)),
+    toUInt64(arrayElement(?, i)), toUInt64(arrayElement(?, i))
+FROM (
+    SELECT ` + hourOf("time") + ` AS h, toUInt32(intDiv(toUInt32(h) - toUInt32(?), 3600) + 1) AS i, toUInt64(?) AS rolled,
+        node, instance_id, max(time) AS r_last_time, argMax(gpu_uuid, time) AS r_gpu_uuid, argMax(model, time) AS r_model,
+        argMax(kind, time) AS r_kind, argMax(profile, time) AS r_profile, argMax(compute_slices, time) AS r_compute_slices,
+        argMax(sm_count, time) AS r_sm_count, argMax(gpu_sm_count, time) AS r_gpu_sm_count,
+        argMax(mem_total_bytes, time) AS r_mem_total_bytes, argMax(gpu_mem_total_bytes, time) AS r_gpu_mem_total_bytes,
+        argMax(share_replicas, time) AS r_share_replicas,
+        ` + tables.List(fleetSumsAs) + `
+    FROM ` + tables.Final(tables.Samples1m) + `
+    PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
+    GROUP BY h, node, instance_id
+)`
 
-// rollupFleetTenantsQuery is tenantEnergyQuery over one hour, written with its roll-up's
-// rolled_ns (arguments: the hour, rolled_ns, then tenantEnergyQuery's).
+// rollupFleetTenantsQuery is tenantEnergyQuery per whole hour of its window, written with its
+// roll-up's rolled_ns (arguments: rolled_ns, then tenantEnergyQuery's).
 var rollupFleetTenantsQuery = tables.Insert(tables.FleetHourTenants, tables.FleetHourTenantColumns) + `
-SELECT toDateTime(?), node, instance_id, tenant, sum(j * b / 60e9), toUInt64(?)
+SELECT ` + hourOf("minute") + ` AS h, node, instance_id, tenant, sum(j * b / 60e9), toUInt64(?)
 FROM ` + tenantEnergySource + `
-GROUP BY node, instance_id, tenant`
+GROUP BY h, node, instance_id, tenant`
+
+// rollupRun is the most hours one roll-up of the instances and GPUs reads at once. samples_1m
+// is sorted by instance before time, so every granule of a day's partition holds rows of each
+// of its hours: an hour read alone costs about as much as its day's partition, and so does a
+// run of hours read at once. (The energy split is rolled up an hour at a time: its join holds
+// the stored minutes it reads in memory, 30 MB an hour for 1000 instances.)
+const rollupRun = 6
 
 // RollupFleetHours rolls up the fleet's reads of samples_1m for every whole UTC hour that
 // [from, to) touches and that has ended by to, then for at most restaleHours of the
@@ -346,7 +405,7 @@ func RollupFleetHours(ctx context.Context, conn driver.Conn, from, to time.Time)
 		touched[h.Unix()] = true
 	}
 	since := last.Add(-recheckHours * time.Hour)
-	ids, rolled, err := fleetRolled(ctx, conn, since, last)
+	_, rolled, err := fleetRolled(ctx, conn, since, last)
 	var now map[int64]fleetSource
 	if err == nil {
 		now, err = sampleSources(ctx, conn, since, last)
@@ -362,43 +421,71 @@ func RollupFleetHours(ctx context.Context, conn driver.Conn, from, to time.Time)
 	}
 	slices.Sort(stale)
 	slices.Reverse(stale)
-	order = append(order, stale[:min(len(stale), restaleHours)]...)
-	for _, h := range order {
-		if err := rollupFleetHour(ctx, conn, time.Unix(h, 0).UTC(), ids[h]); err != nil {
+	stale = stale[:min(len(stale), restaleHours)]
+	slices.Sort(stale)
+	for _, run := range append(runs(order), runs(stale)...) {
+		if err := rollupFleetRun(ctx, conn, run); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// rollupFleetHour rolls up one hour; prev is its latest roll-up's rolled_ns if known (0: read
-// it), which the new one must exceed whatever the clock says.
-func rollupFleetHour(ctx context.Context, conn driver.Conn, h time.Time, prev uint64) error {
-	end := h.Add(time.Hour)
-	sources, err := fleetSources(ctx, conn, h, end, true)
-	if err == nil && prev == 0 {
-		var ids map[int64]uint64
-		ids, _, err = fleetRolled(ctx, conn, h, end)
-		prev = ids[h.Unix()]
+// runs cuts sorted hours (Unix seconds) into runs of consecutive ones of at most rollupRun.
+func runs(hours []int64) [][]int64 {
+	var out [][]int64
+	for i, h := range hours {
+		if n := len(out); i > 0 && h == hours[i-1]+3600 && len(out[n-1]) < rollupRun {
+			out[n-1] = append(out[n-1], h)
+			continue
+		}
+		out = append(out, []int64{h})
+	}
+	return out
+}
+
+// rollupFleetRun rolls up a run of consecutive hours (Unix seconds) at once, with a rolled_ns
+// above their latest roll-ups' whatever the clock says.
+func rollupFleetRun(ctx context.Context, conn driver.Conn, run []int64) error {
+	first, end := time.Unix(run[0], 0).UTC(), time.Unix(run[len(run)-1]+3600, 0).UTC()
+	sources, err := fleetSources(ctx, conn, first, end, true)
+	var ids map[int64]uint64
+	if err == nil {
+		ids, _, err = fleetRolled(ctx, conn, first, end)
 	}
 	if err != nil {
-		return fmt.Errorf("read what the hour %s of %s was stored by: %w", h.Format(time.RFC3339), tables.Samples1m, err)
+		return fmt.Errorf("read what the hours [%s, %s) of %s were stored by: %w", first.Format(time.RFC3339), end.Format(time.RFC3339), tables.Samples1m, err)
 	}
-	src, ok := sources[h.Unix()]
-	if !ok || src.block == 0 {
-		return nil // no samples_1m rows: nothing to read from it, and no roll-up is fresh
+	rolled := uint64(time.Now().UnixNano())
+	var blocks, firsts, lasts, computed, minutes []uint64
+	some := false
+	for _, h := range run {
+		rolled = max(rolled, ids[h]+1)
+		src := sources[h]
+		// An hour without samples_1m rows gets none: nothing to read from it, and no roll-up is fresh.
+		some = some || src.block != 0
+		blocks, firsts, lasts = append(blocks, src.block), append(firsts, src.first), append(lasts, src.last)
+		computed, minutes = append(computed, src.minutes.computed), append(minutes, src.minutes.minutes)
 	}
-	rolled := max(uint64(time.Now().UnixNano()), prev+1)
-	f, t := h.Unix(), end.Unix()
-	if err := conn.Exec(ctx, rollupFleetTenantsQuery, f, rolled, f, t, f, t, f, t); err != nil {
-		return fmt.Errorf("roll up the tenants' energy of the hour %s: %w", h.Format(time.RFC3339), err)
+	if !some {
+		return nil
 	}
-	if err := conn.Exec(ctx, rollupFleetGPUsQuery, f, rolled, f, t); err != nil {
-		return fmt.Errorf("roll up the GPUs' presence of the hour %s: %w", h.Format(time.RFC3339), err)
+	// The energy split an hour at a time: its join holds the stored minutes it reads in memory.
+	for i, h := range run {
+		if blocks[i] == 0 {
+			continue
+		}
+		if err := conn.Exec(ctx, rollupFleetTenantsQuery, rolled, h, h+3600, h, h+3600, h, h+3600); err != nil {
+			return fmt.Errorf("roll up the tenants' energy of the hour %s: %w", time.Unix(h, 0).UTC().Format(time.RFC3339), err)
+		}
 	}
-	err = conn.Exec(ctx, rollupFleetHourQuery, f, rolled, src.block, src.first, src.last, src.minutes.computed, src.minutes.minutes, f, t)
+	f, t := first.Unix(), end.Unix()
+	if err := conn.Exec(ctx, rollupFleetGPUsQuery, rolled, f, t); err != nil {
+		return fmt.Errorf("roll up the GPUs' presence of the hours [%s, %s): %w", first.Format(time.RFC3339), end.Format(time.RFC3339), err)
+	}
+	err = conn.Exec(ctx, rollupFleetHourQuery, blocks, firsts, lasts, computed, minutes, f, rolled, f, t)
 	if err != nil {
-		return fmt.Errorf("roll up the instances of the fleet of the hour %s: %w", h.Format(time.RFC3339), err)
+		return fmt.Errorf("roll up the instances of the fleet of the hours [%s, %s): %w", first.Format(time.RFC3339), end.Format(time.RFC3339), err)
 	}
 	return nil
 }

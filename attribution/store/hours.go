@@ -61,14 +61,6 @@ FROM (` + latestHourRows + `
 GROUP BY hour, tenant, allocation_id
 ORDER BY hour, tenant, allocation_id`
 
-// heldHoursQuery is heldQuery over the roll-ups.
-var heldHoursQuery = `
-SELECT node, instance_id, tenant, sum(billed_ns), sum(list_cost), sum(cost), sum(overhead_cost)
-FROM (` + latestHourRows + `
-)
-WHERE tenant != '` + report.Unallocated + `'
-GROUP BY node, instance_id, tenant`
-
 // hostsHoursQuery is tenantsPerHostQuery over the roll-ups: the rows of attribution_hour_hosts
 // of the roll-ups whose attribution_hours rows are read (arguments from, to, from, to).
 var hostsHoursQuery = `
@@ -79,11 +71,16 @@ WHERE ` + hourWindow + ` AND (hour, source_ns) IN (
 GROUP BY node`
 
 // hourSourcesQuery is, per hour of the minutes of [from, to), its highest computed_ns and its
-// number of stored minutes: what a roll-up of it must have been made from.
+// number of stored minutes: what a roll-up of it must have been made from. Per minute first:
+// a hash of the hour's minutes per row took 1.5 times as long over a month.
 var hourSourcesQuery = `
-SELECT ` + hourOf("minute") + ` AS h, max(computed_ns), uniqExact(minute)
-FROM ` + tables.AttributionMinutes + `
-WHERE ` + tables.MinuteWindow + `
+SELECT ` + hourOf("m") + ` AS h, max(c), count()
+FROM (
+    SELECT minute AS m, max(computed_ns) AS c
+    FROM ` + tables.AttributionMinutes + `
+    WHERE ` + tables.MinuteWindow + `
+    GROUP BY m
+)
 GROUP BY h`
 
 // rolledSourcesQuery is, per hour of [from, to) rolled up, what its latest roll-up was made from.
