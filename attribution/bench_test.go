@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -213,12 +214,14 @@ func BenchmarkMinute(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			conn := newTimedQuerier(f.conn)
 			for b.Loop() {
-				res, err := attribution.Report(ctx, f.conn, benchBook, attribution.Options{From: from, To: from.Add(time.Minute), Samples: source, Lines: true, Present: p})
+				res, err := attribution.Report(ctx, conn, benchBook, attribution.Options{From: from, To: from.Add(time.Minute), Samples: source, Lines: true, Present: p})
 				if err != nil || len(res.Lines) != f.instances {
 					b.Fatalf("minute: %d lines, %v", len(res.Lines), err)
 				}
 			}
+			conn.log(b)
 		})
 	}
 }
@@ -270,4 +273,62 @@ func BenchmarkContinuousPresence(b *testing.B) {
 			}
 		})
 	}
+}
+
+// timedQuerier times each query it runs, to its last row, by the query's first line of
+// text: SLICEMETER_BENCH_QUERIES=1 logs the totals (where a minute's time goes).
+type timedQuerier struct {
+	conn  driver.Conn
+	mu    sync.Mutex
+	total map[string]time.Duration
+	count map[string]int
+}
+
+func newTimedQuerier(conn driver.Conn) *timedQuerier {
+	return &timedQuerier{conn: conn, total: map[string]time.Duration{}, count: map[string]int{}}
+}
+
+func (q *timedQuerier) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
+	began := time.Now()
+	rows, err := q.conn.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &timedRows{Rows: rows, q: q, name: queryName(query), began: began}, nil
+}
+
+// queryName is what tells the queries apart: the start of the text from its first FROM.
+func queryName(query string) string {
+	s := strings.Join(strings.Fields(query), " ")
+	if i := strings.Index(s, "FROM"); i >= 0 {
+		s = s[i:]
+	}
+	return s[:min(len(s), 90)]
+}
+
+func (q *timedQuerier) log(b *testing.B) {
+	if os.Getenv("SLICEMETER_BENCH_QUERIES") != "1" {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for name, d := range q.total {
+		b.Logf("%8.3f s in %3d queries: %s", d.Seconds(), q.count[name], name)
+	}
+}
+
+type timedRows struct {
+	driver.Rows
+	q     *timedQuerier
+	name  string
+	began time.Time
+}
+
+func (r *timedRows) Close() error {
+	err := r.Rows.Close()
+	r.q.mu.Lock()
+	r.q.total[r.name] += time.Since(r.began)
+	r.q.count[r.name]++
+	r.q.mu.Unlock()
+	return err
 }

@@ -127,11 +127,12 @@ const rollupInstanceColumns = `node, instance_id, gpu_uuid, model,
     argMax(gpu_sm_count, time), argMax(mem_total_bytes, time), argMax(gpu_mem_total_bytes, time),
     toUInt64(max(time)) * 1000000000, argMax(share_replicas, time)`
 
-// A second [t, t + 1 s) overlaps [start, end) in ns.
+// A second [t, t + 1 s) overlaps [start, end) in ns; {{nodes}} is the condition on the node
+// (Nodes.clause), left in the text by rollupQueries.
 const rollupInstancesInWindowQuery = `
 SELECT ` + rollupInstanceColumns + `
 FROM {{table}}
-PREWHERE time >= toDateTime(?) - {{seconds}} AND time <= toDateTime(?)
+PREWHERE time >= toDateTime(?) - {{seconds}} AND time <= toDateTime(?){{nodes}}
 WHERE toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ? AND samples > 0
 GROUP BY node, instance_id, gpu_uuid, model`
 
