@@ -153,10 +153,14 @@ GROUP BY node, instance_id, gpu_uuid, model`
 // the parts were merged; over a day it is 9× faster than FullestRollup's sort, and holds no
 // rows. Its filters are on key columns only, the same for every version of a row, so
 // filtering before the merge cannot pick an incomplete one.
+//
+// All of it is PREWHERE, the chunk's targets too: samples_1s is sorted by time first, so a
+// minute's granules hold every node's rows, and a chunk (or a replica's share of the nodes)
+// reads the other targets' key columns only, not their measures and waits.
 var dedupSeconds = `
     FROM ` + tables.Final("{{table}}") + `
     PREWHERE time >= toDateTime(?) - {{seconds}} AND time <= toDateTime(?)
-    WHERE toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ?
+        AND toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ?
         AND (node, instance_id) IN (` + targetsTable + `)`
 
 // rollupUsageRows is the rows of usageByMinute's minutes from a rollup. A row holds the pieces
