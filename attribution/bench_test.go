@@ -35,7 +35,9 @@ import (
 // SLICEMETER_BENCH_1M=0 skips samples_1m and what reads it (the minute from samples_1s reads
 // it for the cold starts), SLICEMETER_BENCH_STORED=0 attribution_minutes. Each table is
 // generated a slice of time at a time (benchSliceRows rows an INSERT), so that 10,000 or 50,000
-// instances do not run one INSERT past the driver's read timeout.
+// instances do not run one INSERT past the driver's read timeout. SLICEMETER_BENCH_QUERIES=1
+// logs, for BenchmarkMinute, each query's time and the rows and bytes ClickHouse read for it
+// (system.query_log), and reports the rows read: figures that a loaded machine does not change.
 //
 //	SLICEMETER_BENCH_INSTANCES=1000 SLICEMETER_BENCH_SECONDS=86400 SLICEMETER_BENCH_RAW=0 \
 //	  go test -run '^$' -bench . -benchtime 3x ./attribution/
@@ -204,7 +206,8 @@ func BenchmarkReport(b *testing.B) {
 }
 
 // BenchmarkMinute: one minute of the fleet attributed per allocation (what the service does
-// every minute, with the GPUs' presence its pass read: BenchmarkContinuousPresence).
+// every minute, with the GPUs' presence its pass read: BenchmarkContinuousPresence), by one
+// replica from each source, and by two replicas sharing the nodes (samples_1s/shards=2).
 func BenchmarkMinute(b *testing.B) {
 	f := newBenchFleet(b)
 	ctx := context.Background()
