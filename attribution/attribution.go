@@ -191,14 +191,22 @@ func compute(ctx context.Context, conn store.Querier, o Options, book *pricebook
 	if err != nil {
 		return report.Report{}, nil, err
 	}
-	fleet, err := store.ReadInstancesInWindow(ctx, conn, src, window)
+	present, err := presenceOf(ctx, conn, o, window)
 	if err != nil {
 		return report.Report{}, nil, err
 	}
-	if fleet.GPUs, err = capacityOf(ctx, conn, o, window); err != nil {
+	// A replica reads the instances of its own nodes only: those of the presence that it
+	// owns (every node with an instance sampled in the window has a GPU present in it).
+	fleet, err := store.ReadInstancesInWindow(ctx, conn, src, window, ownedNodes(present, o.Nodes))
+	if err != nil {
 		return report.Report{}, nil, err
 	}
-	// The node filter applies after the reads, which stay the same for every replica.
+	if fleet.GPUs, err = present.Capacity(window); err != nil {
+		return report.Report{}, nil, err
+	}
+	// The allocations are kept by o.Nodes itself, not by the nodes present: one on a node
+	// with no sample for a presence period is still billed (priced from its latest facts).
+	// The reads per allocation (ReadInstancesEver, Measure) read only the allocations kept.
 	allocs, fleet = onNodes(allocs, fleet, o.Nodes)
 	// GPUs of a model without a price are left out of the capacity, and allocations on them or
 	// at an unknown tier out of the money: attributed as unpriced, the rest billed as usual.
@@ -286,18 +294,24 @@ func unallocatedByNode(f *billing.Fleet, window billing.Interval, book *priceboo
 	return out, nil
 }
 
-// capacityOf is when each GPU is capacity in the window, from the options' presence or read for it.
-func capacityOf(ctx context.Context, conn store.Querier, o Options, window billing.Interval) (map[billing.GPU][]billing.Interval, error) {
+// ownedNodes is the nodes of the presence that keep accepts (nil: every node).
+func ownedNodes(p *store.Presence, keep func(string) bool) store.Nodes {
+	if keep == nil {
+		return store.Nodes{}
+	}
+	return store.OnlyNodes(slices.DeleteFunc(p.Nodes(), func(n string) bool { return !keep(n) }))
+}
+
+// presenceOf is the GPUs' presence for the window: the options' or read for it.
+func presenceOf(ctx context.Context, conn store.Querier, o Options, window billing.Interval) (*store.Presence, error) {
 	period, p := o.PresencePeriod(), o.Present
 	if p == nil {
-		var err error
-		if p, err = store.ReadPresence(ctx, conn, o.Samples, window, period); err != nil {
-			return nil, err
-		}
-	} else if p.Period() != period || p.Source() != o.Samples {
+		return store.ReadPresence(ctx, conn, o.Samples, window, period)
+	}
+	if p.Period() != period || p.Source() != o.Samples {
 		return nil, fmt.Errorf("the presence given was read from %s with a period of %s, the report is from %s with %s", p.Source(), p.Period(), o.Samples, period)
 	}
-	return p.Capacity(window)
+	return p, nil
 }
 
 // withNeighbours sets each row's NoisyNeighbour from top.

@@ -3,17 +3,23 @@ package attribution_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/attribution/shard"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -29,7 +35,9 @@ import (
 // SLICEMETER_BENCH_1M=0 skips samples_1m and what reads it (the minute from samples_1s reads
 // it for the cold starts), SLICEMETER_BENCH_STORED=0 attribution_minutes. Each table is
 // generated a slice of time at a time (benchSliceRows rows an INSERT), so that 10,000 or 50,000
-// instances do not run one INSERT past the driver's read timeout.
+// instances do not run one INSERT past the driver's read timeout. SLICEMETER_BENCH_QUERIES=1
+// logs, for BenchmarkMinute, each query's time and the rows and bytes ClickHouse read for it
+// (system.query_log), and reports the rows read: figures that a loaded machine does not change.
 //
 //	SLICEMETER_BENCH_INSTANCES=1000 SLICEMETER_BENCH_SECONDS=86400 SLICEMETER_BENCH_RAW=0 \
 //	  go test -run '^$' -bench . -benchtime 3x ./attribution/
@@ -198,7 +206,8 @@ func BenchmarkReport(b *testing.B) {
 }
 
 // BenchmarkMinute: one minute of the fleet attributed per allocation (what the service does
-// every minute, with the GPUs' presence its pass read: BenchmarkContinuousPresence).
+// every minute, with the GPUs' presence its pass read: BenchmarkContinuousPresence), by one
+// replica from each source, and by two replicas sharing the nodes (samples_1s/shards=2).
 func BenchmarkMinute(b *testing.B) {
 	f := newBenchFleet(b)
 	ctx := context.Background()
@@ -213,13 +222,77 @@ func BenchmarkMinute(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			conn, n := newTimedQuerier(f.conn), 0
 			for b.Loop() {
-				res, err := attribution.Report(ctx, f.conn, benchBook, attribution.Options{From: from, To: from.Add(time.Minute), Samples: source, Lines: true, Present: p})
+				res, err := attribution.Report(ctx, conn, benchBook, attribution.Options{From: from, To: from.Add(time.Minute), Samples: source, Lines: true, Present: p})
 				if err != nil || len(res.Lines) != f.instances {
 					b.Fatalf("minute: %d lines, %v", len(res.Lines), err)
 				}
+				n++
+			}
+			if read := conn.log(b, "", n); read > 0 {
+				b.ReportMetric(read/1e6, "Mrows-read")
 			}
 		})
+	}
+	// The same minute from samples_1s as two replicas share it (the Kafka group's mapping of
+	// nodes to partitions, shard.Partition), one after the other: their lines and unallocated
+	// capacity by node together are the one replica's, to the bit; shard0-s and shard1-s are
+	// each replica's time for the minute.
+	b.Run(store.SecondRollup.String()+"/shards=2", func(b *testing.B) {
+		var none *store.Presence
+		p, err := none.Advance(ctx, f.conn, store.SecondRollup, billing.Interval{Start: from.UnixNano(), End: from.Add(time.Minute).UnixNano()}, attribution.DefaultPresence)
+		if err != nil {
+			b.Fatal(err)
+		}
+		o := attribution.Options{From: from, To: from.Add(time.Minute), Samples: store.SecondRollup, Lines: true, Present: p}
+		one, err := attribution.Report(ctx, f.conn, benchBook, o)
+		if err != nil || len(one.Lines) != f.instances {
+			b.Fatalf("minute: %d lines, %v", len(one.Lines), err)
+		}
+		var (
+			took  [2]time.Duration
+			conns = [2]*timedQuerier{newTimedQuerier(f.conn), newTimedQuerier(f.conn)}
+			n     int
+		)
+		for b.Loop() {
+			var union attribution.Result
+			union.Report.UnallocatedByNode = map[string]float64{}
+			for s := range took {
+				o.Nodes = func(node string) bool { return shard.Partition(node, len(took)) == s }
+				began := time.Now()
+				res, err := attribution.Report(ctx, conns[s], benchBook, o)
+				took[s] += time.Since(began)
+				if err != nil {
+					b.Fatalf("shard %d: %v", s, err)
+				}
+				union.Lines = append(union.Lines, res.Lines...)
+				maps.Copy(union.Report.UnallocatedByNode, res.Report.UnallocatedByNode)
+			}
+			n++
+			checkUnion(b, one, union)
+		}
+		for s, d := range took {
+			b.ReportMetric(d.Seconds()/float64(n), fmt.Sprintf("shard%d-s", s))
+			if read := conns[s].log(b, fmt.Sprintf("shard %d: ", s), n); read > 0 {
+				b.ReportMetric(read/1e6, fmt.Sprintf("shard%d-Mrows-read", s))
+			}
+		}
+	})
+}
+
+// checkUnion fails unless the shards' lines and unallocated capacity by node, together, are
+// the one replica's: what the service stores of a minute.
+func checkUnion(b *testing.B, one, union attribution.Result) {
+	b.Helper()
+	byID := func(x, y billing.Line) int { return strings.Compare(x.AllocationID, y.AllocationID) }
+	want, got := slices.SortedFunc(slices.Values(one.Lines), byID), slices.SortedFunc(slices.Values(union.Lines), byID)
+	if !reflect.DeepEqual(got, want) {
+		b.Fatalf("the shards' %d lines are not the one replica's %d", len(got), len(want))
+	}
+	if !maps.Equal(union.Report.UnallocatedByNode, one.Report.UnallocatedByNode) {
+		b.Fatalf("the shards' unallocated capacity by node (%d nodes) is not the one replica's (%d)",
+			len(union.Report.UnallocatedByNode), len(one.Report.UnallocatedByNode))
 	}
 }
 
@@ -270,4 +343,104 @@ func BenchmarkContinuousPresence(b *testing.B) {
 			}
 		})
 	}
+}
+
+// timedQuerier times each query it runs, to its last row, by the query's text from its first
+// FROM, and has ClickHouse log them (log_queries) under IDs of its own, for what they read:
+// SLICEMETER_BENCH_QUERIES=1 logs, per query, the time and the rows and bytes read (where a
+// minute's time goes, and the figures that a loaded machine does not change).
+type timedQuerier struct {
+	conn  driver.Conn
+	mu    sync.Mutex
+	total map[string]time.Duration
+	count map[string]int
+	names map[string]string // query ID → name
+}
+
+func newTimedQuerier(conn driver.Conn) *timedQuerier {
+	return &timedQuerier{conn: conn, total: map[string]time.Duration{}, count: map[string]int{}, names: map[string]string{}}
+}
+
+func (q *timedQuerier) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
+	name := queryName(query)
+	q.mu.Lock()
+	id := fmt.Sprintf("bench-%p-%d", q, len(q.names))
+	q.names[id] = name
+	q.mu.Unlock()
+	// The chunks' queries raise max_query_size (store's chunkContext): these settings replace theirs.
+	ctx = clickhouse.Context(ctx, clickhouse.WithQueryID(id), clickhouse.WithSettings(clickhouse.Settings{"log_queries": 1, "max_query_size": 64 << 20}))
+	began := time.Now()
+	rows, err := q.conn.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &timedRows{Rows: rows, q: q, name: name, began: began}, nil
+}
+
+// queryName is what tells the queries apart: the start of the text from its first FROM.
+func queryName(query string) string {
+	s := strings.Join(strings.Fields(query), " ")
+	if i := strings.Index(s, "FROM"); i >= 0 {
+		s = s[i:]
+	}
+	return s[:min(len(s), 90)]
+}
+
+// log logs, with SLICEMETER_BENCH_QUERIES=1, each query's time, and the rows and bytes that
+// ClickHouse read for it, per op (n ops), under prefix; it returns the rows read per op.
+func (q *timedQuerier) log(b *testing.B, prefix string, n int) float64 {
+	b.Helper()
+	if os.Getenv("SLICEMETER_BENCH_QUERIES") != "1" {
+		return 0
+	}
+	ctx := context.Background()
+	if err := q.conn.Exec(ctx, "SYSTEM FLUSH LOGS"); err != nil {
+		b.Fatal(err)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	read := map[string][2]uint64{}
+	rows, err := q.conn.Query(ctx, `SELECT query_id, read_rows, read_bytes FROM system.query_log WHERE type = 2 AND query_id LIKE ?`, fmt.Sprintf("bench-%p-%%", q))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id          string
+			nRows, size uint64
+		)
+		if err := rows.Scan(&id, &nRows, &size); err != nil {
+			b.Fatal(err)
+		}
+		r := read[q.names[id]]
+		read[q.names[id]] = [2]uint64{r[0] + nRows, r[1] + size}
+	}
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
+	}
+	var all uint64
+	for _, name := range slices.Sorted(maps.Keys(q.total)) {
+		per := float64(max(n, 1))
+		b.Logf("%s%7.3f s, %6.2f M rows, %7.1f MB read, %d queries/op: %s", prefix, q.total[name].Seconds()/per,
+			float64(read[name][0])/per/1e6, float64(read[name][1])/per/1e6, q.count[name]/max(n, 1), name)
+		all += read[name][0]
+	}
+	return float64(all) / float64(max(n, 1))
+}
+
+type timedRows struct {
+	driver.Rows
+	q     *timedQuerier
+	name  string
+	began time.Time
+}
+
+func (r *timedRows) Close() error {
+	err := r.Rows.Close()
+	r.q.mu.Lock()
+	r.q.total[r.name] += time.Since(r.began)
+	r.q.count[r.name]++
+	r.q.mu.Unlock()
+	return err
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
@@ -47,6 +48,14 @@ func TestCurrentClickHouseDialect(t *testing.T) {
 	for _, source := range []store.Samples{store.SecondRollup, store.MinuteRollup} {
 		if _, err := reportOf(ctx, conn, t0, t0.Add(time.Minute), book, source); err != nil {
 			t.Fatal(err)
+		}
+	}
+	// A replica's share of the nodes: its reads carry the node filter (store.Nodes).
+	for _, source := range []store.Samples{store.RawSamples, store.SecondRollup, store.MinuteRollup} {
+		res, err := attribution.Report(ctx, conn, book, attribution.Options{From: t0, To: t0.Add(time.Minute), Samples: source,
+			Nodes: func(node string) bool { return node == "node-a" }})
+		if err != nil || len(res.Report.Tenants) != 3 {
+			t.Fatalf("%s, node-a's share: %d tenants, %v; want 3", source, len(res.Report.Tenants), err)
 		}
 	}
 	allocStore := allocations.NewStore(conn)

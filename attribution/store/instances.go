@@ -22,7 +22,7 @@ const instanceColumns = `node, instance_id, gpu_uuid, model,
 const instancesInWindowQuery = `
 SELECT ` + instanceColumns + `
 FROM samples
-WHERE time >= toDateTime(?) AND time <= toDateTime(?) AND ts_ns >= ? AND ts_ns < ?
+WHERE time >= toDateTime(?) AND time <= toDateTime(?) AND ts_ns >= ? AND ts_ns < ?{{nodes}}
 GROUP BY node, instance_id, gpu_uuid, model`
 
 const instancesEverQuery = `
@@ -31,15 +31,27 @@ FROM samples
 WHERE (node, instance_id) IN (` + targetsTable + `)
 GROUP BY node, instance_id, gpu_uuid, model`
 
-// ReadInstancesInWindow reads every instance with a sample in the window (the GPUs' capacity is
-// the presence's: Presence.Capacity).
-func ReadInstancesInWindow(ctx context.Context, conn Querier, src Samples, window billing.Interval) (*billing.Fleet, error) {
+// ReadInstancesInWindow reads every instance of the nodes with a sample in the window (the
+// GPUs' capacity is the presence's: Presence.Capacity).
+func ReadInstancesInWindow(ctx context.Context, conn Querier, src Samples, window billing.Interval, nodes Nodes) (*billing.Fleet, error) {
 	q, err := src.queries()
 	if err != nil {
 		return nil, err
 	}
 	f := billing.NewFleet()
-	err = readFleet(ctx, conn, f, q.instancesInWindow, seconds(window.Start), seconds(window.End), window.Start, window.End)
+	if nodes.none() {
+		return f, nil
+	}
+	// The query's {{nodes}} follows its first two arguments (the rollups': in the PREWHERE, so
+	// that the other nodes' rows are skipped before their columns are read) or its four (raw).
+	clause, arg := nodes.clause()
+	args := []any{seconds(window.Start), seconds(window.End), window.Start, window.End}
+	at := 2
+	if src == RawSamples {
+		at = 4
+	}
+	args = slices.Concat(args[:at], arg, args[at:])
+	err = readFleet(ctx, conn, f, strings.ReplaceAll(q.instancesInWindow, "{{nodes}}", clause), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read the instances sampled in the window: %w", err)
 	}

@@ -127,11 +127,12 @@ const rollupInstanceColumns = `node, instance_id, gpu_uuid, model,
     argMax(gpu_sm_count, time), argMax(mem_total_bytes, time), argMax(gpu_mem_total_bytes, time),
     toUInt64(max(time)) * 1000000000, argMax(share_replicas, time)`
 
-// A second [t, t + 1 s) overlaps [start, end) in ns.
+// A second [t, t + 1 s) overlaps [start, end) in ns; {{nodes}} is the condition on the node
+// (Nodes.clause), left in the text by rollupQueries.
 const rollupInstancesInWindowQuery = `
 SELECT ` + rollupInstanceColumns + `
 FROM {{table}}
-PREWHERE time >= toDateTime(?) - {{seconds}} AND time <= toDateTime(?)
+PREWHERE time >= toDateTime(?) - {{seconds}} AND time <= toDateTime(?){{nodes}}
 WHERE toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ? AND samples > 0
 GROUP BY node, instance_id, gpu_uuid, model`
 
@@ -152,10 +153,19 @@ GROUP BY node, instance_id, gpu_uuid, model`
 // the parts were merged; over a day it is 9× faster than FullestRollup's sort, and holds no
 // rows. Its filters are on key columns only, the same for every version of a row, so
 // filtering before the merge cannot pick an incomplete one.
+//
+// All of it is PREWHERE, the chunk's targets too: samples_1s is sorted by time first, so a
+// minute's granules hold every node's rows, and a chunk (or a replica's share of the nodes)
+// reads the other targets' key columns only, not their measures and waits.
+//
+// The span bound starts maxSampleInterval before the chunk's billed time (Measure: a raw
+// sample covers up to that much after its ts); a rollup row covers its own [t, t + step) only,
+// so the rollups are read from maxSampleInterval later: a minute of samples_1s reads 61 s of
+// rows, not 121 s.
 var dedupSeconds = `
     FROM ` + tables.Final("{{table}}") + `
-    PREWHERE time >= toDateTime(?) - {{seconds}} AND time <= toDateTime(?)
-    WHERE toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ?
+    PREWHERE time >= toDateTime(?) + {{lookback}} - {{seconds}} AND time <= toDateTime(?)
+        AND toInt64(time) * 1000000000 + {{step}} > ? + {{lookbackns}} AND toInt64(time) * 1000000000 < ?
         AND (node, instance_id) IN (` + targetsTable + `)`
 
 // rollupUsageRows is the rows of usageByMinute's minutes from a rollup. A row holds the pieces
@@ -196,9 +206,9 @@ func rollupMinutes(rows string) string {
 // cannot say which part of a minute an allocation held, so those minutes are read per second.
 var dedupPartialSeconds = `
     FROM ` + tables.Final(tables.Samples1s) + `
-    PREWHERE time >= toDateTime(?) - 1 AND time <= toDateTime(?)
+    PREWHERE time >= toDateTime(?) + {{lookback}} - 1 AND time <= toDateTime(?)
         AND (node, instance_id, intDiv(toUInt32(time), 60)) IN (` + partialMinutesTable + `)
-    WHERE toInt64(time) * 1000000000 + 1000000000 > ? AND toInt64(time) * 1000000000 < ?
+    WHERE toInt64(time) * 1000000000 + 1000000000 > ? + {{lookbackns}} AND toInt64(time) * 1000000000 < ?
         AND (node, instance_id) IN (` + targetsTable + `)`
 
 // partialMinutesTable is the minutes (Unix seconds / 60) of targets that some allocation of a
@@ -218,7 +228,9 @@ func rollupUsage(table string, step time.Duration) string {
 	leg := func(table string, step time.Duration, dedup, only string) string {
 		rows := strings.NewReplacer("{{dedup}}", dedup, "{{only}}", only).Replace(rollupUsageRows)
 		return strings.NewReplacer("{{table}}", table, "{{step}}", strconv.FormatInt(int64(step), 10),
-			"{{seconds}}", strconv.FormatInt(int64(step/time.Second), 10)).Replace(rows)
+			"{{seconds}}", strconv.FormatInt(int64(step/time.Second), 10),
+			"{{lookback}}", strconv.FormatInt(int64(maxSampleInterval/time.Second), 10),
+			"{{lookbackns}}", strconv.FormatInt(int64(maxSampleInterval), 10)).Replace(rows)
 	}
 	if step < time.Minute {
 		return usageByMinute(rollupMinutes(leg(table, step, dedupSeconds, "")))
