@@ -368,7 +368,7 @@ func (q *timedQuerier) Query(ctx context.Context, query string, args ...any) (dr
 	q.names[id] = name
 	q.mu.Unlock()
 	// The chunks' queries raise max_query_size (store's chunkContext): these settings replace theirs.
-	ctx = clickhouse.Context(ctx, clickhouse.WithQueryID(id), clickhouse.WithSettings(clickhouse.Settings{"log_queries": 1, "max_query_size": 64 << 20}))
+	ctx = clickhouse.Context(ctx, clickhouse.WithQueryID(id), clickhouse.WithSettings(clickhouse.Settings{"log_queries": 1, "max_query_size": 128 << 20}))
 	began := time.Now()
 	rows, err := q.conn.Query(ctx, query, args...)
 	if err != nil {

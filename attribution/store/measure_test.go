@@ -35,14 +35,15 @@ func TestChunks(t *testing.T) {
 	}{
 		{"none", nil, 1, nil},
 		{"a minute of 1000: one chunk", allocs(1000, time.Minute), 1, []int{1000}},
-		{"a minute of 50,000: maxChunkAllocations", allocs(50_000, time.Minute), 1, []int{20_000, 20_000, 10_000}},
+		{"a minute of 50,000: one chunk", allocs(50_000, time.Minute), 1, []int{50_000}},
+		{"a minute of 150,000: maxChunkAllocations", allocs(150_000, time.Minute), 1, []int{100_000, 50_000}},
 		// 8M rows / 86400 rows a day = 92 targets a chunk.
 		{"a day from samples_1s: the row budget", allocs(200, 24*time.Hour), 1, []int{92, 92, 16}},
 		// 8M rows / 1440 rows a day = 5555 targets a chunk.
 		{"a day from samples_1m", allocs(6000, 24*time.Hour), 1.0 / 60, []int{5555, 445}},
 		{"one over the budget alone", allocs(2, 24*time.Hour), 100, []int{1, 1}},
-		// Nodes of 1 MiB: over 4 MiB of text each, 3 in 16 MiB.
-		{"the text budget", long(allocs(7, time.Minute)), 1, []int{3, 3, 1}},
+		// Nodes of 1 MiB: over 4 MiB of text each, 15 in 64 MiB.
+		{"the text budget", long(allocs(40, time.Minute)), 1, []int{15, 15, 10}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
