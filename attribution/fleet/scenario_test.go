@@ -27,6 +27,16 @@ import (
 
 func TestMain(m *testing.M) { localtest.Main(m) }
 
+// economics is the scenario fleet-economics.yaml.
+func economics(t *testing.T) *scenario.Scenario {
+	t.Helper()
+	sc, err := scenario.Load(filepath.Join("testdata", "fleet-economics.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
 // attributed is a database holding the scenario's samples, their rollups and the minutes the
 // attribution service stores for its hour.
 func attributed(t *testing.T, sc *scenario.Scenario) driver.Conn {
@@ -195,10 +205,7 @@ func TestFleetScenario(t *testing.T) {
 		t.Skip("simulates an hour of a fleet into ClickHouse")
 	}
 	ctx := context.Background()
-	sc, err := scenario.Load(filepath.Join("testdata", "fleet-economics.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := economics(t)
 	book := pricebook.FromScenario(sc)
 	conn := attributed(t, sc)
 	got, err := fleet.Compute(ctx, conn, book, fleet.Options{From: sc.Start, To: sc.End(), By: fleet.ByModel})
@@ -278,10 +285,7 @@ func TestFleetScenario(t *testing.T) {
 // TestFleetCSV prints the scenario's fleet report and reads it back: the header the README
 // gives, one row per model, then __fleet__, the figures as the rows hold them.
 func TestFleetCSV(t *testing.T) {
-	sc, err := scenario.Load(filepath.Join("testdata", "fleet-economics.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := economics(t)
 	var buf bytes.Buffer
 	if err := fleet.WriteCSV(&buf, wantRows(sc)); err != nil {
 		t.Fatal(err)

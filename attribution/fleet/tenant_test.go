@@ -3,7 +3,6 @@ package fleet_test
 import (
 	"context"
 	"math"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
-	"github.com/slicemeter/slicemeter/schemas/scenario"
 )
 
 // relNear: within 1e-9 of b, relatively (1e-12 absolute for figures near 0).
@@ -30,10 +28,7 @@ func TestTenantMemoryAndEnergy(t *testing.T) {
 		t.Skip("simulates an hour of a fleet into ClickHouse")
 	}
 	ctx := context.Background()
-	sc, err := scenario.Load(filepath.Join("testdata", "fleet-economics.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := economics(t)
 	book := pricebook.FromScenario(sc)
 	conn := attributed(t, sc)
 	energy, err := fleet.TenantEnergy(ctx, conn, sc.Start, sc.End())
