@@ -48,13 +48,13 @@ var instanceMinutesRaw = `
     )`
 
 // instanceMinutesRollup is instanceMinutesRaw's sums from a rollup's complete rows ({{table}},
-// tables.Final), the rows of [?, ?) (Unix seconds), for the targets.
+// tables.Final), the rows of [?, ?) (Unix seconds), for the targets: all PREWHERE, on key
+// columns only (as dedupSeconds), so that other targets' rows cost their key columns only.
 const instanceMinutesRollup = `
     SELECT node, instance_id, toInt64(intDiv(toUInt32(time), 60)) AS minute, sum(power_watts_sum) AS p, sum(samples) AS n,
         toFloat64(sum(covered_ns)) AS cov, sum(mem_used_bytes_sum) AS mu, any(mem_total_bytes) AS mt
     FROM {{table}} FINAL
-    PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
-    WHERE (node, instance_id) IN (` + targetsTable + `)
+    PREWHERE time >= toDateTime(?) AND time < toDateTime(?) AND (node, instance_id) IN (` + targetsTable + `)
     GROUP BY node, instance_id, minute`
 
 // memEnergyQuery sums {{minutes}} (one of the above) over each allocation's billed minutes:
