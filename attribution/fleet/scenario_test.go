@@ -37,6 +37,17 @@ func economics(t *testing.T) *scenario.Scenario {
 	return sc
 }
 
+// economicsAttributed is fleet-economics.yaml, its price book and a database holding its
+// attributed hour (attributed); skipped with -short.
+func economicsAttributed(t *testing.T) (*scenario.Scenario, *pricebook.PriceBook, driver.Conn) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("simulates an hour of a fleet into ClickHouse")
+	}
+	sc := economics(t)
+	return sc, pricebook.FromScenario(sc), attributed(t, sc)
+}
+
 // attributed is a database holding the scenario's samples, their rollups and the minutes the
 // attribution service stores for its hour.
 func attributed(t *testing.T, sc *scenario.Scenario) driver.Conn {
@@ -201,13 +212,8 @@ func show(v *float64) string {
 // report's capacity list cost, priced back), and Σ energy over the tenants and unallocated =
 // the fleet's energy (by hand, from the simulator's power model).
 func TestFleetScenario(t *testing.T) {
-	if testing.Short() {
-		t.Skip("simulates an hour of a fleet into ClickHouse")
-	}
 	ctx := context.Background()
-	sc := economics(t)
-	book := pricebook.FromScenario(sc)
-	conn := attributed(t, sc)
+	sc, book, conn := economicsAttributed(t)
 	got, err := fleet.Compute(ctx, conn, book, fleet.Options{From: sc.Start, To: sc.End(), By: fleet.ByModel})
 	if err != nil {
 		t.Fatal(err)

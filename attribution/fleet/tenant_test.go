@@ -9,7 +9,6 @@ import (
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/fleet"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
 )
@@ -24,13 +23,8 @@ func relNear(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Abs(b)+1e-12
 // memory efficiency what its workload uses (constant: the figures by hand). A window cut inside
 // minutes agrees across the sample sources too.
 func TestTenantMemoryAndEnergy(t *testing.T) {
-	if testing.Short() {
-		t.Skip("simulates an hour of a fleet into ClickHouse")
-	}
 	ctx := context.Background()
-	sc := economics(t)
-	book := pricebook.FromScenario(sc)
-	conn := attributed(t, sc)
+	sc, book, conn := economicsAttributed(t)
 	energy, err := fleet.TenantEnergy(ctx, conn, sc.Start, sc.End())
 	if err != nil {
 		t.Fatal(err)
