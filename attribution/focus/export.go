@@ -176,9 +176,16 @@ func pipelined(ctx context.Context, stream Stream, from, to time.Time, write fun
 		ok      bool
 		readErr error
 	)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		defer close(hours)
 		ok, readErr = stream(ctx, from, to, func(w report.Window, rows []report.AllocationRow) error {
+			// A select picks among ready cases at random, so a cancelled stream would go on
+			// reading while the channel has room: look at ctx first.
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			select {
 			case hours <- hour{w, rows}:
 				return nil
@@ -187,17 +194,16 @@ func pipelined(ctx context.Context, stream Stream, from, to time.Time, write fun
 			}
 		})
 	}()
-	var writeErr error
-	for h := range hours { // until the stream ends, also after a failed write (it is cancelled)
-		if writeErr == nil {
-			if writeErr = write(h.w, h.rows); writeErr != nil {
-				cancel()
-			}
+	for h := range hours {
+		if err := write(h.w, h.rows); err != nil {
+			// Stop reading: the stream sees the cancel at its next hour, or blocks on the
+			// full channel, where only ctx.Done is ready; nothing drains the channel any more.
+			cancel()
+			<-done
+			return true, err
 		}
 	}
-	if writeErr != nil {
-		return true, writeErr
-	}
+	<-done
 	return ok, readErr
 }
 
