@@ -75,7 +75,7 @@ func (s *healthSource) Read(ctx context.Context, t time.Time, interval time.Dura
 			st.ThrottleReasons |= 0x4 // sw_power_cap
 			st.Health = exporter.Health{
 				Supported: exporter.HealthPCIe | exporter.HealthPCIeReplays | exporter.HealthNVLink | exporter.HealthMemTemp |
-					exporter.HealthFB | exporter.HealthCopyUtil | exporter.HealthCodecUtil | exporter.HealthRemap |
+					exporter.HealthFB | exporter.HealthFBReserved | exporter.HealthCopyUtil | exporter.HealthCodecUtil | exporter.HealthRemap |
 					exporter.HealthViolations | exporter.HealthVersions,
 				PCIeTxBytes: n << 20, PCIeRxBytes: n << 21, PCIeReplays: n / 10, NVLinkTxBytes: n << 24, NVLinkRxBytes: n << 24,
 				MemTempC: 55, FBFree: st.MemTotal - st.MemUsed, FBReserved: 512 << 20, CopyUtil: 0.2, EncoderUtil: 0.05, DecoderUtil: 0.1,

@@ -70,7 +70,7 @@ func TestSimulatedHealthThroughTheNVMLSource(t *testing.T) {
 	at := func(s int, gpu int) exporter.GPUState { return ticks[s][gpu] }
 	h100 := at(15, 0).Health
 	all := exporter.HealthPCIe | exporter.HealthPCIeReplays | exporter.HealthNVLink | exporter.HealthMemTemp |
-		exporter.HealthFB | exporter.HealthCopyUtil | exporter.HealthCodecUtil | exporter.HealthRemap |
+		exporter.HealthFB | exporter.HealthFBReserved | exporter.HealthCopyUtil | exporter.HealthCodecUtil | exporter.HealthRemap |
 		exporter.HealthViolations | exporter.HealthVersions
 	if h100.Supported != all {
 		t.Errorf("H100 supports %b, want every field %b", h100.Supported, all)
