@@ -99,7 +99,7 @@ func (c Config) authorizer(logger *slog.Logger) (api.Authorizer, error) {
 		logger.Warn("the API on /api/v1 is served without authentication (--api.insecure-no-auth): anyone who reaches it reads every tenant and writes allocations")
 		return api.AllowAll{}, nil
 	}
-	return auth.Load(c.AuthFile)
+	return auth.Load(c.AuthFile, logger)
 }
 
 // Run runs the service until ctx ends (nil then) or serving fails. The metrics are registered
