@@ -403,7 +403,17 @@ func (s *Server) getAllocations(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusInternalServerError, err)
 		return
 	}
-	out := make([]allocation.JSON, 0, len(allocs))
+	n := 0
+	for _, a := range allocs {
+		if sc.has(a.Tenant) {
+			n++
+		}
+	}
+	if limit := s.reportLimits().MaxAllocationRows; limit > 0 && n > limit {
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("%d allocations match; the limit is %d (--api.max-allocation-rows): use a shorter from..to or a tenant", n, limit))
+		return
+	}
+	out := make([]allocation.JSON, 0, n)
 	for _, a := range allocs {
 		if sc.has(a.Tenant) {
 			out = append(out, allocation.ToJSON(a))

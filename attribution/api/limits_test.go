@@ -186,3 +186,41 @@ func TestReportConcurrencyPerClient(t *testing.T) {
 		})
 	}
 }
+
+// GET /api/v1/allocations answers at most MaxAllocationRows allocations of the request's
+// scope; more is a 400 naming the limit, its flag and the figure.
+func TestAllocationRowsLimit(t *testing.T) {
+	store := &memStore{allocs: []allocation.Allocation{{ID: "a", Tenant: "acme"}, {ID: "b", Tenant: "beta"}, {ID: "c", Tenant: "gamma"}, {ID: "d", Tenant: "acme"}}}
+	tests := []struct {
+		name   string
+		limit  int
+		caller string // X-Tenant (headerAuth)
+		query  string
+		code   int
+		want   []string
+	}{
+		{"within", 4, "", "", 200, nil},
+		{"over", 3, "", "", 400, []string{"4 allocations", "the limit is 3", "--api.max-allocation-rows"}},
+		{"one tenant within", 2, "", "?tenant=acme", 200, nil},
+		{"one tenant over", 1, "", "?tenant=acme", 400, []string{"2 allocations", "the limit is 1"}},
+		{"a tenant principal counts only its own", 2, "acme", "", 200, nil},
+		{"no limit", 0, "", "", 200, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Server{Store: store, Auth: headerAuth{}, Limits: &ReportLimits{MaxAllocationRows: tt.limit}}
+			r := httptest.NewRequest(http.MethodGet, "/api/v1/allocations"+tt.query, nil)
+			r.Header.Set("X-Tenant", tt.caller)
+			w := httptest.NewRecorder()
+			s.getAllocations(w, r)
+			if w.Code != tt.code {
+				t.Fatalf("status %d, want %d: %s", w.Code, tt.code, w.Body)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(w.Body.String(), want) {
+					t.Errorf("body does not name %q: %s", want, w.Body)
+				}
+			}
+		})
+	}
+}
