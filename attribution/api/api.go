@@ -51,6 +51,8 @@ type Principal struct {
 	// Tenants: a tenant principal's own tenants (at least one); a scheduler's tenants it may
 	// write (none: any tenant). Unused for operator and finance.
 	Tenants []string
+	// Anonymous: not authenticated (AllowAll); limits per client count its IP instead.
+	Anonymous bool
 }
 
 // readsAll says whether the principal may read every tenant's data.
@@ -94,7 +96,7 @@ type AllowAll struct{}
 
 // Principal implements Authorizer.
 func (AllowAll) Principal(*http.Request) (Principal, error) {
-	return Principal{Name: "anonymous", Role: RoleOperator}, nil
+	return Principal{Name: "anonymous", Role: RoleOperator, Anonymous: true}, nil
 }
 
 // ErrNoAuthorizer refuses every request of a Server that has no Authorizer.
@@ -322,6 +324,7 @@ func (s *Server) logger() *slog.Logger {
 type readScope struct {
 	all     bool
 	tenants []string
+	who     Principal // who asked
 }
 
 // has says whether the scope includes the tenant.
@@ -352,6 +355,7 @@ func (s *Server) scope(w http.ResponseWriter, r *http.Request, what string, time
 	if from, to, ok = s.fromTo(w, r, timesRequired); !ok {
 		return readScope{}, time.Time{}, time.Time{}, false
 	}
+	sc.who = p
 	return sc, from, to, true
 }
 
@@ -399,7 +403,17 @@ func (s *Server) getAllocations(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusInternalServerError, err)
 		return
 	}
-	out := make([]allocation.JSON, 0, len(allocs))
+	n := 0
+	for _, a := range allocs {
+		if sc.has(a.Tenant) {
+			n++
+		}
+	}
+	if limit := s.reportLimits().MaxAllocationRows; limit > 0 && n > limit {
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("%d allocations match; the limit is %d (--api.max-allocation-rows): use a shorter from..to or a tenant", n, limit))
+		return
+	}
+	out := make([]allocation.JSON, 0, n)
 	for _, a := range allocs {
 		if sc.has(a.Tenant) {
 			out = append(out, allocation.ToJSON(a))
@@ -460,7 +474,7 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 	if !s.checkReportCost(w, r, len(windows), sc, from, to) {
 		return
 	}
-	release, ok := s.admitReport(w)
+	release, ok := s.admitReport(w, r, sc.who)
 	if !ok {
 		return
 	}

@@ -153,7 +153,8 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	if cfg.Export != nil {
 		srv.Issuer = focus.IssuerNamed(cfg.Export.Issuer)
 	}
-	webErr := webserver.Serve(ctx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Logger: logger, Routes: []func(*http.ServeMux){srv.Register}})
+	webErr := webserver.Serve(ctx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Logger: logger, Routes: []func(*http.ServeMux){srv.Register},
+		BearerPaths: []string{"/api/v1/"}})
 	return webserver.RunServing(webErr, func() error {
 		tick := time.NewTicker(cfg.Interval)
 		defer tick.Stop()
