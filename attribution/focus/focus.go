@@ -21,6 +21,10 @@ const DateTime = "2006-01-02T15:04:05Z"
 // PricingUnit is the unit of PricingQuantity: hours of a whole GPU, times the billed fraction.
 const PricingUnit = "GPU-Hours"
 
+// TagPrefix starts the key of every tag slicemeter writes (Tags): the metadata's
+// ProviderTagPrefixes.
+const TagPrefix = "slicemeter/"
+
 // ConsumedUnit is the unit of ConsumedQuantity: the seconds the allocation was billed.
 const ConsumedUnit = "Seconds"
 

@@ -95,6 +95,17 @@ func TestMetadataColumns(t *testing.T) {
 	if m.Schema.FocusVersion != "1.2" || m.Schema.CreationDate != "2026-02-01T00:00:00Z" {
 		t.Errorf("metadata %+v", m.Schema)
 	}
+	// FOCUS 1.2 (Metadata, Column Definition): the Tags column MUST name the prefixes of the
+	// provider's own tag keys; no other column has them.
+	for _, c := range m.Schema.ColumnDefinition {
+		want := []string(nil)
+		if c.ColumnName == "Tags" {
+			want = []string{focus.TagPrefix}
+		}
+		if !slices.Equal(c.ProviderTagPrefixes, want) {
+			t.Errorf("column %s: ProviderTagPrefixes %q, want %q", c.ColumnName, c.ProviderTagPrefixes, want)
+		}
+	}
 }
 
 var dateTime = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`)

@@ -135,7 +135,10 @@ type Column struct {
 	ColumnName     string `json:"ColumnName"`
 	DataType       string `json:"DataType"`
 	StringEncoding string `json:"StringEncoding,omitempty"`
-	Nullable       bool   `json:"x_Nullable"`
+	// ProviderTagPrefixes are the prefixes of the provider's own tag keys, which FOCUS 1.2
+	// requires of the Tags column (and of no other).
+	ProviderTagPrefixes []string `json:"ProviderTagPrefixes,omitempty"`
+	Nullable            bool     `json:"x_Nullable"`
 }
 
 // SchemaID names the schema of Columns: it changes when they do.
@@ -162,8 +165,10 @@ func NewMetadata(generator string, created time.Time) Metadata {
 			c.DataType = "Boolean"
 		case strings.HasSuffix(name, "Start") || strings.HasSuffix(name, "End"):
 			c.DataType, c.StringEncoding = "DateTime", "UTF-8"
-		case name == "SkuPriceDetails" || name == "Tags":
+		case name == "SkuPriceDetails":
 			c.DataType, c.StringEncoding = "JSON", "UTF-8"
+		case name == "Tags":
+			c.DataType, c.StringEncoding, c.ProviderTagPrefixes = "JSON", "UTF-8", []string{TagPrefix}
 		default:
 			c.DataType, c.StringEncoding = "String", "UTF-8"
 		}
