@@ -70,6 +70,15 @@ func (c *csvWriter) end() error {
 	return err
 }
 
+// Flush sends the rows written so far to the underlying io.Writer (a response that streams
+// them).
+func (c *csvWriter) Flush() error {
+	if err := c.w.Flush(); err != nil {
+		return fmt.Errorf("write the FOCUS rows: %w", err)
+	}
+	return nil
+}
+
 func (c *csvWriter) Close() error {
 	if err := c.w.Flush(); err != nil {
 		return fmt.Errorf("write the FOCUS rows: %w", err)
