@@ -151,7 +151,7 @@ type Column struct {
 }
 
 // SchemaID names the schema of Columns: it changes when they do.
-const SchemaID = "slicemeter-focus-1.2-v1"
+const SchemaID = "slicemeter-focus-1.2-v2"
 
 // NewMetadata is the metadata of a file of Columns created at created.
 func NewMetadata(generator string, created time.Time) Metadata {

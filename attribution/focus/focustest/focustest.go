@@ -49,6 +49,10 @@ func Check12(t testing.TB, rows [][]string) {
 				t.Errorf("%s %q: expected YYYY-MM-DDTHH:mm:ssZ", c, get(c))
 			}
 		}
+		// FOCUS 1.2's ServiceSubcategory: one of its ServiceCategory's values.
+		if get("ServiceCategory") != "AI and Machine Learning" || get("ServiceSubcategory") != focus.ServiceSubcategory {
+			t.Errorf("ServiceCategory %q, ServiceSubcategory %q", get("ServiceCategory"), get("ServiceSubcategory"))
+		}
 		if get("ChargePeriodStart") >= get("ChargePeriodEnd") || get("BillingPeriodStart") >= get("BillingPeriodEnd") {
 			t.Errorf("empty period: %v", r)
 		}

@@ -45,6 +45,7 @@ func TestCheck12Refuses(t *testing.T) {
 		{"no InvoiceId", usage, func(c []string) { c[col("InvoiceId")] = "" }, "InvoiceId"},
 		{"ChargeClass", usage, func(c []string) { c[col("ChargeClass")] = "Refund" }, "ChargeClass"},
 		{"PricingCurrency", correction, func(c []string) { c[col("PricingCurrency")] = "EUR" }, "PricingCurrency"},
+		{"ServiceSubcategory", correction, func(c []string) { c[col("ServiceSubcategory")] = "GPU" }, "ServiceSubcategory"},
 		{"unit", usage, func(c []string) { c[col("PricingUnit")] = "GPU hours" }, "PricingUnit"},
 		{"local date-time", usage, func(c []string) { c[col("ChargePeriodEnd")] = "2026-02-01T01:00:00+00:00" }, "YYYY-MM-DDTHH:mm:ssZ"},
 		{"ListUnitPrice", usage, func(c []string) { c[col("ListUnitPrice")] = "1.6" }, "ListUnitPrice × PricingQuantity"},
