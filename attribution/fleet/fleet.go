@@ -111,7 +111,10 @@ func CheckWindow(from, to time.Time) error {
 	return nil
 }
 
-// Read reads the inputs of a window of whole minutes.
+// Read reads the inputs of a window of whole minutes. It refuses a window whose minutes are
+// not all attributed (a *store.NotAttributedError, store.ErrNotAttributed): its capacity comes
+// from the rollup, but what is billed there from the stored minutes, so revenue and margin
+// would be short without a sign of it.
 func Read(ctx context.Context, conn store.Querier, from, to time.Time, presence time.Duration) (*Inputs, error) {
 	if err := CheckWindow(from, to); err != nil {
 		return nil, err
@@ -139,6 +142,7 @@ func Read(ctx context.Context, conn store.Querier, from, to time.Time, presence 
 				return fmt.Errorf("read which hours of the stored minutes of the fleet window are rolled up: %w", err)
 			}
 			return parallel(
+				func() error { return hours.CheckAttributed(ctx, conn) },
 				func() (err error) { in.Held, err = hours.Held(ctx, conn); return err },
 				func() (err error) { in.TenantsPerHost, err = hours.TenantsPerHost(ctx, conn); return err },
 			)

@@ -52,15 +52,21 @@ func economicsAttributed(t *testing.T) (*scenario.Scenario, *pricebook.PriceBook
 // attribution service stores for its hour.
 func attributed(t *testing.T, sc *scenario.Scenario) driver.Conn {
 	t.Helper()
+	return attributedUntil(t, sc, sc.End())
+}
+
+// attributedUntil is attributed with the service's minutes stored up to end only.
+func attributedUntil(t *testing.T, sc *scenario.Scenario, end time.Time) driver.Conn {
+	t.Helper()
 	conn := chtest.NewDatabase(t, nil)
 	chtest.InsertScenario(t, conn, sc)
 	chtest.RollUp(t, conn)
 	cfg := service.Passes{Delay: 30 * time.Second, Lookback: time.Hour, Backfill: time.Hour, MaxRecompute: time.Hour, MaxMinutes: 120,
 		Presence: time.Hour, Samples: store.SecondRollup}
 	runner := service.NewRunner(conn, pricebook.FromScenario(sc), cfg, nil, slog.New(slog.DiscardHandler))
-	runner.SetClock(func() time.Time { return sc.End().Add(30 * time.Second) })
-	if p, err := runner.Once(context.Background()); err != nil || p.Fresh+p.Recomputed != 60 {
-		t.Fatalf("attributing the scenario's hour: %+v, %v", p, err)
+	runner.SetClock(func() time.Time { return end.Add(30 * time.Second) })
+	if p, err := runner.Once(context.Background()); err != nil || !p.Done.Equal(end) || end.Equal(sc.End()) && p.Fresh+p.Recomputed != 60 {
+		t.Fatalf("attributing the scenario up to %s: %+v, %v", end.Format(time.RFC3339), p, err)
 	}
 	return conn
 }
