@@ -33,13 +33,13 @@ FROM (
     sum(sm_active_ns * `+smShare+`) / 3.6e12 AS active
   FROM `+rollupFinal+`
   GROUP BY t
-) ALL LEFT JOIN (
+) AS s ALL LEFT JOIN (
   SELECT toStartOfHour(minute) AS t, sum(billed_ns * fraction) / 3.6e12 AS allocated
   FROM `+billedMinutes+`
   GROUP BY t
-) USING t
-ORDER BY t`).Description("sampled: GPU-minutes with a sample, in GPU-hours (slicemeter fleet's capacity also counts a GPU "+
-			"for the presence period after each sample); allocated: billed seconds × billed fraction of the stored minutes, "+
+) AS m USING t
+ORDER BY t`).Description("sampled: GPU-minutes with a sample, in GPU-hours (slicemeter fleet's capacity also counts a GPU " +
+			"for the presence period after each sample); allocated: billed seconds × billed fraction of the stored minutes, " +
 			"and active: busy SMs in whole-GPU units, as slicemeter fleet defines them.")).
 		WithPanel(chSeries("Memory efficiency by model (used / instance memory)", "percentunit",
 			`SELECT time, model, sum(if(samples > 0 AND mem_total_bytes > 0, mem_used_bytes_sum / samples / mem_total_bytes, 0) * covered_ns) / sum(covered_ns) AS memory_efficiency

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/shopspring/decimal"
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/fleet"
@@ -234,14 +235,27 @@ func TestFleetScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tenantCost, capacityList := 0., res.Report.UnallocatedListCost
+	// Σ tenants' cost exactly: each tenant's cost is the sum of its stored amounts (money at
+	// the columns' scale), and so is the fleet's revenue.
+	var tenantCost, tenantList decimal.Decimal
+	capacityList := res.Report.UnallocatedListCost
 	for _, r := range res.Report.Tenants {
-		tenantCost += r.Cost
+		for _, m := range []struct {
+			sum *decimal.Decimal
+			v   float64
+		}{{&tenantCost, r.Cost}, {&tenantList, r.ListCost}} {
+			d, err := store.Money(m.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			*m.sum = m.sum.Add(d)
+		}
 		capacityList += r.ListCost
 	}
 	total := got[len(got)-1]
-	if !near(total.Revenue, tenantCost) {
-		t.Errorf("Σ revenue %.9f, Σ tenants' cost %.9f", total.Revenue, tenantCost)
+	if total.Revenue != tenantCost.InexactFloat64() || total.ListRevenue != tenantList.InexactFloat64() {
+		t.Errorf("Σ revenue %v, Σ tenants' cost %v; list revenue %v, Σ tenants' list cost %v: want them equal",
+			total.Revenue, tenantCost, total.ListRevenue, tenantList)
 	}
 	priced := 0.
 	for _, r := range got[:len(got)-1] {

@@ -122,3 +122,12 @@ func (h *StoredHours) CheckAttributed(ctx context.Context, conn Querier) error {
 	}
 	return nil
 }
+
+// CheckAttributed is StoredHours.CheckAttributed of [from, to) (whole minutes).
+func CheckAttributed(ctx context.Context, conn Querier, from, to time.Time) error {
+	h, err := ReadStoredHours(ctx, conn, from, to)
+	if err != nil {
+		return fmt.Errorf("check that the minutes of [%s, %s) are attributed: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+	}
+	return h.CheckAttributed(ctx, conn)
+}
