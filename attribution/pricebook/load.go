@@ -145,7 +145,7 @@ func (p *parser) fail(n *yaml.Node, field, got, expected string) {
 func (p *parser) book(root *yaml.Node) *PriceBook {
 	book := &PriceBook{ColdStart: map[string]time.Duration{}}
 	var coldStart, jitter []namedNode // checked against the tiers once both are read
-	var costsNode *yaml.Node           // checked against the prices once both are read
+	var costsNode *yaml.Node          // checked against the prices once both are read
 	seen := map[string]bool{}
 	for key, val := range p.mapping(root, "", expectedBook) {
 		seen[key.Value] = true
