@@ -11,8 +11,10 @@ import (
 // rollupFinal reads the per-minute rollup's fullest rows (tables.Final) of the time range.
 var rollupFinal = tables.Final(tables.Samples1m) + ` WHERE $__timeFilter(time)`
 
-// billedFraction is an instance's billed fraction from its rollup row (README, "Definitions").
-const billedFraction = `multiIf(kind = 'mig', compute_slices / 7, kind = 'vgpu' AND gpu_mem_total_bytes > 0, mem_total_bytes / gpu_mem_total_bytes, 1)`
+// billedMinutes are the tenants' rows of the stored minutes the fleet report sums for what is
+// billed (store's heldQuery): each minute's latest pass, a row stored twice counted once.
+var billedMinutes = tables.Final(tables.AttributionMinutes) + `
+  WHERE ` + tables.LatestPass(minutesWindow) + ` AND tenant != '__unallocated__'`
 
 // smShare counts an instance's activity in whole-GPU units (a MIG instance's by its SMs).
 const smShare = `if(kind = 'mig' AND gpu_sm_count > 0, sm_count / gpu_sm_count, 1)`
@@ -25,12 +27,20 @@ func economics() *dashboard.DashboardBuilder {
 		WithPanel(promSeries("Allocation and active ratio by model (trailing window)", "percentunit",
 			promQuery{`max by (model) (slicemeter_fleet_allocation_ratio)`, "allocated {{model}}"},
 			promQuery{`max by (model) (slicemeter_fleet_active_ratio)`, "active {{model}}"})).
-		WithPanel(chSeries("Reported, allocated and active GPU-hours per hour", "short",
-			`SELECT toStartOfHour(time) AS t, uniqExact(node, gpu_uuid, time) / 60 AS reported,
-  sum(if(attached_sum > 0, covered_ns, 0) * `+billedFraction+`) / 3.6e12 AS allocated,
-  sum(sm_active_ns * `+smShare+`) / 3.6e12 AS active
-FROM `+rollupFinal+`
-GROUP BY t ORDER BY t`)).
+		WithPanel(chSeries("Sampled, allocated and active GPU-hours per hour", "short", `SELECT t, sampled, allocated, active
+FROM (
+  SELECT toStartOfHour(time) AS t, uniqExact(node, gpu_uuid, time) / 60 AS sampled,
+    sum(sm_active_ns * `+smShare+`) / 3.6e12 AS active
+  FROM `+rollupFinal+`
+  GROUP BY t
+) AS s ALL LEFT JOIN (
+  SELECT toStartOfHour(minute) AS t, sum(billed_ns * fraction) / 3.6e12 AS allocated
+  FROM `+billedMinutes+`
+  GROUP BY t
+) AS m USING t
+ORDER BY t`).Description("sampled: GPU-minutes with a sample, in GPU-hours (slicemeter fleet's capacity also counts a GPU " +
+			"for the presence period after each sample); allocated: billed seconds × billed fraction of the stored minutes, " +
+			"and active: busy SMs in whole-GPU units, as slicemeter fleet defines them.")).
 		WithPanel(chSeries("Memory efficiency by model (used / instance memory)", "percentunit",
 			`SELECT time, model, sum(if(samples > 0 AND mem_total_bytes > 0, mem_used_bytes_sum / samples / mem_total_bytes, 0) * covered_ns) / sum(covered_ns) AS memory_efficiency
 FROM `+rollupFinal+`

@@ -3,11 +3,13 @@ package api
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/fleet"
+	"github.com/slicemeter/slicemeter/attribution/store"
 )
 
 // FleetQuery is a request of the fleet report: one window of whole minutes, one grouping.
@@ -20,7 +22,8 @@ type FleetQuery struct {
 type Fleeter func(ctx context.Context, q FleetQuery) ([]fleet.Row, error)
 
 // getFleet answers the fleet report of [from, to) (whole minutes), by model (default), node or
-// gpu, as CSV (default) or JSON. It describes the whole fleet and its revenue, so only the
+// gpu, as CSV (default) or JSON; 409 while some minute of the window is not attributed (the
+// error names the first). It describes the whole fleet and its revenue, so only the
 // roles that read every tenant (operator, finance) may have it.
 func (s *Server) getFleet(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.principal(w, r)
@@ -74,8 +77,14 @@ func (s *Server) getFleet(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	rows, err := s.Fleet(r.Context(), FleetQuery{From: times[0], To: times[1], By: by})
 	if err != nil {
+		err = fmt.Errorf("fleet report of [%s, %s): %w", times[0].Format(time.RFC3339), times[1].Format(time.RFC3339), err)
+		if errors.Is(err, store.ErrNotAttributed) {
+			// The window's stored minutes are not all there yet: ask again later.
+			s.fail(w, http.StatusConflict, err)
+			return
+		}
 		s.logger().ErrorContext(r.Context(), "computing the fleet report failed", "from", times[0], "to", times[1], "err", err)
-		s.fail(w, http.StatusInternalServerError, fmt.Errorf("fleet report of [%s, %s): %w", times[0].Format(time.RFC3339), times[1].Format(time.RFC3339), err))
+		s.fail(w, http.StatusInternalServerError, err)
 		return
 	}
 	var body bytes.Buffer

@@ -8,15 +8,22 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/fleet"
+	"github.com/slicemeter/slicemeter/attribution/store"
 )
 
 // TestFleetRoles: GET /api/v1/fleet is for the roles that read every tenant; the others are
-// refused (403), an unknown caller 401; bad parameters are 400 naming the parameter.
+// refused (403), an unknown caller 401; bad parameters are 400 naming the parameter, a window
+// not attributed yet 409 naming its first minute missing.
 func TestFleetRoles(t *testing.T) {
 	var asked FleetQuery
+	notYet := time.Date(2026, 1, 6, 0, 0, 0, 0, time.UTC)
 	s := &Server{Auth: headerAuth{}, Fleet: func(_ context.Context, q FleetQuery) ([]fleet.Row, error) {
+		if q.From.Equal(notYet) {
+			return nil, &store.NotAttributedError{From: q.From, To: q.To, First: q.From.Add(30 * time.Minute), Last: q.To.Add(-time.Minute), Missing: 30}
+		}
 		asked = q
 		return []fleet.Row{{Group: "A100-SXM4-40GB", WindowStart: q.From, WindowEnd: q.To, CapacityGPUHours: 1, Currency: "USD"},
 			{Group: fleet.Total, WindowStart: q.From, WindowEnd: q.To, CapacityGPUHours: 1, Currency: "USD"}}, nil
@@ -42,6 +49,8 @@ func TestFleetRoles(t *testing.T) {
 		{"", "from=2026-01-05T00:00:30Z&to=2026-01-05T01:00:00Z", 400, "whole minutes"},
 		{"", window + "&by=rack", 400, "query parameter by"},
 		{"", window + "&format=xml", 400, "query parameter format"},
+		// Half the window not attributed yet: a conflict naming the first minute missing.
+		{"", "from=2026-01-06T00:00:00Z&to=2026-01-06T01:00:00Z", 409, "30 of its 60 minutes are not attributed yet, the first 2026-01-06T00:30:00Z"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.principal+" "+tt.query, func(t *testing.T) {

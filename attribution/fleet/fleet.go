@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/store"
@@ -111,7 +113,10 @@ func CheckWindow(from, to time.Time) error {
 	return nil
 }
 
-// Read reads the inputs of a window of whole minutes.
+// Read reads the inputs of a window of whole minutes. It refuses a window whose minutes are
+// not all attributed (a *store.NotAttributedError, store.ErrNotAttributed): its capacity comes
+// from the rollup, but what is billed there from the stored minutes, so revenue and margin
+// would be short without a sign of it.
 func Read(ctx context.Context, conn store.Querier, from, to time.Time, presence time.Duration) (*Inputs, error) {
 	if err := CheckWindow(from, to); err != nil {
 		return nil, err
@@ -139,6 +144,7 @@ func Read(ctx context.Context, conn store.Querier, from, to time.Time, presence 
 				return fmt.Errorf("read which hours of the stored minutes of the fleet window are rolled up: %w", err)
 			}
 			return parallel(
+				func() error { return hours.CheckAttributed(ctx, conn) },
 				func() (err error) { in.Held, err = hours.Held(ctx, conn); return err },
 				func() (err error) { in.TenantsPerHost, err = hours.TenantsPerHost(ctx, conn); return err },
 			)
@@ -192,13 +198,25 @@ func Compute(ctx context.Context, conn store.Querier, book *pricebook.PriceBook,
 	return Build(in, book, opts.By, opts.TenantLimit), nil
 }
 
-// sums accumulate one group.
+// sums accumulate one group. Money is summed as Decimal at the money columns' scale
+// (store.Money), as the tenant report sums it: Σ revenue is Σ tenants' cost exactly.
 type sums struct {
 	capacityNS, allocatedNS, activeNS   float64 // GPU-ns
 	coveredNS, memUsedNS                float64
-	idleMemory, revenue, list, overhead float64
-	gpuHourCost, energyJ                float64
+	idleMemory, revenue, list, overhead decimal.Decimal
+	gpuHourCost                         decimal.Decimal
+	energyJ                             float64
 	maxTenants, fragmented              int
+}
+
+// money is an amount at the money columns' scale; NaN and ±Inf (no price or cost can give
+// them: the price book refuses them) count 0.
+func money(f float64) decimal.Decimal {
+	d, err := store.Money(f)
+	if err != nil {
+		return decimal.Decimal{}
+	}
+	return d
 }
 
 // instanceKey is an instance of a node.
@@ -241,7 +259,7 @@ func Build(in *Inputs, book *pricebook.PriceBook, by By, limit int) []Row {
 		}
 		for _, s := range get(g) {
 			s.capacityNS += float64(ns)
-			s.gpuHourCost += costs.GPUHour[g.Model] * float64(ns) / float64(time.Hour)
+			s.gpuHourCost = s.gpuHourCost.Add(money(costs.GPUHour[g.Model] * float64(ns) / float64(time.Hour)))
 		}
 	}
 	for g, j := range in.Energy {
@@ -277,12 +295,13 @@ func Build(in *Inputs, book *pricebook.PriceBook, by By, limit int) []Row {
 		if x.Attached > 0 {
 			memEff = x.MemHeld / float64(x.Attached)
 		}
+		idle := h.Cost.Sub(h.Cost.Mul(decimal.NewFromFloat(min(1, memEff)))).Round(store.MoneyScale)
 		for _, s := range get(x.GPU) {
 			s.allocatedNS += frac * float64(h.Billed)
-			s.revenue += h.Cost
-			s.list += h.ListCost
-			s.overhead += h.OverheadCost
-			s.idleMemory += h.Cost * (1 - min(1, memEff))
+			s.revenue = s.revenue.Add(h.Cost)
+			s.list = s.list.Add(h.ListCost)
+			s.overhead = s.overhead.Add(h.OverheadCost)
+			s.idleMemory = s.idleMemory.Add(idle)
 		}
 		tenantsOn[x.GPU] = true
 		if x.Facts.Kind == "mig" && h.Billed > 0 {
@@ -362,24 +381,25 @@ func ratio(a, b float64) *float64 {
 
 func (s *sums) row(name string, in *Inputs, book *pricebook.PriceBook, limit int) Row {
 	hour := float64(time.Hour)
+	revenue, list := s.revenue.InexactFloat64(), s.list.InexactFloat64()
 	r := Row{
 		Group: name, WindowStart: in.From, WindowEnd: in.To,
 		CapacityGPUHours: s.capacityNS / hour, AllocatedGPUHours: s.allocatedNS / hour, ActiveGPUHours: s.activeNS / hour,
-		MemoryEfficiency: ratio(s.memUsedNS, s.coveredNS), IdleMemoryCost: s.idleMemory,
-		Revenue: s.revenue, ListRevenue: s.list, OverheadRatio: ratio(s.overhead, s.revenue),
+		MemoryEfficiency: ratio(s.memUsedNS, s.coveredNS), IdleMemoryCost: s.idleMemory.InexactFloat64(),
+		Revenue: revenue, ListRevenue: list, OverheadRatio: ratio(s.overhead.InexactFloat64(), revenue),
 		MaxTenantsPerHost: s.maxTenants, TenantLimit: limit, FragmentedSlices: s.fragmented,
 		EnergyKWh: s.energyJ / 3.6e6, Currency: book.Currency,
 	}
 	r.AllocationRatio = ratio(s.allocatedNS, s.capacityNS)
 	r.ActiveRatio = ratio(s.activeNS, s.capacityNS)
 	if book.Costs != nil {
-		cost := s.gpuHourCost + r.EnergyKWh*book.Costs.EnergyKWh
-		margin := s.revenue - cost
+		operator := s.gpuHourCost.Add(money(r.EnergyKWh * book.Costs.EnergyKWh))
+		cost, margin := operator.InexactFloat64(), s.revenue.Sub(operator).InexactFloat64()
 		r.OperatorCost, r.Margin = &cost, &margin
 		// The allocation ratio at which the list revenue of an allocated GPU-hour pays the
 		// operator's cost of the capacity.
-		if s.allocatedNS > 0 && s.list > 0 && s.capacityNS > 0 {
-			perHour := s.list / r.AllocatedGPUHours
+		if s.allocatedNS > 0 && list > 0 && s.capacityNS > 0 {
+			perHour := list / r.AllocatedGPUHours
 			r.BreakEvenAllocationRatio = ratio(cost/perHour, r.CapacityGPUHours)
 		}
 	}

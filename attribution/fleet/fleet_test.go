@@ -5,11 +5,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/usage"
 )
+
+// usd is an amount as the stored minutes hold it.
+func usd(f float64) decimal.Decimal { return decimal.NewFromFloat(f).Round(store.MoneyScale) }
 
 func mig(node, gpu, id string, slices uint32) store.FleetInstance {
 	return store.FleetInstance{Target: billing.Target{Node: node, Instance: id}, GPU: billing.GPU{Node: node, UUID: gpu, Model: "A100-SXM4-40GB"},
@@ -31,9 +36,9 @@ func TestBuild(t *testing.T) {
 		},
 		Capacity: map[billing.GPU][]billing.Interval{gpuA: {hour}, gpuB: {hour}},
 		Held: []store.Held{
-			{Target: billing.Target{Node: "n1", Instance: "gpu0/mig0"}, Tenant: "t1", Billed: time.Hour, ListCost: 1.6 * 3 / 7, Cost: 1.6 * 3 / 7},
-			{Target: billing.Target{Node: "n1", Instance: "gpu0/mig1"}, Tenant: "t2", Billed: time.Hour, ListCost: 1.6 / 7, Cost: 1.6 / 7},
-			{Target: billing.Target{Node: "n1", Instance: "gpu0/mig2"}, Tenant: "t3", Billed: time.Hour, ListCost: 1.6 / 7, Cost: 1.6 / 7},
+			{Target: billing.Target{Node: "n1", Instance: "gpu0/mig0"}, Tenant: "t1", Billed: time.Hour, ListCost: usd(1.6 * 3 / 7), Cost: usd(1.6 * 3 / 7)},
+			{Target: billing.Target{Node: "n1", Instance: "gpu0/mig1"}, Tenant: "t2", Billed: time.Hour, ListCost: usd(1.6 / 7), Cost: usd(1.6 / 7)},
+			{Target: billing.Target{Node: "n1", Instance: "gpu0/mig2"}, Tenant: "t3", Billed: time.Hour, ListCost: usd(1.6 / 7), Cost: usd(1.6 / 7)},
 		},
 		TenantsPerHost: map[string]int{"n1": 3},
 	}
@@ -131,3 +136,32 @@ func TestFlagsOptions(t *testing.T) {
 func usageError(err error) bool { return usage.Is(err) }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestBuildSumsMoneyExactly: money is summed as the stored Decimal amounts, never as floats:
+// 0.1 + 0.2 is 0.3 (as floats 0.30000000000000004), for the groups and the fleet, and the
+// margin is revenue − operator cost at the same scale.
+func TestBuildSumsMoneyExactly(t *testing.T) {
+	from := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	gpu := billing.GPU{Node: "n1", UUID: "GPU-a", Model: "A100-SXM4-40GB"}
+	x := mig("n1", "GPU-a", "gpu0/mig0", 1)
+	held := func(tenant string, cost float64) store.Held {
+		return store.Held{Target: x.Target, Tenant: tenant, Billed: time.Hour, ListCost: usd(cost), Cost: usd(cost), OverheadCost: usd(cost / 10)}
+	}
+	in := &Inputs{From: from, To: from.Add(time.Hour), Instances: []store.FleetInstance{x},
+		Capacity: map[billing.GPU][]billing.Interval{gpu: {{Start: from.UnixNano(), End: from.Add(time.Hour).UnixNano()}}},
+		Held:     []store.Held{held("t1", 0.1), held("t2", 0.2)}}
+	book := &pricebook.PriceBook{Currency: "USD", Prices: map[string]float64{"A100-SXM4-40GB": 1.6},
+		Costs: &pricebook.Costs{GPUHour: map[string]float64{"A100-SXM4-40GB": 0.1}}}
+	for _, r := range Build(in, book, ByModel, 0) {
+		if r.Revenue != 0.3 || r.ListRevenue != 0.3 || r.Margin == nil || *r.Margin != 0.2 {
+			t.Errorf("%s: revenue %v, list revenue %v, margin %v; want 0.3, 0.3, 0.2 exactly", r.Group, r.Revenue, r.ListRevenue, show(r.Margin))
+		}
+	}
+}
+
+func show(v *float64) any {
+	if v == nil {
+		return nil
+	}
+	return *v
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/shopspring/decimal"
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/fleet"
@@ -52,15 +53,21 @@ func economicsAttributed(t *testing.T) (*scenario.Scenario, *pricebook.PriceBook
 // attribution service stores for its hour.
 func attributed(t *testing.T, sc *scenario.Scenario) driver.Conn {
 	t.Helper()
+	return attributedUntil(t, sc, sc.End())
+}
+
+// attributedUntil is attributed with the service's minutes stored up to end only.
+func attributedUntil(t *testing.T, sc *scenario.Scenario, end time.Time) driver.Conn {
+	t.Helper()
 	conn := chtest.NewDatabase(t, nil)
 	chtest.InsertScenario(t, conn, sc)
 	chtest.RollUp(t, conn)
 	cfg := service.Passes{Delay: 30 * time.Second, Lookback: time.Hour, Backfill: time.Hour, MaxRecompute: time.Hour, MaxMinutes: 120,
 		Presence: time.Hour, Samples: store.SecondRollup}
 	runner := service.NewRunner(conn, pricebook.FromScenario(sc), cfg, nil, slog.New(slog.DiscardHandler))
-	runner.SetClock(func() time.Time { return sc.End().Add(30 * time.Second) })
-	if p, err := runner.Once(context.Background()); err != nil || p.Fresh+p.Recomputed != 60 {
-		t.Fatalf("attributing the scenario's hour: %+v, %v", p, err)
+	runner.SetClock(func() time.Time { return end.Add(30 * time.Second) })
+	if p, err := runner.Once(context.Background()); err != nil || !p.Done.Equal(end) || end.Equal(sc.End()) && p.Fresh+p.Recomputed != 60 {
+		t.Fatalf("attributing the scenario up to %s: %+v, %v", end.Format(time.RFC3339), p, err)
 	}
 	return conn
 }
@@ -228,14 +235,27 @@ func TestFleetScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tenantCost, capacityList := 0., res.Report.UnallocatedListCost
+	// Σ tenants' cost exactly: each tenant's cost is the sum of its stored amounts (money at
+	// the columns' scale), and so is the fleet's revenue.
+	var tenantCost, tenantList decimal.Decimal
+	capacityList := res.Report.UnallocatedListCost
 	for _, r := range res.Report.Tenants {
-		tenantCost += r.Cost
+		for _, m := range []struct {
+			sum *decimal.Decimal
+			v   float64
+		}{{&tenantCost, r.Cost}, {&tenantList, r.ListCost}} {
+			d, err := store.Money(m.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			*m.sum = m.sum.Add(d)
+		}
 		capacityList += r.ListCost
 	}
 	total := got[len(got)-1]
-	if !near(total.Revenue, tenantCost) {
-		t.Errorf("Σ revenue %.9f, Σ tenants' cost %.9f", total.Revenue, tenantCost)
+	if total.Revenue != tenantCost.InexactFloat64() || total.ListRevenue != tenantList.InexactFloat64() {
+		t.Errorf("Σ revenue %v, Σ tenants' cost %v; list revenue %v, Σ tenants' list cost %v: want them equal",
+			total.Revenue, tenantCost, total.ListRevenue, tenantList)
 	}
 	priced := 0.
 	for _, r := range got[:len(got)-1] {

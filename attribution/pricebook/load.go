@@ -145,6 +145,7 @@ func (p *parser) fail(n *yaml.Node, field, got, expected string) {
 func (p *parser) book(root *yaml.Node) *PriceBook {
 	book := &PriceBook{ColdStart: map[string]time.Duration{}}
 	var coldStart, jitter []namedNode // checked against the tiers once both are read
+	var costsNode *yaml.Node          // checked against the prices once both are read
 	seen := map[string]bool{}
 	for key, val := range p.mapping(root, "", expectedBook) {
 		seen[key.Value] = true
@@ -171,7 +172,7 @@ func (p *parser) book(root *yaml.Node) *PriceBook {
 		case "timezone":
 			book.Location = p.timezone(val)
 		case "costs":
-			book.Costs = p.costs(val)
+			book.Costs, costsNode = p.costs(val), val
 		default:
 			p.fail(key, key.Value, "unknown field", "one of version, currency, prices, tiers, sla, contracts, timezone, changes, costs")
 		}
@@ -182,6 +183,7 @@ func (p *parser) book(root *yaml.Node) *PriceBook {
 		}
 	}
 	p.checkPriced(book)
+	p.checkCosted(book, costsNode)
 	book.ColdStart = p.limits(book, coldStart, "sla.cold_start.", "a duration > 0 such as 30s or 2m")
 	book.JitterP99 = p.limits(book, jitter, "sla.jitter_p99.", "a duration > 0 such as 5ms")
 	return book
@@ -381,6 +383,27 @@ func (p *parser) checkPriced(book *PriceBook) {
 		check(fmt.Sprintf("changes[%d].prices", i), c.Prices)
 		for _, tenant := range slices.Sorted(maps.Keys(c.Contracts)) {
 			check(fmt.Sprintf("changes[%d].contracts.%s", i, tenant), c.Contracts[tenant])
+		}
+	}
+}
+
+// checkCosted refuses costs that leave out a model of prices: that model's capacity would cost
+// the operator nothing, and its margin be overstated without a sign of it. A GPU paid off
+// says 0.
+func (p *parser) checkCosted(book *PriceBook, n *yaml.Node) {
+	if book.Costs == nil || book.Prices == nil {
+		return
+	}
+	failed := map[string]bool{} // a cost given but refused already: one error is enough
+	for _, err := range p.errs {
+		if e, ok := err.(*Error); ok {
+			failed[e.Field] = true
+		}
+	}
+	for _, model := range slices.Sorted(maps.Keys(book.Prices)) {
+		if _, ok := book.Costs.GPUHour[model]; !ok && !failed["costs.gpu_hour."+model] {
+			p.fail(n, "costs.gpu_hour."+model, "missing (the model is in prices)",
+				"a cost ≥ 0 of one whole GPU for one hour for every model of prices ("+list(book.Prices)+"), 0 for a GPU paid off")
 		}
 	}
 }

@@ -97,7 +97,11 @@ func TestParseErrors(t *testing.T) {
 		{"cost negative", good + "costs: {gpu_hour: {A100-SXM4-40GB: -1}}\n", []string{"p.yaml:5", `costs.gpu_hour.A100-SXM4-40GB: "-1"`, "cost ≥ 0"}},
 		{"cost unpriced model", good + "costs: {gpu_hour: {L40S: 0.5}}\n", []string{"costs.gpu_hour.L40S: model not in prices", "(A100-SXM4-40GB)"}},
 		{"energy as text", good + "costs: {energy_kwh: cheap}\n", []string{`costs.energy_kwh: "cheap"`, "per kWh"}},
-		{"energy infinite", good + "costs: {energy_kwh: .inf}\n", []string{`costs.energy_kwh: ".inf"`}},
+		{"energy infinite", good + "costs: {energy_kwh: .inf, gpu_hour: {A100-SXM4-40GB: 1}}\n", []string{`costs.energy_kwh: ".inf"`}},
+		// A model of prices without a cost would cost the operator nothing: refused, naming it.
+		{"cost of a priced model missing", strings.Replace(good, "1.60}", "1.60, H100-SXM5-80GB: 2.40}", 1) + "costs: {gpu_hour: {A100-SXM4-40GB: 0.5}, energy_kwh: 0.2}\n",
+			[]string{"p.yaml:5", "costs.gpu_hour.H100-SXM5-80GB: missing (the model is in prices)", "every model of prices (A100-SXM4-40GB, H100-SXM5-80GB)"}},
+		{"energy cost only", good + "costs: {energy_kwh: 0.2}\n", []string{"p.yaml:5", "costs.gpu_hour.A100-SXM4-40GB: missing"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,7 +131,7 @@ func TestParseCosts(t *testing.T) {
 	}{
 		{"none", good, nil},
 		{"both", good + "costs: {gpu_hour: {A100-SXM4-40GB: 0.9, L40S: 0}, energy_kwh: 0.12}\n", &Costs{GPUHour: map[string]float64{"A100-SXM4-40GB": 0.9, "L40S": 0}, EnergyKWh: 0.12}},
-		{"energy only", good + "costs: {energy_kwh: 1}\n", &Costs{GPUHour: map[string]float64{}, EnergyKWh: 1}},
+		{"paid off", good + "costs: {gpu_hour: {A100-SXM4-40GB: 0, L40S: 0}, energy_kwh: 1}\n", &Costs{GPUHour: map[string]float64{"A100-SXM4-40GB": 0, "L40S": 0}, EnergyKWh: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -45,9 +46,17 @@ func newFleetMetrics(reg prometheus.Registerer, limit int) *fleetMetrics {
 	return m
 }
 
-// update computes the fleet report of the window (whole minutes) and serves it.
+// update computes the fleet report of the window (whole minutes) and serves it. A window
+// with minutes not attributed (the service's first hour, a minute that failed) is cut to its
+// minutes after the last of them: the gauges never count capacity whose revenue is missing.
 func (m *fleetMetrics) update(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, from, to time.Time, presence time.Duration) error {
 	in, err := fleet.Read(ctx, conn, from, to, presence)
+	var notYet *store.NotAttributedError
+	if errors.As(err, &notYet) {
+		if after := notYet.Last.Add(time.Minute); after.Before(to) {
+			in, err = fleet.Read(ctx, conn, after, to, presence)
+		}
+	}
 	if err != nil {
 		m.errors.Inc()
 		return err

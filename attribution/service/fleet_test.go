@@ -89,4 +89,16 @@ slicemeter_fleet_fragmented_slices{model="__fleet__"} 1
 			t.Errorf("%s = %v (served: %v), want %v", key, g, ok, v)
 		}
 	}
+
+	// A trailing window that starts before the first minute attributed is cut to the
+	// attributed minutes: the same gauges, no error.
+	if err := m.update(ctx, conn, book, sc.Start.Add(-10*time.Minute), sc.End(), time.Hour); err != nil {
+		t.Fatalf("a window starting 10 minutes before the first attributed: %v", err)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "slicemeter_fleet_tenants_per_host", "slicemeter_fleet_fragmented_slices"); err != nil {
+		t.Errorf("the window cut to its attributed minutes: %v", err)
+	}
+	if n := testutil.ToFloat64(m.errors); n != 0 {
+		t.Errorf("slicemeter_fleet_errors_total %v, want 0", n)
+	}
 }

@@ -200,12 +200,15 @@ func FleetInstances(ctx context.Context, conn Querier, from, to time.Time) ([]Fl
 	return out, nil
 }
 
-// Held is what the stored minutes of a window bill one tenant on one instance.
+// Held is what the stored minutes of a window bill one tenant on one instance: money as the
+// exact Decimal sums of the stored amounts, so that sums of them over the fleet are the tenant
+// report's to the money columns' scale.
 type Held struct {
 	billing.Target
-	Tenant                               string
-	Billed                               time.Duration
-	ListCost, Cost, OverheadCost, Energy float64 // Energy: filled by TenantEnergy only
+	Tenant                       string
+	Billed                       time.Duration
+	ListCost, Cost, OverheadCost decimal.Decimal
+	Energy                       float64 // J; filled by TenantEnergy only
 }
 
 // heldQuery sums the latest pass of each minute of [from, to) per instance and tenant (its
@@ -302,7 +305,7 @@ func (h *StoredHours) Held(ctx context.Context, conn Querier) ([]Held, error) {
 	out := make([]Held, 0, len(by))
 	for k, s := range by {
 		out = append(out, Held{Target: billing.Target{Node: k.node, Instance: k.instance}, Tenant: k.tenant, Billed: time.Duration(s.billed),
-			ListCost: s.lc.InexactFloat64(), Cost: s.c.InexactFloat64(), OverheadCost: s.overheadCs.InexactFloat64()})
+			ListCost: s.lc, Cost: s.c, OverheadCost: s.overheadCs})
 	}
 	sortHeld(out)
 	return out, nil

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -263,6 +264,11 @@ func TestHoursQueriesCurrentDialect(t *testing.T) {
 	got := readAll(ctx, t, conn, start, start.Add(65*time.Minute))
 	if got.Report.Notes != nil || len(got.Held) == 0 || len(got.PerHost) == 0 {
 		t.Fatalf("read %+v: want a report, held instances and tenants per host", got)
+	}
+	// The hour from its roll-up's markers, the 5 minutes after it from theirs; 5 more not stored.
+	if err := store.CheckAttributed(ctx, conn, start, start.Add(70*time.Minute)); !errors.Is(err, store.ErrNotAttributed) ||
+		!strings.Contains(err.Error(), "5 of its 70 minutes are not attributed yet, the first 2026-03-02T01:05:00Z") {
+		t.Errorf("the 70 minutes of which 65 are stored: %v", err)
 	}
 	var queries []string
 	for _, q := range recorder.All()[before:] {

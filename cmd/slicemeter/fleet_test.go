@@ -10,14 +10,17 @@ import (
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 )
 
-// TestFleetCommand runs `slicemeter fleet` on a real, empty ClickHouse: the __fleet__ row
-// alone, CSV and JSON; bad flags and a price book with bad costs exit 2 naming them.
+// TestFleetCommand runs `slicemeter fleet` on a real, empty ClickHouse: a window not
+// attributed exits 1 naming its first minute; bad flags and a price book with bad costs exit 2
+// naming them.
 func TestFleetCommand(t *testing.T) {
 	db := localtest.Database(t)
 	book := filepath.Join(t.TempDir(), "prices.yaml")
 	const good = "version: 1\ncurrency: USD\nprices: {A100-SXM4-40GB: 1.60}\ntiers: {pro: 1.0}\ncosts: {gpu_hour: {A100-SXM4-40GB: 0.5}, energy_kwh: 0.2}\n"
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	for path, data := range map[string]string{book: good, bad: strings.Replace(good, "0.5", "-0.5", 1)} {
+	uncosted := filepath.Join(t.TempDir(), "uncosted.yaml") // a priced model without a cost
+	for path, data := range map[string]string{book: good, bad: strings.Replace(good, "0.5", "-0.5", 1),
+		uncosted: strings.Replace(good, "1.60}", "1.60, H100-SXM5-80GB: 2.40}", 1)} {
 		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -28,9 +31,12 @@ func TestFleetCommand(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"fleet", "--pricebook", book}, exitOK, "__fleet__,2026-01-05T00:00:00Z,2026-01-05T01:00:00Z,0.000000,0.000000,0.000000,,0.000000,0.000000,0.000000,0.000000,0.000000,,,0,0,0.000000,USD,,,5\n"},
-		{[]string{"fleet", "--pricebook", book, "--format", "json", "--by", "gpu"}, exitOK, `"group": "__fleet__"`},
+		// Nothing attributed: refused as the tenant report from stored minutes is (exit 1),
+		// naming the first minute missing, never a report of no revenue.
+		{[]string{"fleet", "--pricebook", book}, exitError, "60 of its 60 minutes are not attributed yet, the first 2026-01-05T00:00:00Z"},
+		{[]string{"fleet", "--pricebook", book, "--format", "json", "--by", "gpu"}, exitError, "not attributed yet"},
 		{[]string{"fleet", "--pricebook", bad}, exitUsage, `costs.gpu_hour.A100-SXM4-40GB: "-0.5"`},
+		{[]string{"fleet", "--pricebook", uncosted}, exitUsage, "uncosted.yaml:5: costs.gpu_hour.H100-SXM5-80GB: missing"},
 		{[]string{"fleet", "--pricebook", book, "--by", "rack"}, exitUsage, "model,node,gpu"},
 		{[]string{"fleet", "--pricebook", book, "--fleet.max-tenants-per-host", "0"}, exitUsage, "--fleet.max-tenants-per-host 0"},
 		{[]string{"fleet", "--pricebook", book, "--from", "2026-01-05T00:00:00Z", "--to", "2026-01-05T01:00:30Z"}, exitUsage, "whole minutes"},
