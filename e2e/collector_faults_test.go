@@ -269,7 +269,7 @@ func TestCollectorFaults(t *testing.T) {
 	logs := func() string {
 		var b strings.Builder
 		for i, p := range runs {
-			fmt.Fprintf(&b, "--- collector run %d ---\n%s", i+1, logTail(p.Log(), 3000))
+			fmt.Fprintf(&b, "--- collector run %d ---\n%s", i+1, p.LogTail(30))
 		}
 		return b.String()
 	}
@@ -679,11 +679,4 @@ func rssBytes(t *testing.T, pid int) uint64 {
 	}
 	t.Fatal("no VmRSS in /proc status")
 	return 0
-}
-
-func logTail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "…" + s[len(s)-n:]
 }

@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicemeter/slicemeter/attribution/allocations"
-
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/e2e/apptest"
 	"github.com/slicemeter/slicemeter/exporter/sim"
@@ -19,13 +18,17 @@ import (
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // The deployed shape, for every public scenario: migrate, then a long-running collector and an
 // exporter as separate processes, allocations announced by the scheduler (this test), and
-// report reading ClickHouse, compared with the scenario's expected report. The scenarios share
-// one broker and one ClickHouse, one after the other: each has its own database, topics created
-// afresh and a consumer group of its own.
+// report reading ClickHouse, compared with the scenario's expected report; then the
+// attribution service as a process of its own over the same data, whose stored minutes
+// (report --from-minutes) give the expected report too. The scenario is moved to have ended a
+// minute ago (--sim.start), so that the service's backfill reaches it, and the expected
+// report's window with it. The scenarios share one broker and one ClickHouse, one after the
+// other: each has its own database, topics created afresh and a consumer group of its own.
 func TestSeparateProcesses(t *testing.T) {
 	ch, kfk := localtest.ClickHouse(t), localtest.Kafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -35,6 +38,10 @@ func TestSeparateProcesses(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
 		t.Run(name, func(t *testing.T) {
 			sc := loadScenario(t, file)
+			want := readCSV(t, expectedCSV(file))
+			start := time.Now().UTC().Truncate(time.Minute).Add(-sc.Duration - time.Minute)
+			moveExpected(want, sc.Start, sc.End(), start, start.Add(sc.Duration))
+			sc.Start = start // the allocations announced, the samples counted and the window reported
 			dsn := localtest.DatabaseWith(t, localtest.DatabaseOptions{Server: ch, Unmigrated: true}).DSN
 			apptest.Migrate(t, ctx, dsn)
 			// Idempotent: a second run applies nothing.
@@ -46,7 +53,7 @@ func TestSeparateProcesses(t *testing.T) {
 				"--kafka.group", "e2e-"+name, "--collector.flush-interval", "200ms")
 			events := announceAllocations(t, ctx, brokers, sc)
 
-			apptest.MustRun(t, ctx, "exporter", "--source", "sim", "--scenario", file, "--sim.fast",
+			apptest.MustRun(t, ctx, "exporter", "--source", "sim", "--scenario", file, "--sim.fast", "--sim.start", start.Format(time.RFC3339),
 				"--kafka.brokers", kfk.Brokers(), "--kafka.flush-interval", "5s", "--web.listen-address", "127.0.0.1:0")
 			conn := connect(t, ctx, dsn)
 			waitSamplesAndAllocations(t, ctx, conn, simulatedCount(t, sc), uint64(len(events)), 3*time.Minute, collector)
@@ -56,7 +63,7 @@ func TestSeparateProcesses(t *testing.T) {
 			}
 
 			r := apptest.Report(t, ctx, dsn, scenarioWindow(file, sc)...)
-			if d := compareReports(parseCSV(t, r.Stdout), readCSV(t, expectedCSV(file)), sc.Interval.Seconds()); len(d) > 0 {
+			if d := compareReports(parseCSV(t, r.Stdout), want, sc.Interval.Seconds()); len(d) > 0 {
 				t.Errorf("report differs from %s.expected.csv:\n  %s", name, strings.Join(d, "\n  "))
 			}
 			// JSON carries the same rows.
@@ -64,6 +71,19 @@ func TestSeparateProcesses(t *testing.T) {
 			r = apptest.Run(t, ctx, append([]string{"report", "--clickhouse.dsn", dsn, "--format", "json"}, scenarioWindow(file, sc)...)...)
 			if r.Code != 0 || !strings.Contains(r.Stdout, `"tenant": "`+tenant+`"`) && !strings.Contains(r.Stdout, `"tenant":"`+tenant+`"`) {
 				t.Errorf("json report: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+			}
+
+			// The attribution service, over the same data: its stored minutes make the report.
+			svc := apptest.StartAttribution(t, ctx, "--api.insecure-no-auth", "--clickhouse.dsn", dsn, "--scenario", file,
+				"--attribution.interval", "1s", "--attribution.delay", "0s", "--attribution.backfill", (sc.Duration + 15*time.Minute).String())
+			waitMinutes(t, ctx, conn, sc.Start, sc.End(), 3*time.Minute, svc)
+			// Stopped: its last pass, and the hours rolled up from it, are stored.
+			if err := svc.Stop(); err != nil {
+				t.Errorf("attribution service did not stop cleanly: %v\n%s", err, svc.LogTail(30))
+			}
+			r = apptest.Report(t, ctx, dsn, append(scenarioWindow(file, sc), "--from-minutes")...)
+			if d := compareReports(parseCSV(t, r.Stdout), want, sc.Interval.Seconds()); len(d) > 0 {
+				t.Errorf("report --from-minutes of the attribution service's minutes differs from %s.expected.csv:\n  %s", name, strings.Join(d, "\n  "))
 			}
 		})
 	}
@@ -156,5 +176,43 @@ func waitSamplesAndAllocations(t *testing.T, ctx context.Context, conn driver.Co
 			t.Fatalf("stored %d of %d samples and %d of %d allocations\n%s", s, samples, a, allocations, collector.LogTail(30))
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// moveExpected moves the window of an expected report's rows from [from, to) to [start, end),
+// as --sim.start moves the scenario.
+func moveExpected(rows [][]string, from, to, start, end time.Time) {
+	moved := map[string]string{from.Format(time.RFC3339): start.Format(time.RFC3339), to.Format(time.RFC3339): end.Format(time.RFC3339)}
+	for j, col := range rows[0] {
+		if col != "window_start" && col != "window_end" {
+			continue
+		}
+		for _, row := range rows[1:] {
+			if m, ok := moved[row[j]]; ok {
+				row[j] = m
+			}
+		}
+	}
+}
+
+// waitMinutes waits until the attribution service has stored every minute of [from, to);
+// not within limit, it fails the test with the service's log.
+func waitMinutes(t *testing.T, ctx context.Context, conn driver.Conn, from, to time.Time, limit time.Duration, svc *apptest.Process) {
+	t.Helper()
+	want := uint64(to.Sub(from) / time.Minute)
+	deadline := time.Now().Add(limit)
+	for {
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT uniqExact(minute) FROM "+tables.AttributionMinutes+" WHERE minute >= toDateTime(?) AND minute < toDateTime(?)",
+			from.Unix(), to.Unix()).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the attribution service stored %d of the %d minutes of [%s, %s)\n%s", n, want, from.Format(time.RFC3339), to.Format(time.RFC3339), svc.LogTail(30))
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }

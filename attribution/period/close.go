@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -48,6 +49,18 @@ type Closer struct {
 	// Export, when its Dir is set, writes the FOCUS files of each period closed: its Usage
 	// rows hour by hour (computed with Options) and its correction lines.
 	Export *focus.ExportFlags
+	// Logger gets the notes of each report computed (unpriced, unsampled, overlapping
+	// allocations), which the stored report has no column for (nil: slog.Default()).
+	Logger *slog.Logger
+}
+
+// logNotes logs the report's notes once: a period is closed once, so they do not recur.
+func (c Closer) logNotes(ctx context.Context, rep report.Report) {
+	logger := c.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	attribution.LogNotes(ctx, logger, rep)
 }
 
 // Tolerance is below any difference worth a correction line: recomputing the same data in
@@ -83,6 +96,7 @@ func (c Closer) Close(ctx context.Context, m Month, now time.Time) (Closed, erro
 	if err != nil {
 		return Closed{}, fmt.Errorf("close billing period %s: %w", m, err)
 	}
+	c.logNotes(ctx, res.Report)
 	rep := res.Report
 	lookback := c.Lookback
 	if lookback <= 0 {
@@ -156,6 +170,7 @@ func (c Closer) corrections(ctx context.Context, p Closed, since, now time.Time)
 	if err != nil {
 		return nil, err
 	}
+	c.logNotes(ctx, res.Report)
 	billed, err := Billed(ctx, c.Conn, p.Period)
 	if err != nil {
 		return nil, err

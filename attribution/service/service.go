@@ -148,7 +148,7 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 		Audit:   func(ctx context.Context, q audit.Query) ([]audit.Entry, error) { return audit.List(ctx, conn, q) },
 		Periods: periods{conn: conn, closer: s.closer()},
 		// A month from the stored minutes: from the samples it is 32 reports of raw samples.
-		Statement: statement.Page(statement.DatabaseSource(conn, cfg.Book, true)),
+		Statement: statement.Page(statement.DatabaseSource(conn, cfg.Book, true, s.logNotes)),
 	}
 	if cfg.Export != nil {
 		srv.Issuer = focus.IssuerNamed(cfg.Export.Issuer)
@@ -185,8 +185,20 @@ type service struct {
 func (s *service) report(ctx context.Context, q api.ReportQuery) (report.Report, error) {
 	res, err := attribution.Report(ctx, s.conn, s.cfg.Book, attribution.Options{From: q.From, To: q.To, Samples: s.cfg.Samples, FromMinutes: q.FromMinutes, Neighbours: q.Neighbours,
 		Presence: s.cfg.Presence, Lines: q.Lines})
-	attribution.LogNotes(ctx, s.logger, res.Report)
+	s.logNotes(ctx, res.Report)
 	return res.Report, err
+}
+
+// logNotes logs a report the API computed with its notes, through the limiter: clients ask
+// for the same windows again and again, and their notes would flood the log. One line holds
+// all of a report's notes, so that the one logged is whole; the next ones in the minute are
+// counted.
+func (s *service) logNotes(ctx context.Context, rep report.Report) {
+	if len(rep.Notes) == 0 {
+		return
+	}
+	s.logs.Log(ctx, time.Now(), slog.LevelWarn, "report_notes", "attribution report notes", "window_start", rep.WindowStart, "window_end", rep.WindowEnd,
+		"notes", rep.Notes)
 }
 
 func (s *service) tenantLimit() int {
@@ -260,7 +272,7 @@ func (s *service) pass(ctx context.Context) {
 // closer closes billing periods from the stored minutes, for the service and the API.
 func (s *service) closer() period.Closer {
 	return period.Closer{Conn: s.conn, Book: s.cfg.Book, Options: attribution.Options{FromMinutes: true, Delay: s.cfg.Delay},
-		Export: s.cfg.Export}
+		Export: s.cfg.Export, Logger: s.logger}
 }
 
 // periods serves the API's billing periods.

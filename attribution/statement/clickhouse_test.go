@@ -16,6 +16,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/period"
+	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 )
@@ -58,7 +59,7 @@ func TestStatementFromClickHouse(t *testing.T) {
 	conn := chtest.NewDatabase(t, nil)
 	storeMinutes(t, conn, 5)
 	book := chtest.Book()
-	src := DatabaseSource(conn, book, true)
+	src := DatabaseSource(conn, book, true, func(context.Context, report.Report) {})
 	start, end := february.Bounds(time.UTC)
 	res, err := attribution.Report(ctx, conn, book, attribution.Options{From: start, To: end, FromMinutes: true})
 	if err != nil {
@@ -146,7 +147,7 @@ func BenchmarkStatement(b *testing.B) {
 		if err := store.RollupHours(ctx, conn, start, end); err != nil {
 			b.Fatal(err)
 		}
-		src := DatabaseSource(conn, chtest.Book(), true)
+		src := DatabaseSource(conn, chtest.Book(), true, func(context.Context, report.Report) {})
 		var buf bytes.Buffer
 		began := cpuTime(b)
 		for b.Loop() {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -43,7 +44,7 @@ func AddFlags(c *kingpin.CmdClause) *Flags {
 
 // Run is `slicemeter statement`: the statement from what ClickHouse stores, on w or in the
 // output file.
-func Run(ctx context.Context, f *Flags, w io.Writer) error {
+func Run(ctx context.Context, f *Flags, w io.Writer, logger *slog.Logger) error {
 	m, err := period.Parse(f.Period)
 	if err != nil {
 		return usage.Errorf("--period: %w", err)
@@ -65,7 +66,8 @@ func Run(ctx context.Context, f *Flags, w io.Writer) error {
 		return err
 	}
 	defer conn.Close()
-	st, err := Build(ctx, DatabaseSource(conn, book, f.FromMinutes), f.Tenant, m, time.Now())
+	logNotes := func(ctx context.Context, rep report.Report) { attribution.LogNotes(ctx, logger, rep) }
+	st, err := Build(ctx, DatabaseSource(conn, book, f.FromMinutes, logNotes), f.Tenant, m, time.Now())
 	if err != nil {
 		return err
 	}
@@ -101,12 +103,17 @@ func writePDF(ctx context.Context, page []byte, out string) error {
 }
 
 // DatabaseSource is the statement's source over ClickHouse: the attribution's reports (from
-// the samples, or the stored minutes) and the periods' closes.
-func DatabaseSource(conn driver.Conn, book *pricebook.PriceBook, fromMinutes bool) Source {
+// the samples, or the stored minutes) and the periods' closes. logNotes gets the notes
+// (unpriced, unsampled, overlapping allocations), which a statement has no place for, of the
+// period's report, the one with lines: the days' reports would repeat them.
+func DatabaseSource(conn driver.Conn, book *pricebook.PriceBook, fromMinutes bool, logNotes func(context.Context, report.Report)) Source {
 	return Source{
 		Book: book,
 		Report: func(ctx context.Context, from, to time.Time, lines bool) (report.Report, error) {
 			res, err := attribution.Report(ctx, conn, book, attribution.Options{From: from, To: to, FromMinutes: fromMinutes, Lines: lines})
+			if lines {
+				logNotes(ctx, res.Report)
+			}
 			return res.Report, err
 		},
 		Closes: func(ctx context.Context, m period.Month) (period.Closed, []period.Line, bool, error) {

@@ -419,8 +419,9 @@ func appendUnallocated(batch driver.Batch, m Minute, version uint64) error {
 type Total struct {
 	Tenant                                  string
 	Billed, Metered                         time.Duration
+	Active                                  time.Duration // measured: the metered time whose activity was known
 	ListCost, Cost, WasteCost, OverheadCost float64
-	EfficiencyNS                            float64 // Σ efficiency × measured (active) ns
+	EfficiencyNS                            float64 // Σ efficiency × measured (active) ns: over Active, not Metered
 }
 
 // latestRows selects, per minute of [from, to), the rows of its latest pass, one per
@@ -439,7 +440,7 @@ GROUP BY minute, tenant, allocation_id`
 // in Float64 (ClickHouse does not mix Decimal and Float64 arithmetic).
 var totalsQuery = `
 SELECT tenant, sum(b), sum(m), sum(lc), sum(c),
-    sum(if(a > 0 AND b > 0, fc * (1. - o) * (a / b) * (1. - least(1., greatest(0., e / a))), 0.)), sum(fc * o), sum(e)
+    sum(if(a > 0 AND b > 0, fc * (1. - o) * (a / b) * (1. - least(1., greatest(0., e / a))), 0.)), sum(fc * o), sum(e), sum(a)
 FROM (
     SELECT tenant, b, m, a, lc, c, toFloat64(c) AS fc, e,
         if(m > 0, least(1., greatest(0., ons / m)), if(toFloat64(c) > 0., toFloat64(ocs) / toFloat64(c), 0.)) AS o
@@ -468,13 +469,14 @@ func Totals(ctx context.Context, conn driver.Conn, from, to time.Time) ([]Total,
 			x              Total
 			billed         int64
 			metered        int64
+			active         int64
 			listCost, cost decimal.Decimal
 		)
-		if err := rows.Scan(&x.Tenant, &billed, &metered, &listCost, &cost, &x.WasteCost, &x.OverheadCost, &x.EfficiencyNS); err != nil {
+		if err := rows.Scan(&x.Tenant, &billed, &metered, &listCost, &cost, &x.WasteCost, &x.OverheadCost, &x.EfficiencyNS, &active); err != nil {
 			return nil, fmt.Errorf("read the sums of the attributed minutes: %w", err)
 		}
 		x.ListCost, x.Cost = listCost.InexactFloat64(), cost.InexactFloat64()
-		x.Billed, x.Metered = time.Duration(billed), time.Duration(metered)
+		x.Billed, x.Metered, x.Active = time.Duration(billed), time.Duration(metered), time.Duration(active)
 		out = append(out, x)
 	}
 	return out, rows.Err()

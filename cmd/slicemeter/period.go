@@ -44,7 +44,7 @@ func newPeriodCmd(app *kingpin.Application, stdout io.Writer) *periodCmd {
 	return c
 }
 
-func (c *periodCmd) run(ctx context.Context, _ *slog.Logger) error {
+func (c *periodCmd) run(ctx context.Context, logger *slog.Logger) error {
 	var m period.Month
 	if c.action != "list" {
 		var err error
@@ -67,7 +67,7 @@ func (c *periodCmd) run(ctx context.Context, _ *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	closer := period.Closer{Conn: conn, Book: book, Options: attribution.Options{Samples: sampleSource(*c.samples), FromMinutes: *c.minutes}, Export: c.export}
+	closer := period.Closer{Conn: conn, Book: book, Options: attribution.Options{Samples: sampleSource(*c.samples), FromMinutes: *c.minutes}, Export: c.export, Logger: logger}
 	p, err := closer.Close(ctx, m, time.Now())
 	if err != nil {
 		return err

@@ -23,5 +23,5 @@ func newPricebookCmd(app *kingpin.Application, stdout io.Writer) command {
 // newStatementCmd is `slicemeter statement` (attribution/statement).
 func newStatementCmd(app *kingpin.Application, stdout io.Writer) command {
 	f := statement.AddFlags(app.Command("statement", "A tenant's statement of a billing period: one self-contained HTML page (totals, daily cost chart, line items, SLA, corrections), or PDF with headless Chromium."))
-	return runFunc(func(ctx context.Context, _ *slog.Logger) error { return statement.Run(ctx, f, stdout) })
+	return runFunc(func(ctx context.Context, logger *slog.Logger) error { return statement.Run(ctx, f, stdout, logger) })
 }

@@ -20,9 +20,14 @@ import (
 
 	"github.com/slicemeter/slicemeter/deploy/local"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
+	"github.com/slicemeter/slicemeter/e2e/apptest"
 )
 
 const root = "../.."
+
+// TestMain removes the slicemeter that apptest.Binary builds and stops localtest's shared
+// servers.
+func TestMain(m *testing.M) { apptest.Main(m) }
 
 const regenerate = "run `go generate ./deploy/helm` (or `make chart`)"
 
@@ -586,12 +591,9 @@ func TestKubeVersion(t *testing.T) {
 // option on.
 func TestChartArgsParse(t *testing.T) {
 	helm := helmBinary(t)
-	bin := filepath.Join(t.TempDir(), "slicemeter")
+	bin := apptest.Binary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/slicemeter").CombinedOutput(); err != nil {
-		t.Fatalf("building slicemeter: %v\n%s", err, out)
-	}
 	// The check can fail: an unknown flag before --help is exit 2.
 	if err := exec.CommandContext(ctx, bin, "collector", "--kafka.brokers=k:9092", "--no-such-flag", "--help").Run(); err == nil {
 		t.Fatal("slicemeter collector --no-such-flag --help succeeded; the check below would prove nothing")
