@@ -1,5 +1,5 @@
 // Package expected compares a report printed as CSV with a scenario's expected report, within
-// the tolerances of the scenario checks (DESIGN's "Scenario files"), for every test that runs a
+// the tolerances of the scenario checks (schemas/README.md, "Scenario files"), for every test that runs a
 // public scenario.
 package expected
 
