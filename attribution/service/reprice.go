@@ -96,9 +96,7 @@ func (r *Runner) repriceRange(ctx context.Context, last store.BookRecord) (from,
 	return from, to, reason, nil
 }
 
-// repriceBound is how far back a price book change is attributed again: the first stored
-// minute, and no closed period older than those the next close corrects; zero when no minute
-// is stored.
+// repriceBound is how far back a price book change is attributed again (reachBack).
 func (r *Runner) repriceBound(ctx context.Context) (time.Time, error) {
 	first, err := store.FirstMinute(ctx, r.conn)
 	if err != nil {
@@ -108,11 +106,23 @@ func (r *Runner) repriceBound(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	if len(closed) > 0 && !first.IsZero() {
-		oldest, _ := closed[len(closed)-1].Period.Add(1 - period.DefaultLookback).Bounds(r.book.Zone())
-		first = maxTime(first, oldest)
+	var last *period.Month
+	if len(closed) > 0 {
+		last = &closed[len(closed)-1].Period
 	}
-	return first, nil
+	return reachBack(first, last, r.book.Zone()), nil
+}
+
+// reachBack is the earliest minute a price book change is attributed again from: the first
+// stored minute (zero: none is stored), and, after the last closed period, the start of the
+// oldest period that the next close corrects (period.DefaultLookback before the first open
+// one): a change older than that is billed nowhere.
+func reachBack(first time.Time, lastClosed *period.Month, zone *time.Location) time.Time {
+	if first.IsZero() || lastClosed == nil {
+		return first
+	}
+	oldest, _ := lastClosed.Add(1 - period.DefaultLookback).Bounds(zone)
+	return maxTime(first, oldest)
 }
 
 // redoAt makes the passes recompute from at, unbounded by MaxRecompute (the caller bounds it).

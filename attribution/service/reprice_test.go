@@ -220,3 +220,32 @@ func TestPriceChangeCorrectsClosedPeriod(t *testing.T) {
 		}
 	}
 }
+
+func TestReachBack(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := time.Date(2024, 6, 10, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		first  time.Time
+		closed *period.Month
+		zone   *time.Location
+		want   time.Time
+	}{
+		{name: "nothing stored", closed: &period.Month{Year: 2026, Month: time.March}, zone: time.UTC},
+		{name: "none closed: from the first stored minute", first: first, zone: time.UTC, want: first},
+		{name: "closed through March 2026: April is open, its close corrects from April 2025", first: first,
+			closed: &period.Month{Year: 2026, Month: time.March}, zone: time.UTC, want: time.Date(2025, 4, 1, 0, 0, 0, 0, time.UTC)},
+		{name: "in the book's zone", first: first, closed: &period.Month{Year: 2026, Month: time.March}, zone: berlin,
+			want: time.Date(2025, 3, 31, 22, 0, 0, 0, time.UTC)},
+		{name: "the first stored minute is later", first: first, closed: &period.Month{Year: 2024, Month: time.December}, zone: time.UTC, want: first},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := service.ReachBack(tc.first, tc.closed, tc.zone); !got.Equal(tc.want) {
+				t.Errorf("ReachBack: %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
