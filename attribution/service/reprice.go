@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/period"
@@ -87,8 +88,12 @@ func (r *Runner) repriceRange(ctx context.Context, last store.BookRecord) (from,
 		from, reason = d.From.Truncate(time.Minute), d.What
 	}
 	if last.Pending() {
-		from, to = minTime(from, last.Next), maxTime(to, last.To)
-		reason += fmt.Sprintf("; the re-attribution for %.12s was not finished", last.Hash)
+		at := last.Next
+		if r.cfg.Shards != nil { // as adopt resumes it
+			at = last.From
+		}
+		from, to = minTime(from, at), maxTime(to, last.To)
+		reason = strings.TrimPrefix(reason+fmt.Sprintf("; the re-attribution for %.12s was not finished", last.Hash), "; ")
 	}
 	if from = maxTime(from, bound); !from.Before(to) {
 		return time.Time{}, time.Time{}, reason, nil
