@@ -13,3 +13,6 @@ import (
 func (r *Runner) SetReport(f func(context.Context, store.Querier, *pricebook.PriceBook, attribution.Options) (attribution.Result, error)) {
 	r.report = f
 }
+
+// ReachBack is reachBack, for its table test.
+var ReachBack = reachBack

@@ -71,6 +71,10 @@ type Runner struct {
 	// generation of the Shards assignment the latest pass completed with (assigned: one did).
 	generation int64
 	assigned   bool
+	// book0 is the runner's book as recorded in price_books, with the re-attribution its
+	// change makes (adopted: recorded at the first pass).
+	book0   store.BookRecord
+	adopted bool
 
 	report func(context.Context, store.Querier, *pricebook.PriceBook, attribution.Options) (attribution.Result, error) // attribution.Report
 }
@@ -116,6 +120,12 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 		if err := r.resume(ctx, closed); err != nil {
 			return Pass{}, err
 		}
+	}
+	if !r.adopted {
+		if err := r.adopt(ctx); err != nil {
+			return Pass{Done: r.done}, err
+		}
+		r.adopted = true
 	}
 	late, err := r.late(ctx, a.Owns)
 	if err != nil {
@@ -218,6 +228,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 			r.redo = time.Time{}
 		}
 	}
+	r.repriced(ctx, now)
 	r.generation, r.assigned = a.Generation, true
 	p.Done = r.done
 	return p, nil

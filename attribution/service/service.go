@@ -295,6 +295,11 @@ func (s *service) closePeriods(ctx context.Context) {
 		return
 	}
 	now := time.Now()
+	if s.runner.Repricing() {
+		// A close now would bill part of the old prices, then correct them in the next.
+		s.logs.Log(ctx, now, slog.LevelInfo, "period_close_held", "no billing period is closed while the stored minutes are attributed again with the changed price book")
+		return
+	}
 	closed, err := period.CloseDue(ctx, s.closer(), s.cfg.CloseAfter, now)
 	for _, p := range closed {
 		s.logger.Info("billing period closed", "period", p.Period.String(), "version", p.Version, "cost", p.Cost.StringFixed(6),

@@ -219,7 +219,7 @@ func TestApplyCluster(t *testing.T) {
 		if err := conn.QueryRow(ctx, "SELECT count() FROM system.replicas WHERE database = ? AND is_readonly = 0", db).Scan(&writable); err != nil {
 			t.Fatal(err)
 		}
-		for _, table := range []string{"billing_periods", "billing_period_lines", "allocation_audit"} {
+		for _, table := range []string{"billing_periods", "billing_period_lines", "allocation_audit", "price_books"} {
 			var engine string
 			if err := conn.QueryRow(ctx, "SELECT any(engine) FROM system.tables WHERE database = ? AND name = ?", db, table+migrations.LocalSuffix).Scan(&engine); err != nil {
 				t.Fatal(err)
@@ -229,9 +229,10 @@ func TestApplyCluster(t *testing.T) {
 			}
 		}
 		// The five tables above, the two of the billing periods, the audit trail, the two
-		// hourly roll-ups of the stored minutes and the three of the fleet's reads.
-		if writable != 13 {
-			t.Errorf("node %d: %d writable replicas in %s, want 13", i, writable, db)
+		// hourly roll-ups of the stored minutes, the three of the fleet's reads and the price
+		// books the attribution service started with.
+		if writable != 14 {
+			t.Errorf("node %d: %d writable replicas in %s, want 14", i, writable, db)
 		}
 	}
 

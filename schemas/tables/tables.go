@@ -24,6 +24,7 @@ const (
 	FleetHours         = "fleet_hours"
 	FleetHourTenants   = "fleet_hour_tenants"
 	FleetHourGPUs      = "fleet_hour_gpus"
+	PriceBooks         = "price_books"
 )
 
 // SampleColumns are the columns of samples, one row per sample as the exporter took it.
@@ -111,6 +112,12 @@ var FleetHourTenantColumns = []string{"hour", "node", "instance_id", "tenant", "
 // roll-up of an hour.
 var FleetHourGPUColumns = []string{"hour", "node", "gpu_uuid", "model", "first_ns", "last_ns", "rolled_ns"}
 
+// PriceBookColumns are the columns of price_books, one row per price book the attribution
+// service started with and per step of the re-attribution its change made.
+var PriceBookColumns = []string{
+	"hash", "first_seen_ns", "book", "reprice_from_ns", "reprice_to_ns", "reprice_next_ns", "reason", "updated_ns",
+}
+
 // SchemaMigrationColumns are the columns of schema_migrations, one row per applied migration.
 var SchemaMigrationColumns = []string{"version", "name", "applied_at"}
 
@@ -123,7 +130,7 @@ func Columns() map[string][]string {
 		AllocationAudit: AllocationAuditColumns, AttributionHours: AttributionHourColumns,
 		AttributionHosts: AttributionHostColumns,
 		FleetHours:       FleetHourColumns, FleetHourTenants: FleetHourTenantColumns,
-		FleetHourGPUs: FleetHourGPUColumns,
+		FleetHourGPUs: FleetHourGPUColumns, PriceBooks: PriceBookColumns,
 	}
 }
 
