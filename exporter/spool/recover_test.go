@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 )
 
@@ -113,5 +114,63 @@ func TestMaxRecord(t *testing.T) {
 			t.Errorf("limit %d: a record of %d bytes: %v, want ErrTooLarge", tc.limit, tc.want+1, err)
 		}
 		s.Close()
+	}
+}
+
+// failingDisk fails every segment write with EIO while failing is set.
+type failingDisk struct{ failing bool }
+
+func (d *failingDisk) Free(string) int64 { return -1 }
+
+func (d *failingDisk) Create(path string) (SegmentWriter, error) {
+	f, err := createFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return &failingWriter{f: f, d: d}, nil
+}
+
+type failingWriter struct {
+	f SegmentWriter
+	d *failingDisk
+}
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if w.d.failing {
+		n, _ := w.f.Write(p[:len(p)/2]) // a torn write
+		return n, syscall.EIO
+	}
+	return w.f.Write(p)
+}
+
+func (w *failingWriter) Close() error { return w.f.Close() }
+
+// A write error other than a full disk fails that Append alone: nothing spooled is dropped
+// (dropping would free nothing), and once the disk works again so does the spool.
+func TestWriteErrorKeepsTheBacklog(t *testing.T) {
+	disk := &failingDisk{}
+	var d drops
+	s, err := OpenWith(t.TempDir(), 1<<20, d.fn(), disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 10 {
+		if err := s.Append([]byte{byte('a' + i)}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	disk.failing = true
+	for i := range 3 {
+		if err := s.Append([]byte{'x'}, 1); !errors.Is(err, syscall.EIO) {
+			t.Errorf("append %d on a failing disk: %v, want EIO", i, err)
+		}
+	}
+	disk.failing = false
+	if err := s.Append([]byte{'z'}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(t, s); fmt.Sprint(got) != "[a b c d e f g h i j z]" || d.n != 0 {
+		t.Errorf("read back %v with %d dropped (%v), want a…j and z, none dropped", got, d.n, d.reason)
 	}
 }

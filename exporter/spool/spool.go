@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 const (
@@ -294,16 +295,26 @@ func (s *Spool) Append(rec []byte, weight uint32) error {
 	binary.LittleEndian.PutUint32(buf[4:], crc32.Checksum(rec, crcTable))
 	binary.LittleEndian.PutUint32(buf[8:], weight)
 	copy(buf[headerSize:], rec)
-	// Disk full or failing: cut the torn tail, drop the oldest data to make room (rotating the
-	// segment being written if it is the only one) and try again, until the record fits or
-	// there is nothing left to drop. Whatever the outcome, the spool stays consistent and the
-	// next Append tries again: no restart needed.
-	for err := s.write(buf); err != nil; err = s.write(buf) {
-		freed, rerr := s.recover()
+	// Disk full: cut the torn tail, drop the oldest data to make room (rotating the segment
+	// being written if it is the only one) and try again, until the record fits or there is
+	// nothing left to drop. Any other write error: the failed segment is rotated, nothing is
+	// dropped (it would free nothing), and the write tried once more. Whatever the outcome,
+	// the spool stays consistent and the next Append tries again: no restart needed.
+	for err, tries := s.write(buf), 1; err != nil; err, tries = s.write(buf), tries+1 {
+		var freed bool
+		var rerr error
+		if noSpace(err) {
+			freed, rerr = s.recover()
+		} else if tries == 1 {
+			freed, rerr = true, s.rotate()
+		}
 		if rerr != nil {
 			return fmt.Errorf("spool %s: appending: %w (recovering: %v)", s.dir, err, rerr)
 		}
 		if !freed {
+			if cerr := s.cutTorn(); cerr != nil {
+				return fmt.Errorf("spool %s: appending: %w (cutting the torn tail: %v)", s.dir, err, cerr)
+			}
 			return fmt.Errorf("spool %s: appending: %w", s.dir, err)
 		}
 	}
@@ -339,7 +350,24 @@ func (s *Spool) cutTorn() error {
 	return nil
 }
 
-// recover follows a failed write: the torn tail is cut, the disk marked full at what the spool
+// noSpace says whether a write failed for want of space (the disk, or the user's quota).
+func noSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// rotate follows a write that failed for another reason than space: the torn tail is cut and,
+// unless it is empty, the segment being written is closed and a new one started.
+func (s *Spool) rotate() error {
+	if err := s.cutTorn(); err != nil {
+		return err
+	}
+	if last := s.segs[len(s.segs)-1]; last.size > 0 {
+		return s.newSegment(last.id + 1)
+	}
+	return nil
+}
+
+// recover follows a write that failed for want of space: the torn tail is cut, the disk marked full at what the spool
 // holds (new segments are an eighth of that, so that later drops take an eighth, not all; the
 // size limit stays), and the oldest segment dropped (its unread records reported as
 // ReasonNoSpace); a spool of one segment first starts a new one, so that the one holding the
