@@ -48,51 +48,79 @@ func TestSpaceReturnsConfiguredLimitHolds(t *testing.T) {
 	}
 }
 
-// On a real 2 MiB tmpfs with the default 1 GiB limit, the disk filling up drops only the oldest
+// On a 2 MiB disk with the default 1 GiB limit, the disk filling up drops only the oldest
 // segment(s), not the whole backlog: a segment is at most an eighth of what the disk can hold.
-func TestSmallTmpfsDropsOnlyTheOldest(t *testing.T) {
+// The disk is a real tmpfs (where it can be mounted) and the fault-injecting one.
+func TestSmallDiskDropsOnlyTheOldest(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T, d *drops) *Spool
+	}{
+		{"tmpfs", func(t *testing.T, d *drops) *Spool {
+			s, err := Open(mountTmpfs(t, "2m"), 1<<30, d.fn())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+		{"injected", func(t *testing.T, d *drops) *Spool {
+			dir := t.TempDir()
+			s, err := OpenWith(dir, 1<<30, d.fn(), &smallDisk{t: t, dir: dir, quota: 2 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var d drops
+			s := tc.open(t, &d)
+			defer s.Close()
+			const n, size = 210, 10_000 // 2.1 MB: the disk fills up once, near the end
+			failed := 0
+			for i := 0; i < n; i++ {
+				if err := s.Append([]byte(fmt.Sprintf("%0*d", size, i)), 1); err != nil {
+					failed++
+				}
+			}
+			got := drain(t, s)
+			t.Logf("%d appended on a 2 MiB disk: %d read back, %d dropped (%v), %d appends failed", n, len(got), d.n, d.reason, failed)
+			if d.reason[ReasonNoSpace] == 0 {
+				t.Fatalf("the disk never filled up: %v", d.reason)
+			}
+			if failed != 0 || d.n+len(got) != n {
+				t.Errorf("%d read + %d dropped + %d failed: want every record read or dropped, none failed", len(got), d.n, failed)
+			}
+			// An eighth of the disk is 26 records: allow two segments.
+			if d.n > n/4 {
+				t.Errorf("%d of %d records dropped: more than the oldest segments", d.n, n)
+			}
+			for k, r := range got {
+				if i, err := strconv.Atoi(r); err != nil || i != d.n+k {
+					t.Fatalf("record %d read back is %.8s…, want %d: the oldest are dropped, the rest kept in order", k, r, d.n+k)
+				}
+			}
+		})
+	}
+}
+
+// mountTmpfs mounts a tmpfs of size (mount's syntax, "2m") under a temporary directory, or
+// skips the test where it cannot be made.
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "tmpfs")
 	if out, err := exec.Command("mkdir", "-p", dir).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a 2 MiB tmpfs (needs root and CAP_SYS_ADMIN): %v: %s", err, out)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a %s tmpfs (needs root and CAP_SYS_ADMIN): %v: %s", size, err, out)
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
 			t.Errorf("unmounting %s: %v: %s", dir, err, out)
 		}
 	})
-	var d drops
-	s, err := Open(dir, 1<<30, d.fn())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	const n, size = 210, 10_000 // 2.1 MB: the disk fills up once, near the end
-	failed := 0
-	for i := 0; i < n; i++ {
-		if err := s.Append([]byte(fmt.Sprintf("%0*d", size, i)), 1); err != nil {
-			failed++
-		}
-	}
-	got := drain(t, s)
-	t.Logf("%d appended on a 2 MiB tmpfs: %d read back, %d dropped (%v), %d appends failed", n, len(got), d.n, d.reason, failed)
-	if d.reason[ReasonNoSpace] == 0 {
-		t.Fatalf("the disk never filled up: %v", d.reason)
-	}
-	if failed != 0 || d.n+len(got) != n {
-		t.Errorf("%d read + %d dropped + %d failed: want every record read or dropped, none failed", len(got), d.n, failed)
-	}
-	// An eighth of the disk is 26 records: allow two segments.
-	if d.n > n/4 {
-		t.Errorf("%d of %d records dropped: more than the oldest segments", d.n, n)
-	}
-	for k, r := range got {
-		if i, err := strconv.Atoi(r); err != nil || i != d.n+k {
-			t.Fatalf("record %d read back is %.8s…, want %d: the oldest are dropped, the rest kept in order", k, r, d.n+k)
-		}
-	}
+	return dir
 }
 
 // A record is at most an eighth of the limit and at most 8 MiB, whatever the disk: the
