@@ -46,7 +46,9 @@ func (f diskFile) Write(p []byte) (int, error) {
 	return f.File.Write(p)
 }
 
-func (d *fullDisk) create(path string) (spool.SegmentWriter, error) {
+func (d *fullDisk) Free(string) int64 { return d.quota - d.used() }
+
+func (d *fullDisk) Create(path string) (spool.SegmentWriter, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -61,7 +63,7 @@ func TestDiskFullDuringOutageRecovers(t *testing.T) {
 	w := &switchWriter{down: true}
 	disk := &fullDisk{dir: t.TempDir(), quota: 16 << 10}
 	p, err := Open(w, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler),
-		Options{SpoolDir: disk.dir, SpoolMaxBytes: 1 << 20, SpoolCreate: disk.create})
+		Options{SpoolDir: disk.dir, SpoolMaxBytes: 1 << 20, SpoolDisk: disk})
 	if err != nil {
 		t.Fatal(err)
 	}

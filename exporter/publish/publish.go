@@ -55,6 +55,8 @@ type Queue interface {
 	Pop() error
 	Len() int
 	Bytes() int64
+	// MaxRecord is the largest record Append takes: messages are split to fit it.
+	MaxRecord() int64
 	Close() error
 }
 
@@ -108,8 +110,8 @@ type Options struct {
 	// SpoolMaxBytes is the spool's size limit; when it is full the oldest batches are dropped
 	// and counted.
 	SpoolMaxBytes int64
-	// SpoolCreate opens the spool's segment files (nil: the file system; tests fill the disk).
-	SpoolCreate spool.Create
+	// SpoolDisk is where the spool writes its segments (nil: the file system; tests fill it).
+	SpoolDisk spool.Disk
 	// MemoryQueueBytes, without SpoolDir, is the size limit of a memory queue that takes the
 	// spool's place (its drops are counted as memory_queue_full; what it holds at exit is
 	// lost). 0: no queue.
@@ -140,7 +142,7 @@ func Open(w MessageWriter, topic string, reg prometheus.Registerer, logger *slog
 	p := newPublisher(w, topic, logger, opts.Tracer)
 	switch {
 	case opts.SpoolDir != "":
-		sp, err := spool.OpenWith(opts.SpoolDir, opts.SpoolMaxBytes, p.spoolDrop, opts.SpoolCreate)
+		sp, err := spool.OpenWith(opts.SpoolDir, opts.SpoolMaxBytes, p.spoolDrop, opts.SpoolDisk)
 		if err != nil {
 			return nil, err
 		}
@@ -309,18 +311,29 @@ func (p *Publisher) Flush(ctx context.Context) error {
 	}
 	span.SetAttributes(attribute.Int("samples", count), attribute.Int("batches", len(msgs)))
 	if p.spool != nil {
+		// Every message is tried (a failed write may have made room for the next), and every
+		// sample not kept is counted: spooled + dropped == flushed.
+		var errs []error
+		lost := 0
 		for i, m := range msgs {
 			n := counts[i]
 			if err := p.spool.Append(encodeRecord(m), uint32(n)); err != nil {
 				p.dropped.WithLabelValues(ReasonSpoolError).Add(float64(n))
-				span.RecordError(err)
-				span.SetStatus(codes.Error, "spooling")
-				return fmt.Errorf("spooling %d samples (dropped): %w", n, err)
+				lost += n
+				errs = append(errs, err)
 			}
 		}
-		select {
-		case p.wake <- struct{}{}:
-		default:
+		if len(errs) < len(msgs) {
+			select {
+			case p.wake <- struct{}{}:
+			default:
+			}
+		}
+		if len(errs) > 0 {
+			err := errors.Join(errs...)
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "spooling")
+			return fmt.Errorf("spooling: %d of %d samples dropped (%d of %d batches): %w", lost, count, len(errs), len(msgs), err)
 		}
 		return nil
 	}
@@ -382,7 +395,7 @@ func (p *Publisher) take() (msgs []kafka.Message, counts []int, count int, err e
 // one would exceed the message size limit. A single sample is never split.
 func (p *Publisher) encode(msgs []kafka.Message, counts []int, node string, samples []*pb.Sample) ([]kafka.Message, []int, error) {
 	b := &pb.SampleBatch{Node: node, ExporterId: p.exporterID, Samples: samples}
-	if len(samples) > 1 && int64(proto.Size(b)+len(node)) > p.maxMessage.Load() {
+	if len(samples) > 1 && int64(proto.Size(b)+len(node)) > p.messageLimit() {
 		half := len(samples) / 2
 		msgs, counts, err := p.encode(msgs, counts, node, samples[:half])
 		if err != nil {
@@ -396,6 +409,17 @@ func (p *Publisher) encode(msgs []kafka.Message, counts []int, node string, samp
 		return nil, nil, fmt.Errorf("encoding the batch of node %s: %w", node, err)
 	}
 	return append(msgs, kafka.Message{Topic: p.topic, Key: []byte(node), Value: value}), append(counts, len(samples)), nil
+}
+
+// messageLimit is the largest message to encode: what the topic accepts and, with a queue,
+// what one of its records holds (a small --spool.max-bytes makes segments smaller than a
+// Kafka batch: those are split too, not dropped).
+func (p *Publisher) messageLimit() int64 {
+	limit := p.maxMessage.Load()
+	if p.spool != nil {
+		limit = min(limit, p.spool.MaxRecord()-binary.MaxVarintLen32) // encodeRecord's key length
+	}
+	return limit
 }
 
 // tooLarge says whether Kafka refused a write as too large (the broker's MESSAGE_TOO_LARGE, or

@@ -59,6 +59,9 @@ func (m *Memory) Append(rec []byte, weight uint32) error {
 	return nil
 }
 
+// MaxRecord is the largest record Append takes, in bytes: the size limit.
+func (m *Memory) MaxRecord() int64 { return m.maxBytes }
+
 // Peek returns the oldest record and its weight without removing it; ok is false when empty.
 func (m *Memory) Peek() (rec []byte, weight uint32, ok bool, err error) {
 	m.mu.Lock()

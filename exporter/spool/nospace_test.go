@@ -30,7 +30,9 @@ func (d *smallDisk) used() int64 {
 	return n
 }
 
-func (d *smallDisk) create(path string) (SegmentWriter, error) {
+func (d *smallDisk) Free(string) int64 { return d.quota - d.used() }
+
+func (d *smallDisk) Create(path string) (SegmentWriter, error) {
 	f, err := createFile(path)
 	if err != nil {
 		return nil, err
@@ -61,7 +63,7 @@ func TestDiskFullDropsOldestAndRecovers(t *testing.T) {
 	dir := t.TempDir()
 	disk := &smallDisk{t: t, dir: dir, quota: 32 << 10}
 	var d drops
-	s, err := OpenWith(dir, 1<<20, d.fn(), disk.create)
+	s, err := OpenWith(dir, 1<<20, d.fn(), disk)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,14 +15,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 const (
 	headerSize = 12 // length, CRC-32C, weight
 	segSuffix  = ".seg"
 	readerFile = "reader"
-	// segmentsPerLimit: a segment holds at most 1/8 of the limit, so a drop loses at most that.
+	// segmentsPerLimit: a segment holds at most 1/8 of the limit (and of what the disk can
+	// hold), so a drop loses at most that.
 	segmentsPerLimit = 8
+	// maxSegment caps a segment whatever the limit: with the default 1 GiB, a segment of 128 MiB
+	// would be the whole backlog of a small disk.
+	maxSegment = 8 << 20
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -44,8 +49,23 @@ type SegmentWriter interface {
 	Close() error
 }
 
-// Create opens a segment file for appending, creating or emptying it.
-type Create func(path string) (SegmentWriter, error)
+// Disk is where the spool writes its segments: the file system (FileSystem), or in tests a
+// small or failing one.
+type Disk interface {
+	// Create opens a segment file for appending, creating or emptying it.
+	Create(path string) (SegmentWriter, error)
+	// Free is the space left for files in dir, in bytes; negative where it is not known.
+	Free(dir string) int64
+}
+
+// FileSystem is the Disk of the real file system.
+type FileSystem struct{}
+
+// Create opens path to append, creating or emptying it.
+func (FileSystem) Create(path string) (SegmentWriter, error) { return createFile(path) }
+
+// Free is what statfs says an unprivileged process may still write in dir (-1: unknown).
+func (FileSystem) Free(dir string) int64 { return freeBytes(dir) }
 
 func createFile(path string) (SegmentWriter, error) {
 	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
@@ -62,13 +82,18 @@ type Drop func(weight uint32, reason string)
 // Spool is a FIFO of byte records on disk. It is safe for concurrent use.
 type Spool struct {
 	dir      string
-	maxBytes int64
-	segMax   int64
+	maxBytes int64 // the configured limit: a full disk never lowers it
+	recMax   int64 // the largest record with its header: a segment's size at most
 	onDrop   Drop
-	create   Create
-	injected bool // create is not the file system's: segments are never reopened
-	// diskFull: a write failed, and maxBytes has been lowered to what the disk held then.
-	diskFull bool
+	disk     Disk
+	injected bool // disk is not the file system: segments are never reopened
+	// segTarget is the size at which the segment being written is rotated: recMax, or less
+	// where the disk holds less, so that making room drops an eighth of the data, not all.
+	segTarget int64
+	// diskFull: a write failed while the spool held diskBytes; segments are then kept to an
+	// eighth of that. Cleared once the spool drains or holds more (the space is back).
+	diskFull  bool
+	diskBytes int64
 
 	mu       sync.Mutex
 	segs     []*segment // oldest first; the last is written to
@@ -92,11 +117,11 @@ func Open(dir string, maxBytes int64, onDrop Drop) (*Spool, error) {
 	return OpenWith(dir, maxBytes, onDrop, nil)
 }
 
-// OpenWith is Open writing segments through create (nil: the file system).
-func OpenWith(dir string, maxBytes int64, onDrop Drop, create Create) (*Spool, error) {
-	injected := create != nil
+// OpenWith is Open writing segments to disk (nil: FileSystem).
+func OpenWith(dir string, maxBytes int64, onDrop Drop, disk Disk) (*Spool, error) {
+	injected := disk != nil
 	if !injected {
-		create = createFile
+		disk = FileSystem{}
 	}
 	if maxBytes < segmentsPerLimit*1024 {
 		return nil, fmt.Errorf("spool %s: size limit %d bytes is below the minimum %d", dir, maxBytes, segmentsPerLimit*1024)
@@ -107,10 +132,12 @@ func OpenWith(dir string, maxBytes int64, onDrop Drop, create Create) (*Spool, e
 	if onDrop == nil {
 		onDrop = func(uint32, string) {}
 	}
-	s := &Spool{dir: dir, maxBytes: maxBytes, segMax: maxBytes / segmentsPerLimit, onDrop: onDrop, create: create, injected: injected}
+	recMax := min(maxBytes/segmentsPerLimit, maxSegment)
+	s := &Spool{dir: dir, maxBytes: maxBytes, recMax: recMax, segTarget: recMax, onDrop: onDrop, disk: disk, injected: injected}
 	if err := s.load(); err != nil {
 		return nil, fmt.Errorf("opening the spool %s: %w", dir, err)
 	}
+	s.segTarget = s.target()
 	return s, nil
 }
 
@@ -213,15 +240,34 @@ func (s *Spool) newSegment(id uint64) error {
 			return err
 		}
 	}
-	f, err := s.create(s.segPath(id))
+	s.w = nil
+	f, err := s.disk.Create(s.segPath(id))
 	if err != nil {
-		s.w = nil
 		return err
 	}
 	s.w = f
 	s.segs = append(s.segs, &segment{id: id})
+	s.segTarget = s.target()
 	return nil
 }
+
+// target is the size of a new segment: an eighth of the limit (recMax), of what the disk can
+// hold (what is free and what the spool holds already) and, while the disk is full, of what
+// it held then.
+func (s *Spool) target() int64 {
+	t := s.recMax
+	if free := s.disk.Free(s.dir); free >= 0 {
+		t = min(t, (free+s.bytes)/segmentsPerLimit)
+	}
+	if s.diskFull {
+		t = min(t, s.diskBytes/segmentsPerLimit)
+	}
+	return t
+}
+
+// MaxRecord is the largest record Append takes, in bytes: a segment's size less the record's
+// header. It depends on the size limit only, not on the disk's state.
+func (s *Spool) MaxRecord() int64 { return s.recMax - headerSize }
 
 // Append adds a record at the end. When the spool would exceed its limit, the oldest
 // segments are dropped (and reported through Drop) first.
@@ -229,21 +275,18 @@ func (s *Spool) Append(rec []byte, weight uint32) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	size := int64(headerSize + len(rec))
-	if size > s.segMax {
-		return fmt.Errorf("spool %s: %w (%d > %d bytes)", s.dir, ErrTooLarge, size, s.segMax)
+	if size > s.recMax {
+		return fmt.Errorf("spool %s: %w (%d > %d bytes)", s.dir, ErrTooLarge, size, s.recMax)
 	}
+	// A record larger than the target goes alone into a segment.
 	last := s.segs[len(s.segs)-1]
-	if last.size+size > s.segMax {
+	if last.size > 0 && last.size+size > s.segTarget {
 		if err := s.newSegment(last.id + 1); err != nil {
 			return fmt.Errorf("spool %s: starting a segment: %w", s.dir, err)
 		}
 	}
 	for s.bytes+size > s.maxBytes && len(s.segs) > 1 {
-		reason := ReasonFull
-		if s.diskFull {
-			reason = ReasonNoSpace
-		}
-		if err := s.dropOldest(reason); err != nil {
+		if err := s.dropOldest(ReasonFull); err != nil {
 			return err
 		}
 	}
@@ -252,15 +295,26 @@ func (s *Spool) Append(rec []byte, weight uint32) error {
 	binary.LittleEndian.PutUint32(buf[4:], crc32.Checksum(rec, crcTable))
 	binary.LittleEndian.PutUint32(buf[8:], weight)
 	copy(buf[headerSize:], rec)
-	if err := s.write(buf); err != nil {
-		// Disk full or failing: cut the torn tail, drop the oldest data to make room (rotating the
-		// segment being written if it is the only one) and try once more. Whatever the outcome,
-		// the spool stays consistent and the next Append tries again: no restart needed.
-		if rerr := s.recover(size); rerr != nil {
+	// Disk full: cut the torn tail, drop the oldest data to make room (rotating the segment
+	// being written if it is the only one) and try again, until the record fits or there is
+	// nothing left to drop. Any other write error: the failed segment is rotated, nothing is
+	// dropped (it would free nothing), and the write tried once more. Whatever the outcome,
+	// the spool stays consistent and the next Append tries again: no restart needed.
+	for err, tries := s.write(buf), 1; err != nil; err, tries = s.write(buf), tries+1 {
+		var freed bool
+		var rerr error
+		if noSpace(err) {
+			freed, rerr = s.recover()
+		} else if tries == 1 {
+			freed, rerr = true, s.rotate()
+		}
+		if rerr != nil {
 			return fmt.Errorf("spool %s: appending: %w (recovering: %v)", s.dir, err, rerr)
 		}
-		if err := s.write(buf); err != nil {
-			_ = s.cutTorn()
+		if !freed {
+			if cerr := s.cutTorn(); cerr != nil {
+				return fmt.Errorf("spool %s: appending: %w (cutting the torn tail: %v)", s.dir, err, cerr)
+			}
 			return fmt.Errorf("spool %s: appending: %w", s.dir, err)
 		}
 	}
@@ -269,6 +323,9 @@ func (s *Spool) Append(rec []byte, weight uint32) error {
 	last.records++
 	s.bytes += size
 	s.records++
+	if s.diskFull && s.bytes > s.diskBytes+s.diskBytes/segmentsPerLimit {
+		s.diskFull = false // the disk holds more than when it was full: the space is back
+	}
 	return nil
 }
 
@@ -293,27 +350,50 @@ func (s *Spool) cutTorn() error {
 	return nil
 }
 
-// recover follows a failed write of a record of size bytes: the torn tail is cut, the size
-// limit lowered to what the disk held (so that later drops take an eighth of it, not all),
-// and the oldest segment dropped (its unread records reported as ReasonNoSpace); a spool of
-// one segment first starts a new one, so that the one holding the data can go.
-func (s *Spool) recover(size int64) error {
+// noSpace says whether a write failed for want of space (the disk, or the user's quota).
+func noSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// rotate follows a write that failed for another reason than space: the torn tail is cut and,
+// unless it is empty, the segment being written is closed and a new one started.
+func (s *Spool) rotate() error {
 	if err := s.cutTorn(); err != nil {
 		return err
 	}
-	if s.records == 0 {
-		return s.reclaim()
+	if last := s.segs[len(s.segs)-1]; last.size > 0 {
+		return s.newSegment(last.id + 1)
 	}
-	if s.bytes < s.maxBytes {
-		s.maxBytes, s.diskFull = s.bytes, true
-		s.segMax = max(s.maxBytes/segmentsPerLimit, 2*size)
+	return nil
+}
+
+// recover follows a write that failed for want of space: the torn tail is cut, the disk marked full at what the spool
+// holds (new segments are an eighth of that, so that later drops take an eighth, not all; the
+// size limit stays), and the oldest segment dropped (its unread records reported as
+// ReasonNoSpace); a spool of one segment first starts a new one, so that the one holding the
+// data can go. freed is false when there was nothing left to free.
+func (s *Spool) recover() (freed bool, err error) {
+	if err := s.cutTorn(); err != nil {
+		return false, err
 	}
-	if len(s.segs) == 1 {
-		if err := s.newSegment(s.segs[0].id + 1); err != nil {
-			return err
+	if s.records > 0 {
+		s.diskFull, s.diskBytes = true, s.bytes
+		s.segTarget = min(s.segTarget, s.target()) // the segment being written too
+	}
+	switch {
+	case len(s.segs) > 1:
+		return true, s.dropOldest(ReasonNoSpace)
+	case s.records == 0:
+		held := s.bytes
+		if err := s.reclaim(); err != nil {
+			return false, err
 		}
+		return s.bytes < held, nil
 	}
-	return s.dropOldest(ReasonNoSpace)
+	if err := s.newSegment(s.segs[0].id + 1); err != nil {
+		return false, err
+	}
+	return true, s.dropOldest(ReasonNoSpace)
 }
 
 // reclaim empties the segment being written once everything in it has been read, so that a
@@ -336,6 +416,8 @@ func (s *Spool) reclaim() error {
 	}
 	s.bytes -= seg.size
 	seg.size = 0
+	// Drained: whatever the disk held when it was full, segments go back to their size.
+	s.diskFull, s.segTarget = false, s.target()
 	return nil
 }
 
