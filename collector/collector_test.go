@@ -100,6 +100,14 @@ const base = uint64(1_767_571_200_700_000_000)
 // allocT0 is 2026-01-05T00:00:00Z: allocation times before 2000 are refused.
 const allocT0 = int64(1_767_571_200_000_000_000)
 
+// allocAt is allocT0 + ns, 0 left 0 (not set, still running).
+func allocAt(ns int64) int64 {
+	if ns == 0 {
+		return 0
+	}
+	return allocT0 + ns
+}
+
 func sample(kind pb.Kind, id string, ts uint64) *pb.Sample {
 	s := &pb.Sample{
 		TsNs: ts, IntervalNs: 100_000_000, GpuUuid: "GPU-1", GpuIndex: 0, Model: "H100-SXM5-80GB",

@@ -19,7 +19,7 @@ func TestRefusesOverlappingAllocations(t *testing.T) {
 	conn := localtest.Database(t).Conn
 	event := func(id, tenant string, start, end int64, version uint64) *pb.AllocationEvent {
 		return &pb.AllocationEvent{AllocationId: id, Tenant: tenant, Tier: "pro", Node: "node-a", InstanceId: "gpu0",
-			RequestedAtNs: start, StartedAtNs: start, EndedAtNs: end, Version: version}
+			RequestedAtNs: allocAt(start), StartedAtNs: allocAt(start), EndedAtNs: allocAt(end), Version: version}
 	}
 	const s = int64(time.Second)
 	produce(t, brokers,
