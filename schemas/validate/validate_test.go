@@ -2,6 +2,7 @@ package validate
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -183,6 +184,8 @@ func TestCheckAllocation(t *testing.T) {
 			t.Errorf("%s: refused: %v", tc.name, r)
 		case tc.reason != "" && (r == nil || r.Reason != tc.reason || r.Field != tc.field || r.Value == "" || r.Expected == ""):
 			t.Errorf("%s: got %+v, want %s on %s with a value and what was expected", tc.name, r, tc.reason, tc.field)
+		case r != nil && !slices.Contains(AllocationReasons(), r.Reason):
+			t.Errorf("%s: reason %s is not in AllocationReasons()", tc.name, r.Reason)
 		}
 	}
 }
