@@ -255,7 +255,7 @@ func TestParseRefusesHugeFleets(t *testing.T) {
 		}
 		return b.String()
 	}
-	shared := "{model: A100-SXM4-40GB, share: {mode: time_slicing, replicas: 64}}" // 1,024 instances a node
+	shared := "{model: A100-SXM4-40GB, share: {mode: time_slicing, replicas: 64}}"                                // 1,024 instances a node
 	mig := `{model: A100-SXM4-40GB, mig: ["1g.5gb", "1g.5gb", "1g.5gb", "1g.5gb", "1g.5gb", "1g.5gb", "1g.5gb"]}` // 112 a node
 	for _, tc := range []struct {
 		name  string
