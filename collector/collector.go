@@ -75,6 +75,11 @@ type Config struct {
 	// is refused (dead-lettered, reason invalid, field tier) instead of stored, since it could
 	// not be priced. nil stores every tier (attribution reports an unknown one as unpriced).
 	Tiers map[string]float64
+
+	// AllowTenantMoves stores an allocation event that changes a live allocation's tenant;
+	// without it such an event is dead-lettered (reason tenant_move): over HTTP only an
+	// operator may move an allocation, and a Kafka message names no principal.
+	AllowTenantMoves bool
 }
 
 func (c *Config) setDefaults() {

@@ -115,7 +115,7 @@ func (m *metrics) startAtZero() {
 	sampleReasons := []string{reasonInvalid, reasonMissingInstanceID, reasonUnknownKind, reasonMissingTimestamp,
 		reasonTimestampOutOfRange, reasonMissingInterval, reasonMissingNode}
 	allocationReasons := []string{reasonInvalid, reasonMissingAllocationID, reasonMissingTenant, reasonMissingTier,
-		reasonMissingNode, reasonMissingInstanceID, reasonStartedBeforeRequest, reasonEndedNotAfterStarted, reasonOverlap}
+		reasonMissingNode, reasonMissingInstanceID, reasonStartedBeforeRequest, reasonEndedNotAfterStarted, reasonOverlap, reasonTenantMove}
 	for _, r := range sampleReasons {
 		m.samplesDropped.WithLabelValues(r)
 	}

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -45,14 +46,22 @@ func (c *Collector) refuseOverlaps(ctx context.Context, b *batch) error {
 	if b.allocs.len() == 0 || b.allocChecks.checked {
 		return nil
 	}
-	refused, changes, err := allocation.CheckEventChanges(ctx, c.conn, b.allocChecks.events)
+	var check func(cur, next allocation.Event) error
+	if !c.cfg.AllowTenantMoves {
+		check = refuseTenantMove
+	}
+	refused, changes, err := allocation.CheckEventChangesWith(ctx, c.conn, b.allocChecks.events, check)
 	if err != nil {
 		return fmt.Errorf("check %d allocation events for overlaps: %w", len(b.allocChecks.events), err)
 	}
 	drop := make(map[int]bool, len(refused))
 	for _, r := range refused {
 		drop[r.Index] = true
-		c.refuseInto(b, b.allocChecks.msgs[r.Index], &refusal{reason: reasonOverlap, detail: r.Err.Error()})
+		reason := reasonOverlap
+		if errors.As(r.Err, new(*tenantMoveError)) {
+			reason = reasonTenantMove
+		}
+		c.refuseInto(b, b.allocChecks.msgs[r.Index], &refusal{reason: reason, detail: r.Err.Error()})
 	}
 	if len(drop) > 0 {
 		b.allocs.drop(drop)
@@ -68,6 +77,21 @@ func (c *Collector) refuseOverlaps(ctx context.Context, b *batch) error {
 		b.allocChecks.reset()
 	}
 	return nil
+}
+
+// refuseTenantMove refuses an event that moves a live allocation to another tenant: over HTTP
+// only an operator may, and a Kafka message carries no principal to tell one.
+func refuseTenantMove(cur, next allocation.Event) error {
+	if cur.Tenant == next.Tenant {
+		return nil
+	}
+	return &tenantMoveError{id: next.ID, from: cur.Tenant, to: next.Tenant}
+}
+
+type tenantMoveError struct{ id, from, to string }
+
+func (e *tenantMoveError) Error() string {
+	return fmt.Sprintf("allocation %q: moving it from tenant %q to %q is refused on the topic (an operator moves it over HTTP, or run the collector with --collector.allow-tenant-moves)", e.id, e.from, e.to)
 }
 
 // drop removes the rows at the given indexes.

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +59,71 @@ func TestRefusesOverlappingAllocations(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)
+	}
+}
+
+// TestRefusesTenantMoves: an allocation event that changes a live allocation's tenant is
+// dead-lettered (reason tenant_move, counted) unless AllowTenantMoves, as only an operator may
+// do it over HTTP. A second move of the same allocation in the same batch is refused too (the
+// first, refused, did not change the state), while a change that keeps the tenant, and a
+// deleted allocation created anew for another tenant, are stored.
+func TestRefusesTenantMoves(t *testing.T) {
+	const s = int64(time.Second)
+	event := func(id, tenant, instance string, end int64, version uint64, deleted bool) *pb.AllocationEvent {
+		return &pb.AllocationEvent{AllocationId: id, Tenant: tenant, Tier: "pro", Node: "node-a", InstanceId: instance,
+			RequestedAtNs: 10 * s, StartedAtNs: 10 * s, EndedAtNs: end, Version: version, Deleted: deleted}
+	}
+	tests := []struct {
+		allow  bool
+		stored string // allocation_id v version, in order
+		dead   int
+	}{
+		{false, "m1v1 m1v4 m2v1 m2v2 m2v3", 2},
+		{true, "m1v1 m1v2 m1v3 m1v4 m2v1 m2v2 m2v3", 0},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("allow=%v", tt.allow), func(t *testing.T) {
+			brokers := localtest.FakeKafka(t)
+			conn := localtest.Database(t).Conn
+			produce(t, brokers,
+				allocationMessage(t, event("m1", "acme", "gpu0", 0, 1, false)),
+				allocationMessage(t, event("m1", "beta", "gpu0", 0, 2, false)), // a move
+				allocationMessage(t, event("m1", "beta", "gpu0", 0, 3, false)), // again: still a move from acme
+				allocationMessage(t, event("m1", "acme", "gpu0", 90*s, 4, false)),
+				allocationMessage(t, event("m2", "acme", "gpu1", 0, 1, false)),
+				allocationMessage(t, event("m2", "acme", "gpu1", 0, 2, true)),  // deleted
+				allocationMessage(t, event("m2", "beta", "gpu1", 0, 3, false)), // created anew: not a move
+			)
+			c, reg, stop := startCollector(t, Config{Brokers: brokers, GroupID: "moves", FlushInterval: 100 * time.Millisecond, AllowTenantMoves: tt.allow}, conn)
+			want := len(strings.Fields(tt.stored))
+			waitFor(t, 20*time.Second, fmt.Sprintf("%d allocation rows stored", want), func() bool {
+				_, a := c.Stored()
+				return a == uint64(want)
+			})
+			if tt.dead > 0 {
+				for i, d := range readDeadLetters(t, brokers, tt.dead) {
+					if got := header(d, HeaderReason); got != reasonTenantMove {
+						t.Errorf("dead letter %d: reason %q, want %q", i, got, reasonTenantMove)
+					}
+					if d := header(d, HeaderReasonDetail); !strings.Contains(d, `"m1"`) || !strings.Contains(d, `"acme"`) || !strings.Contains(d, `"beta"`) || !strings.Contains(d, "--collector.allow-tenant-moves") {
+						t.Errorf("dead letter %d: detail %q does not name the allocation, both tenants and the flag", i, d)
+					}
+				}
+			}
+			if err := stop(); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+			var ids string
+			if err := conn.QueryRow(context.Background(), `SELECT arrayStringConcat(groupArray(concat(allocation_id, 'v', toString(version))), ' ')
+        FROM (SELECT allocation_id, version FROM allocations ORDER BY allocation_id, version)`).Scan(&ids); err != nil {
+				t.Fatal(err)
+			}
+			if ids != tt.stored {
+				t.Errorf("allocations stored: %s, want %s", ids, tt.stored)
+			}
+			if got := metricValue(t, reg, "slicemeter_collector_deadlettered_total", map[string]string{"topic": pb.TopicAllocations, "reason": reasonTenantMove}); got != float64(tt.dead) {
+				t.Errorf("dead-lettered for tenant moves: %v, want %d", got, tt.dead)
+			}
+		})
 	}
 }

@@ -13,7 +13,8 @@ import (
 const (
 	reasonDecode               = "decode"
 	reasonUnknownTopic         = "unknown_topic"
-	reasonOverlap              = "overlap" // holds an instance another live allocation holds (allocation.CheckEvents)
+	reasonOverlap              = "overlap"     // holds an instance another live allocation holds (allocation.CheckEvents)
+	reasonTenantMove           = "tenant_move" // moves a live allocation to another tenant (Config.AllowTenantMoves)
 	reasonInvalid              = validate.ReasonInvalid
 	reasonMissingNode          = validate.ReasonMissingNode
 	reasonMissingInstanceID    = validate.ReasonMissingInstanceID

@@ -75,7 +75,7 @@ func (s *healthSource) Read(ctx context.Context, t time.Time, interval time.Dura
 			st.ThrottleReasons |= 0x4 // sw_power_cap
 			st.Health = exporter.Health{
 				Supported: exporter.HealthPCIe | exporter.HealthPCIeReplays | exporter.HealthNVLink | exporter.HealthMemTemp |
-					exporter.HealthFB | exporter.HealthCopyUtil | exporter.HealthCodecUtil | exporter.HealthRemap |
+					exporter.HealthFB | exporter.HealthFBReserved | exporter.HealthCopyUtil | exporter.HealthCodecUtil | exporter.HealthRemap |
 					exporter.HealthViolations | exporter.HealthVersions,
 				PCIeTxBytes: n << 20, PCIeRxBytes: n << 21, PCIeReplays: n / 10, NVLinkTxBytes: n << 24, NVLinkRxBytes: n << 24,
 				MemTempC: 55, FBFree: st.MemTotal - st.MemUsed, FBReserved: 512 << 20, CopyUtil: 0.2, EncoderUtil: 0.05, DecoderUtil: 0.1,
@@ -111,6 +111,18 @@ var dcgm12239 = []struct {
 	{"GPU Utilization", `DCGM_FI_DEV_GPU_UTIL{instance=~"$instance", gpu=~"$gpu"}`, dcgmGPULabels},
 	{"GPU Framebuffer Mem Used", `DCGM_FI_DEV_FB_USED{instance=~"$instance", gpu=~"$gpu"}`, dcgmGPULabels},
 	{"Tensor Core Utilization", `DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{instance=~"$instance", gpu=~"$gpu"}`, dcgmGPULabels},
+	// The current revision (grafana/dcgm-exporter-dashboard.json today): variables $Hostname and
+	// $gpu listed from FB_FREE, panels aggregated by Hostname and, for MIG, GPU_I_ID/GPU_I_PROFILE.
+	{"now / variable Hostname: label_values(DCGM_FI_DEV_FB_FREE, Hostname)", `group by (Hostname) (DCGM_FI_DEV_FB_FREE)`, []string{"Hostname"}},
+	{"now / variable gpu: label_values(DCGM_FI_DEV_FB_FREE{Hostname=~\"$Hostname\"}, gpu)", `group by (gpu) (DCGM_FI_DEV_FB_FREE{Hostname=~"$Hostname"})`, []string{"gpu"}},
+	{"now / GPU Temperature", `max(DCGM_FI_DEV_GPU_TEMP{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, uuid)`, []string{"Hostname", "gpu"}},
+	{"now / GPU Avg. Temp", `avg(DCGM_FI_DEV_GPU_TEMP{Hostname=~"$Hostname", gpu=~"$gpu"})`, nil},
+	{"now / GPU Power Usage", `max(DCGM_FI_DEV_POWER_USAGE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, uuid)`, []string{"Hostname", "gpu"}},
+	{"now / GPU Power Total", `sum(max(DCGM_FI_DEV_POWER_USAGE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (gpu))`, nil},
+	{"now / GPU SM Clocks", `max(DCGM_FI_DEV_SM_CLOCK{Hostname=~"$Hostname", gpu=~"$gpu"} * 1000000) by (Hostname, UUID, gpu)`, []string{"Hostname", "UUID", "gpu"}},
+	{"now / GPU Utilization (MIG)", `max(DCGM_FI_PROF_GR_ENGINE_ACTIVE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)`, []string{"Hostname", "gpu"}},
+	{"now / Tensor Core Utilization (MIG)", `max(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)`, []string{"Hostname", "gpu"}},
+	{"now / GPU Framebuffer Mem Used (MIG)", `max(DCGM_FI_DEV_FB_USED{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)`, []string{"Hostname", "gpu"}},
 }
 
 var dcgmGPULabels = []string{"instance", "gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"}
@@ -174,9 +186,10 @@ func TestDCGMCompat(t *testing.T) {
 		perMIG bool
 	}
 	var checks []check
-	vars := strings.NewReplacer("$instance", strings.ReplaceAll(host, ".", `\\.`)+":.*", "$gpu", "0|1|2|3")
+	vars := strings.NewReplacer("$instance", strings.ReplaceAll(host, ".", `\\.`)+":.*", "$gpu", "0|1|2|3", "$Hostname", "node-d")
 	for _, q := range dcgm12239 {
-		checks = append(checks, check{"12239 / " + q.panel, vars.Replace(q.expr), q.labels, strings.Contains(q.expr, "TENSOR")})
+		perMIG := strings.Contains(q.expr, "TENSOR") || strings.Contains(q.expr, "GPU_I_ID")
+		checks = append(checks, check{"12239 / " + q.panel, vars.Replace(q.expr), q.labels, perMIG})
 	}
 	// Every name the rules publish (the default counters and more) returns series.
 	for _, name := range []string{"DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL",

@@ -24,7 +24,9 @@ import (
 	"github.com/slicemeter/slicemeter/e2e/apptest"
 	"github.com/slicemeter/slicemeter/exporter/kubernetes/kubelettest"
 	"github.com/slicemeter/slicemeter/exporter/sim"
+	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/schemas/hardware"
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -90,9 +92,14 @@ func TestKubernetesAllocations(t *testing.T) {
 	}
 	client := k8sclient.NewForConfigOrDie(cfg)
 	db := localtest.Database(t)
-	brokers := strings.Join(localtest.FakeKafka(t), ",")
+	// The real broker the other e2e tests share: topics of its own, created afresh, and a
+	// consumer group of its own.
+	kfk := localtest.Kafka(t)
+	brokers := kfk.Brokers()
+	freshTopics(t, ctx, kafkaconn.ParseBrokers(brokers), 4, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter)
 	kubelet := kubelettest.Start(t)
-	apptest.StartCollector(t, ctx, "--kafka.brokers", brokers, "--clickhouse.dsn", db.DSN, "--collector.flush-interval", "200ms")
+	apptest.StartCollector(t, ctx, "--kafka.brokers", brokers, "--clickhouse.dsn", db.DSN, "--collector.flush-interval", "200ms",
+		"--kafka.group", "e2e-kubernetes")
 	spool := t.TempDir()
 	exporterArgs := []string{"--source", "sim", "--scenario", scenario, "--sim.start", "now", "--kafka.brokers", brokers, "--spool.dir", spool,
 		"--kafka.flush-interval", "200ms",

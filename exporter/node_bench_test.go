@@ -183,7 +183,7 @@ func withAllHealth(out []exporter.NodeSamples, n uint64) {
 		for g := range out[i].GPUs {
 			out[i].GPUs[g].Health = exporter.Health{
 				Supported: exporter.HealthPCIe | exporter.HealthPCIeReplays | exporter.HealthNVLink | exporter.HealthMemTemp |
-					exporter.HealthFB | exporter.HealthCopyUtil | exporter.HealthCodecUtil | exporter.HealthRemap |
+					exporter.HealthFB | exporter.HealthFBReserved | exporter.HealthCopyUtil | exporter.HealthCodecUtil | exporter.HealthRemap |
 					exporter.HealthViolations | exporter.HealthVersions,
 				PCIeTxBytes: n << 20, PCIeRxBytes: n << 21, PCIeReplays: n, NVLinkTxBytes: n << 24, NVLinkRxBytes: n << 24,
 				MemTempC: 55, FBFree: 1 << 34, FBReserved: 1 << 29, CopyUtil: 0.2, EncoderUtil: 0.05, DecoderUtil: 0.1,

@@ -101,12 +101,13 @@ const (
 	HealthPCIeReplays
 	HealthNVLink // NVLinkTxBytes, NVLinkRxBytes
 	HealthMemTemp
-	HealthFB // FBFree, FBReserved
+	HealthFB // FBFree (from memory info v2, else v1's total − used)
 	HealthCopyUtil
 	HealthCodecUtil  // EncoderUtil, DecoderUtil
 	HealthRemap      // RemappedCorrectable, RemappedUncorrectable, RemapPending, RemapFailure
 	HealthViolations // PowerViolationNs, ThermalViolationNs
 	HealthVersions   // DriverVersion, CUDAVersion
+	HealthFBReserved // FBReserved: memory info v2 only (v1's used counts it)
 )
 
 // Has says whether every field of f is supported.

@@ -51,6 +51,8 @@ type Principal struct {
 	// Tenants: a tenant principal's own tenants (at least one); a scheduler's tenants it may
 	// write (none: any tenant). Unused for operator and finance.
 	Tenants []string
+	// Anonymous: not authenticated (AllowAll); limits per client count its IP instead.
+	Anonymous bool
 }
 
 // readsAll says whether the principal may read every tenant's data.
@@ -94,7 +96,7 @@ type AllowAll struct{}
 
 // Principal implements Authorizer.
 func (AllowAll) Principal(*http.Request) (Principal, error) {
-	return Principal{Name: "anonymous", Role: RoleOperator}, nil
+	return Principal{Name: "anonymous", Role: RoleOperator, Anonymous: true}, nil
 }
 
 // ErrNoAuthorizer refuses every request of a Server that has no Authorizer.
@@ -322,6 +324,7 @@ func (s *Server) logger() *slog.Logger {
 type readScope struct {
 	all     bool
 	tenants []string
+	who     Principal // who asked
 }
 
 // has says whether the scope includes the tenant.
@@ -352,6 +355,7 @@ func (s *Server) scope(w http.ResponseWriter, r *http.Request, what string, time
 	if from, to, ok = s.fromTo(w, r, timesRequired); !ok {
 		return readScope{}, time.Time{}, time.Time{}, false
 	}
+	sc.who = p
 	return sc, from, to, true
 }
 
@@ -399,7 +403,17 @@ func (s *Server) getAllocations(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusInternalServerError, err)
 		return
 	}
-	out := make([]allocation.JSON, 0, len(allocs))
+	n := 0
+	for _, a := range allocs {
+		if sc.has(a.Tenant) {
+			n++
+		}
+	}
+	if limit := s.reportLimits().MaxAllocationRows; limit > 0 && n > limit {
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("%d allocations match; the limit is %d (--api.max-allocation-rows): use a shorter from..to or a tenant", n, limit))
+		return
+	}
+	out := make([]allocation.JSON, 0, n)
 	for _, a := range allocs {
 		if sc.has(a.Tenant) {
 			out = append(out, allocation.ToJSON(a))
@@ -460,7 +474,7 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 	if !s.checkReportCost(w, r, len(windows), sc, from, to) {
 		return
 	}
-	release, ok := s.admitReport(w)
+	release, ok := s.admitReport(w, r, sc.who)
 	if !ok {
 		return
 	}
@@ -507,62 +521,4 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 	if _, err := body.WriteTo(w); err != nil {
 		s.logger().DebugContext(r.Context(), "sending a report failed", "err", err)
 	}
-}
-
-// getFOCUS answers the FOCUS 1.2 CSV of [from, to) (format=focus): one Usage row per
-// allocation per hour, only the scope's tenants. Its metadata is format=focus-metadata (the
-// Link header says so). Rendered before anything is sent, like the report.
-func (s *Server) getFOCUS(w http.ResponseWriter, r *http.Request, sc readScope, from, to time.Time, fromMinutes bool) {
-	hourly := func(ctx context.Context, from, to time.Time) (report.Report, error) {
-		return s.Report(ctx, ReportQuery{From: from, To: to, FromMinutes: fromMinutes, Lines: true})
-	}
-	e := focus.Export{Report: hourly, Zone: s.Zone, Issuer: s.Issuer}
-	if e.Issuer == (focus.Issuer{}) {
-		e.Issuer = focus.DefaultIssuer
-	}
-	if !sc.all {
-		e.Tenants = nonNil(sc.tenants)
-	}
-	var body bytes.Buffer
-	fw, err := focus.NewWriter(&body, focus.CSV)
-	if err == nil {
-		_, err = e.Usage(r.Context(), from, to, &limitRows{Writer: fw, s: s, w: w})
-	}
-	if err == nil {
-		err = fw.Close()
-	}
-	var over *tooManyRows
-	switch {
-	case errors.As(err, &over):
-		return // answered
-	case err != nil:
-		s.logger().ErrorContext(r.Context(), "computing a FOCUS export failed", "from", from, "to", to, "err", err)
-		s.fail(w, http.StatusInternalServerError, fmt.Errorf("FOCUS export of [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err))
-		return
-	}
-	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	w.Header().Set("Link", `</api/v1/report?format=focus-metadata>; rel="describedby"`)
-	if _, err := body.WriteTo(w); err != nil {
-		s.logger().DebugContext(r.Context(), "sending a FOCUS export failed", "err", err)
-	}
-}
-
-// limitRows stops a FOCUS export once it has more rows than the report limits allow
-// (checkReportRows answers the 400).
-type limitRows struct {
-	focus.Writer
-	s    *Server
-	w    http.ResponseWriter
-	rows int
-}
-
-type tooManyRows struct{}
-
-func (*tooManyRows) Error() string { return "too many rows" }
-
-func (l *limitRows) Write(row focus.Row) error {
-	if l.rows++; !l.s.checkReportRows(l.w, l.rows) {
-		return &tooManyRows{}
-	}
-	return l.Writer.Write(row)
 }

@@ -67,7 +67,7 @@ func (s *Server) getFleet(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter format: %q; expected csv or json", format))
 		return
 	}
-	release, ok := s.admitReport(w)
+	release, ok := s.admitReport(w, r, p)
 	if !ok {
 		return
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -12,24 +13,33 @@ import (
 
 // ReportLimits bound what one report request may cost and how many are computed at once, so
 // that one heavy client cannot starve the rest: a request over a cost limit gets 400 naming
-// the limit and its own figure, one beyond MaxConcurrent 429 with Retry-After. Zero means no
-// limit. Use a *ReportLimits shared by every request (it holds the concurrency slots).
+// the limit and its own figure, one beyond MaxConcurrent (or MaxConcurrentPerClient of one
+// client) 429 with Retry-After. Zero means no limit. Use a *ReportLimits shared by every
+// request (it holds the concurrency slots).
 type ReportLimits struct {
 	MaxWindows    int // windows of one request (its step over its range)
 	MaxCost       int // windows × tenants of one request
 	MaxRows       int // tenant rows of one response, over all its windows
 	MaxConcurrent int // reports computed at once
-	RetryAfter    time.Duration
-	MaxAuditRows  int // entries of one GET /api/v1/audit response
+	// MaxConcurrentPerClient: reports of one client at once (its principal; with auth off its
+	// IP), below MaxConcurrent so that one client cannot hold every slot.
+	MaxConcurrentPerClient int
+	RetryAfter             time.Duration
+	MaxAuditRows           int // entries of one GET /api/v1/audit response
+	MaxAllocationRows      int // allocations of one GET /api/v1/allocations response
 
-	once  sync.Once
-	slots chan struct{}
+	once    sync.Once
+	slots   chan struct{}
+	mu      sync.Mutex
+	running map[string]int // reports being computed, by client
 }
 
 // DefaultReportLimits are the flags' defaults: 10,000 windows (a year in hours), one request
-// at most 100,000 tenant-windows and 1,000,000 rows, 4 reports at once, 100,000 audit entries.
+// at most 100,000 tenant-windows and 1,000,000 rows, 4 reports at once and 2 of one client,
+// 100,000 audit entries and 100,000 allocations.
 func DefaultReportLimits() *ReportLimits {
-	return &ReportLimits{MaxWindows: 10000, MaxCost: 100000, MaxRows: 1000000, MaxConcurrent: 4, RetryAfter: 5 * time.Second, MaxAuditRows: 100000}
+	return &ReportLimits{MaxWindows: 10000, MaxCost: 100000, MaxRows: 1000000, MaxConcurrent: 4, MaxConcurrentPerClient: 2,
+		RetryAfter: 5 * time.Second, MaxAuditRows: 100000, MaxAllocationRows: 100000}
 }
 
 // AddReportLimitFlags adds the --api.max-report-* flags to c.
@@ -39,15 +49,17 @@ func AddReportLimitFlags(c *kingpin.CmdClause) *ReportLimits {
 	c.Flag("api.max-report-cost", "Most windows × tenants of one report request; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxCost)).IntVar(&l.MaxCost)
 	c.Flag("api.max-report-rows", "Most rows of one report response; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxRows)).IntVar(&l.MaxRows)
 	c.Flag("api.max-concurrent-reports", "Most reports computed at once; more: 429 with Retry-After. 0: no limit.").Default(strconv.Itoa(d.MaxConcurrent)).IntVar(&l.MaxConcurrent)
+	c.Flag("api.max-concurrent-reports-per-client", "Most reports of one client (its token or JWT subject; with --api.insecure-no-auth its IP) computed at once; more: 429 with Retry-After. 0: no limit.").Default(strconv.Itoa(d.MaxConcurrentPerClient)).IntVar(&l.MaxConcurrentPerClient)
 	c.Flag("api.report-retry-after", "The Retry-After of a 429.").Default(d.RetryAfter.String()).DurationVar(&l.RetryAfter)
 	c.Flag("api.max-audit-rows", "Most entries of one /api/v1/audit response; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxAuditRows)).IntVar(&l.MaxAuditRows)
+	c.Flag("api.max-allocation-rows", "Most allocations of one GET /api/v1/allocations response; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxAllocationRows)).IntVar(&l.MaxAllocationRows)
 	return l
 }
 
 // Check refuses negative limits (a usage error for the flags).
 func (l *ReportLimits) Check() error {
-	if l.MaxWindows < 0 || l.MaxCost < 0 || l.MaxRows < 0 || l.MaxConcurrent < 0 || l.RetryAfter < 0 || l.MaxAuditRows < 0 {
-		return fmt.Errorf("--api.max-report-windows, --api.max-report-cost, --api.max-report-rows, --api.max-concurrent-reports, --api.report-retry-after and --api.max-audit-rows must be ≥ 0")
+	if l.MaxWindows < 0 || l.MaxCost < 0 || l.MaxRows < 0 || l.MaxConcurrent < 0 || l.MaxConcurrentPerClient < 0 || l.RetryAfter < 0 || l.MaxAuditRows < 0 || l.MaxAllocationRows < 0 {
+		return fmt.Errorf("--api.max-report-windows, --api.max-report-cost, --api.max-report-rows, --api.max-concurrent-reports, --api.max-concurrent-reports-per-client, --api.report-retry-after, --api.max-audit-rows and --api.max-allocation-rows must be ≥ 0")
 	}
 	return nil
 }
@@ -58,24 +70,77 @@ func (s *Server) reportLimits() *ReportLimits {
 		return s.Limits
 	}
 	l := DefaultReportLimits()
-	l.MaxConcurrent = 0
+	l.MaxConcurrent, l.MaxConcurrentPerClient = 0, 0
 	return l
 }
 
-// admitReport takes a concurrency slot, or answers 429 with Retry-After; release gives it back.
-func (s *Server) admitReport(w http.ResponseWriter) (release func(), ok bool) {
+// admitReport takes a slot of the client's and then one of the server's, or answers 429 with
+// Retry-After naming the limit; release gives them back.
+func (s *Server) admitReport(w http.ResponseWriter, r *http.Request, p Principal) (release func(), ok bool) {
 	l := s.reportLimits()
+	client := clientOf(r, p)
+	if !l.takeClient(client) {
+		s.tooMany(w, l, fmt.Errorf("%s has %d reports being computed, the limit (--api.max-concurrent-reports-per-client); retry later", client, l.MaxConcurrentPerClient))
+		return nil, false
+	}
 	if l.MaxConcurrent <= 0 {
-		return func() {}, true
+		return func() { l.releaseClient(client) }, true
 	}
 	l.once.Do(func() { l.slots = make(chan struct{}, l.MaxConcurrent) })
 	select {
 	case l.slots <- struct{}{}:
-		return func() { <-l.slots }, true
+		return func() { <-l.slots; l.releaseClient(client) }, true
 	default:
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((l.RetryAfter+time.Second-1)/time.Second))))
-		s.fail(w, http.StatusTooManyRequests, fmt.Errorf("%d reports are being computed, the limit (--api.max-concurrent-reports); retry later", l.MaxConcurrent))
+		l.releaseClient(client)
+		s.tooMany(w, l, fmt.Errorf("%d reports are being computed, the limit (--api.max-concurrent-reports); retry later", l.MaxConcurrent))
 		return nil, false
+	}
+}
+
+func (s *Server) tooMany(w http.ResponseWriter, l *ReportLimits, err error) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int((l.RetryAfter+time.Second-1)/time.Second))))
+	s.fail(w, http.StatusTooManyRequests, err)
+}
+
+// clientOf names whom the per-client limit counts: the principal, or for an anonymous one
+// (auth off: every caller is the same operator) the remote IP. Behind a proxy that IP is the
+// proxy's.
+func clientOf(r *http.Request, p Principal) string {
+	if !p.Anonymous {
+		return fmt.Sprintf("principal %q", p.Name)
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "client " + host
+}
+
+// takeClient counts one more report of client unless it has MaxConcurrentPerClient already.
+func (l *ReportLimits) takeClient(client string) bool {
+	if l.MaxConcurrentPerClient <= 0 {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.running[client] >= l.MaxConcurrentPerClient {
+		return false
+	}
+	if l.running == nil {
+		l.running = map[string]int{}
+	}
+	l.running[client]++
+	return true
+}
+
+func (l *ReportLimits) releaseClient(client string) {
+	if l.MaxConcurrentPerClient <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.running[client]--; l.running[client] <= 0 {
+		delete(l.running, client) // the map holds only clients with reports running
 	}
 }
 

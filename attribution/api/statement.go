@@ -49,7 +49,7 @@ func (s *Server) getStatement(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusNotImplemented, errors.New("this server renders no statements"))
 		return
 	}
-	release, ok := s.admitReport(w)
+	release, ok := s.admitReport(w, r, p)
 	if !ok {
 		return
 	}

@@ -128,3 +128,14 @@ func TestChargePeriod(t *testing.T) {
 		})
 	}
 }
+
+// TestResourceType: a row's ResourceType says what was held, for every kind of instance.
+func TestResourceType(t *testing.T) {
+	for _, tc := range []struct{ kind, want string }{
+		{"gpu", "GPU"}, {"mig", "MIG instance"}, {"vgpu", "vGPU"}, {"share", "GPU replica"},
+	} {
+		if got := *Usage(report.AllocationRow{Kind: tc.kind, Fraction: 1, Allocated: time.Hour}, Period{}, DefaultIssuer).ResourceType; got != tc.want {
+			t.Errorf("kind %q: ResourceType %q, want %q", tc.kind, got, tc.want)
+		}
+	}
+}

@@ -21,6 +21,15 @@ const DateTime = "2006-01-02T15:04:05Z"
 // PricingUnit is the unit of PricingQuantity: hours of a whole GPU, times the billed fraction.
 const PricingUnit = "GPU-Hours"
 
+// ServiceSubcategory is FOCUS 1.2's subcategory of the GPU time billed: of its category "AI and
+// Machine Learning", the one for what is neither a platform, a model nor a bot (FOCUS
+// lists GPU capacity, such as AWS's Capacity Blocks, there).
+const ServiceSubcategory = "Other (AI and Machine Learning)"
+
+// TagPrefix starts the key of every tag slicemeter writes (Tags): the metadata's
+// ProviderTagPrefixes.
+const TagPrefix = "slicemeter/"
+
 // ConsumedUnit is the unit of ConsumedQuantity: the seconds the allocation was billed.
 const ConsumedUnit = "Seconds"
 
@@ -76,6 +85,7 @@ type Row struct {
 	ResourceType               *string  `parquet:"ResourceType,optional"`
 	ServiceCategory            string   `parquet:"ServiceCategory"`
 	ServiceName                string   `parquet:"ServiceName"`
+	ServiceSubcategory         string   `parquet:"ServiceSubcategory"`
 	SkuId                      *string  `parquet:"SkuId,optional"`
 	SkuMeter                   *string  `parquet:"SkuMeter,optional"`
 	SkuPriceDetails            *string  `parquet:"SkuPriceDetails,optional"`
@@ -113,7 +123,7 @@ func Columns() []string {
 		"ConsumedQuantity", "ConsumedUnit", "ContractedCost", "ContractedUnitPrice", "EffectiveCost",
 		"InvoiceId", "InvoiceIssuerName", "ListCost", "ListUnitPrice", "PricingCategory", "PricingCurrency",
 		"PricingQuantity", "PricingUnit", "ProviderName", "PublisherName", "RegionId", "RegionName",
-		"ResourceId", "ResourceName", "ResourceType", "ServiceCategory", "ServiceName", "SkuId", "SkuMeter",
+		"ResourceId", "ResourceName", "ResourceType", "ServiceCategory", "ServiceName", "ServiceSubcategory", "SkuId", "SkuMeter",
 		"SkuPriceDetails", "SkuPriceId", "SubAccountId", "SubAccountName", "Tags",
 		"x_AllocationId", "x_Tier", "x_BilledFraction", "x_WasteCost", "x_OverheadCost", "x_OverheadFraction",
 		"x_Efficiency", "x_JitterP99Ms", "x_ColdStartSeconds", "x_ColdStartBreach", "x_UnmeteredSeconds",
@@ -305,24 +315,27 @@ func constant(tenant, tier, currency string, issuer Issuer) Row {
 		BillingAccountId: tenant, BillingAccountName: tenant, BillingCurrency: currency,
 		ChargeCategory: "Usage", ChargeFrequency: "Usage-Based", InvoiceIssuerName: issuer.InvoiceIssuer,
 		ProviderName: issuer.Provider, PublisherName: issuer.Publisher,
-		ServiceCategory: "AI and Machine Learning", ServiceName: "GPU", XTier: tier,
+		ServiceCategory: "AI and Machine Learning", ServiceName: "GPU", ServiceSubcategory: ServiceSubcategory, XTier: tier,
 	}
 }
 
-// resourceType names what was held: a MIG instance, a vGPU or a whole GPU.
+// resourceType names what was held: a MIG instance, a vGPU, a time-sliced or MPS replica of
+// a GPU (kind share), or a whole GPU.
 func resourceType(kind string) string {
 	switch kind {
 	case "mig":
 		return "MIG instance"
 	case "vgpu":
 		return "vGPU"
+	case "share":
+		return "GPU replica"
 	}
 	return "GPU"
 }
 
 // cells renders the row in Columns order; nil is an empty cell.
 func (r *Row) cells() []string {
-	c := textCells(make([]string, 0, 61))
+	c := textCells(make([]string, 0, 62))
 	r.emit(&c)
 	return c
 }
@@ -379,6 +392,7 @@ func (r *Row) emit(c cellSink) {
 	c.optText(r.ResourceType)
 	c.text(r.ServiceCategory)
 	c.text(r.ServiceName)
+	c.text(r.ServiceSubcategory)
 	c.optText(r.SkuId)
 	c.optText(r.SkuMeter)
 	c.optText(r.SkuPriceDetails)

@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
-	"encoding/json"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/focus"
+	"github.com/slicemeter/slicemeter/attribution/focus/focustest"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
@@ -95,77 +94,15 @@ func TestMetadataColumns(t *testing.T) {
 	if m.Schema.FocusVersion != "1.2" || m.Schema.CreationDate != "2026-02-01T00:00:00Z" {
 		t.Errorf("metadata %+v", m.Schema)
 	}
-}
-
-var dateTime = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`)
-
-// check12 checks the FOCUS 1.2 rules that focus-validator 1.0.0 does not know, on a CSV
-// file's rows (header first).
-func check12(t *testing.T, rows [][]string) {
-	t.Helper()
-	col := map[string]int{}
-	for i, c := range rows[0] {
-		col[c] = i
-	}
-	num := func(r []string, c string) float64 {
-		v, err := strconv.ParseFloat(r[col[c]], 64)
-		if err != nil {
-			t.Fatalf("%s %q: %v", c, r[col[c]], err)
+	// FOCUS 1.2 (Metadata, Column Definition): the Tags column MUST name the prefixes of the
+	// provider's own tag keys; no other column has them.
+	for _, c := range m.Schema.ColumnDefinition {
+		want := []string(nil)
+		if c.ColumnName == "Tags" {
+			want = []string{focus.TagPrefix}
 		}
-		return v
-	}
-	for _, r := range rows[1:] {
-		get := func(c string) string { return r[col[c]] }
-		if get("InvoiceId") == "" {
-			t.Errorf("row without InvoiceId: %v", r)
-		}
-		correction := get("ChargeClass") == "Correction"
-		if c := get("ChargeClass"); c != "" && !correction {
-			t.Errorf("ChargeClass %q", c)
-		}
-		if get("PricingCurrency") == "" || get("PricingCurrency") != get("BillingCurrency") {
-			t.Errorf("PricingCurrency %q, BillingCurrency %q", get("PricingCurrency"), get("BillingCurrency"))
-		}
-		for _, c := range []string{"BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd"} {
-			if !dateTime.MatchString(get(c)) {
-				t.Errorf("%s %q: expected YYYY-MM-DDTHH:mm:ssZ", c, get(c))
-			}
-		}
-		if get("ChargePeriodStart") >= get("ChargePeriodEnd") || get("BillingPeriodStart") >= get("BillingPeriodEnd") {
-			t.Errorf("empty period: %v", r)
-		}
-		if correction {
-			continue
-		}
-		if get("PricingUnit") != "GPU-Hours" || get("ConsumedUnit") != "Seconds" {
-			t.Errorf("PricingUnit %q, ConsumedUnit %q", get("PricingUnit"), get("ConsumedUnit"))
-		}
-		if get("SkuId") == "" || get("SkuPriceId") == "" || get("ResourceId") == "" {
-			t.Errorf("Usage row without SkuId, SkuPriceId or ResourceId: %v", r)
-		}
-		// The charge period is the billed part of the hour, to whole seconds outwards.
-		start, err1 := time.Parse(focus.DateTime, get("ChargePeriodStart"))
-		end, err2 := time.Parse(focus.DateTime, get("ChargePeriodEnd"))
-		if err1 != nil || err2 != nil {
-			t.Fatalf("charge period: %v, %v", err1, err2)
-		}
-		if span, billed := end.Sub(start).Seconds(), num(r, "ConsumedQuantity"); span > 3600 || billed > span+1e-6 || span >= billed+2 {
-			t.Errorf("charge period [%s, %s) for %v billed seconds", get("ChargePeriodStart"), get("ChargePeriodEnd"), billed)
-		}
-		q := num(r, "PricingQuantity")
-		for _, p := range [][2]string{{"ListUnitPrice", "ListCost"}, {"ContractedUnitPrice", "ContractedCost"}} {
-			if got, want := num(r, p[0])*q, num(r, p[1]); math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
-				t.Errorf("%s × PricingQuantity = %v, %s %v", p[0], got, p[1], want)
-			}
-		}
-		var details map[string]any
-		if err := json.Unmarshal([]byte(get("SkuPriceDetails")), &details); err != nil {
-			t.Errorf("SkuPriceDetails %q: %v", get("SkuPriceDetails"), err)
-		}
-		for k := range details {
-			if k != "GpuCount" && !strings.HasPrefix(k, "x_") {
-				t.Errorf("SkuPriceDetails key %q: neither FOCUS's nor x_", k)
-			}
+		if !slices.Equal(c.ProviderTagPrefixes, want) {
+			t.Errorf("column %s: ProviderTagPrefixes %q, want %q", c.ColumnName, c.ProviderTagPrefixes, want)
 		}
 	}
 }
@@ -188,7 +125,8 @@ func sums(t *testing.T, rows [][]string, column string) map[string]float64 {
 // TestScenarios exports every public scenario as FOCUS, CSV and Parquet, from the raw samples
 // and from the minutes the attribution service would store, and checks: Σ BilledCost and
 // Σ ListCost per tenant equal the tenant report's cost and list_cost (1e-6), the 1.2 rules
-// (check12), the Parquet file holds the CSV's rows, and the FOCUS validator passes the CSV.
+// (focustest.Check12), the Parquet file holds the CSV's rows, and the FOCUS validator passes
+// both files.
 func TestScenarios(t *testing.T) {
 	localtest.SkipShort(t, "ClickHouse")
 	dir := filepath.Join("..", "..", "schemas", "scenario", "testdata")
@@ -213,11 +151,11 @@ func TestScenarios(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := focus.Export{Report: focus.FromAttribution(conn, book, o, nil), Zone: book.Zone(), Issuer: focus.DefaultIssuer}
-			rows, parquetRows, file := export(t, e, sc.Start, sc.End())
+			rows, parquetRows, files := export(t, e, sc.Start, sc.End())
 			if len(rows) < 2 {
 				t.Fatalf("no FOCUS rows")
 			}
-			check12(t, rows)
+			focustest.Check12(t, rows)
 			billed, list := sums(t, rows, "BilledCost"), sums(t, rows, "ListCost")
 			energy, anyEnergy := sums(t, rows, "x_EnergyJoules"), 0.
 			for _, r := range res.Report.Tenants {
@@ -251,20 +189,23 @@ func TestScenarios(t *testing.T) {
 			if len(tot.BilledCost) != 1 || math.Abs(tot.BilledCost[tenant]-res.Report.Tenants[0].Cost) > 1e-6 {
 				t.Errorf("tenant %q's own export: %v", tenant, tot.BilledCost)
 			}
-			out := filepath.Join(t.TempDir(), name+".focus.csv")
+			dir := t.TempDir()
 			if d := os.Getenv("SLICEMETER_FOCUS_KEEP"); d != "" {
-				out = filepath.Join(d, name+".focus.csv")
+				dir = d
 			}
-			if err := os.WriteFile(out, file, 0o600); err != nil {
-				t.Fatal(err)
+			for f, data := range files {
+				out := filepath.Join(dir, name+".focus."+string(f))
+				if err := os.WriteFile(out, data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				localtest.ValidateFOCUS(t, out)
 			}
-			localtest.ValidateFOCUS(t, out)
 		})
 	}
 }
 
 // export writes the range as CSV and as Parquet and reads both back as rows of cells.
-func export(t *testing.T, e focus.Export, from, to time.Time) (csvRows, parquetRows [][]string, file []byte) {
+func export(t *testing.T, e focus.Export, from, to time.Time) (csvRows, parquetRows [][]string, files map[focus.Format][]byte) {
 	t.Helper()
 	ctx := context.Background()
 	var c, p bytes.Buffer
@@ -283,7 +224,7 @@ func export(t *testing.T, e focus.Export, from, to time.Time) (csvRows, parquetR
 			t.Fatal(err)
 		}
 	}
-	file = slices.Clone(c.Bytes())
+	files = map[focus.Format][]byte{focus.CSV: slices.Clone(c.Bytes()), focus.Parquet: p.Bytes()}
 	csvRows, err := csv.NewReader(&c).ReadAll()
 	if err != nil {
 		t.Fatal(err)
@@ -296,11 +237,12 @@ func export(t *testing.T, e focus.Export, from, to time.Time) (csvRows, parquetR
 	for _, r := range rows {
 		parquetRows = append(parquetRows, focus.Cells(r))
 	}
-	return csvRows, parquetRows, file
+	return csvRows, parquetRows, files
 }
 
 // TestValidatorRefuses: the validator, as the tests run it, fails a file that breaks a FOCUS
-// rule (a ChargeFrequency outside the spec's values), so that its passes mean something.
+// rule (a ChargeFrequency outside the spec's values), CSV or Parquet, so that its passes mean
+// something.
 func TestValidatorRefuses(t *testing.T) {
 	localtest.SkipShort(t, "the FOCUS validator (python)")
 	if _, err := local.FocusValidator(); err != nil {
@@ -320,22 +262,24 @@ func TestValidatorRefuses(t *testing.T) {
 		{"ChargeFrequency Hourly", func(r *focus.Row) { r.ChargeFrequency = "Hourly" }, true},
 		{"no BillingCurrency", func(r *focus.Row) { r.BillingCurrency = "" }, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			row := r
-			tc.spoil(&row)
-			var b bytes.Buffer
-			w, _ := focus.NewWriter(&b, focus.CSV)
-			if err := w.Write(row); err != nil || w.Close() != nil {
-				t.Fatal(err)
-			}
-			file := filepath.Join(t.TempDir(), "f.csv")
-			if err := os.WriteFile(file, b.Bytes(), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			err := local.ValidateFOCUS(context.Background(), file)
-			if (err != nil) != tc.fails {
-				t.Errorf("validator: %v, want failure %v", err, tc.fails)
-			}
-		})
+		for _, f := range []focus.Format{focus.CSV, focus.Parquet} {
+			t.Run(tc.name+"/"+string(f), func(t *testing.T) {
+				row := r
+				tc.spoil(&row)
+				var b bytes.Buffer
+				w, _ := focus.NewWriter(&b, f)
+				if err := w.Write(row); err != nil || w.Close() != nil {
+					t.Fatal(err)
+				}
+				file := filepath.Join(t.TempDir(), "f."+string(f))
+				if err := os.WriteFile(file, b.Bytes(), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				err := local.ValidateFOCUS(context.Background(), file)
+				if (err != nil) != tc.fails {
+					t.Errorf("validator: %v, want failure %v", err, tc.fails)
+				}
+			})
+		}
 	}
 }

@@ -70,6 +70,15 @@ func (c *csvWriter) end() error {
 	return err
 }
 
+// Flush sends the rows written so far to the underlying io.Writer (a response that streams
+// them).
+func (c *csvWriter) Flush() error {
+	if err := c.w.Flush(); err != nil {
+		return fmt.Errorf("write the FOCUS rows: %w", err)
+	}
+	return nil
+}
+
 func (c *csvWriter) Close() error {
 	if err := c.w.Flush(); err != nil {
 		return fmt.Errorf("write the FOCUS rows: %w", err)
@@ -135,11 +144,14 @@ type Column struct {
 	ColumnName     string `json:"ColumnName"`
 	DataType       string `json:"DataType"`
 	StringEncoding string `json:"StringEncoding,omitempty"`
-	Nullable       bool   `json:"x_Nullable"`
+	// ProviderTagPrefixes are the prefixes of the provider's own tag keys, which FOCUS 1.2
+	// requires of the Tags column (and of no other).
+	ProviderTagPrefixes []string `json:"ProviderTagPrefixes,omitempty"`
+	Nullable            bool     `json:"x_Nullable"`
 }
 
 // SchemaID names the schema of Columns: it changes when they do.
-const SchemaID = "slicemeter-focus-1.2-v1"
+const SchemaID = "slicemeter-focus-1.2-v2"
 
 // NewMetadata is the metadata of a file of Columns created at created.
 func NewMetadata(generator string, created time.Time) Metadata {
@@ -162,8 +174,10 @@ func NewMetadata(generator string, created time.Time) Metadata {
 			c.DataType = "Boolean"
 		case strings.HasSuffix(name, "Start") || strings.HasSuffix(name, "End"):
 			c.DataType, c.StringEncoding = "DateTime", "UTF-8"
-		case name == "SkuPriceDetails" || name == "Tags":
+		case name == "SkuPriceDetails":
 			c.DataType, c.StringEncoding = "JSON", "UTF-8"
+		case name == "Tags":
+			c.DataType, c.StringEncoding, c.ProviderTagPrefixes = "JSON", "UTF-8", []string{TagPrefix}
 		default:
 			c.DataType, c.StringEncoding = "String", "UTF-8"
 		}

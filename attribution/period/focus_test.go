@@ -17,6 +17,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/focus"
+	"github.com/slicemeter/slicemeter/attribution/focus/focustest"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
@@ -26,7 +27,8 @@ import (
 // directory, a late pass over a day of February between them: each close writes the month's
 // FOCUS CSV, Parquet and metadata; the Usage rows' BilledCost sums to each tenant's cost of
 // the closed report, March's file bills February's late day as a Correction row, the Parquet
-// file holds the CSV's rows, and the FOCUS validator passes both months' CSV.
+// file holds the CSV's rows, both months' CSV keeps the FOCUS 1.2 rules (focustest.Check12)
+// and the FOCUS validator passes both months' CSV and Parquet.
 func TestCloseExportsFOCUS(t *testing.T) {
 	ctx := context.Background()
 	conn := chtest.NewDatabase(t, nil)
@@ -63,6 +65,7 @@ func TestCloseExportsFOCUS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			focustest.Check12(t, rows) // the Correction rows appear only here
 			col := func(c string) int { return slices.Index(rows[0], c) }
 			usage, billed, corrections := 0, map[string]float64{}, map[string]float64{}
 			for _, r := range rows[1:] {
@@ -105,6 +108,7 @@ func TestCloseExportsFOCUS(t *testing.T) {
 				t.Errorf("metadata: %v %+v", err, m.Schema)
 			}
 			localtest.ValidateFOCUS(t, base+".csv")
+			localtest.ValidateFOCUS(t, base+".parquet")
 		})
 	}
 	// The stream of hours from the stored minutes gives the rows a report per hour gives, also

@@ -99,7 +99,7 @@ func (c Config) authorizer(logger *slog.Logger) (api.Authorizer, error) {
 		logger.Warn("the API on /api/v1 is served without authentication (--api.insecure-no-auth): anyone who reaches it reads every tenant and writes allocations")
 		return api.AllowAll{}, nil
 	}
-	return auth.Load(c.AuthFile)
+	return auth.Load(c.AuthFile, logger)
 }
 
 // Run runs the service until ctx ends (nil then) or serving fails. The metrics are registered
@@ -153,7 +153,8 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	if cfg.Export != nil {
 		srv.Issuer = focus.IssuerNamed(cfg.Export.Issuer)
 	}
-	webErr := webserver.Serve(ctx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Logger: logger, Routes: []func(*http.ServeMux){srv.Register}})
+	webErr := webserver.Serve(ctx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Logger: logger, Routes: []func(*http.ServeMux){srv.Register},
+		BearerPaths: []string{"/api/v1/"}})
 	return webserver.RunServing(webErr, func() error {
 		tick := time.NewTicker(cfg.Interval)
 		defer tick.Stop()

@@ -77,6 +77,12 @@ type Breach struct {
 	ColdStart, SLA     time.Duration
 }
 
+// JitterBreach is one allocation whose jitter p99 over the period exceeded its tier's SLA.
+type JitterBreach struct {
+	AllocationID, Tier string
+	JitterP99, SLA     time.Duration
+}
+
 // Statement is one tenant's statement of one period.
 type Statement struct {
 	Tenant   string
@@ -95,6 +101,8 @@ type Statement struct {
 	Allocations []report.AllocationRow
 	Tiers       []Tier
 	Breaches    []Breach
+	// JitterBreaches are the allocations whose jitter p99 exceeded their tier's SLA.
+	JitterBreaches []JitterBreach
 	// Corrections are the lines of earlier periods that this period bills (closed only).
 	Corrections []period.Line
 	Generated   time.Time
@@ -129,7 +137,7 @@ func Build(ctx context.Context, src Source, tenant string, m period.Month, now t
 		}
 		return strings.Compare(a.AllocationID, b.AllocationID)
 	})
-	st.Tiers, st.Breaches = sla(src.Book, month.Tenants, st.Allocations)
+	st.Tiers, st.Breaches, st.JitterBreaches = sla(src.Book, month.Tenants, st.Allocations)
 	for i, d := range days {
 		day := Day{Start: d.Start}
 		for _, r := range reps[i].Only(tenant).Tenants {
@@ -211,8 +219,8 @@ func lineRow(l period.Line) report.Row {
 }
 
 // sla is the tenant's tiers against the price book's SLA, and the allocations that breached
-// the cold-start limit.
-func sla(book *pricebook.PriceBook, rows []report.Row, allocs []report.AllocationRow) ([]Tier, []Breach) {
+// the cold-start limit and the jitter limit.
+func sla(book *pricebook.PriceBook, rows []report.Row, allocs []report.AllocationRow) ([]Tier, []Breach, []JitterBreach) {
 	var tiers []Tier
 	for _, r := range rows {
 		t := Tier{Name: r.Tier, ColdStartSLA: book.ColdStartSLA(r.Tier), ColdStartMax: r.ColdStartMax, JitterP99: r.JitterP99,
@@ -224,13 +232,19 @@ func sla(book *pricebook.PriceBook, rows []report.Row, allocs []report.Allocatio
 		tiers = append(tiers, t)
 	}
 	slices.SortFunc(tiers, func(a, b Tier) int { return strings.Compare(a.Name, b.Name) })
-	var breaches []Breach
+	var (
+		breaches []Breach
+		jitter   []JitterBreach
+	)
 	for _, a := range allocs {
 		if a.ColdStartBreach && a.ColdStart != nil {
 			breaches = append(breaches, Breach{AllocationID: a.AllocationID, Tier: a.Tier, ColdStart: *a.ColdStart, SLA: book.ColdStartSLA(a.Tier)})
 		}
+		if d, ok := book.JitterP99[a.Tier]; ok && a.JitterP99 != nil && *a.JitterP99 > d {
+			jitter = append(jitter, JitterBreach{AllocationID: a.AllocationID, Tier: a.Tier, JitterP99: *a.JitterP99, SLA: d})
+		}
 	}
-	return tiers, breaches
+	return tiers, breaches, jitter
 }
 
 // Days are the calendar days of [start, end) in zone (a day of a DST change is 23 or 25 hours).

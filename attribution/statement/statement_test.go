@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,23 @@ func TestBuild(t *testing.T) {
 			if breaches != len(st.Breaches) || breaches == 0 {
 				t.Errorf("%d breaches listed, the tiers count %d (the fixture has some)", len(st.Breaches), breaches)
 			}
+			// The fixture's pro allocations with a jitter p99 over pro's 5 ms, and only those.
+			var jitter []string
+			for _, a := range st.Allocations {
+				if a.Tier == "pro" && *a.JitterP99 > 5*time.Millisecond {
+					jitter = append(jitter, a.AllocationID)
+				}
+			}
+			var listed []string
+			for _, b := range st.JitterBreaches {
+				listed = append(listed, b.AllocationID)
+				if b.SLA != 5*time.Millisecond || b.JitterP99 <= b.SLA {
+					t.Errorf("jitter breach %+v", b)
+				}
+			}
+			if !slices.Equal(listed, jitter) || len(jitter) == 0 {
+				t.Errorf("jitter breaches listed %v, want %v (the fixture has some)", listed, jitter)
+			}
 		})
 	}
 	if _, err := Build(context.Background(), f.source(), "", november, now); err == nil {
@@ -125,6 +143,17 @@ func TestRender(t *testing.T) {
 			if !strings.Contains(page, want) {
 				t.Errorf("%s: the page lacks %q", tenant, want)
 			}
+		}
+		if tenant == "acme" && len(st.JitterBreaches) == 0 {
+			t.Fatal("acme has no jitter breach to list")
+		}
+		for _, b := range st.JitterBreaches {
+			if row := `<td>` + b.AllocationID + `</td><td>` + b.Tier + `</td><td class="n">` + dur(b.JitterP99) + `</td>`; !strings.Contains(page, row) {
+				t.Errorf("%s: the page does not list the jitter breach %q", tenant, row)
+			}
+		}
+		if len(st.JitterBreaches) == 0 && !strings.Contains(page, "No jitter p99 over the SLA.") {
+			t.Errorf("%s: the page does not say there is no jitter breach", tenant)
 		}
 		if n := strings.Count(page, `<g class="point"`); n != 30 {
 			t.Errorf("%s: %d points in the chart, want 30", tenant, n)

@@ -24,6 +24,7 @@ type allocationsCmd struct {
 	dsn    *string
 	file   *string
 	book   *string
+	moves  *bool
 }
 
 func newAllocationsCmd(app *kingpin.Application, stdout io.Writer) *allocationsCmd {
@@ -34,6 +35,7 @@ func newAllocationsCmd(app *kingpin.Application, stdout io.Writer) *allocationsC
 		dsn:    dsnFlag(imp),
 		file:   imp.Arg("file", "CSV (.csv) or JSON file of allocations.").Required().String(),
 		book:   imp.Flag("pricebook", "Price book file: refuse allocations at a tier it lacks (they could not be priced).").String(),
+		moves:  imp.Flag("allow-tenant-moves", "Store allocations that move a stored one to another tenant (refused without: over HTTP only an operator may).").Bool(),
 	}
 }
 
@@ -59,7 +61,7 @@ func (c *allocationsCmd) run(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	defer conn.Close()
-	res, err := allocations.NewStore(conn).Put(ctx, allocations.ImportActor(*c.file), allocs)
+	res, err := allocations.NewStore(conn).PutChecked(ctx, allocations.ImportActor(*c.file), allocs, allocations.ImportCheck(allocs, *c.moves))
 	if errors.Is(err, allocations.ErrRefused) {
 		return usage.Wrap(allocations.AtLine(*c.file, lines, err))
 	}

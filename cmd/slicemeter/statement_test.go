@@ -13,7 +13,7 @@ import (
 
 // TestStatementCommand renders a statement through the binary on a real, empty ClickHouse
 // (an open period billing nothing), as HTML on stdout and, with Chromium, as PDF; bad flags
-// exit 2 naming them.
+// exit 2 naming them, and so does a PDF without Chromium, saying how to install it.
 func TestStatementCommand(t *testing.T) {
 	db := localtest.Database(t)
 	slicemeter := func(code int, args ...string) string {
@@ -37,6 +37,13 @@ func TestStatementCommand(t *testing.T) {
 	if out := slicemeter(exitUsage, "--period", "2026-02", "--format", "pdf"); !strings.Contains(out, "-o FILE") {
 		t.Errorf("pdf without a file: %s", out)
 	}
+	t.Run("no Chromium", func(t *testing.T) {
+		t.Setenv("PATH", "") // no chromium, chromium-browser nor google-chrome to find
+		out := slicemeter(exitUsage, "--period", "2026-02", "--format", "pdf", "-o", filepath.Join(t.TempDir(), "acme.pdf"))
+		if !strings.Contains(out, "needs headless Chromium") || !strings.Contains(out, statement.InstallHint) {
+			t.Errorf("pdf without Chromium: %s", out)
+		}
+	})
 	if _, err := statement.Chromium(); err != nil {
 		t.Logf("no PDF checked: %v", err)
 		return

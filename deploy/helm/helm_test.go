@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -148,6 +149,13 @@ func TestBadValues(t *testing.T) {
 		{"no price book", []string{"pricebook.content="}, "pricebook.content or pricebook.existingConfigMap is required"},
 		{"both pdb bounds", []string{"attribution.pdb.minAvailable=1"}, "attribution.pdb: set minAvailable or maxUnavailable, not both"},
 		{"no clickhouse", []string{"clickhouse.dsn="}, "clickhouse.dsn or clickhouse.dsnSecret is required"},
+		// The exporter would publish every unlabelled pod at a tier attribution cannot price.
+		{"default tier not in the price book", []string{"exporter.kubernetes.defaultTier=gold"},
+			`exporter.kubernetes.defaultTier "gold": not a tier of pricebook.content (default)`},
+		{"no default tier", []string{"exporter.kubernetes.defaultTier="}, "exporter.kubernetes.defaultTier is required"},
+		{"price book without tiers", []string{"pricebook.content=version: 1"},
+			`exporter.kubernetes.defaultTier "default": not a tier of pricebook.content (none)`},
+		{"price book not YAML", []string{"pricebook.content=tiers: [a"}, "pricebook.content: not YAML"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{}
@@ -159,6 +167,36 @@ func TestBadValues(t *testing.T) {
 			_, err := Template(ctx, helm, root, args...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("helm template --set %v: %v, want an error with %q", tc.set, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestDefaultTier: exporter.kubernetes.defaultTier reaches the exporter when it is a tier of
+// the chart's price book, and unchecked where the price book is an existing ConfigMap.
+func TestDefaultTier(t *testing.T) {
+	helm := helmBinary(t)
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte("pricebook:\n  content: |\n    version: 1\n    currency: EUR\n    prices: {H100-SXM5-80GB: 2.0}\n    tiers: {pro: 1.0, budget: 0.7}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"the default values", nil, "--kubernetes.default-tier=default"},
+		{"a tier of the price book", []string{"-f", values, "--set", "exporter.kubernetes.defaultTier=budget"}, "--kubernetes.default-tier=budget"},
+		{"an existing ConfigMap", []string{"--set", "pricebook.existingConfigMap=prices", "--set", "exporter.kubernetes.defaultTier=gold"}, "--kubernetes.default-tier=gold"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := find(parse(t, template(t, helm, tc.args...)), "DaemonSet", "slicemeter-exporter")
+			if ds == nil {
+				t.Fatal("no exporter DaemonSet")
+			}
+			args := toStrings(at(ds.raw, "spec", "template", "spec", "containers", 0, "args"))
+			if !slices.Contains(args, tc.want) {
+				t.Errorf("the exporter's args %q lack %q", args, tc.want)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package local
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -45,26 +46,15 @@ var focus10Names = map[string]string{
 // means, SkuPriceId set on every Usage row, attribution/focus's tests check themselves.
 const focusOverride = "overrides:\n  - SkuPriceId_Nullable\n"
 
-// ValidateFOCUS runs the FOCUS validator (FOCUS 1.0 rules) on a FOCUS CSV file and fails
-// naming each rule it breaks. The validator knows four columns by older names
-// (focus10Names): it reads a copy of the file with only those header cells renamed; one rule
-// is skipped (focusOverride). It exits 0
-// whatever it finds, so its JUnit report is read instead.
-func ValidateFOCUS(ctx context.Context, csvFile string) error {
+// ValidateFOCUS runs the FOCUS validator (FOCUS 1.0 rules) on a FOCUS file, CSV or (by its
+// .parquet name) Parquet, and fails naming each rule it breaks. The validator knows four
+// columns by older names (focus10Names): it reads a copy of the file with only those columns
+// renamed; one rule is skipped (focusOverride). It exits 0 whatever it finds, so its JUnit
+// report is read instead.
+func ValidateFOCUS(ctx context.Context, file string) error {
 	bin, err := FocusValidator()
 	if err != nil {
 		return err
-	}
-	data, err := os.ReadFile(csvFile)
-	if err != nil {
-		return fmt.Errorf("read the FOCUS file: %w", err)
-	}
-	header, rest, _ := bytes.Cut(data, []byte("\n"))
-	cols := strings.Split(strings.TrimSuffix(string(header), "\r"), ",")
-	for i, c := range cols {
-		if old, ok := focus10Names[c]; ok {
-			cols[i] = old
-		}
 	}
 	dir, err := os.MkdirTemp("", "focus-validator")
 	if err != nil {
@@ -72,11 +62,17 @@ func ValidateFOCUS(ctx context.Context, csvFile string) error {
 	}
 	defer os.RemoveAll(dir)
 	in, out, override := filepath.Join(dir, "focus.csv"), filepath.Join(dir, "result.xml"), filepath.Join(dir, "override.yaml")
+	if strings.HasSuffix(file, ".parquet") {
+		in = filepath.Join(dir, "focus.parquet")
+		err = renameParquet(ctx, filepath.Join(filepath.Dir(bin), "python"), file, in)
+	} else {
+		err = renameCSV(file, in)
+	}
+	if err != nil {
+		return err
+	}
 	if err := os.WriteFile(override, []byte(focusOverride), 0o600); err != nil {
 		return fmt.Errorf("write the FOCUS validator's overrides: %w", err)
-	}
-	if err := os.WriteFile(in, append([]byte(strings.Join(cols, ",")+"\n"), rest...), 0o600); err != nil {
-		return fmt.Errorf("write the FOCUS file for the validator: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, bin, "--data-file", in, "--validate-version", "1.0", "--output-type", "unittest", "--output-destination", out,
 		"--override-file", override)
@@ -87,9 +83,50 @@ func ValidateFOCUS(ctx context.Context, csvFile string) error {
 	}
 	cmd.Dir = sitePackages[0]
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("focus-validator %s: %w\n%s", csvFile, err, lastLines(string(msg), 20))
+		return fmt.Errorf("focus-validator %s: %w\n%s", file, err, lastLines(string(msg), 20))
 	}
 	return readJUnit(out)
+}
+
+// renameCSV copies a FOCUS CSV file with its header's focus10Names renamed.
+func renameCSV(file, to string) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("read the FOCUS file: %w", err)
+	}
+	header, rest, _ := bytes.Cut(data, []byte("\n"))
+	cols := strings.Split(strings.TrimSuffix(string(header), "\r"), ",")
+	for i, c := range cols {
+		if old, ok := focus10Names[c]; ok {
+			cols[i] = old
+		}
+	}
+	if err := os.WriteFile(to, append([]byte(strings.Join(cols, ",")+"\n"), rest...), 0o600); err != nil {
+		return fmt.Errorf("write the FOCUS file for the validator: %w", err)
+	}
+	return nil
+}
+
+// renameParquetScript rewrites a Parquet file (argv 1) as argv 2 with the columns renamed
+// by the JSON object argv 3, with the pyarrow of the validator's virtual environment: the
+// Go Parquet library cannot rename a column without rewriting the schema by hand.
+const renameParquetScript = `import json, sys
+import pyarrow.parquet as pq
+t = pq.read_table(sys.argv[1])
+names = json.loads(sys.argv[3])
+pq.write_table(t.rename_columns([names.get(c, c) for c in t.column_names]), sys.argv[2])
+`
+
+// renameParquet copies a FOCUS Parquet file with its focus10Names columns renamed.
+func renameParquet(ctx context.Context, python, file, to string) error {
+	names, err := json.Marshal(focus10Names)
+	if err != nil {
+		return fmt.Errorf("the FOCUS 1.0 column names: %w", err)
+	}
+	if msg, err := exec.CommandContext(ctx, python, "-c", renameParquetScript, file, to, string(names)).CombinedOutput(); err != nil {
+		return fmt.Errorf("rename the FOCUS Parquet file %s's columns for the validator: %w\n%s", file, err, lastLines(string(msg), 20))
+	}
+	return nil
 }
 
 // junit is the part of the validator's JUnit report that says what failed.

@@ -66,12 +66,14 @@ func Want(h Holding, pod *corev1.Pod, gone *Gone, node string, l Labels, now tim
 		a.Tier = v
 	}
 	a.RequestedAt = p.CreationTimestamp.UTC()
-	started, finished := containerTimes(p, h.Container)
+	started, finished, done := containerTimes(p, h.Container)
 	if started.IsZero() {
 		return a, false
 	}
 	a.StartedAt = started
 	switch {
+	case done: // an init container that completed, whatever its pod does next
+		a.EndedAt = finished
 	case pod == nil: // deleted while we watched
 		a.EndedAt = gone.At
 		if !finished.IsZero() {
@@ -91,29 +93,50 @@ func Want(h Holding, pod *corev1.Pod, gone *Gone, node string, l Labels, now tim
 }
 
 // containerTimes is when the container first started (the earliest start its status still
-// shows: a restarted container keeps its devices) and when it finished, if it has.
-func containerTimes(p *corev1.Pod, name string) (started, finished time.Time) {
-	for _, s := range p.Status.ContainerStatuses {
-		if s.Name != name {
-			continue
-		}
-		first := func(t time.Time) {
-			if !t.IsZero() && (started.IsZero() || t.Before(started)) {
-				started = t.UTC()
-			}
-		}
-		if r := s.State.Running; r != nil {
-			first(r.StartedAt.Time)
-		}
-		if t := s.State.Terminated; t != nil {
-			first(t.StartedAt.Time)
-			finished = t.FinishedAt.UTC()
-		}
-		if t := s.LastTerminationState.Terminated; t != nil {
-			first(t.StartedAt.Time)
+// shows: a restarted container keeps its devices) and when it finished, if it has; done: it
+// finished for good while its pod may run on (an init container that completed). Init
+// containers count: a restartable one (a sidecar) is listed by the kubelet with its devices.
+func containerTimes(p *corev1.Pod, name string) (started, finished time.Time, done bool) {
+	first := func(t time.Time) {
+		if !t.IsZero() && (started.IsZero() || t.Before(started)) {
+			started = t.UTC()
 		}
 	}
-	return started, finished
+	for _, statuses := range [][]corev1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} {
+		for _, s := range statuses {
+			if s.Name != name {
+				continue
+			}
+			if r := s.State.Running; r != nil {
+				first(r.StartedAt.Time)
+			}
+			if t := s.State.Terminated; t != nil {
+				first(t.StartedAt.Time)
+				finished = t.FinishedAt.UTC()
+			}
+			if t := s.LastTerminationState.Terminated; t != nil {
+				first(t.StartedAt.Time)
+			}
+		}
+	}
+	return started, finished, completedInit(p, name)
+}
+
+// completedInit says whether name is a classic init container of p that has completed: it
+// never runs again (a failed one is run again, a sidecar is restarted).
+func completedInit(p *corev1.Pod, name string) bool {
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == name && c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			return false
+		}
+	}
+	for _, s := range p.Status.InitContainerStatuses {
+		if s.Name == name {
+			t := s.State.Terminated
+			return t != nil && t.ExitCode == 0 && !t.FinishedAt.IsZero()
+		}
+	}
+	return false
 }
 
 // Event is an allocation to publish at a version.

@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -73,6 +74,58 @@ func TestChanges(t *testing.T) {
 		if len(ev) != 1 || ev[0].Version != tc.version || !ev[0].Allocation.EndedAt.Equal(tc.ended) || !ev[0].Allocation.StartedAt.Equal(t0) ||
 			ev[0].Allocation.Tenant != "team-a" || ev[0].Allocation.Tier != "pro" || ev[0].Allocation.ID != id {
 			t.Errorf("%s: events %+v; want version %d ended %s started %s", tc.name, ev, tc.version, tc.ended, t0)
+		}
+	}
+}
+
+// Init containers: a restartable one (a sidecar, which the kubelet lists with its devices) is
+// billed like any container, from its start to the pod's end; a classic one that completed is
+// done while its pod runs on, and ends at its finish.
+func TestWantInitContainers(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	withInit := func(name string, restart *corev1.ContainerRestartPolicy, state corev1.ContainerState) *corev1.Pod {
+		p := runningPod("team-a", "train", uidA, nil, "main", cidA, t0.Add(time.Minute))
+		p.CreationTimestamp = metav1.NewTime(t0.Add(-30 * time.Second))
+		p.Spec.InitContainers = []corev1.Container{{Name: name, RestartPolicy: restart}}
+		p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: name, ContainerID: "containerd://" + strings.Repeat("c", 64), State: state}}
+		return p
+	}
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}}
+	completed := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, StartedAt: metav1.NewTime(t0), FinishedAt: metav1.NewTime(t0.Add(40 * time.Second))}}
+	failed := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, StartedAt: metav1.NewTime(t0), FinishedAt: metav1.NewTime(t0.Add(40 * time.Second))}}
+	sidecar := withInit("proxy", &always, running)
+	sidecarDone := sidecar.DeepCopy()
+	sidecarDone.Status.Phase = corev1.PodSucceeded
+	sidecarDone.Status.InitContainerStatuses[0].State = completed
+	sidecarStopped := withInit("proxy", &always, completed) // stopped, the pod runs on: restarted by the kubelet
+	now := t0.Add(time.Hour)
+
+	for _, tc := range []struct {
+		name      string
+		container string
+		pod       *corev1.Pod
+		gone      *Gone
+		ok        bool
+		ended     time.Time
+	}{
+		{name: "sidecar running", container: "proxy", pod: sidecar, ok: true},
+		{name: "sidecar stopped while the pod runs: restarted, not ended", container: "proxy", pod: sidecarStopped, ok: true},
+		{name: "sidecar at the pod's end", container: "proxy", pod: sidecarDone, ok: true, ended: t0.Add(40 * time.Second)},
+		{name: "sidecar's pod deleted", container: "proxy", gone: &Gone{Pod: sidecar, At: now}, ok: true, ended: now},
+		{name: "init container running", container: "setup", pod: withInit("setup", nil, running), ok: true},
+		{name: "init container completed: ends at its finish", container: "setup", pod: withInit("setup", nil, completed), ok: true, ended: t0.Add(40 * time.Second)},
+		{name: "init container failed: run again, not ended", container: "setup", pod: withInit("setup", nil, failed), ok: true},
+		{name: "init container waiting", container: "setup", pod: withInit("setup", nil, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}})},
+		{name: "main container of the same pod", container: "main", pod: withInit("setup", nil, completed), ok: true},
+	} {
+		h := Holding{PodUID: uidA, Namespace: "team-a", Pod: "train", Container: tc.container, Device: gpuA, Instance: gpuA, Kind: "gpu", GPU: gpuA}
+		a, ok := Want(h, tc.pod, tc.gone, node, Labels{DefaultTier: "pro"}, now)
+		wantStart := t0
+		if tc.container == "main" {
+			wantStart = t0.Add(time.Minute)
+		}
+		if ok != tc.ok || ok && (!a.StartedAt.Equal(wantStart) || !a.EndedAt.Equal(tc.ended)) {
+			t.Errorf("%s: Want = %+v, %v; want started %s, ended %s, %v", tc.name, a, ok, wantStart, tc.ended, tc.ok)
 		}
 	}
 }

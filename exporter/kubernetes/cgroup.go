@@ -22,7 +22,8 @@ var runtimePrefixes = []string{"cri-containerd-", "crio-", "docker-", "container
 // (one line per hierarchy) or v2 (the single 0:: line), with the cgroupfs driver
 // (/kubepods/burstable/pod<uid>/<id>) or the systemd driver
 // (/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_with_underscores>.slice/cri-containerd-<id>.scope),
-// under containerd, CRI-O or Docker, also nested below another slice (kind, systemd units). A
+// under containerd, CRI-O or Docker, also nested below another slice (kind, systemd units) or
+// with the processes in a child of the container's cgroup (crun's /container). A
 // process outside a pod's container (the host's, a CRI-O conmon) gives ok false.
 func ParseCgroup(text string) (Cgroup, bool) {
 	for _, line := range strings.Split(text, "\n") {
@@ -38,20 +39,21 @@ func ParseCgroup(text string) (Cgroup, bool) {
 	return Cgroup{}, false
 }
 
+// parseCgroupPath finds the pod element followed by its container's, scanning from the end: a
+// runtime may put the processes below the container's cgroup (crun under CRI-O on cgroup v2:
+// …/crio-<id>.scope/container), and all of that is the container's.
 func parseCgroupPath(path string) (Cgroup, bool) {
 	elems := strings.Split(strings.Trim(path, "/"), "/")
-	if len(elems) < 2 {
-		return Cgroup{}, false
+	for i := len(elems) - 1; i >= 1; i-- {
+		id, ok := containerID(elems[i])
+		if !ok {
+			continue
+		}
+		if uid, ok := podUID(elems[i-1]); ok {
+			return Cgroup{PodUID: uid, ContainerID: id}, true
+		}
 	}
-	uid, ok := podUID(elems[len(elems)-2])
-	if !ok {
-		return Cgroup{}, false
-	}
-	id, ok := containerID(elems[len(elems)-1])
-	if !ok {
-		return Cgroup{}, false
-	}
-	return Cgroup{PodUID: uid, ContainerID: id}, true
+	return Cgroup{}, false
 }
 
 // podUID reads the pod's UID from a cgroup path element: pod<uid> (cgroupfs) or
@@ -69,7 +71,7 @@ func podUID(elem string) (string, bool) {
 	return strings.ToLower(uid), true
 }
 
-// containerID reads a container id from the last cgroup path element: <id> (cgroupfs) or
+// containerID reads a container id from the cgroup path element below the pod's: <id> (cgroupfs) or
 // <runtime>-<id>.scope (systemd). CRI-O's crio-conmon-<id>.scope is its monitor, not the
 // container.
 func containerID(elem string) (string, bool) {

@@ -26,6 +26,15 @@ func TestParseCgroup(t *testing.T) {
 		{"v1 cgroupfs docker", "12:pids:/kubepods/burstable/pod" + uid + "/" + cid + "\n11:memory:/kubepods/burstable/pod" + uid + "/" + cid + "\n1:name=systemd:/kubepods/burstable/pod" + uid + "/" + cid + "\n", true},
 		{"v1 systemd docker, first lines outside", "13:rdma:/\n12:devices:/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uidU + ".slice/docker-" + cid + ".scope\n", true},
 		{"v1 systemd cri-o", "10:cpu,cpuacct:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/crio-" + cid + ".scope\n", true},
+		// crun (CRI-O's default on RHEL 9 / OpenShift, cgroup v2) puts the processes one level
+		// below the container's scope or directory.
+		{"v2 systemd cri-o crun", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/crio-" + cid + ".scope/container\n", true},
+		{"v2 systemd cri-o crun guaranteed", "0::/kubepods.slice/kubepods-pod" + uidU + ".slice/crio-" + cid + ".scope/container", true},
+		{"v2 cgroupfs cri-o crun", "0::/kubepods/besteffort/pod" + uid + "/crio-" + cid + "/container\n", true},
+		{"v2 cgroupfs crun bare id", "0::/kubepods/burstable/pod" + uid + "/" + cid + "/container", true},
+		{"v2 nested crun", "0::/system.slice/docker-aa.scope/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-burstable.slice/kubelet-kubepods-burstable-pod" + uidU + ".slice/crio-" + cid + ".scope/container", true},
+		{"crun conmon below the pod is not the container", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/crio-conmon-" + cid + ".scope/container\n", false},
+		{"container element not right below the pod", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/other/crio-" + cid + ".scope\n", false},
 		{"cri-o conmon is not the container", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/crio-conmon-" + cid + ".scope\n", false},
 		{"pod cgroup itself (pause-less)", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice\n", false},
 		{"host process", "0::/system.slice/nvidia-persistenced.service\n", false},

@@ -83,7 +83,8 @@ type Discovery struct {
 	pids    pidCache
 }
 
-// New prepares a discovery; Run starts it. A state file that cannot be read is an error.
+// New prepares a discovery; Run starts it. A state file that cannot be read is an error; one
+// that is read but corrupt is moved aside (MoveAside), logged, counted, and starts it empty.
 func New(cfg Config) (*Discovery, error) {
 	f := cfg.Flags
 	d := &Discovery{cfg: cfg, f: f, logs: lograte.New(cfg.Logger, time.Minute), holdings: map[string]Holding{},
@@ -96,6 +97,18 @@ func New(cfg Config) (*Discovery, error) {
 		d.state = filepath.Join(f.StateDir, StateFile)
 	}
 	st, err := LoadState(d.state)
+	if ce := (*CorruptStateError)(nil); errors.As(err, &ce) {
+		// Not starting would stop the sampling too (a crash loop); starting empty costs replays.
+		d.metrics.corruptState.Inc()
+		attrs := []any{"path", d.state, "err", ce.Err}
+		if to, merr := MoveAside(d.state, time.Now()); merr != nil {
+			attrs = append(attrs, "move_err", merr) // the first save replaces it
+		} else {
+			attrs = append(attrs, "moved_to", to)
+		}
+		cfg.Logger.Error("Kubernetes discovery: the allocation state file is corrupt; starting empty: a running pod's allocations are published again (replays), a pod deleted while the exporter was down is not ended", attrs...)
+		st, err = State{Sent: map[string]*Sent{}}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

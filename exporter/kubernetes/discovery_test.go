@@ -412,3 +412,64 @@ func writeProc(t *testing.T, root string, pid int, cgroup string) {
 		t.Fatal(err)
 	}
 }
+
+// A sidecar (a restartable init container, which the kubelet lists with its devices) holding a
+// replica of a time-sliced GPU: its allocation is published, its processes map to its replica
+// and the pod info series names it; once a classic init container has completed, its
+// allocation is ended while the pod runs on and it leaves the pod info series.
+func TestDiscoveryInitContainers(t *testing.T) {
+	ctx := context.Background()
+	always := corev1.ContainerRestartPolicyAlways
+	cidS, cidI := strings.Repeat("c", 64), strings.Repeat("d", 64)
+	pod := runningPod("team-a", "notebook", uidA, nil, "main", cidA, t0.Add(time.Minute))
+	pod.CreationTimestamp = metav1.NewTime(t0.Add(-30 * time.Second)) // before its init containers
+	pod.Spec.InitContainers = []corev1.Container{{Name: "setup"}, {Name: "proxy", RestartPolicy: &always}}
+	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{
+		{Name: "setup", ContainerID: "containerd://" + cidI, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}}},
+		{Name: "proxy", ContainerID: "containerd://" + cidS, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}}},
+	}
+	f := newFixture(t, pod)
+	f.kubelet.Set([]*podresourcesv1.PodResources{podRes("team-a", "notebook", map[string]map[string][]string{
+		"setup": {"nvidia.com/gpu": {gpuB}}, "proxy": {"nvidia.com/gpu": {gpuA + "::1"}}})},
+		&podresourcesv1.ContainerDevices{ResourceName: "nvidia.com/gpu", DeviceIds: []string{gpuA + "::0", gpuA + "::1", gpuB}})
+	writeProc(t, f.flags.ProcRoot, 4242, "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"+strings.ReplaceAll(uidA, "-", "_")+".slice/cri-containerd-"+cidS+".scope\n")
+	reg := prometheus.NewPedanticRegistry()
+	d := f.start(reg)
+	d.Refresh(ctx, t0.Add(tHour))
+
+	got := map[string]*pb.AllocationEvent{}
+	for _, e := range events(t, f.out.take(), pb.TopicAllocations) {
+		got[e.AllocationId] = e
+	}
+	sidecarID, initID := "k8s/"+uidA+"/proxy/"+gpuA+"::1", "k8s/"+uidA+"/setup/"+gpuB
+	if e := got[sidecarID]; len(got) != 2 || e == nil || e.StartedAtNs != t0.UnixNano() || e.EndedAtNs != 0 || e.Version != 1 {
+		t.Fatalf("published %v; want the sidecar's %s and the init container's %s, running from %s", got, sidecarID, initID, t0)
+	}
+	if id, ok := d.Shares().Share(gpuA).Replica(4242); !ok || id != gpuA+"::1" {
+		t.Errorf("Replica(4242) = %q, %v; want the sidecar's replica %s::1", id, ok, gpuA)
+	}
+
+	// The init container completes; the pod runs on.
+	done := pod.DeepCopy()
+	done.Status.InitContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 0, StartedAt: metav1.NewTime(t0), FinishedAt: metav1.NewTime(t0.Add(50 * time.Second))}}
+	if _, err := f.client.CoreV1().Pods("team-a").UpdateStatus(ctx, done, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the status in the informer", func() bool {
+		p := d.pods.List()[uidA]
+		return p != nil && p.Status.InitContainerStatuses[0].State.Terminated != nil
+	})
+	d.Refresh(ctx, t0.Add(tHour+time.Minute))
+	ended := events(t, f.out.take(), pb.TopicAllocations)
+	if len(ended) != 1 || ended[0].AllocationId != initID || ended[0].EndedAtNs != t0.Add(50*time.Second).UnixNano() || ended[0].Version != 2 {
+		t.Fatalf("after the init container completed published %v; want %s ended at its finish, version 2", ended, initID)
+	}
+	if err := testutil.CollectAndCompare(reg, strings.NewReader(`
+# HELP slicemeter_instance_pod_info 1 for each instance a running container holds, with its pod: join on node and slice to label any instance series with namespace, pod and container.
+# TYPE slicemeter_instance_pod_info gauge
+slicemeter_instance_pod_info{container="proxy",kind="share",namespace="team-a",node="node-1",pod="notebook",slice="`+gpuA+`::1"} 1
+`), "slicemeter_instance_pod_info"); err != nil {
+		t.Error(err)
+	}
+}

@@ -12,6 +12,7 @@ type metrics struct {
 	published     prometheus.Counter
 	publishErrors prometheus.Counter
 	refused       *prometheus.CounterVec
+	corruptState  prometheus.Counter
 	podInfo       *prometheus.Desc
 	d             *Discovery
 }
@@ -30,6 +31,8 @@ func newMetrics(reg prometheus.Registerer, d *Discovery) *metrics {
 			Help: "Refreshes whose allocation events Kafka did not take (they are sent again at the next refresh)."}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "slicemeter_exporter_kubernetes_allocations_refused_total",
 			Help: "Allocations of pods refused and dead-lettered with the reason, by field: the validator's (e.g. tenant: a namespace or label that is not a tenant name), or instance_id: the instance is held by another container at the same time (a time-sliced MIG device in several pods)."}, []string{"field"}),
+		corruptState: prometheus.NewCounter(prometheus.CounterOpts{Name: "slicemeter_exporter_kubernetes_state_corrupt_total",
+			Help: "State files found corrupt at start (empty, truncated, not JSON): moved aside to <file>.corrupt-<time> and the discovery started empty."}),
 		podInfo: prometheus.NewDesc("slicemeter_instance_pod_info",
 			"1 for each instance a running container holds, with its pod: join on node and slice to label any instance series with namespace, pod and container.",
 			append([]string{"node", "slice", "kind"}, podLabels...), nil),
@@ -47,7 +50,7 @@ func newMetrics(reg prometheus.Registerer, d *Discovery) *metrics {
 		m.refused.WithLabelValues(f)
 	}
 	if reg != nil {
-		reg.MustRegister(m.up, m.requests, m.unmapped, m.published, m.publishErrors, m.refused, m)
+		reg.MustRegister(m.up, m.requests, m.unmapped, m.published, m.publishErrors, m.refused, m.corruptState, m)
 	}
 	return m
 }

@@ -37,7 +37,7 @@ func (d *Discovery) buildView(snap Snapshot, kubeletOK bool, pods map[string]*co
 	}
 	for _, h := range d.holdings {
 		p := pods[h.PodUID]
-		if p == nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if p == nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || completedInit(p, h.Container) {
 			continue
 		}
 		v.running = append(v.running, h)
@@ -47,10 +47,12 @@ func (d *Discovery) buildView(snap Snapshot, kubeletOK bool, pods map[string]*co
 		if kubeletOK && !contains(ids[h.GPU], h.Device) {
 			ids[h.GPU] = append(ids[h.GPU], h.Device)
 		}
-		for _, s := range p.Status.ContainerStatuses {
-			if s.Name == h.Container && s.ContainerID != "" {
-				cid := TrimContainerID(s.ContainerID)
-				v.byContainer[cid] = append(v.byContainer[cid], h)
+		for _, statuses := range [][]corev1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} { // sidecars too
+			for _, s := range statuses {
+				if s.Name == h.Container && s.ContainerID != "" {
+					cid := TrimContainerID(s.ContainerID)
+					v.byContainer[cid] = append(v.byContainer[cid], h)
+				}
 			}
 		}
 	}

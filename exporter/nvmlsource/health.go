@@ -87,8 +87,14 @@ func (s *Source) readHealth(g *gpuDev, st *exporter.GPUState) {
 	if g.memV2 && g.can("nvmlDeviceGetMemoryInfo_v2") {
 		if m, r := g.dev.GetMemoryInfo_v2(); s.ok(g, "nvmlDeviceGetMemoryInfo_v2", r) {
 			h.FBFree, h.FBReserved = m.Free, m.Reserved
-			h.Supported |= exporter.HealthFB
+			h.Supported |= exporter.HealthFB | exporter.HealthFBReserved | exporter.HealthFBReserved
 		}
+	}
+	// Without v2 (older drivers, some vGPU guests) v1's free is total − used: dcgm-exporter's
+	// FB_FREE, which dashboard 12239's Hostname variable lists, must not vanish there.
+	if !h.Has(exporter.HealthFB) && st.MemTotal > 0 && st.MemUsed <= st.MemTotal {
+		h.FBFree = st.MemTotal - st.MemUsed
+		h.Supported |= exporter.HealthFB
 	}
 	if g.can("nvmlDeviceGetUtilizationRates") {
 		if u, r := g.dev.GetUtilizationRates(); s.ok(g, "nvmlDeviceGetUtilizationRates", r) {

@@ -14,7 +14,7 @@ import (
 )
 
 const allHealth = exporter.HealthPCIe | exporter.HealthPCIeReplays | exporter.HealthNVLink | exporter.HealthMemTemp |
-	exporter.HealthFB | exporter.HealthCopyUtil | exporter.HealthCodecUtil | exporter.HealthRemap |
+	exporter.HealthFB | exporter.HealthFBReserved | exporter.HealthCopyUtil | exporter.HealthCodecUtil | exporter.HealthRemap |
 	exporter.HealthViolations | exporter.HealthVersions
 
 // readTicks opens src on devs and reads n ticks, returning the last one's GPU states.
@@ -108,7 +108,8 @@ func TestUnsupportedHealthStaysUnsupported(t *testing.T) {
 		{"NVLink (TX not supported)", exporter.HealthNVLink, false},
 		{"remapping (pending not supported)", exporter.HealthRemap, false},
 		{"memory temperature (failing)", exporter.HealthMemTemp, false},
-		{"FB (v2 not supported)", exporter.HealthFB, false},
+		{"FB free (v2 not supported: v1's total − used)", exporter.HealthFB, true},
+		{"FB reserved (v2 not supported)", exporter.HealthFBReserved, false},
 		{"codec (decoder not supported)", exporter.HealthCodecUtil, false},
 		{"PCIe", exporter.HealthPCIe, true},
 		{"violations (from GetViolationStatus)", exporter.HealthViolations, true},
@@ -140,7 +141,8 @@ func TestUnsupportedHealthStaysUnsupported(t *testing.T) {
 	}
 }
 
-// A driver without versions or without any field support still reads, with nothing claimed.
+// A driver without versions or without any field support still reads, with nothing claimed
+// but what memory info v1 gives.
 func TestNoHealthSupport(t *testing.T) {
 	dev := fakeGPU(0, new(bool), false)
 	dev.GetFieldValuesFunc = func([]nvml.FieldValue) nvml.Return { return nvml.ERROR_NOT_SUPPORTED }
@@ -155,8 +157,11 @@ func TestNoHealthSupport(t *testing.T) {
 	dev.GetMemoryInfo_v2Func = nil // missing symbol: the mock panics if called
 	m := NewMetrics(nil)
 	gpus, _ := readTicks(t, lib, m, 2)
-	if h := gpus[0].Health; h != (exporter.Health{}) {
-		t.Errorf("health %+v, want nothing supported", h)
+	// Only FB free, from memory info v1 (40 GiB total, 2 GiB used): dcgm's FB_FREE is there on
+	// every driver.
+	want := exporter.Health{Supported: exporter.HealthFB, FBFree: 40<<30 - 2<<30}
+	if h := gpus[0].Health; h != want {
+		t.Errorf("health %+v, want %+v: nothing but FB free from v1 supported", h, want)
 	}
 	if got := testutil.ToFloat64(m.calls.WithLabelValues("nvmlDeviceGetFieldValues")); got != 1 {
 		t.Errorf("GetFieldValues called %v times, want once", got)

@@ -580,6 +580,8 @@ func collectHealth(ch chan<- prometheus.Metric, m *metrics, g *gpu) {
 	}
 	if h.Has(exporter.HealthFB) {
 		ch <- m.gauge(descGPUMemFree, float64(h.FBFree), gp)
+	}
+	if h.Has(exporter.HealthFBReserved) {
 		ch <- m.gauge(descGPUMemReserved, float64(h.FBReserved), gp)
 	}
 	if h.Has(exporter.HealthCopyUtil) {

@@ -16,7 +16,7 @@ import (
 // allHealth is a GPU's health with every field reported.
 func allHealth() exporter.Health {
 	return exporter.Health{
-		Supported:   exporter.HealthPCIe | exporter.HealthPCIeReplays | exporter.HealthNVLink | exporter.HealthMemTemp | exporter.HealthFB | exporter.HealthCopyUtil | exporter.HealthCodecUtil | exporter.HealthRemap | exporter.HealthViolations | exporter.HealthVersions,
+		Supported:   exporter.HealthPCIe | exporter.HealthPCIeReplays | exporter.HealthNVLink | exporter.HealthMemTemp | exporter.HealthFB | exporter.HealthFBReserved | exporter.HealthCopyUtil | exporter.HealthCodecUtil | exporter.HealthRemap | exporter.HealthViolations | exporter.HealthVersions,
 		PCIeTxBytes: 100, PCIeRxBytes: 200, PCIeReplays: 3, NVLinkTxBytes: 400, NVLinkRxBytes: 500,
 		MemTempC: 61, FBFree: 1 << 30, FBReserved: 1 << 20, CopyUtil: 0.25, EncoderUtil: 0.5, DecoderUtil: 0.75,
 		RemappedCorrectable: 7, RemappedUncorrectable: 8, RemapPending: true, RemapFailure: false,

@@ -67,7 +67,7 @@ func (s *Service) Close() error {
 // or until ctx ends, serving the registry meanwhile; then it delivers what is still spooled. It
 // returns the samples taken.
 func (s *Service) Run(ctx context.Context) (int64, error) {
-	tp, stopTracing, err := tracerProvider(ctx)
+	tp, stopTracing, err := tracerProvider(ctx, s.logger)
 	if err != nil {
 		return 0, err
 	}

@@ -52,6 +52,7 @@ type healthState struct {
 	powerViolation     time.Duration
 	thermalViolation   time.Duration
 	remappedUnc        uint64
+	xids               []uint64 // XID codes reported and not read yet by the event set
 }
 
 // advanceHealth counts tick d's traffic, violation time and the faults starting in it.
@@ -68,6 +69,11 @@ func (g *gpu) advanceHealth(d, interval time.Duration) {
 		on := f.Active(inPeriod(d, g.period))
 		if on && !h.faultOn[i] && f.Kind == scenario.FaultRemapPending {
 			h.remappedUnc++ // the row the pending remap is for
+		}
+		if on && !h.faultOn[i] && f.Kind == scenario.FaultXID {
+			for range f.Count {
+				h.xids = append(h.xids, f.Code)
+			}
 		}
 		h.faultOn[i] = on
 	}

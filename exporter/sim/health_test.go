@@ -70,7 +70,7 @@ func TestSimulatedHealthThroughTheNVMLSource(t *testing.T) {
 	at := func(s int, gpu int) exporter.GPUState { return ticks[s][gpu] }
 	h100 := at(15, 0).Health
 	all := exporter.HealthPCIe | exporter.HealthPCIeReplays | exporter.HealthNVLink | exporter.HealthMemTemp |
-		exporter.HealthFB | exporter.HealthCopyUtil | exporter.HealthCodecUtil | exporter.HealthRemap |
+		exporter.HealthFB | exporter.HealthFBReserved | exporter.HealthCopyUtil | exporter.HealthCodecUtil | exporter.HealthRemap |
 		exporter.HealthViolations | exporter.HealthVersions
 	if h100.Supported != all {
 		t.Errorf("H100 supports %b, want every field %b", h100.Supported, all)
@@ -141,7 +141,7 @@ func TestSimulatedHealthThroughTheNVMLSource(t *testing.T) {
 				t.Errorf("tick %d: L40S claims %b", s, f)
 			}
 		}
-		if !l40s.Has(exporter.HealthPCIe | exporter.HealthFB | exporter.HealthViolations) {
+		if !l40s.Has(exporter.HealthPCIe | exporter.HealthFB | exporter.HealthFBReserved | exporter.HealthViolations) {
 			t.Errorf("tick %d: L40S supports %b, want PCIe, FB, violations", s, l40s.Supported)
 		}
 	}
@@ -154,6 +154,71 @@ func TestSimulatedHealthThroughTheNVMLSource(t *testing.T) {
 	for i, inst := range a100.Instances {
 		if !inst.HasGPUInstanceID || inst.GPUInstanceID != uint32(i) {
 			t.Errorf("MIG instance %d: GPU instance id %d (known %v)", i, inst.GPUInstanceID, inst.HasGPUInstanceID)
+		}
+	}
+}
+
+// An xid fault reaches the exporter as NVML critical-XID events at its time; a gpu_lost fault makes
+// the GPU answer GPU_IS_LOST: its ticks fail and carry no samples, then it comes back.
+func TestXIDAndLostFaults(t *testing.T) {
+	const doc = `version: 1
+name: xid
+start: "2026-01-05T00:00:00Z"
+duration: 40s
+interval: 1s
+currency: USD
+prices: {L40S: 1.0}
+tiers: {pro: 1.0}
+nodes:
+  - name: n
+    gpus:
+      - model: L40S
+        faults:
+          - {kind: xid, at: 5s, code: 79, count: 3}
+          - {kind: xid, at: 8s, code: 48}
+          - {kind: gpu_lost, at: 20s, until: 25s}
+      - {model: L40S}
+tenants:
+  - name: a
+    tier: pro
+    allocations:
+      - {target: n/gpu0, requested: 0s, ready: 0s, end: 40s, workload: {sm: 1.0, mem: 0.5}}
+      - {target: n/gpu1, requested: 0s, ready: 0s, end: 40s, workload: {sm: 1.0, mem: 0.5}}
+`
+	sc, err := scenario.Parse("xid.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := New(sc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := time.Duration(0); d < sc.Duration; d += sc.Interval {
+		out, err := src.Read(context.Background(), sc.Start.Add(d), sc.Interval)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g0, g1 := out[0].GPUs[0], out[0].GPUs[1]
+		sec := int(d / time.Second)
+		wantXIDs, wantLast := uint64(0), uint64(0)
+		switch {
+		case sec >= 8:
+			wantXIDs, wantLast = 4, 48
+		case sec >= 5:
+			wantXIDs, wantLast = 3, 79
+		}
+		if g0.XIDs != wantXIDs || g0.LastXID != wantLast || g1.XIDs != 0 {
+			t.Errorf("%ds: gpu0 %d XIDs (last %d), gpu1 %d; want %d (last %d), 0", sec, g0.XIDs, g0.LastXID, g1.XIDs, wantXIDs, wantLast)
+		}
+		lost := sec >= 20 && sec < 25
+		samples0 := 0
+		for _, s := range out[0].Samples {
+			if s.GetGpuIndex() == 0 {
+				samples0++
+			}
+		}
+		if g0.Failed != lost || (samples0 == 0) != lost || g1.Failed {
+			t.Errorf("%ds: gpu0 failed %v (%q) with %d samples, gpu1 failed %v; want gpu0 lost %v", sec, g0.Failed, g0.FailReason, samples0, g1.Failed, lost)
 		}
 	}
 }

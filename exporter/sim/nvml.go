@@ -9,6 +9,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
+	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -56,7 +57,7 @@ func newWorld(n *node, start time.Time, interval time.Duration) *world {
 		},
 		EventSetCreateFunc: func() (nvml.EventSet, nvml.Return) {
 			return eventSet{&mock.EventSet{
-				WaitFunc: func(uint32) (nvml.EventData, nvml.Return) { return nvml.EventData{}, nvml.ERROR_TIMEOUT },
+				WaitFunc: func(uint32) (nvml.EventData, nvml.Return) { return w.nextEvent(devices) },
 				FreeFunc: func() nvml.Return { return nvml.SUCCESS },
 			}}, nvml.SUCCESS
 		},
@@ -102,6 +103,18 @@ func (w *world) advance(d time.Duration) {
 	}
 }
 
+// nextEvent is the event set's next event: the oldest XID a GPU has reported and the exporter
+// has not read, or a timeout when there is none (the exporter drains the set at each tick).
+func (w *world) nextEvent(devices []nvml.Device) (nvml.EventData, nvml.Return) {
+	for i, g := range w.n.gpus {
+		if q := g.health.xids; len(q) > 0 {
+			g.health.xids = q[1:]
+			return nvml.EventData{Device: devices[i], EventType: nvml.EventTypeXidCriticalError, EventData: q[0]}, nvml.SUCCESS
+		}
+	}
+	return nvml.EventData{}, nvml.ERROR_TIMEOUT
+}
+
 // now is the world's clock as NVML sees it: the end of the current tick.
 func (w *world) now() time.Duration { return w.d + w.interval }
 
@@ -126,6 +139,9 @@ func (w *world) device(g *gpu) nvml.Device {
 		GetNameFunc:    func() (string, nvml.Return) { return ok("NVIDIA " + g.model.Name) },
 		GetPciInfoFunc: func() (nvml.PciInfo, nvml.Return) { return ok(pciInfo(g.index)) },
 		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
+			if g.faulty(scenario.FaultGPULost) { // the first call of a tick: the source gives the tick up
+				return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST
+			}
 			used := g.memUsed(w.d)
 			return ok(nvml.Memory{Total: g.model.MemoryBytes, Used: used, Free: g.model.MemoryBytes - used})
 		},

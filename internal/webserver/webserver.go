@@ -37,7 +37,11 @@ type Options struct {
 	// refused"): /readyz answers 503 with one line each while there is any.
 	Missing func() []string
 	Routes  []func(*http.ServeMux)
-	Logger  *slog.Logger
+	// BearerPaths are the path prefixes of routes that authenticate their callers themselves
+	// (the attribution API's bearer tokens): the web config's basic auth guards every other
+	// path, not these (basicauth.go).
+	BearerPaths []string
+	Logger      *slog.Logger
 }
 
 // Serve serves until ctx ends. The channel yields the error that stopped the server, if any,
@@ -80,10 +84,17 @@ func Serve(ctx context.Context, o Options) <-chan error {
 		if ownListeners(f) {
 			var listeners []net.Listener
 			if listeners, err = limits.listen(*f.WebListenAddresses); err == nil {
-				err = web.ServeMultiple(listeners, srv, f, logger)
+				if f.WebConfigFile != nil && *f.WebConfigFile != "" {
+					err = serveWebConfig(listeners, srv, *f.WebConfigFile, o.BearerPaths, logger)
+				} else {
+					err = web.ServeMultiple(listeners, srv, f, logger)
+				}
 			}
 		} else {
 			logger.Warn("the connection caps apply only to TCP listen addresses: not applied", "max_connections", limits.MaxConnections)
+			if len(o.BearerPaths) > 0 {
+				logger.Warn("with a systemd socket or vsock, the web config's basic auth (if any) guards every path, the bearer paths too", "bearer_paths", o.BearerPaths)
+			}
 			err = web.ListenAndServe(srv, f, logger)
 		}
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {

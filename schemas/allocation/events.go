@@ -76,6 +76,13 @@ type Change struct {
 // CheckEventChanges is CheckEvents that also returns, in order, the accepted events that
 // change the state, each with the live allocation it replaces.
 func CheckEventChanges(ctx context.Context, conn driver.Conn, events []Event) ([]Refusal, []Change, error) {
+	return CheckEventChangesWith(ctx, conn, events, nil)
+}
+
+// CheckEventChangesWith is CheckEventChanges that also refuses an event that changes a live
+// allocation when check (if not nil) says so: the collector's rule against tenant moves. A
+// refused event changes nothing, so the events after it are checked against the state before it.
+func CheckEventChangesWith(ctx context.Context, conn driver.Conn, events []Event, check func(cur, next Event) error) ([]Refusal, []Change, error) {
 	state, err := latestOf(ctx, conn, events)
 	if err != nil {
 		return nil, nil, err
@@ -105,6 +112,12 @@ func CheckEventChanges(ctx context.Context, conn driver.Conn, events []Event) ([
 		cur, ok := state[e.ID]
 		if ok && (e.Version < cur.Version || e.Version == cur.Version && e.Deleted == cur.Deleted && e.Same(cur.Allocation)) {
 			continue // an older version or a replay: the stored state stays what it is
+		}
+		if check != nil && ok && !cur.Deleted && !e.Deleted {
+			if err := check(cur, e); err != nil {
+				refused = append(refused, Refusal{Index: i, Err: err})
+				continue
+			}
 		}
 		if !e.Deleted {
 			if err := firstOverlap(e.Allocation, live[e.Target()], state); err != nil {

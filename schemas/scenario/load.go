@@ -73,6 +73,8 @@ type rawNode struct {
 			Kind  string `yaml:"kind"`
 			At    string `yaml:"at"`
 			Until string `yaml:"until"`
+			Code  *int64 `yaml:"code"`
+			Count *int64 `yaml:"count"`
 		} `yaml:"faults"`
 		VGPU *struct {
 			Profile   string `yaml:"profile"`
@@ -364,7 +366,9 @@ func (v *validator) nodes(raw []rawNode, s *Scenario) []Node {
 				}
 			}
 			for k, rf := range rg.Faults {
-				g.Faults = append(g.Faults, v.fault(fmt.Sprintf("%s.faults[%d]", gf, k), rf.Kind, rf.At, rf.Until, s.Duration))
+				flt := v.fault(fmt.Sprintf("%s.faults[%d]", gf, k), rf.Kind, rf.At, rf.Until, s.Duration)
+				v.xid(fmt.Sprintf("%s.faults[%d]", gf, k), &flt, rf.Code, rf.Count)
+				g.Faults = append(g.Faults, flt)
 			}
 			if rg.VGPU != nil {
 				g.VGPU = v.vgpu(gf+".vgpu", rg.VGPU.Profile, rg.VGPU.Count, rg.VGPU.Scheduler, rg.VGPU.Timeslice, rg.VGPU.Switch, model, ok)
@@ -406,6 +410,35 @@ func (v *validator) fault(f, kind, at, until string, window time.Duration) Fault
 		v.fail(f+".until", "%s must be after at (%s)", until, at)
 	}
 	return flt
+}
+
+// xid checks an xid fault's code and count (count defaults to 1); other kinds take neither.
+func (v *validator) xid(f string, flt *Fault, code, count *int64) {
+	if flt.Kind != FaultXID {
+		if code != nil {
+			v.fail(f+".code", "only an xid fault has a code (this one is %s)", flt.Kind)
+		}
+		if count != nil {
+			v.fail(f+".count", "only an xid fault has a count (this one is %s)", flt.Kind)
+		}
+		return
+	}
+	switch {
+	case code == nil:
+		v.fail(f+".code", "missing: an xid fault needs the XID code (e.g. 79, fallen off the bus)")
+	case *code <= 0 || *code > 1<<16:
+		v.fail(f+".code", "%d: expected an XID code between 1 and 65536", *code)
+	default:
+		flt.Code = uint64(*code)
+	}
+	flt.Count = 1
+	if count != nil {
+		if *count < 1 || *count > MaxXIDCount {
+			v.fail(f+".count", "%d: expected 1 to %d errors", *count, MaxXIDCount)
+		} else {
+			flt.Count = int(*count)
+		}
+	}
 }
 
 func (v *validator) vgpu(f, profile, count, scheduler, timeslice, sw string, model hardware.Model, known bool) *VGPU {

@@ -96,13 +96,15 @@ func TestLoadGPMFlag(t *testing.T) {
 }
 
 func TestParseFaults(t *testing.T) {
-	doc := strings.Replace(valid, `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: thermal_throttle, at: 10m, until: 20m}, {kind: remap_failure, at: 30m}]`, 1)
+	doc := strings.Replace(valid, `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: thermal_throttle, at: 10m, until: 20m}, {kind: remap_failure, at: 30m}, {kind: xid, at: 5m, code: 79, count: 3}, {kind: xid, at: 6m, code: 48}, {kind: gpu_lost, at: 40m, until: 45m}]`, 1)
 	s, err := Parse("faults.yaml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := s.Nodes[0].GPUs[0].Faults
-	want := []Fault{{Kind: FaultThermalThrottle, At: 10 * time.Minute, Until: 20 * time.Minute}, {Kind: FaultRemapFailure, At: 30 * time.Minute}}
+	want := []Fault{{Kind: FaultThermalThrottle, At: 10 * time.Minute, Until: 20 * time.Minute}, {Kind: FaultRemapFailure, At: 30 * time.Minute},
+		{Kind: FaultXID, At: 5 * time.Minute, Code: 79, Count: 3}, {Kind: FaultXID, At: 6 * time.Minute, Code: 48, Count: 1},
+		{Kind: FaultGPULost, At: 40 * time.Minute, Until: 45 * time.Minute}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("faults %+v, want %+v", got, want)
 	}
@@ -159,7 +161,11 @@ func TestParseErrors(t *testing.T) {
 		{"loop not a bool", "interval: 100ms", "interval: 100ms\nloop: forever", `loop: "forever": expected true or false`},
 		{"ids unknown", "interval: 100ms", "interval: 100ms\nids: serial", `ids: "serial": expected index (gpuN/migM, the default) or uuid`},
 		{"loop off the grid", "interval: 100ms", "interval: 7s\nloop: true", "loop: duration 1h0m0s is not a multiple of interval 7s"},
-		{"fault kind", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: fire, at: 1m}]`, `nodes[0].gpus[0].faults[0].kind: "fire": expected one of remap_pending, remap_failure, thermal_throttle, power_cap`},
+		{"fault kind", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: fire, at: 1m}]`, `nodes[0].gpus[0].faults[0].kind: "fire": expected one of remap_pending, remap_failure, thermal_throttle, power_cap, xid, gpu_lost`},
+		{"xid without code", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: xid, at: 1m}]`, `nodes[0].gpus[0].faults[0].code: missing: an xid fault needs the XID code`},
+		{"xid code 0", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: xid, at: 1m, code: 0}]`, `nodes[0].gpus[0].faults[0].code: 0: expected an XID code between 1 and 65536`},
+		{"xid count huge", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: xid, at: 1m, code: 79, count: 99999999}]`, `nodes[0].gpus[0].faults[0].count: 99999999: expected 1 to 10000 errors`},
+		{"code on another kind", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: gpu_lost, at: 1m, code: 79}]`, `nodes[0].gpus[0].faults[0].code: only an xid fault has a code (this one is gpu_lost)`},
 		{"fault at missing", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: remap_failure}]`, `nodes[0].gpus[0].faults[0].at: missing; expected a duration`},
 		{"fault after the window", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: remap_failure, at: 2h}]`, `nodes[0].gpus[0].faults[0].at: 2h is not within the scenario's duration 1h0m0s`},
 		{"fault until before at", `mig: ["1g.5gb", "3g.20gb"]`, `mig: ["1g.5gb", "3g.20gb"], faults: [{kind: thermal_throttle, at: 10m, until: 5m}]`, `nodes[0].gpus[0].faults[0].until: 5m must be after at (10m)`},

@@ -84,6 +84,9 @@ type Fault struct {
 	Kind  FaultKind
 	At    time.Duration
 	Until time.Duration
+	// Code and Count: an xid fault's XID code and how many such errors the GPU reports at At.
+	Code  uint64
+	Count int
 }
 
 // FaultKind is what goes wrong.
@@ -102,11 +105,22 @@ const (
 	// FaultPowerCap: the board is held at its power limit (power violation time grows, the
 	// software power-cap clocks-event reason is set).
 	FaultPowerCap FaultKind = "power_cap"
+	// FaultXID: the GPU reports Count critical XID errors with code Code at At (NVML's event
+	// set; Until is not used).
+	FaultXID FaultKind = "xid"
+	// FaultGPULost: the GPU has fallen off the bus: NVML answers GPU_IS_LOST for it from At until
+	// Until, and its instances are not sampled meanwhile.
+	FaultGPULost FaultKind = "gpu_lost"
 )
+
+// MaxXIDCount bounds an xid fault's count: a scenario is input, and each error is an event held
+// in memory until the exporter reads it.
+const MaxXIDCount = 10000
 
 // FaultKinds lists the fault kinds, for messages.
 func FaultKinds() []string {
-	return []string{string(FaultRemapPending), string(FaultRemapFailure), string(FaultThermalThrottle), string(FaultPowerCap)}
+	return []string{string(FaultRemapPending), string(FaultRemapFailure), string(FaultThermalThrottle), string(FaultPowerCap),
+		string(FaultXID), string(FaultGPULost)}
 }
 
 // Active says whether the fault is on at offset d (d already reduced to the window).

@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/bcrypt"
@@ -20,17 +24,20 @@ import (
 
 // Load reads and validates an auth file (README, "API authentication"). Every problem is a
 // usage error naming the file, the line and the field.
-func Load(path string) (*Authenticator, error) {
+// The logger gets what a JWKS URL's fetches run into.
+func Load(path string, logger *slog.Logger) (*Authenticator, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, usage.Errorf("--api.auth-file: %w", err)
 	}
-	return Parse(path, data)
+	return parse(path, data, logger)
 }
 
 // Parse validates auth file YAML; file names it in errors and is where a relative jwks_file
 // is found from. It reports every problem it finds, not only the first.
-func Parse(file string, data []byte) (*Authenticator, error) {
+func Parse(file string, data []byte) (*Authenticator, error) { return parse(file, data, nil) }
+
+func parse(file string, data []byte, logger *slog.Logger) (*Authenticator, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -39,7 +46,7 @@ func Parse(file string, data []byte) (*Authenticator, error) {
 		}
 		return nil, usage.Wrap(&fieldError{file: file, got: "not YAML (" + strings.TrimPrefix(err.Error(), "yaml: ") + ")", expected: expectedFile})
 	}
-	p := parser{file: file}
+	p := parser{file: file, logger: logger}
 	a := p.authFile(doc.Content[0])
 	if len(p.errs) > 0 {
 		return nil, usage.Wrap(errors.Join(p.errs...))
@@ -69,8 +76,9 @@ func (e *fieldError) Error() string {
 }
 
 type parser struct {
-	file string
-	errs []error
+	file   string
+	logger *slog.Logger
+	errs   []error
 }
 
 func (p *parser) fail(n *yaml.Node, field, got, expected string) {
@@ -268,11 +276,11 @@ func (p *parser) tenantList(n *yaml.Node, field string) []string {
 	return out
 }
 
-const expectedJWT = "a mapping with jwks_file, issuer, audience and optionally role_claim (default role) and tenants_claim (default tenants)"
+const expectedJWT = "a mapping with jwks_file or jwks_url, issuer, audience and optionally jwks_refresh (with jwks_url), role_claim (default role) and tenants_claim (default tenants)"
 
 func (p *parser) jwt(n *yaml.Node) *JWTVerifier {
-	cfg := JWTConfig{RoleClaim: "role", TenantsClaim: "tenants"}
-	var jwksNode *yaml.Node
+	cfg := JWTConfig{RoleClaim: "role", TenantsClaim: "tenants", Logger: p.logger}
+	var jwksNode, urlNode, refreshNode *yaml.Node
 	for _, kv := range p.mapping(n, "jwt", expectedJWT) {
 		k, v := kv[0], kv[1]
 		f := join("jwt", k.Value)
@@ -280,6 +288,12 @@ func (p *parser) jwt(n *yaml.Node) *JWTVerifier {
 		case "jwks_file":
 			jwksNode = v
 			cfg.JWKSFile = p.str(v, f, "the path of a JWKS file (relative: to the auth file)")
+		case "jwks_url":
+			urlNode = v
+			cfg.JWKSURL = p.jwksURL(v, f)
+		case "jwks_refresh":
+			refreshNode = v
+			cfg.Refresh = p.refresh(v, f)
 		case "issuer":
 			cfg.Issuer = p.str(v, f, "the issuer (iss) the tokens must carry")
 		case "audience":
@@ -289,21 +303,30 @@ func (p *parser) jwt(n *yaml.Node) *JWTVerifier {
 		case "tenants_claim":
 			cfg.TenantsClaim = p.str(v, f, "the claim that holds the tenant or tenants")
 		default:
-			p.fail(k, f, "an unknown field", "jwks_file, issuer, audience, role_claim or tenants_claim")
+			p.fail(k, f, "an unknown field", "jwks_file, jwks_url, jwks_refresh, issuer, audience, role_claim or tenants_claim")
 		}
 	}
 	if n.Kind != yaml.MappingNode {
 		return nil
 	}
-	for _, req := range []string{"jwks_file", "issuer", "audience"} {
+	switch has := [2]bool{p.has(n, "jwks_file"), p.has(n, "jwks_url")}; has {
+	case [2]bool{false, false}:
+		p.fail(n, "jwt.jwks_file", "missing", expectedJWT)
+	case [2]bool{true, true}:
+		p.fail(urlNode, "jwt.jwks_url", "both jwks_file and jwks_url", "one of them: the keys come from one place")
+	}
+	if refreshNode != nil && !p.has(n, "jwks_url") {
+		p.fail(refreshNode, "jwt.jwks_refresh", "without jwks_url", "jwks_refresh only with jwks_url (a file is read once)")
+	}
+	for _, req := range []string{"issuer", "audience"} {
 		if !p.has(n, req) {
 			p.fail(n, join("jwt", req), "missing", expectedJWT)
 		}
 	}
-	if cfg.JWKSFile == "" || cfg.Issuer == "" || cfg.Audience == "" {
+	if (cfg.JWKSFile == "") == (cfg.JWKSURL == "") || cfg.Issuer == "" || cfg.Audience == "" || (cfg.JWKSURL != "" && len(p.errs) > 0) {
 		return nil
 	}
-	if !filepath.IsAbs(cfg.JWKSFile) {
+	if cfg.JWKSFile != "" && !filepath.IsAbs(cfg.JWKSFile) {
 		cfg.JWKSFile = filepath.Join(filepath.Dir(p.file), cfg.JWKSFile)
 	}
 	v, err := NewJWTVerifier(cfg)
@@ -312,4 +335,48 @@ func (p *parser) jwt(n *yaml.Node) *JWTVerifier {
 		return nil
 	}
 	return v
+}
+
+// jwksURL accepts https, or http to a loopback address (a sidecar, a test): keys fetched in
+// the clear over a network could be replaced by anyone on the path.
+func (p *parser) jwksURL(n *yaml.Node, field string) string {
+	const expected = "an https URL of the identity provider's JWKS (http only to a loopback address)"
+	s := p.str(n, field, expected)
+	if s == "" {
+		return ""
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || u.Host == "" || u.User != nil:
+		p.fail(n, field, fmt.Sprintf("%q", s), expected+", without user information")
+		return ""
+	case u.Scheme == "https":
+	case u.Scheme == "http" && loopback(u.Hostname()):
+	default:
+		p.fail(n, field, fmt.Sprintf("%q", s), expected)
+		return ""
+	}
+	return s
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (p *parser) refresh(n *yaml.Node, field string) time.Duration {
+	const expected = "a duration of at least 1m (how often the JWKS URL is read again), e.g. 15m"
+	s := p.str(n, field, expected)
+	if s == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < time.Minute {
+		p.fail(n, field, fmt.Sprintf("%q", s), expected)
+		return 0
+	}
+	return d
 }

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -9,9 +10,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/big"
+	"net/http"
 	"os"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -22,18 +28,42 @@ import (
 
 // JWTConfig is the auth file's jwt section.
 type JWTConfig struct {
-	JWKSFile         string
+	JWKSFile string
+	// JWKSURL, instead of a file: the identity provider's key set, fetched at start, again every
+	// Refresh (default 15 minutes), and when a token names a key not known yet (at most once a
+	// minute), so that the provider can rotate its keys.
+	JWKSURL          string
+	Refresh          time.Duration
 	Issuer, Audience string
 	RoleClaim        string // the claim holding the role
 	TenantsClaim     string // the claim holding the tenant (a string) or tenants (a list)
+	Logger           *slog.Logger
 }
 
-// JWTVerifier verifies JWTs against the keys of a JWKS file: signature, issuer, audience and
-// expiry (required), then maps the claims to a principal.
+// JWTVerifier verifies JWTs against the keys of a JWKS file or URL: signature, issuer, audience
+// and expiry (required), then maps the claims to a principal.
 type JWTVerifier struct {
-	cfg  JWTConfig
-	keys map[string]any // by kid; "" when the set has one key without a kid
+	cfg    JWTConfig
+	client *http.Client
+	// minFetch is the least time between two fetches a token with an unknown kid may cause: a
+	// stream of made-up kids must not turn into a stream of requests to the provider.
+	minFetch time.Duration
+
+	mu        sync.RWMutex
+	keys      map[string]any // by kid; "" when the set has one key without a kid
+	fetched   time.Time      // the last fetch tried
+	good      time.Time      // the last fetch that gave keys
+	fetchMu   sync.Mutex     // one fetch at a time
+	refreshes atomic.Bool    // a background refresh is running
 }
+
+// Default JWKS URL timings.
+const (
+	defaultRefresh = 15 * time.Minute
+	minFetch       = time.Minute
+	fetchTimeout   = 10 * time.Second
+	maxJWKSBytes   = 1 << 20
+)
 
 // leeway absorbs clock skew between the identity provider and this server.
 const leeway = 30 * time.Second
@@ -44,8 +74,24 @@ func methods() []string {
 	return []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 }
 
-// NewJWTVerifier reads the JWKS file of cfg.
+// NewJWTVerifier reads the JWKS file of cfg, or fetches its JWKS URL. A URL that cannot be
+// fetched at start is not an error: the provider may be down for a while, and the rest of the
+// service (attribution, the bill) must run meanwhile; JWTs are refused until its keys arrive,
+// and each refusal says why.
 func NewJWTVerifier(cfg JWTConfig) (*JWTVerifier, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Refresh <= 0 {
+		cfg.Refresh = defaultRefresh
+	}
+	v := &JWTVerifier{cfg: cfg, client: &http.Client{Timeout: fetchTimeout}, minFetch: minFetch}
+	if cfg.JWKSURL != "" {
+		if err := v.fetch(); err != nil {
+			cfg.Logger.Warn("the JWKS URL cannot be read; JWTs are refused until it can", "url", cfg.JWKSURL, "err", err)
+		}
+		return v, nil
+	}
 	data, err := os.ReadFile(cfg.JWKSFile)
 	if err != nil {
 		return nil, err
@@ -54,7 +100,80 @@ func NewJWTVerifier(cfg JWTConfig) (*JWTVerifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.JWKSFile, err)
 	}
-	return &JWTVerifier{cfg: cfg, keys: keys}, nil
+	v.keys = keys
+	return v, nil
+}
+
+// fetch reads the JWKS URL; on any failure the keys known so far stay.
+func (v *JWTVerifier) fetch() error {
+	v.fetchMu.Lock()
+	defer v.fetchMu.Unlock()
+	v.mu.Lock()
+	v.fetched = time.Now()
+	v.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.cfg.JWKSURL, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := v.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", v.cfg.JWKSURL, resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes+1))
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", v.cfg.JWKSURL, err)
+	}
+	if len(data) > maxJWKSBytes {
+		return fmt.Errorf("%s: a key set over %d bytes", v.cfg.JWKSURL, maxJWKSBytes)
+	}
+	keys, err := parseJWKS(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", v.cfg.JWKSURL, err)
+	}
+	v.mu.Lock()
+	v.keys, v.good = keys, time.Now()
+	v.mu.Unlock()
+	return nil
+}
+
+// lookup finds the key of kid; from a URL it refreshes a stale set in the background and
+// fetches again for a kid not known yet, at most once every minFetch.
+func (v *JWTVerifier) lookup(kid string) (any, bool) {
+	v.mu.RLock()
+	k, ok := v.keys[kid]
+	fetched, good := v.fetched, v.good
+	v.mu.RUnlock()
+	if v.cfg.JWKSURL == "" {
+		return k, ok
+	}
+	if ok {
+		if time.Since(good) > v.cfg.Refresh && time.Since(fetched) > v.minFetch && v.refreshes.CompareAndSwap(false, true) {
+			go func() {
+				defer v.refreshes.Store(false)
+				if err := v.fetch(); err != nil {
+					v.cfg.Logger.Warn("the JWKS URL cannot be read; the keys read before are used", "url", v.cfg.JWKSURL, "err", err)
+				}
+			}()
+		}
+		return k, true
+	}
+	if time.Since(fetched) < v.minFetch {
+		return nil, false
+	}
+	if err := v.fetch(); err != nil {
+		v.cfg.Logger.Warn("the JWKS URL cannot be read", "url", v.cfg.JWKSURL, "err", err)
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	k, ok = v.keys[kid]
+	return k, ok
 }
 
 // Verify checks the token and maps its claims to a principal. Errors say what was wrong,
@@ -103,8 +222,11 @@ func (v *JWTVerifier) Verify(token string) (api.Principal, error) {
 
 func (v *JWTVerifier) key(t *jwt.Token) (any, error) {
 	kid, _ := t.Header["kid"].(string)
-	if k, ok := v.keys[kid]; ok {
+	if k, ok := v.lookup(kid); ok {
 		return k, nil
+	}
+	if v.cfg.JWKSURL != "" {
+		return nil, fmt.Errorf("no key %q in the JWKS read from %s", kid, v.cfg.JWKSURL)
 	}
 	return nil, fmt.Errorf("no key %q in the JWKS file", kid)
 }

@@ -9,10 +9,10 @@ import (
 	"github.com/slicemeter/slicemeter/deploy/local"
 )
 
-// ValidateFOCUS has the FinOps Foundation's FOCUS validator check a FOCUS CSV file
+// ValidateFOCUS has the FinOps Foundation's FOCUS validator check a FOCUS file, CSV or Parquet
 // (local.ValidateFOCUS); it fails t naming each broken rule. Without the validator installed it
 // skips with how to install it, except in CI ($CI set), where it fails.
-func ValidateFOCUS(t testing.TB, csvFile string) {
+func ValidateFOCUS(t testing.TB, file string) {
 	t.Helper()
 	SkipShort(t, "the FOCUS validator (python)")
 	if _, err := local.FocusValidator(); err != nil {
@@ -23,7 +23,7 @@ func ValidateFOCUS(t testing.TB, csvFile string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := local.ValidateFOCUS(ctx, csvFile); err != nil {
+	if err := local.ValidateFOCUS(ctx, file); err != nil {
 		t.Fatal(err)
 	}
 }

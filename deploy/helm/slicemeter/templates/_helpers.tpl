@@ -30,6 +30,27 @@ app.kubernetes.io/component: {{ .component }}
 {{ .Values.pricebook.existingConfigMap | default (printf "%s-pricebook" (include "slicemeter.fullname" .)) }}
 {{- end -}}
 
+{{/* --kubernetes.default-tier, checked against the price book's tiers where the chart holds the
+price book (pricebook.content): a tier it lacks would leave every pod without the tier label
+unpriced. An existing ConfigMap is not the chart's to read. */}}
+{{- define "slicemeter.defaultTierArg" -}}
+{{- $tier := required "exporter.kubernetes.defaultTier is required: the tier of pods without the tier label, one of the price book's tiers" .Values.exporter.kubernetes.defaultTier -}}
+{{- if and .Values.pricebook.content (not .Values.pricebook.existingConfigMap) }}
+{{- $book := fromYaml .Values.pricebook.content }}
+{{- if hasKey $book "Error" }}
+{{- fail (printf "pricebook.content: not YAML: %s" $book.Error) }}
+{{- end }}
+{{- $tiers := list }}
+{{- if kindIs "map" $book.tiers }}
+{{- $tiers = keys $book.tiers | sortAlpha }}
+{{- end }}
+{{- if not (has $tier $tiers) }}
+{{- fail (printf "exporter.kubernetes.defaultTier %q: not a tier of pricebook.content (%s); expected one of them" $tier (join ", " $tiers | default "none")) }}
+{{- end }}
+{{- end }}
+- --kubernetes.default-tier={{ $tier }}
+{{- end -}}
+
 {{/* The Kafka flags of README.md's "Kafka over TLS and SASL", one list item each. */}}
 {{- define "slicemeter.kafkaArgs" -}}
 - --kafka.brokers={{ required "kafka.brokers is required" .Values.kafka.brokers }}
