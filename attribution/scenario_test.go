@@ -4,18 +4,23 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	"github.com/slicemeter/slicemeter/schemas/scenario/expected"
@@ -24,7 +29,11 @@ import (
 // TestScenarios runs every public scenario through the simulator into ClickHouse and checks
 // that the report from raw samples, samples_1s and samples_1m each recovers the scenario's
 // expected report within the scenario checks' tolerances, and that the three agree with each
-// other to 1e-6 on money and seconds and 1e-4 on ratios (one bill whatever the path).
+// other to 1e-6 on money and seconds and 1e-4 on ratios (one bill whatever the path). Then,
+// with the minutes the attribution service stores from them, the four paths (raw, rollup-1s,
+// rollup-1m, from-minutes) agree the same way on whole-minute sub-windows of the hour: every
+// minute alone and every ten minutes to the end (scenarioWindows), or every one of the 1,830
+// with SLICEMETER_SCENARIO_WINDOWS=all.
 func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates an hour of a fleet per scenario")
@@ -45,11 +54,12 @@ func TestScenarios(t *testing.T) {
 			conn := newDatabase(t)
 			chtest.InsertScenario(t, conn, sc)
 			chtest.RollUp(t, conn)
+			book := pricebook.FromScenario(sc)
 
 			var raw report.Report
 			for _, source := range []store.Samples{store.RawSamples, store.SecondRollup, store.MinuteRollup} {
 				// With the line items, which must sum to the tenant rows.
-				r, err := withLineItems(context.Background(), conn, attribution.Options{From: sc.Start, To: sc.End(), Samples: source}, pricebook.FromScenario(sc))
+				r, err := withLineItems(context.Background(), conn, attribution.Options{From: sc.Start, To: sc.End(), Samples: source}, book)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -77,7 +87,72 @@ func TestScenarios(t *testing.T) {
 					t.Errorf("%s disagrees with raw samples:\n  %s", source, strings.Join(d, "\n  "))
 				}
 			}
+			checkSubWindows(t, conn, sc, book, os.Getenv("SLICEMETER_SCENARIO_WINDOWS") == "all")
 		})
+	}
+}
+
+// scenarioWindows are the whole-minute windows of propertyWindows checked on a public scenario:
+// all of them, or (as the hour's reports are minutes each on a shared machine) the whole hour,
+// every minute alone and every ten minutes to the end: each minute boundary is a window's start
+// and end, where partial minutes and the rollups' approximations would show.
+func scenarioWindows(minutes int, all bool) [][2]int {
+	if all {
+		return propertyWindows(minutes, true)
+	}
+	var out [][2]int
+	for _, w := range propertyWindows(minutes, false) {
+		if w[1]-w[0] == 1 || w[1] == minutes && w[0]%10 == 0 {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// checkSubWindows stores the scenario's minutes with one pass of the attribution service, then
+// checks that every path's report of each whole-minute window of scenarioWindows meets the
+// invariants and agrees with the one from raw samples (samePaths).
+func checkSubWindows(t *testing.T, conn driver.Conn, sc *scenario.Scenario, book *pricebook.PriceBook, all bool) {
+	t.Helper()
+	ctx := context.Background()
+	minutes := int(sc.Duration / time.Minute)
+	runner := service.NewRunner(conn, book, service.Passes{Backfill: sc.Duration, MaxMinutes: minutes, Samples: store.RawSamples},
+		nil, slog.New(slog.DiscardHandler))
+	runner.SetClock(func() time.Time { return sc.End() })
+	if p, err := runner.Once(ctx); err != nil || p.Fresh+p.Recomputed != minutes {
+		t.Fatalf("attribution pass: %+v, %v; want the scenario's %d minutes", p, err, minutes)
+	}
+	paths := reportPaths(ctx, conn, book)
+	windows := scenarioWindows(minutes, all)
+	spent := make([]time.Duration, len(paths))
+	worst := map[string][2]float64{} // per path: money and seconds, ratios
+	for _, w := range windows {
+		from, to := sc.Start.Add(time.Duration(w[0])*time.Minute), sc.Start.Add(time.Duration(w[1])*time.Minute)
+		var raw report.Report
+		for i, p := range paths {
+			began := time.Now()
+			rep, err := p.compute(from, to)
+			spent[i] += time.Since(began)
+			if err != nil {
+				t.Fatalf("%s [%dm, %dm): %v", p.name, w[0], w[1], err)
+			}
+			if errs := billing.CheckInvariants(rep); len(errs) > 0 {
+				t.Errorf("%s [%dm, %dm): invariants: %v", p.name, w[0], w[1], errs)
+			}
+			if p.name == "raw" {
+				raw = rep
+				continue
+			}
+			d, money, ratio := samePaths(raw, rep)
+			worst[p.name] = [2]float64{max(worst[p.name][0], money), max(worst[p.name][1], ratio)}
+			if len(d) > 0 {
+				t.Errorf("%s [%dm, %dm) disagrees with raw samples:\n  %s", p.name, w[0], w[1], strings.Join(d, "\n  "))
+			}
+		}
+	}
+	for i, p := range paths {
+		t.Logf("%d whole-minute windows from %s in %s; against raw samples: money and seconds within %.3g, ratios within %.3g",
+			len(windows), p.name, spent[i].Round(time.Millisecond), worst[p.name][0], worst[p.name][1])
 	}
 }
 

@@ -30,7 +30,7 @@ func TestAuditsAllocationEvents(t *testing.T) {
 	}
 	event := func(id, tenant string, start, end int64, version uint64, deleted bool) *pb.AllocationEvent {
 		return &pb.AllocationEvent{AllocationId: id, Tenant: tenant, Tier: "pro", Node: "node-a", InstanceId: "gpu0",
-			RequestedAtNs: start, StartedAtNs: start, EndedAtNs: end, Version: version, Deleted: deleted}
+			RequestedAtNs: allocAt(start), StartedAtNs: allocAt(start), EndedAtNs: allocAt(end), Version: version, Deleted: deleted}
 	}
 	const s = int64(time.Second)
 	produce(t, brokers,
@@ -72,9 +72,9 @@ func TestAuditsAllocationEvents(t *testing.T) {
 		version       uint64
 		before, after string
 	}{
-		{audit.ActionCreate, pb.TopicAllocations + "/0@0", 1, "", `"ended_at":"1970-01-01T00:01:40Z"`},
-		{audit.ActionChange, pb.TopicAllocations + "/0@1", 2, `"ended_at":"1970-01-01T00:01:40Z"`, `"ended_at":"1970-01-01T00:00:50Z"`},
-		{audit.ActionDelete, pb.TopicAllocations + "/0@4", 3, `"ended_at":"1970-01-01T00:00:50Z"`, ""},
+		{audit.ActionCreate, pb.TopicAllocations + "/0@0", 1, "", `"ended_at":"2026-01-05T00:01:40Z"`},
+		{audit.ActionChange, pb.TopicAllocations + "/0@1", 2, `"ended_at":"2026-01-05T00:01:40Z"`, `"ended_at":"2026-01-05T00:00:50Z"`},
+		{audit.ActionDelete, pb.TopicAllocations + "/0@4", 3, `"ended_at":"2026-01-05T00:00:50Z"`, ""},
 	}
 	if len(entries) != len(want) {
 		t.Fatalf("%d audit entries, want %d: %+v", len(entries), len(want), entries)
@@ -97,7 +97,7 @@ func TestAuditsKubernetesDoor(t *testing.T) {
 	const s = int64(time.Second)
 	event := func(id, instance string) *pb.AllocationEvent {
 		return &pb.AllocationEvent{AllocationId: id, Tenant: "team-a", Tier: "pro", Node: "node-a", InstanceId: instance,
-			RequestedAtNs: 10 * s, StartedAtNs: 10 * s, Version: 1}
+			RequestedAtNs: allocAt(10 * s), StartedAtNs: allocAt(10 * s), Version: 1}
 	}
 	k8s := allocationMessage(t, event("k8s/uid/main/gpu0", "gpu0"))
 	k8s.Headers = []kafka.Header{{Key: audit.HeaderDoor, Value: []byte(audit.DoorKubernetes)}, {Key: audit.HeaderPrincipal, Value: []byte("node/node-a")}}

@@ -97,6 +97,17 @@ func allocationMessage(t testing.TB, event *pb.AllocationEvent) kafka.Message {
 // base is 2026-01-05T00:00:00Z plus 700 ms, to see the truncation of column time.
 const base = uint64(1_767_571_200_700_000_000)
 
+// allocT0 is 2026-01-05T00:00:00Z: allocation times before 2000 are refused.
+const allocT0 = int64(1_767_571_200_000_000_000)
+
+// allocAt is allocT0 + ns, 0 left 0 (not set, still running).
+func allocAt(ns int64) int64 {
+	if ns == 0 {
+		return 0
+	}
+	return allocT0 + ns
+}
+
 func sample(kind pb.Kind, id string, ts uint64) *pb.Sample {
 	s := &pb.Sample{
 		TsNs: ts, IntervalNs: 100_000_000, GpuUuid: "GPU-1", GpuIndex: 0, Model: "H100-SXM5-80GB",
@@ -217,9 +228,9 @@ func TestStoresValidAndDeadLettersInvalid(t *testing.T) {
 			sample(pb.Kind_KIND_MIG, "gpu1/mig0", base+100_000_000),
 		}}),
 		allocationMessage(t, &pb.AllocationEvent{AllocationId: "a1", Tenant: "acme", Tier: "pro",
-			Node: "node-a", InstanceId: "gpu1/mig0", RequestedAtNs: 1, StartedAtNs: 2, Version: 1}),
+			Node: "node-a", InstanceId: "gpu1/mig0", RequestedAtNs: allocT0 + 1, StartedAtNs: allocT0 + 2, Version: 1}),
 		allocationMessage(t, &pb.AllocationEvent{AllocationId: "a2", Tenant: "acme", Tier: "pro",
-			Node: "node-a", InstanceId: "gpu0", RequestedAtNs: 1, StartedAtNs: 5, EndedAtNs: 5, Version: 1}),
+			Node: "node-a", InstanceId: "gpu0", RequestedAtNs: allocT0 + 1, StartedAtNs: allocT0 + 5, EndedAtNs: allocT0 + 5, Version: 1}),
 	)
 
 	const group = "stores"
@@ -280,7 +291,7 @@ func TestStoresValidAndDeadLettersInvalid(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT tenant, started_ns, received FROM allocations WHERE allocation_id = 'a1'").Scan(&tenant, &started, &received); err != nil {
 		t.Fatal(err)
 	}
-	if tenant != "acme" || started != 2 || time.Since(received) > time.Minute {
+	if tenant != "acme" || started != allocT0+2 || time.Since(received) > time.Minute {
 		t.Errorf("allocation row: tenant %s started %d received %s", tenant, started, received)
 	}
 

@@ -20,7 +20,7 @@ func FuzzProcess(f *testing.F) {
 		Vgpu: &pb.VgpuSchedule{WaitsNs: []uint64{4060000}},
 	}}})
 	alloc, _ := proto.Marshal(&pb.AllocationEvent{AllocationId: "a", Tenant: "t", Tier: "pro", Node: "n",
-		InstanceId: "gpu0", RequestedAtNs: 1, StartedAtNs: 2, EndedAtNs: 3, Version: 1})
+		InstanceId: "gpu0", RequestedAtNs: allocT0 + 1, StartedAtNs: allocT0 + 2, EndedAtNs: allocT0 + 3, Version: 1})
 	for _, v := range [][]byte{batch, alloc, nil, {0xff}, []byte("not protobuf")} {
 		f.Add(v, true)
 		f.Add(v, false)

@@ -23,9 +23,9 @@ func TestInvalidValuesAreDeadLetteredAndTheRestStored(t *testing.T) {
 			sample(pb.Kind_KIND_GPU, "gpu0", base), nan, sample(pb.Kind_KIND_GPU, "gpu2", base),
 		}}),
 		allocationMessage(t, &pb.AllocationEvent{AllocationId: "a1", Tenant: "__unallocated__", Tier: "pro",
-			Node: "node-a", InstanceId: "gpu0", RequestedAtNs: 1, StartedAtNs: 2, Version: 1}),
+			Node: "node-a", InstanceId: "gpu0", RequestedAtNs: allocT0 + 1, StartedAtNs: allocT0 + 2, Version: 1}),
 		allocationMessage(t, &pb.AllocationEvent{AllocationId: "a2", Tenant: "acme", Tier: "pro",
-			Node: "node-a", InstanceId: "gpu2", RequestedAtNs: 1, StartedAtNs: 2, Version: 1}),
+			Node: "node-a", InstanceId: "gpu2", RequestedAtNs: allocT0 + 1, StartedAtNs: allocT0 + 2, Version: 1}),
 	)
 	c, reg, stop := startCollector(t, Config{Brokers: brokers, GroupID: "invalid", FlushInterval: 100 * time.Millisecond}, conn)
 	waitFor(t, 20*time.Second, "2 samples and 1 allocation stored", func() bool {
@@ -101,9 +101,9 @@ func TestUnknownTierIsDeadLetteredWithThePriceBooksTiers(t *testing.T) {
 	conn := localtest.Database(t).Conn
 	produce(t, brokers,
 		allocationMessage(t, &pb.AllocationEvent{AllocationId: "a1", Tenant: "acme", Tier: "gold",
-			Node: "node-a", InstanceId: "gpu0", RequestedAtNs: 1, StartedAtNs: 2, Version: 1}),
+			Node: "node-a", InstanceId: "gpu0", RequestedAtNs: allocT0 + 1, StartedAtNs: allocT0 + 2, Version: 1}),
 		allocationMessage(t, &pb.AllocationEvent{AllocationId: "a2", Tenant: "acme", Tier: "pro",
-			Node: "node-a", InstanceId: "gpu1", RequestedAtNs: 1, StartedAtNs: 2, Version: 1}),
+			Node: "node-a", InstanceId: "gpu1", RequestedAtNs: allocT0 + 1, StartedAtNs: allocT0 + 2, Version: 1}),
 	)
 	c, reg, stop := startCollector(t, Config{Brokers: brokers, GroupID: "tiers", FlushInterval: 100 * time.Millisecond,
 		Tiers: map[string]float64{"pro": 1, "budget": 0.7}}, conn)

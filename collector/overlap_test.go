@@ -20,7 +20,7 @@ func TestRefusesOverlappingAllocations(t *testing.T) {
 	conn := localtest.Database(t).Conn
 	event := func(id, tenant string, start, end int64, version uint64) *pb.AllocationEvent {
 		return &pb.AllocationEvent{AllocationId: id, Tenant: tenant, Tier: "pro", Node: "node-a", InstanceId: "gpu0",
-			RequestedAtNs: start, StartedAtNs: start, EndedAtNs: end, Version: version}
+			RequestedAtNs: allocAt(start), StartedAtNs: allocAt(start), EndedAtNs: allocAt(end), Version: version}
 	}
 	const s = int64(time.Second)
 	produce(t, brokers,
@@ -71,7 +71,7 @@ func TestRefusesTenantMoves(t *testing.T) {
 	const s = int64(time.Second)
 	event := func(id, tenant, instance string, end int64, version uint64, deleted bool) *pb.AllocationEvent {
 		return &pb.AllocationEvent{AllocationId: id, Tenant: tenant, Tier: "pro", Node: "node-a", InstanceId: instance,
-			RequestedAtNs: 10 * s, StartedAtNs: 10 * s, EndedAtNs: end, Version: version, Deleted: deleted}
+			RequestedAtNs: allocAt(10 * s), StartedAtNs: allocAt(10 * s), EndedAtNs: allocAt(end), Version: version, Deleted: deleted}
 	}
 	tests := []struct {
 		allow  bool

@@ -60,7 +60,7 @@ func checkWireSample(s *wireSample, now time.Time) *refusal {
 	return fromValidate(validate.CheckSample(validate.Sample{
 		InstanceID: s.instanceID, Kind: s.kind, TsNs: s.tsNs, IntervalNs: s.intervalNs,
 		MemUsedBytes: s.memUsed, MemTotalBytes: s.memTotal, SMActive: s.smActive, PowerWatts: s.powerWatts,
-		ShareReplicas: s.shareReplicas,
+		ShareReplicas: s.shareReplicas, VGPUSwitchNs: s.switchNs,
 	}, now))
 }
 

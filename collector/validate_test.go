@@ -45,14 +45,14 @@ func TestCheckAllocation(t *testing.T) {
 	valid := func() *pb.AllocationEvent {
 		return &pb.AllocationEvent{
 			AllocationId: "a1", Tenant: "acme", Tier: "pro", Node: "node-a", InstanceId: "gpu0",
-			RequestedAtNs: 100, StartedAtNs: 200, EndedAtNs: 0, Version: 1,
+			RequestedAtNs: allocT0 + 100, StartedAtNs: allocT0 + 200, EndedAtNs: 0, Version: 1,
 		}
 	}
 	if r := checkAllocation(valid(), nil); r != nil {
 		t.Fatalf("valid allocation refused: %v", r)
 	}
 	a := valid()
-	a.StartedAtNs, a.EndedAtNs = 100, 300 // started == requested, ended later
+	a.StartedAtNs, a.EndedAtNs = allocT0+100, allocT0+300 // started == requested, ended later
 	if r := checkAllocation(a, nil); r != nil {
 		t.Fatalf("valid allocation refused: %v", r)
 	}
@@ -62,8 +62,8 @@ func TestCheckAllocation(t *testing.T) {
 		reasonMissingTier:          func(a *pb.AllocationEvent) { a.Tier = "" },
 		reasonMissingNode:          func(a *pb.AllocationEvent) { a.Node = "" },
 		reasonMissingInstanceID:    func(a *pb.AllocationEvent) { a.InstanceId = "" },
-		reasonStartedBeforeRequest: func(a *pb.AllocationEvent) { a.StartedAtNs = 99 },
-		reasonEndedNotAfterStarted: func(a *pb.AllocationEvent) { a.EndedAtNs = 200 },
+		reasonStartedBeforeRequest: func(a *pb.AllocationEvent) { a.StartedAtNs = allocT0 + 99 },
+		reasonEndedNotAfterStarted: func(a *pb.AllocationEvent) { a.EndedAtNs = allocT0 + 200 },
 		reasonInvalid:              func(a *pb.AllocationEvent) { a.Tenant = "__unallocated__" },
 	} {
 		a := valid()

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -17,13 +18,15 @@ import (
 	"github.com/slicemeter/slicemeter/e2e/apptest"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
 // TestBadValuesNeverStopTheBill publishes, beside a minute of valid samples and allocations,
 // samples with NaN, out-of-range and absurd values, and allocations for a reserved and a
-// formula tenant, through a real broker to the real collector binary. The bad ones are
-// dead-lettered with reason invalid and their field, and the report over the window still
-// bills the valid tenants, exactly as without them.
+// formula tenant and at a tier the price book lacks, through a real broker to the real collector
+// binary started with that price book. The bad ones are dead-lettered with reason invalid and
+// their field, and the report over the window still bills the valid tenants, exactly as without
+// them, from raw samples, both rollups and the minutes the attribution service stored.
 func TestBadValuesNeverStopTheBill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -35,10 +38,12 @@ func TestBadValuesNeverStopTheBill(t *testing.T) {
 		t.Fatal(err)
 	}
 	col := apptest.StartCollector(t, ctx, "--kafka.brokers", kfk.Brokers(), "--clickhouse.dsn", db.DSN,
-		"--collector.flush-interval", "200ms", "--kafka.partitions", "1")
+		"--collector.flush-interval", "200ms", "--kafka.partitions", "1", "--pricebook", faultPriceBook)
 
 	const seconds = 60
-	base := faultBase
+	// A minute that ended a few minutes ago, so that the attribution service's backfill reaches it.
+	from := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Minute)
+	base := uint64(from.UnixNano())
 	sample := func(gpu int, k int) *pb.Sample {
 		return &pb.Sample{TsNs: base + uint64(k)*1e9, IntervalNs: 1e9, Model: "H100-SXM5-80GB", Kind: pb.Kind_KIND_GPU,
 			GpuUuid: []string{"GPU-0", "GPU-1"}[gpu], GpuIndex: uint32(gpu), InstanceId: []string{"gpu0", "gpu1"}[gpu],
@@ -77,6 +82,7 @@ func TestBadValuesNeverStopTheBill(t *testing.T) {
 		{"good-b", "good-b", "budget", "gpu1"},
 		{"reserved", "__unallocated__", "pro", "gpu1"},
 		{"formula", `=HYPERLINK("http://evil","x")`, "pro", "gpu0"},
+		{"unpriced", "good-c", "gold", "gpu2"}, // the collector's price book lacks gold
 	} {
 		add(pb.TopicAllocations, &pb.AllocationEvent{AllocationId: tn.id, Tenant: tn.tenant, Tier: tn.tier, Node: "node-a",
 			InstanceId: tn.instance, RequestedAtNs: int64(base), StartedAtNs: int64(base), EndedAtNs: int64(base) + seconds*1e9,
@@ -88,7 +94,7 @@ func TestBadValuesNeverStopTheBill(t *testing.T) {
 	}
 	w.Close()
 
-	wantDead := len(badSamples) - 1 + 2
+	wantDead := len(badSamples) - 1 + 3
 	var dead []kafka.Message
 	waitUntil := time.Now().Add(60 * time.Second)
 	for len(dead) < wantDead {
@@ -105,7 +111,7 @@ func TestBadValuesNeverStopTheBill(t *testing.T) {
 		}
 		fields[headerValue(m, collector.HeaderField)]++
 	}
-	for field, n := range map[string]int{"sm_active": 3, "interval_ns": 1, "mem_used_bytes": 1, "power_watts": 1, "ts_ns": 1, "tenant": 2} {
+	for field, n := range map[string]int{"sm_active": 3, "interval_ns": 1, "mem_used_bytes": 1, "power_watts": 1, "ts_ns": 1, "tenant": 2, "tier": 1} {
 		if fields[field] != n {
 			t.Errorf("%d dead letters for field %s, want %d (all: %v)", fields[field], field, n, fields)
 		}
@@ -133,15 +139,27 @@ func TestBadValuesNeverStopTheBill(t *testing.T) {
 		t.Errorf("%d allocations stored, want the 2 valid ones", n)
 	}
 
-	from := time.Unix(0, int64(base)).UTC()
-	for _, source := range []string{"raw", "rollup-1s", "rollup-1m"} {
-		report := apptest.Report(t, ctx, db.DSN, "--pricebook", faultPriceBook, "--attribution.samples", source,
-			"--from", from.Format(time.RFC3339), "--to", from.Add(time.Minute).Format(time.RFC3339)).Stdout
+	// The attribution service stores the minute's attribution from the same samples.
+	svc := apptest.StartAttribution(t, ctx, "--api.insecure-no-auth", "--clickhouse.dsn", db.DSN, "--pricebook", faultPriceBook,
+		"--attribution.interval", "1s", "--attribution.delay", "0s", "--attribution.backfill", "15m", "--attribution.max-minutes", "30")
+	for waitUntil := time.Now().Add(2 * time.Minute); queryUint(t, ctx, db.Conn, fmt.Sprintf(
+		"SELECT count() FROM %s WHERE minute = toDateTime(%d)", tables.AttributionMinutes, from.Unix())) == 0; time.Sleep(500 * time.Millisecond) {
+		if time.Now().After(waitUntil) {
+			t.Fatalf("the attribution service stored no row of the minute within 2 minutes\n%s", svc.LogTail(20))
+		}
+	}
+	if err := svc.Stop(); err != nil { // its pass done: the minute's rows are one insert
+		t.Fatalf("stop the attribution service: %v\n%s", err, svc.LogTail(20))
+	}
+
+	window, to := from.Format(time.RFC3339), from.Add(time.Minute).Format(time.RFC3339)
+	for _, source := range [][]string{{"--attribution.samples", "raw"}, {"--attribution.samples", "rollup-1s"}, {"--attribution.samples", "rollup-1m"}, {"--from-minutes"}} {
+		report := apptest.Report(t, ctx, db.DSN, append([]string{"--pricebook", faultPriceBook, "--from", window, "--to", to}, source...)...).Stdout
 		// 60 s of one H100 at 2.40/h: list 0.04, cost 0.04 at pro (1.0) and 0.028 at budget
 		// (0.7); half busy: efficiency 0.5, as the valid samples say, whatever the bad ones said.
 		for _, want := range []string{
-			"\ngood-a,pro,2026-01-05T00:00:00Z,2026-01-05T00:01:00Z,60.000,0.040000,0.040000,0.020000,0.000000,0.5000,0.000,0.000,0,0.000,USD\n",
-			"\ngood-b,budget,2026-01-05T00:00:00Z,2026-01-05T00:01:00Z,60.000,0.040000,0.028000,0.014000,0.000000,0.5000,0.000,0.000,0,0.000,USD\n",
+			"\ngood-a,pro," + window + "," + to + ",60.000,0.040000,0.040000,0.020000,0.000000,0.5000,0.000,0.000,0,0.000,USD\n",
+			"\ngood-b,budget," + window + "," + to + ",60.000,0.040000,0.028000,0.014000,0.000000,0.5000,0.000,0.000,0,0.000,USD\n",
 		} {
 			if !strings.Contains(report, want) {
 				t.Errorf("report from %s lacks %q:\n%s", source, want, report)

@@ -89,6 +89,7 @@ func Refusals() [][2]string {
 		{validate.ReasonInvalid, "sm_active"},
 		{validate.ReasonInvalid, "power_watts"},
 		{validate.ReasonInvalid, "mem_used_bytes"},
+		{validate.ReasonInvalid, "vgpu.switch_ns"},
 	}
 }
 

@@ -32,6 +32,7 @@ func TestRefusalsListsTheValidatorsRefusals(t *testing.T) {
 		func(s *pb.Sample) { s.SmActive = math.NaN() },
 		func(s *pb.Sample) { s.PowerWatts = math.Inf(1) },
 		func(s *pb.Sample) { s.MemUsedBytes = 3 },
+		func(s *pb.Sample) { s.Vgpu = &pb.VgpuSchedule{SwitchNs: s.IntervalNs + 1} },
 	}
 	listed := Refusals()
 	seen := map[[2]string]bool{}

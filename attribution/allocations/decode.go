@@ -190,7 +190,7 @@ func build(source string, line int, v []string, tiers map[string]float64) (alloc
 	}
 	if tiers != nil {
 		if r := validate.CheckTier(a.Tier, tiers); r != nil {
-			return allocation.Allocation{}, &allocation.Error{Source: source, Line: line, Field: r.Field, Value: r.Value, Expected: r.Expected}
+			return allocation.Allocation{}, &allocation.Error{Source: source, Line: line, Field: r.Field, Value: r.Value, Expected: r.Expected, Reason: r.Reason}
 		}
 	}
 	return a, nil

@@ -234,14 +234,14 @@ func (s *Server) postAllocations(w http.ResponseWriter, r *http.Request) {
 	}
 	allocs, lines, err := allocations.DecodeLines("request", body, nil)
 	if err != nil {
-		s.Metrics.Refused(allocations.ReasonMalformed, 1)
+		s.Metrics.Refused(allocations.ReasonOf(err), 1)
 		s.fail(w, http.StatusBadRequest, err)
 		return
 	}
 	for i, a := range allocs {
 		if s.Tiers != nil {
 			if r := validate.CheckTier(a.Tier, s.Tiers); r != nil {
-				s.Metrics.Refused(allocations.ReasonMalformed, len(allocs))
+				s.Metrics.Refused(r.Reason, len(allocs))
 				s.fail(w, http.StatusBadRequest, fmt.Errorf("request: allocation %d (%q): %w", i+1, a.ID, r))
 				return
 			}

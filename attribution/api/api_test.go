@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -183,6 +184,48 @@ func TestAPI(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPostRefusalsCountedByReason: a POST the validator refuses is counted under the
+// validator's reason (a reserved tenant, an unknown tier: invalid; no tenant: missing_tenant),
+// one that is not allocations at all under malformed.
+func TestPostRefusalsCountedByReason(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := &Server{Store: &memStore{}, Auth: AllowAll{}, Metrics: allocations.NewMetrics(reg), Tiers: map[string]float64{"pro": 1}}
+	srv := httptest.NewServer(http.HandlerFunc(s.postAllocations))
+	defer srv.Close()
+	for _, b := range []string{
+		strings.Replace(body, `"acme"`, `"__unallocated__"`, 1),
+		strings.Replace(body, `"pro"`, `"gold"`, 1),
+		strings.Replace(body, `"acme"`, `""`, 1),
+		"[{",
+		body,
+	} {
+		resp, err := http.Post(srv.URL+"/api/v1/allocations", "application/json", strings.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	got := map[string]float64{}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "slicemeter_allocations_refused_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{"invalid": 2, "missing_tenant": 1, "malformed": 1, "conflict": 0, "forbidden": 0,
+		"missing_allocation_id": 0, "missing_tier": 0, "missing_node": 0, "missing_instance_id": 0,
+		"started_before_requested": 0, "ended_not_after_started": 0}
+	if !maps.Equal(got, want) {
+		t.Errorf("slicemeter_allocations_refused_total by reason: %v, want %v", got, want)
 	}
 }
 

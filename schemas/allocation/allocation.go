@@ -57,6 +57,9 @@ type Error struct {
 	Field    string // empty for the whole record
 	Value    string
 	Expected string
+	// Reason is the validator's reason code (validate.Reason*) when the validator refused the
+	// allocation; empty when the input could not be read as allocations at all.
+	Reason string
 }
 
 func (e *Error) Error() string {
@@ -74,26 +77,26 @@ func (e *Error) Error() string {
 
 // Validate checks one allocation; source and line say where it came from (an *Error names them).
 func (a Allocation) Validate(source string, line int) error {
-	fail := func(field, value, expected string) error {
-		return &Error{Source: source, Line: line, Field: field, Value: value, Expected: expected}
+	fail := func(field, value, expected, reason string) error {
+		return &Error{Source: source, Line: line, Field: field, Value: value, Expected: expected, Reason: reason}
 	}
 	v := validate.Allocation{
 		ID: a.ID, Tenant: a.Tenant, Tier: a.Tier, Node: a.Node, InstanceID: a.Instance,
 		RequestedAtNs: ToNS(a.RequestedAt), StartedAtNs: ToNS(a.StartedAt), EndedAtNs: ToNS(a.EndedAt),
 	}
 	if r := validate.CheckAllocationNames(v); r != nil {
-		return fail(r.Field, r.Value, r.Expected)
+		return fail(r.Field, r.Value, r.Expected, r.Reason)
 	}
 	// Files and requests must say when the allocation was asked for and started; a topic
 	// event may leave them 0 (validate.CheckAllocation).
 	switch {
 	case a.StartedAt.IsZero():
-		return fail("started_at", "missing", "an RFC 3339 time when the instance was ready (billing starts)")
+		return fail("started_at", "missing", "an RFC 3339 time when the instance was ready (billing starts)", validate.ReasonInvalid)
 	case a.RequestedAt.IsZero():
-		return fail("requested_at", "missing", "an RFC 3339 time when the tenant asked for the instance")
+		return fail("requested_at", "missing", "an RFC 3339 time when the tenant asked for the instance", validate.ReasonInvalid)
 	}
 	if r := validate.CheckAllocationTimes(v); r != nil {
-		return fail(r.Field, r.Value, r.Expected)
+		return fail(r.Field, r.Value, r.Expected, r.Reason)
 	}
 	return nil
 }

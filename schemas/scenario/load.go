@@ -140,6 +140,10 @@ const (
 	MaxVGPUsPerGPU = 64 // no vGPU profile is smaller than 1/64 of a GPU's framebuffer
 	// MaxSharesPerGPU bounds a shared GPU's replicas (the device plugin's replicas per GPU).
 	MaxSharesPerGPU = 64
+	// MaxInstances bounds the fleet's instances in all (GPUs, MIG instances, vGPUs, replicas):
+	// each level's cap allows 10,000 × 16 × 64, ten million instances, which the simulator
+	// would exhaust memory on. 200,000 is four times the largest fleet measured (README).
+	MaxInstances = 200_000
 )
 
 type validator struct {
@@ -302,6 +306,12 @@ func (v *validator) nodes(raw []rawNode, s *Scenario) []Node {
 	}
 	seen := map[string]bool{}
 	var nodes []Node
+	instances := 0
+	defer func() {
+		if instances > MaxInstances {
+			v.fail("nodes", "%d instances (GPUs, MIG instances, vGPUs and replicas in all): expected at most %d", instances, MaxInstances)
+		}
+	}()
 	for i, rn := range raw {
 		f := fmt.Sprintf("nodes[%d]", i)
 		n := Node{Name: rn.Name}
@@ -367,10 +377,25 @@ func (v *validator) nodes(raw []rawNode, s *Scenario) []Node {
 				g.Share = v.share(gf+".share", rg.Share.Mode, rg.Share.Replicas)
 			}
 			n.GPUs = append(n.GPUs, g)
+			instances += gpuInstances(g)
 		}
 		nodes = append(nodes, n)
 	}
 	return nodes
+}
+
+// gpuInstances is how many instances g is metered as: its MIG instances, vGPUs or replicas,
+// else the whole GPU.
+func gpuInstances(g GPU) int {
+	switch {
+	case len(g.MIG) > 0:
+		return len(g.MIG)
+	case g.VGPU != nil:
+		return max(g.VGPU.Count, 1)
+	case g.Share != nil:
+		return max(g.Share.Replicas, 1)
+	}
+	return 1
 }
 
 func (v *validator) fault(f, kind, at, until string, window time.Duration) Fault {

@@ -249,6 +249,45 @@ func TestParseRefusesHugeCounts(t *testing.T) {
 	}
 }
 
+// Every level within its cap, the product beyond what the simulator can hold: the total of
+// instances is refused, naming the file and the figure.
+func TestParseRefusesHugeFleets(t *testing.T) {
+	head := strings.SplitAfter(valid, "nodes:\n")[0]
+	fleet := func(nodes int, gpu string) string {
+		var b strings.Builder
+		b.WriteString(head)
+		for i := range nodes {
+			fmt.Fprintf(&b, "  - name: n%d\n    gpus:\n%s", i, strings.Repeat("      - "+gpu+"\n", MaxGPUsPerNode))
+		}
+		return b.String()
+	}
+	shared := "{model: A100-SXM4-40GB, share: {mode: time_slicing, replicas: 64}}"                                // 1,024 instances a node
+	mig := `{model: A100-SXM4-40GB, mig: ["1g.5gb", "1g.5gb", "1g.5gb", "1g.5gb", "1g.5gb", "1g.5gb", "1g.5gb"]}` // 112 a node
+	for _, tc := range []struct {
+		name  string
+		doc   string
+		total int // 0: accepted
+	}{
+		{"195 nodes of shared GPUs", fleet(195, shared), 0},
+		{"196 nodes of shared GPUs", fleet(196, shared), 196 * 1024},
+		{"MIG on 1,786 nodes", fleet(1786, mig), 1786 * 112},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("fleet.yaml", []byte(tc.doc))
+			switch {
+			case tc.total == 0 && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.total == 0:
+			case err == nil:
+				t.Errorf("%d instances accepted", tc.total)
+			case !strings.Contains(err.Error(), fmt.Sprintf("scenario fleet.yaml: nodes: %d instances", tc.total)) ||
+				!strings.Contains(err.Error(), fmt.Sprintf("expected at most %d", MaxInstances)):
+				t.Errorf("error %v, want the file, the field nodes, %d instances and the cap", err, tc.total)
+			}
+		})
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(valid))
 	f.Fuzz(func(t *testing.T, data []byte) {

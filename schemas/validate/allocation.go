@@ -78,13 +78,26 @@ func CheckAllocationNames(a Allocation) *Refusal {
 }
 
 // CheckAllocationTimes checks that the allocation started at or after it was requested and,
-// when it ended, ended after it started.
+// when it ended, ended after it started, and that every time given lies in the range a sample's
+// ts_ns may (MinTimestamp to MaxTimestampNs): an earlier one is a clock that was never set, a
+// later one what no ClickHouse DateTime holds. A time later than the clock is not refused: an
+// allocation may be imported or announced with its planned end, and reports bill only to
+// their horizon.
 func CheckAllocationTimes(a Allocation) *Refusal {
 	switch {
 	case a.StartedAtNs < a.RequestedAtNs:
 		return &Refusal{ReasonStartedBeforeRequest, "started_at", nsTime(a.StartedAtNs), "a time at or after requested_at " + nsTime(a.RequestedAtNs)}
 	case a.EndedAtNs != 0 && a.EndedAtNs <= a.StartedAtNs:
 		return &Refusal{ReasonEndedNotAfterStarted, "ended_at", nsTime(a.EndedAtNs), "a time after started_at " + nsTime(a.StartedAtNs) + ", or null while running"}
+	}
+	for _, f := range []struct {
+		name string
+		ns   int64
+	}{{"requested_at", a.RequestedAtNs}, {"started_at", a.StartedAtNs}, {"ended_at", a.EndedAtNs}} {
+		// 0 is not set (a topic event may leave requested_at and started_at so; ended_at 0 is running).
+		if f.ns != 0 && (f.ns < MinTimestamp.UnixNano() || uint64(f.ns) > MaxTimestampNs) {
+			return invalid(f.name, nsTime(f.ns), "a time from "+MinTimestamp.Format(time.RFC3339)+" to "+nsTime(int64(MaxTimestampNs)))
+		}
 	}
 	return nil
 }

@@ -15,13 +15,17 @@ import (
 // whatever it refuses names a field, a value and what was expected.
 func FuzzCheckSample(f *testing.F) {
 	v := validSample()
-	f.Add(v.InstanceID, int32(v.Kind), v.TsNs, v.IntervalNs, v.MemUsedBytes, v.MemTotalBytes, v.SMActive, v.PowerWatts)
-	f.Add("gpu0", int32(1), uint64(0), uint64(0), uint64(2), uint64(1), math.NaN(), math.Inf(-1))
-	f.Add("", int32(9), MaxTimestampNs+1, uint64(1)<<63, uint64(0), uint64(0), 5.0, -3.0)
+	f.Add(v.InstanceID, int32(v.Kind), v.TsNs, v.IntervalNs, v.MemUsedBytes, v.MemTotalBytes, v.SMActive, v.PowerWatts, uint64(0))
+	f.Add("gpu0", int32(1), uint64(0), uint64(0), uint64(2), uint64(1), math.NaN(), math.Inf(-1), uint64(0))
+	f.Add("", int32(9), MaxTimestampNs+1, uint64(1)<<63, uint64(0), uint64(0), 5.0, -3.0, uint64(0))
+	// vGPUs switching the whole interval (accepted) and beyond it (refused).
+	f.Add("gpu0/vgpu0", int32(pb.Kind_KIND_VGPU), v.TsNs, v.IntervalNs, v.MemUsedBytes, v.MemTotalBytes, v.SMActive, v.PowerWatts, v.IntervalNs)
+	f.Add("gpu0/vgpu0", int32(pb.Kind_KIND_VGPU), v.TsNs, v.IntervalNs, v.MemUsedBytes, v.MemTotalBytes, v.SMActive, v.PowerWatts, v.IntervalNs+1)
+	f.Add("gpu0/vgpu0", int32(pb.Kind_KIND_VGPU), v.TsNs, v.IntervalNs, v.MemUsedBytes, v.MemTotalBytes, v.SMActive, v.PowerWatts, uint64(math.MaxUint64))
 	now := testNow
-	f.Fuzz(func(t *testing.T, id string, kind int32, ts, interval, used, total uint64, sm, power float64) {
+	f.Fuzz(func(t *testing.T, id string, kind int32, ts, interval, used, total uint64, sm, power float64, switching uint64) {
 		s := Sample{InstanceID: id, Kind: pb.Kind(kind), TsNs: ts, IntervalNs: interval,
-			MemUsedBytes: used, MemTotalBytes: total, SMActive: sm, PowerWatts: power}
+			MemUsedBytes: used, MemTotalBytes: total, SMActive: sm, PowerWatts: power, VGPUSwitchNs: switching}
 		r := CheckSample(s, now)
 		if r != nil {
 			if r.Reason == "" || r.Field == "" || r.Value == "" || r.Expected == "" {
@@ -42,6 +46,39 @@ func FuzzCheckSample(f *testing.F) {
 			t.Fatalf("accepted interval %d", interval)
 		case time.Unix(0, int64(ts)).Before(MinTimestamp) || time.Unix(0, int64(ts)).After(now.Add(MaxAhead)):
 			t.Fatalf("accepted ts %d", ts)
+		case switching > interval:
+			t.Fatalf("accepted vgpu.switch_ns %d over interval_ns %d", switching, interval)
+		}
+	})
+}
+
+// FuzzCheckAllocationTimes: accepted times are in order and, where set, from 2000 to 2106 (what
+// a sample's ts_ns may be); a refusal names the field, the value and what was expected.
+func FuzzCheckAllocationTimes(f *testing.F) {
+	now, y2000 := testNow.UnixNano(), MinTimestamp.UnixNano()
+	for _, seed := range [][3]int64{
+		{now, now + 1, 0}, {0, 0, 0}, {1, 2, 3}, {y2000 - 1, y2000, 0}, {y2000, y2000, int64(MaxTimestampNs)},
+		{now, now, int64(MaxTimestampNs) + 1}, {-1, now, 0}, {now, now, math.MaxInt64}, {math.MinInt64, 0, 0},
+	} {
+		f.Add(seed[0], seed[1], seed[2])
+	}
+	f.Fuzz(func(t *testing.T, requested, started, ended int64) {
+		a := Allocation{ID: "a1", Tenant: "acme", Tier: "pro", Node: "node-a", InstanceID: "gpu0",
+			RequestedAtNs: requested, StartedAtNs: started, EndedAtNs: ended}
+		r := CheckAllocation(a)
+		if r != nil {
+			if r.Reason == "" || r.Field == "" || r.Value == "" || r.Expected == "" {
+				t.Fatalf("refusal without reason, field, value or expected: %+v", r)
+			}
+			return
+		}
+		if started < requested || ended != 0 && ended <= started {
+			t.Fatalf("accepted times out of order: %+v", a)
+		}
+		for _, ns := range []int64{requested, started, ended} {
+			if ns != 0 && (ns < y2000 || uint64(ns) > MaxTimestampNs) {
+				t.Fatalf("accepted time %d (%s): %+v", ns, nsTime(ns), a)
+			}
 		}
 	})
 }

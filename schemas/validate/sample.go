@@ -38,6 +38,7 @@ type Sample struct {
 	MemUsedBytes, MemTotalBytes uint64
 	SMActive, PowerWatts        float64
 	ShareReplicas               uint32 // kind share only
+	VGPUSwitchNs                uint64 // vgpu.switch_ns: time the vGPU scheduler spent switching in the interval
 }
 
 // FromProto is the validated view of s.
@@ -46,6 +47,7 @@ func FromProto(s *pb.Sample) Sample {
 		InstanceID: s.GetInstanceId(), Kind: s.GetKind(), TsNs: s.GetTsNs(), IntervalNs: s.GetIntervalNs(),
 		MemUsedBytes: s.GetMemUsedBytes(), MemTotalBytes: s.GetMemTotalBytes(),
 		SMActive: s.GetSmActive(), PowerWatts: s.GetPowerWatts(), ShareReplicas: s.GetShareReplicas(),
+		VGPUSwitchNs: s.GetVgpu().GetSwitchNs(),
 	}
 }
 
@@ -71,6 +73,10 @@ func CheckSample(s Sample, now time.Time) *Refusal {
 		return &Refusal{ReasonMissingInterval, "interval_ns", "0", "an interval in (0, 60s]"}
 	case s.IntervalNs > uint64(MaxInterval):
 		return invalid("interval_ns", strconv.FormatUint(s.IntervalNs, 10), fmt.Sprintf("an interval in (0, %s]", MaxInterval))
+	case s.VGPUSwitchNs > s.IntervalNs:
+		// The switches happen within the interval; more is a corrupt counter, which attribution
+		// would otherwise clamp to a vGPU that did nothing but switch.
+		return invalid("vgpu.switch_ns", strconv.FormatUint(s.VGPUSwitchNs, 10), fmt.Sprintf("at most interval_ns (%d)", s.IntervalNs))
 	case !(s.SMActive >= 0 && s.SMActive <= 1): // also NaN
 		return invalid("sm_active", formatFloat(s.SMActive), "a ratio in [0, 1]")
 	case !(s.PowerWatts >= 0 && s.PowerWatts <= math.MaxFloat64): // also NaN and +Inf

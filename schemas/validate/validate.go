@@ -27,6 +27,13 @@ const (
 	ReasonEndedNotAfterStarted = "ended_not_after_started"
 )
 
+// AllocationReasons are the reasons CheckAllocation and CheckTier refuse an allocation with:
+// doors that count refusals by reason create these series at 0 from the start.
+func AllocationReasons() []string {
+	return []string{ReasonInvalid, ReasonMissingAllocationID, ReasonMissingTenant, ReasonMissingTier, ReasonMissingNode,
+		ReasonMissingInstanceID, ReasonStartedBeforeRequest, ReasonEndedNotAfterStarted}
+}
+
 // Refusal is why one sample or allocation was refused.
 type Refusal struct {
 	Reason   string // one of the Reason constants

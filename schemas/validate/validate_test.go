@@ -2,6 +2,7 @@ package validate
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,9 @@ func TestCheckSample(t *testing.T) {
 		{"share of 0", func(s *Sample) { s.Kind, s.ShareReplicas = pb.Kind_KIND_SHARE, 0 }, ReasonInvalid, "share_replicas"},
 		{"share over max", func(s *Sample) { s.Kind, s.ShareReplicas = pb.Kind_KIND_SHARE, MaxShareReplicas+1 }, ReasonInvalid, "share_replicas"},
 		{"replicas on mig", func(s *Sample) { s.ShareReplicas = 2 }, ReasonInvalid, "share_replicas"},
+		{"vgpu switching the whole interval", func(s *Sample) { s.Kind, s.VGPUSwitchNs = pb.Kind_KIND_VGPU, s.IntervalNs }, "", ""},
+		{"vgpu switching beyond the interval", func(s *Sample) { s.Kind, s.VGPUSwitchNs = pb.Kind_KIND_VGPU, s.IntervalNs+1 }, ReasonInvalid, "vgpu.switch_ns"},
+		{"vgpu switching for an hour", func(s *Sample) { s.Kind, s.VGPUSwitchNs = pb.Kind_KIND_VGPU, uint64(time.Hour) }, ReasonInvalid, "vgpu.switch_ns"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := validSample()
@@ -94,6 +98,10 @@ func TestProtoSampleReadsEveryCheckedField(t *testing.T) {
 	s.ShareReplicas = 2
 	if r := ProtoSample(s, testNow); r != nil {
 		t.Errorf("share of 2 refused: %v", r)
+	}
+	s.Kind, s.ShareReplicas, s.Vgpu = pb.Kind_KIND_VGPU, 0, &pb.VgpuSchedule{SwitchNs: s.IntervalNs + 1}
+	if r := ProtoSample(s, testNow); r == nil || r.Field != "vgpu.switch_ns" {
+		t.Errorf("vgpu switching beyond its interval: got %v", r)
 	}
 }
 
@@ -138,16 +146,26 @@ func TestTenant(t *testing.T) {
 func TestCheckAllocation(t *testing.T) {
 	valid := func() Allocation {
 		return Allocation{ID: "a1", Tenant: "acme", Tier: "pro", Node: "node-a", InstanceID: "gpu0",
-			RequestedAtNs: 100, StartedAtNs: 200}
+			RequestedAtNs: testNow.UnixNano(), StartedAtNs: testNow.UnixNano() + 100}
 	}
+	min2000, maxNs := MinTimestamp.UnixNano(), int64(MaxTimestampNs)
 	for _, tc := range []struct {
 		name          string
 		mutate        func(*Allocation)
 		reason, field string
 	}{
 		{"valid", func(*Allocation) {}, "", ""},
-		{"ended", func(a *Allocation) { a.EndedAtNs = 201 }, "", ""},
-		{"started = requested", func(a *Allocation) { a.StartedAtNs = 100 }, "", ""},
+		{"ended", func(a *Allocation) { a.EndedAtNs = a.StartedAtNs + 1 }, "", ""},
+		{"started = requested", func(a *Allocation) { a.StartedAtNs = a.RequestedAtNs }, "", ""},
+		{"not requested nor started (a topic event)", func(a *Allocation) { a.RequestedAtNs, a.StartedAtNs = 0, 0 }, "", ""},
+		{"from 2000 to 2106", func(a *Allocation) { a.RequestedAtNs, a.StartedAtNs, a.EndedAtNs = min2000, min2000, maxNs }, "", ""},
+		{"ends a year ahead (planned)", func(a *Allocation) { a.EndedAtNs = testNow.AddDate(1, 0, 0).UnixNano() }, "", ""},
+		{"requested in 1970", func(a *Allocation) { a.RequestedAtNs = 1 }, ReasonInvalid, "requested_at"},
+		{"started in 1999", func(a *Allocation) { a.RequestedAtNs, a.StartedAtNs = 0, min2000-1 }, ReasonInvalid, "started_at"},
+		{"requested and started in 1970", func(a *Allocation) { a.RequestedAtNs, a.StartedAtNs = 1, 2 }, ReasonInvalid, "requested_at"},
+		{"requested before 1970", func(a *Allocation) { a.RequestedAtNs, a.StartedAtNs = -5, testNow.UnixNano() }, ReasonInvalid, "requested_at"},
+		{"ends after 2106", func(a *Allocation) { a.EndedAtNs = maxNs + 1 }, ReasonInvalid, "ended_at"},
+		{"ends at the end of int64", func(a *Allocation) { a.EndedAtNs = math.MaxInt64 }, ReasonInvalid, "ended_at"},
 		{"no id", func(a *Allocation) { a.ID = " " }, ReasonMissingAllocationID, "allocation_id"},
 		{"no tenant", func(a *Allocation) { a.Tenant = "" }, ReasonMissingTenant, "tenant"},
 		{"reserved tenant", func(a *Allocation) { a.Tenant = "__unallocated__" }, ReasonInvalid, "tenant"},
@@ -155,8 +173,8 @@ func TestCheckAllocation(t *testing.T) {
 		{"no tier", func(a *Allocation) { a.Tier = "" }, ReasonMissingTier, "tier"},
 		{"no node", func(a *Allocation) { a.Node = "" }, ReasonMissingNode, "node"},
 		{"no instance", func(a *Allocation) { a.InstanceID = "" }, ReasonMissingInstanceID, "instance_id"},
-		{"started before requested", func(a *Allocation) { a.StartedAtNs = 99 }, ReasonStartedBeforeRequest, "started_at"},
-		{"ended at start", func(a *Allocation) { a.EndedAtNs = 200 }, ReasonEndedNotAfterStarted, "ended_at"},
+		{"started before requested", func(a *Allocation) { a.StartedAtNs = a.RequestedAtNs - 1 }, ReasonStartedBeforeRequest, "started_at"},
+		{"ended at start", func(a *Allocation) { a.EndedAtNs = a.StartedAtNs }, ReasonEndedNotAfterStarted, "ended_at"},
 	} {
 		a := valid()
 		tc.mutate(&a)
@@ -164,8 +182,10 @@ func TestCheckAllocation(t *testing.T) {
 		switch {
 		case tc.reason == "" && r != nil:
 			t.Errorf("%s: refused: %v", tc.name, r)
-		case tc.reason != "" && (r == nil || r.Reason != tc.reason || r.Field != tc.field):
-			t.Errorf("%s: got %+v, want %s on %s", tc.name, r, tc.reason, tc.field)
+		case tc.reason != "" && (r == nil || r.Reason != tc.reason || r.Field != tc.field || r.Value == "" || r.Expected == ""):
+			t.Errorf("%s: got %+v, want %s on %s with a value and what was expected", tc.name, r, tc.reason, tc.field)
+		case r != nil && !slices.Contains(AllocationReasons(), r.Reason):
+			t.Errorf("%s: reason %s is not in AllocationReasons()", tc.name, r.Reason)
 		}
 	}
 }
