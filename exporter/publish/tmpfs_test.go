@@ -3,8 +3,6 @@ package publish
 import (
 	"context"
 	"log/slog"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,34 +10,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/slicemeter/slicemeter/exporter/spool"
+	"github.com/slicemeter/slicemeter/exporter/spool/spooltest"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
-
-// mountTmpfs mounts a tmpfs of size (mount's syntax, "2m") under a temporary directory, or
-// skips the test where it cannot be made.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "tmpfs")
-	if out, err := exec.Command("mkdir", "-p", dir).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a %s tmpfs (needs root and CAP_SYS_ADMIN): %v: %s", size, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("unmounting %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
 
 // The operator case on a real 2 MiB tmpfs with the default 1 GiB spool limit: Kafka
 // down long enough to fill the disk loses only the oldest batches (counted as spool_no_space,
 // none as spool_error); once Kafka is back the spool drains, and the batches after it are all
 // published, none dropped. Samples published + dropped = samples produced.
 func TestSmallTmpfsOutageLosesOnlyTheOldest(t *testing.T) {
-	dir := mountTmpfs(t, "2m")
+	dir := spooltest.MountTmpfs(t, "2m")
 	w := &switchWriter{down: true}
 	p, err := Open(w, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler),
 		Options{SpoolDir: dir, SpoolMaxBytes: 1 << 30})

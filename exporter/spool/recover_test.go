@@ -3,11 +3,11 @@ package spool
 import (
 	"errors"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
+
+	"github.com/slicemeter/slicemeter/exporter/spool/spooltest"
 )
 
 // Once the disk has room again, the spool takes records up to its configured limit: a full disk
@@ -57,7 +57,7 @@ func TestSmallDiskDropsOnlyTheOldest(t *testing.T) {
 		open func(t *testing.T, d *drops) *Spool
 	}{
 		{"tmpfs", func(t *testing.T, d *drops) *Spool {
-			s, err := Open(mountTmpfs(t, "2m"), 1<<30, d.fn())
+			s, err := Open(spooltest.MountTmpfs(t, "2m"), 1<<30, d.fn())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,25 +102,6 @@ func TestSmallDiskDropsOnlyTheOldest(t *testing.T) {
 			}
 		})
 	}
-}
-
-// mountTmpfs mounts a tmpfs of size (mount's syntax, "2m") under a temporary directory, or
-// skips the test where it cannot be made.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "tmpfs")
-	if out, err := exec.Command("mkdir", "-p", dir).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a %s tmpfs (needs root and CAP_SYS_ADMIN): %v: %s", size, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("unmounting %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
 }
 
 // A record is at most an eighth of the limit and at most 8 MiB, whatever the disk: the
