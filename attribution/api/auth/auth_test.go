@@ -70,6 +70,10 @@ func TestParseErrors(t *testing.T) {
 			[]string{`auth.yaml:3: tokens[1].name: "a" again`}},
 		{"unknown token field", "tokens:\n  - {name: a, hash: " + h + ", role: finance, token: x}\n",
 			[]string{"auth.yaml:2: tokens[0].token: an unknown field"}},
+		{"lookup not hex", "tokens:\n  - {name: a, hash: " + h + ", lookup: 0123456z, role: finance}\n",
+			[]string{`auth.yaml:2: tokens[0].lookup: "0123456z"; expected the 8 hex digits`}},
+		{"lookup too short", "tokens:\n  - {name: a, hash: " + h + ", lookup: \"12\", role: finance}\n",
+			[]string{`auth.yaml:2: tokens[0].lookup: "12"`}},
 		{"jwt missing", "jwt:\n  issuer: x\n", []string{"auth.yaml:2: jwt.jwks_file: missing", "jwt.audience: missing"}},
 		{"jwt no file", "jwt: {jwks_file: nowhere.json, issuer: i, audience: a}\n", []string{"auth.yaml:1: jwt.jwks_file: open", "nowhere.json"}},
 	}
@@ -229,6 +233,9 @@ func TestJWT(t *testing.T) {
 		{"bad role", sign(jwt.SigningMethodES256, "e", ecKey, with("role", "root")), api.Principal{}, `claim role: "root"`},
 		{"tenant without org", sign(jwt.SigningMethodES256, "e", ecKey, with("org", nil)), api.Principal{}, "no claim org"},
 		{"bad tenant", sign(jwt.SigningMethodES256, "e", ecKey, with("org", "__unallocated__")), api.Principal{}, "not a valid tenant name"},
+		{"no sub", sign(jwt.SigningMethodES256, "e", ecKey, with("sub", nil)), api.Principal{}, "no claim sub"},
+		{"empty sub", sign(jwt.SigningMethodES256, "e", ecKey, with("sub", "")), api.Principal{}, "no claim sub"},
+		{"sub not a string", sign(jwt.SigningMethodES256, "e", ecKey, with("sub", 42)), api.Principal{}, "no claim sub"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
