@@ -21,6 +21,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/slicemeter/slicemeter/attribution/api"
+	"github.com/slicemeter/slicemeter/internal/faillimit"
 )
 
 // Token is a static bearer token: the bcrypt hash of its secret and who it is.
@@ -40,7 +41,7 @@ type Token struct {
 // in the cache; a token with a lookup key selects its one entry, compared with bcrypt once
 // and then cached. A token matching no entry's lookup key is refused without bcrypt, unless
 // the file has entries without lookup keys: those are tried with bcrypt, but only by an
-// address under its limit of failures (failures.go) and one scan per slot of fallback.
+// address under its limit of failures (package faillimit) and one scan per slot of fallback.
 type Authenticator struct {
 	tokens []Token
 	keyed  map[uint32][]int // entries by lookup key
@@ -57,7 +58,7 @@ type Authenticator struct {
 	// key. A flood of wrong tokens holds neither or, with old entries, fallback's slots only.
 	checking chan struct{}
 	fallback chan struct{}
-	failures *failures
+	failures *faillimit.Limiter
 	metrics  *metrics
 	now      func() time.Time
 	// compare is bcrypt's comparison; a seam for the tests, which count what a flood costs.
@@ -84,7 +85,7 @@ func New(tokens []Token, jwt *JWTVerifier) *Authenticator {
 	slots := max(1, runtime.GOMAXPROCS(0)/2)
 	a := &Authenticator{tokens: tokens, jwt: jwt, keyed: map[uint32][]int{}, known: map[[sha256.Size]byte]verified{},
 		checking: make(chan struct{}, slots), fallback: make(chan struct{}, slots),
-		failures: newFailures(), metrics: newMetrics(), now: time.Now, compare: bcrypt.CompareHashAndPassword}
+		failures: faillimit.New(), metrics: newMetrics(), now: time.Now, compare: bcrypt.CompareHashAndPassword}
 	for i, t := range tokens {
 		if t.Keyed {
 			a.keyed[t.Lookup] = append(a.keyed[t.Lookup], i)
@@ -148,7 +149,7 @@ func (a *Authenticator) Principal(r *http.Request) (api.Principal, error) {
 		}
 		return p, err
 	}
-	return a.static(r.Context(), addressOf(r), token)
+	return a.static(r.Context(), faillimit.Address(r), token)
 }
 
 func (a *Authenticator) cached(sum [sha256.Size]byte) (api.Principal, bool) {
@@ -232,7 +233,7 @@ func (a *Authenticator) static(ctx context.Context, addr, token string) (api.Pri
 		return api.Principal{}, a.refuse(addr, reasonUnknown)
 	}
 	// Entries without a lookup key: one bcrypt each, so only for an address under its limit.
-	if wait := a.failures.blocked(addr); wait > 0 {
+	if wait := a.failures.Blocked(addr); wait > 0 {
 		a.metrics.limited.Inc()
 		return api.Principal{}, &RateLimitedError{Wait: wait}
 	}
@@ -254,7 +255,7 @@ func (a *Authenticator) static(ctx context.Context, addr, token string) (api.Pri
 // refuse counts a wrong token against addr: ErrBadToken, or once the address is past its
 // limit a RateLimitedError.
 func (a *Authenticator) refuse(addr, reason string) error {
-	if wait := a.failures.fail(addr); wait > 0 {
+	if wait := a.failures.Fail(addr); wait > 0 {
 		a.metrics.limited.Inc()
 		return &RateLimitedError{Wait: wait}
 	}
@@ -272,5 +273,5 @@ func (e *RateLimitedError) Error() string {
 
 // RetryAfter is how long the address should wait, in whole seconds (at least one).
 func (e *RateLimitedError) RetryAfter() time.Duration {
-	return max(time.Second, (e.Wait + time.Second - 1).Truncate(time.Second))
+	return faillimit.RetryAfter(e.Wait)
 }

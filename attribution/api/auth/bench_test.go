@@ -12,6 +12,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/slicemeter/slicemeter/internal/faillimit"
 )
 
 // BenchmarkPrincipal is what authentication adds to a request: a static token already
@@ -38,7 +40,7 @@ func BenchmarkPrincipal(b *testing.B) {
 	// The limit of failures per address would answer the legacy case's wrong tokens 429
 	// without bcrypt: a clock that refills it at every call keeps measuring the comparison.
 	at := time.Now()
-	legacy.failures.now = func() time.Time { at = at.Add(failRefill); return at }
+	legacy.failures.Now = func() time.Time { at = at.Add(faillimit.Refill); return at }
 	for _, bc := range []struct {
 		name, header string
 		a            *Authenticator

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/slicemeter/slicemeter/attribution/api"
+	"github.com/slicemeter/slicemeter/internal/faillimit"
 )
 
 // entries are auth file entries as `slicemeter api token hash` prints them, each token's
@@ -87,7 +88,7 @@ func TestFailureLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	a.failures.now = func() time.Time { return now }
+	a.failures.Now = func() time.Time { return now }
 	reg := prometheus.NewRegistry()
 	if err := a.Register(reg); err != nil {
 		t.Fatal(err)
@@ -103,14 +104,14 @@ func TestFailureLimit(t *testing.T) {
 		return w
 	}
 	const flooder = "192.0.2.7:5555"
-	for i := range failBurst {
+	for i := range faillimit.Burst {
 		if w := get(flooder, randomToken()); w.Code != http.StatusUnauthorized {
 			t.Fatalf("wrong token %d: %d, want 401", i+1, w.Code)
 		}
 	}
 	checks := a.checks.Load()
-	if checks != failBurst {
-		t.Errorf("%d bcrypt comparisons for %d wrong tokens against one entry without a lookup key; want %d", checks, failBurst, failBurst)
+	if checks != faillimit.Burst {
+		t.Errorf("%d bcrypt comparisons for %d wrong tokens against one entry without a lookup key; want %d", checks, faillimit.Burst, faillimit.Burst)
 	}
 	for range 100 {
 		w := get("192.0.2.7:"+fmt.Sprint(6000), randomToken()) // another port: the same address
@@ -130,40 +131,12 @@ func TestFailureLimit(t *testing.T) {
 	if got := testutil.ToFloat64(a.metrics.limited); got != 100 {
 		t.Errorf("slicemeter_api_auth_rate_limited_total %v, want 100", got)
 	}
-	if got := testutil.ToFloat64(a.metrics.refusedVec.WithLabelValues(reasonWrong)); got != failBurst+1 {
-		t.Errorf("slicemeter_api_auth_refused_total{reason=wrong_token} %v, want %d", got, failBurst+1)
+	if got := testutil.ToFloat64(a.metrics.refusedVec.WithLabelValues(reasonWrong)); got != faillimit.Burst+1 {
+		t.Errorf("slicemeter_api_auth_refused_total{reason=wrong_token} %v, want %d", got, faillimit.Burst+1)
 	}
-	now = now.Add(failRefill)
+	now = now.Add(faillimit.Refill)
 	if w := get(flooder, randomToken()); w.Code != http.StatusUnauthorized {
 		t.Errorf("a wrong token once the limit refilled: %d, want 401", w.Code)
-	}
-}
-
-// TestFailuresBounded: a flood from more addresses than the map holds keeps it bounded.
-func TestFailuresBounded(t *testing.T) {
-	f := newFailures()
-	for i := range 3 * maxAddrs {
-		f.fail(fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255))
-	}
-	if n := len(f.buckets); n > maxAddrs {
-		t.Errorf("%d addresses held; want at most %d", n, maxAddrs)
-	}
-}
-
-// TestAddressOf: failures count per IP, not per port; IPv6 per /64.
-func TestAddressOf(t *testing.T) {
-	for _, tt := range []struct{ remote, want string }{
-		{"192.0.2.1:1234", "192.0.2.1"},
-		{"[2001:db8::1]:443", "2001:db8::/64"},
-		{"[2001:db8::ffff:1]:80", "2001:db8::/64"},
-		{"[::ffff:192.0.2.1]:80", "192.0.2.1"},
-		{"@", "@"},
-	} {
-		r := request("")
-		r.RemoteAddr = tt.remote
-		if got := addressOf(r); got != tt.want {
-			t.Errorf("addressOf(%q) = %q, want %q", tt.remote, got, tt.want)
-		}
 	}
 }
 
