@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,16 +23,22 @@ import (
 // TestAPITokenFlood: the real attribution service, just started, while 100 connections from
 // the same loopback address send made-up bearer tokens (each at most 20 a second, for 5 s):
 // operator and finance callers, whose first requests are their tokens' first checks, are
-// answered within 1 s at the 99th percentile, never 401 or 429 (README, "API
+// answered within 1 s at the 99th floodPercentile, never 401 or 429 (README, "API
 // authentication": a wrong token costs one keyed hash, and the limit of failures counts
 // per address only wrong tokens). The flood itself gets 401, then 429 with Retry-After. The
-// callers' p50/p99 during the flood and after it are logged.
+// callers' p50/p99 during the flood and after it are logged, and the refusals are counted in
+// the service's metrics. SLICEMETER_FLOOD_CONNS changes the 100 connections.
+//
+//	go test -count=1 -run 'TestAPITokenFlood$' -v ./e2e/
 func TestAPITokenFlood(t *testing.T) {
 	const (
-		floodConns = 100
 		floodEvery = 50 * time.Millisecond // per connection
 		floodFor   = 5 * time.Second
 	)
+	floodConns := 100
+	if n, err := strconv.Atoi(os.Getenv("SLICEMETER_FLOOD_CONNS")); err == nil && n > 0 {
+		floodConns = n
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	db := localtest.Database(t)
@@ -141,7 +148,7 @@ func TestAPITokenFlood(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		p50, p99 := percentile(all, 50), percentile(all, 99)
+		p50, p99 := floodPercentile(all, 50), floodPercentile(all, 99)
 		t.Logf("%s: valid callers' p50 %s, p99 %s, max %s (%d requests)", phase, p50.Round(time.Millisecond), p99.Round(time.Millisecond),
 			slices.Max(all).Round(time.Millisecond), len(all))
 		if p99 > time.Second {
@@ -166,10 +173,42 @@ func TestAPITokenFlood(t *testing.T) {
 	if n := noRetry.Load(); n > 0 {
 		t.Errorf("%d 429s without Retry-After", n)
 	}
+	resp, err := http.Get(svc.URL("/metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// At least what the flood was answered (a request the client gave up on still counts).
+	for m, least := range map[string]int{
+		"slicemeter_api_auth_rate_limited_total":                    statuses[http.StatusTooManyRequests],
+		`slicemeter_api_auth_refused_total{reason="unknown_token"}`: statuses[http.StatusUnauthorized],
+	} {
+		if got := floodMetric(string(metrics), m); got < float64(least) {
+			t.Errorf("the service's %s is %v; want at least %d", m, got, least)
+		}
+	}
+	if got := floodMetric(string(metrics), "slicemeter_api_auth_bcrypt_checks_total"); got != float64(len(tokens)) {
+		t.Errorf("slicemeter_api_auth_bcrypt_checks_total %v; want %d (one per valid token, none for the flood)", got, len(tokens))
+	}
 }
 
-// percentile of the durations (nearest rank).
-func percentile(d []time.Duration, p int) time.Duration {
+// floodMetric is the value of the sample named (with its labels) in a Prometheus text
+// exposition; -1 when there is none.
+func floodMetric(exposition, sample string) float64 {
+	for _, line := range strings.Split(exposition, "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// floodPercentile of the durations (nearest rank).
+func floodPercentile(d []time.Duration, p int) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	i := (len(s)*p + 99) / 100

@@ -209,7 +209,14 @@ func (a *Authenticator) check(sum [sha256.Size]byte, token string, idx []int) (a
 	return api.Principal{}, false
 }
 
+// maxTokenLen is the longest static token: bcrypt reads 72 bytes, and HashEntry hashes no
+// longer one. A longer one is refused before it is hashed at all.
+const maxTokenLen = 72
+
 func (a *Authenticator) static(ctx context.Context, addr, token string) (api.Principal, error) {
+	if len(token) > maxTokenLen {
+		return api.Principal{}, a.refuse(addr, reasonUnknown)
+	}
 	sum := digest(token)
 	if p, ok := a.cached(sum); ok {
 		return p, nil

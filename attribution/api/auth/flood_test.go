@@ -64,6 +64,9 @@ func TestFloodCostsNoBcrypt(t *testing.T) {
 			t.Fatalf("a made-up token: %v, want %v", err, ErrBadToken)
 		}
 	}
+	if _, err := a.Principal(from("10.9.0.1:1", "Bearer "+strings.Repeat("x", 1<<20))); !errors.Is(err, ErrBadToken) {
+		t.Errorf("a token of 1 MiB: %v, want %v", err, ErrBadToken)
+	}
 	if n := a.checks.Load(); n != 0 {
 		t.Errorf("2000 made-up tokens cost %d bcrypt comparisons; want 0", n)
 	}

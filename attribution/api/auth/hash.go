@@ -30,8 +30,8 @@ func HashEntry(r io.Reader, w io.Writer, name string) error {
 		return fmt.Errorf("read the token from stdin: %w", err)
 	}
 	token := strings.TrimRight(line, "\r\n")
-	if len(token) < minTokenLen || len(token) > 72 {
-		return usage.Errorf("stdin: a token of %d bytes; expected %d to 72 (bcrypt's limit), e.g. from `openssl rand -hex 24`", len(token), minTokenLen)
+	if len(token) < minTokenLen || len(token) > maxTokenLen {
+		return usage.Errorf("stdin: a token of %d bytes; expected %d to %d (bcrypt's limit), e.g. from `openssl rand -hex 24`", len(token), minTokenLen, maxTokenLen)
 	}
 	h, err := bcrypt.GenerateFromPassword([]byte(token), HashCost)
 	if err != nil {
