@@ -221,7 +221,9 @@ func (a *Authenticator) static(ctx context.Context, addr, token string) (api.Pri
 	if p, ok := a.cached(sum); ok {
 		return p, nil
 	}
+	reason := reasonUnknown
 	if idx := a.keyed[binary.BigEndian.Uint32(sum[:4])]; len(idx) > 0 {
+		reason = reasonWrong
 		// Only a valid token, or one in 2^32 made up, gets here: no limit of failures applies,
 		// so that a valid caller behind the address of a flood is served.
 		if err := acquire(ctx, a.checking); err != nil {
@@ -237,7 +239,7 @@ func (a *Authenticator) static(ctx context.Context, addr, token string) (api.Pri
 		}
 	}
 	if len(a.legacy) == 0 {
-		return api.Principal{}, a.refuse(addr, reasonUnknown)
+		return api.Principal{}, a.refuse(addr, reason)
 	}
 	// Entries without a lookup key: one bcrypt each, so only for an address under its limit.
 	if wait := a.failures.Blocked(addr); wait > 0 {

@@ -3,6 +3,7 @@ package auth
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -196,5 +197,28 @@ func TestValidCallerDuringFlood(t *testing.T) {
 	}
 	if n := a.checks.Load(); n != 1 {
 		t.Errorf("%d bcrypt comparisons; want 1 (the valid token's)", n)
+	}
+}
+
+// TestSharedLookupKey: entries whose lookup keys collide are each found (one bcrypt each at
+// most), and a token of a key no entry has is refused as unknown_token without bcrypt.
+func TestSharedLookupKey(t *testing.T) {
+	tok := func(name, token string) Token {
+		return Token{Name: name, Hash: []byte(hash(t, token)), Lookup: 7, Keyed: true, Principal: api.Principal{Role: api.RoleFinance}}
+	}
+	a := New([]Token{tok("a", "first-token-0123456789"), tok("b", "second-token-0123456789")}, nil)
+	d := digest("second-token-0123456789")
+	a.keyed = map[uint32][]int{binary.BigEndian.Uint32(d[:4]): {0, 1}} // both under the second's key
+	if p, err := a.Principal(request("Bearer second-token-0123456789")); err != nil || p.Name != "b" {
+		t.Fatalf("principal %+v, %v; want b", p, err)
+	}
+	if n := a.checks.Load(); n != 2 {
+		t.Errorf("%d bcrypt comparisons; want 2 (both entries of the key)", n)
+	}
+	if _, err := a.Principal(request("Bearer first-token-0123456789")); !errors.Is(err, ErrBadToken) {
+		t.Errorf("a token whose key no entry has: %v, want %v", err, ErrBadToken)
+	}
+	if got := testutil.ToFloat64(a.metrics.refusedVec.WithLabelValues(reasonUnknown)); got != 1 {
+		t.Errorf("refused unknown_token %v, want 1", got)
 	}
 }

@@ -7,7 +7,7 @@ const (
 	reasonNoToken   = "no_token"      // no Authorization header
 	reasonMalformed = "malformed"     // not Bearer TOKEN
 	reasonUnknown   = "unknown_token" // no entry's lookup key matches: refused without bcrypt
-	reasonWrong     = "wrong_token"   // compared with bcrypt to the entries without a lookup key
+	reasonWrong     = "wrong_token"   // compared with bcrypt, and no entry matched
 	reasonBadJWT    = "bad_jwt"       // a JWT refused (signature, claims, expiry)
 )
 
@@ -21,7 +21,7 @@ func newMetrics() *metrics {
 	m := &metrics{
 		refusedVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "slicemeter_api_auth_refused_total",
-			Help: "API credentials refused (401), by reason: no_token, malformed, unknown_token (no entry's lookup key matches, no bcrypt), wrong_token (bcrypt against the entries without a lookup key), bad_jwt.",
+			Help: "API credentials refused (401), by reason: no_token, malformed, unknown_token (no entry's lookup key matches: no bcrypt), wrong_token (compared with bcrypt: an entry of the same lookup key, or entries without one), bad_jwt.",
 		}, []string{"reason"}),
 		limited: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slicemeter_api_auth_rate_limited_total",
