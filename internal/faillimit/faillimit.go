@@ -51,20 +51,10 @@ func (b *bucket) wait() time.Duration {
 	return time.Duration((1 - b.left) * float64(Refill))
 }
 
-// Blocked says how long addr must wait before it may fail again; 0: it may now.
-func (l *Limiter) Blocked(addr string) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, ok := l.buckets[addr]
-	if !ok {
-		return 0
-	}
-	b.refill(l.Now())
-	return b.wait()
-}
-
 // Fail counts a wrong credential of addr; past the limit it is not counted but answered with
-// the time to wait (> 0).
+// the time to wait (> 0). A check that costs (bcrypt) is counted before it is made, as if it
+// would fail, and Refund-ed when it succeeds: so many requests arriving at once from one
+// address cannot all start a check before the first of them has failed.
 func (l *Limiter) Fail(addr string) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -81,6 +71,16 @@ func (l *Limiter) Fail(addr string) time.Duration {
 	}
 	b.left--
 	return 0
+}
+
+// Refund gives back a failure counted by Fail before a check that succeeded.
+func (l *Limiter) Refund(addr string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b, ok := l.buckets[addr]; ok {
+		b.refill(l.Now())
+		b.left = min(Burst, b.left+1)
+	}
 }
 
 // Len is the number of addresses held.

@@ -141,8 +141,10 @@ func (h *configHandler) login(r *http.Request, c *web.Config) (ok bool, wait tim
 	if known {
 		return true, 0
 	}
+	// Counted as a failure before the check, refunded if it succeeds: many requests at once
+	// from one address cannot all start a check.
 	addr := faillimit.Address(r)
-	if wait := h.failures.Blocked(addr); wait > 0 {
+	if wait := h.failures.Fail(addr); wait > 0 {
 		return false, wait
 	}
 	h.checking.Lock()
@@ -152,9 +154,9 @@ func (h *configHandler) login(r *http.Request, c *web.Config) (ok bool, wait tim
 	good := known || h.compare([]byte(hash), []byte(pass)) == nil && valid
 	h.checking.Unlock()
 	if !good {
-		h.failures.Fail(addr)
 		return false, 0
 	}
+	h.failures.Refund(addr)
 	h.mu.Lock()
 	if h.known == nil || len(h.known) >= maxKnownLogins {
 		h.known = map[[sha256.Size]byte]bool{}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -45,11 +46,28 @@ func TestBasicAuthFlood(t *testing.T) {
 	if w := get("192.0.2.10:1", "scrape-pw"); w.Code != http.StatusOK {
 		t.Fatalf("the scraper: %d, want 200", w.Code)
 	}
+	// Many wrong passwords at once from one address start at most the limit's checks.
 	const flooder = "192.0.2.66:1"
-	for i := range faillimit.Burst {
-		if w := get(flooder, fmt.Sprint("wrong-", i)); w.Code != http.StatusUnauthorized {
-			t.Fatalf("wrong password %d: %d, want 401", i+1, w.Code)
-		}
+	codes := make(chan int, 100)
+	var wg sync.WaitGroup
+	for i := range cap(codes) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes <- get(flooder, fmt.Sprint("wrong-", i)).Code
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	count := map[int]int{}
+	for c := range codes {
+		count[c]++
+	}
+	if count[http.StatusUnauthorized] != faillimit.Burst || count[http.StatusTooManyRequests] != cap(codes)-faillimit.Burst {
+		t.Errorf("%d wrong passwords at once from one address: %v; want %d 401s, the rest 429", cap(codes), count, faillimit.Burst)
+	}
+	if n := checks.Load(); n > 1+faillimit.Burst {
+		t.Errorf("%d wrong passwords at once cost %d bcrypt checks; want at most %d", cap(codes), n-1, faillimit.Burst)
 	}
 	before := checks.Load()
 	for i := range 50 {

@@ -241,24 +241,29 @@ func (a *Authenticator) static(ctx context.Context, addr, token string) (api.Pri
 	if len(a.legacy) == 0 {
 		return api.Principal{}, a.refuse(addr, reason)
 	}
-	// Entries without a lookup key: one bcrypt each, so only for an address under its limit.
-	if wait := a.failures.Blocked(addr); wait > 0 {
+	// Entries without a lookup key: one bcrypt each, so only for an address under its limit,
+	// the failure counted before the check (and refunded if it succeeds).
+	if wait := a.failures.Fail(addr); wait > 0 {
 		a.metrics.limited.Inc()
 		return api.Principal{}, &RateLimitedError{Wait: wait}
 	}
 	if err := acquire(ctx, a.fallback); err != nil {
+		a.failures.Refund(addr)
 		return api.Principal{}, err
 	}
 	defer func() { <-a.fallback }()
 	// Again once admitted: 50 clients starting with one new token all queue here, and all
 	// but the first find it proven (BenchmarkAPILoad saw a p99 of 5 s without this).
-	if p, ok := a.cached(sum); ok {
+	p, ok := a.cached(sum)
+	if !ok {
+		p, ok = a.check(sum, token, a.legacy)
+	}
+	if ok {
+		a.failures.Refund(addr)
 		return p, nil
 	}
-	if p, ok := a.check(sum, token, a.legacy); ok {
-		return p, nil
-	}
-	return api.Principal{}, a.refuse(addr, reasonWrong)
+	a.metrics.refused(reasonWrong)
+	return api.Principal{}, ErrBadToken
 }
 
 // refuse counts a wrong token against addr: ErrBadToken, or once the address is past its

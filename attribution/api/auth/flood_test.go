@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,5 +221,37 @@ func TestSharedLookupKey(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(a.metrics.refusedVec.WithLabelValues(reasonUnknown)); got != 1 {
 		t.Errorf("refused unknown_token %v, want 1", got)
+	}
+}
+
+// TestConcurrentWrongTokensBounded: many wrong tokens at once from one address, against an
+// entry without a lookup key, start at most the limit's bcrypt checks, not one each.
+func TestConcurrentWrongTokensBounded(t *testing.T) {
+	a, err := Parse("auth.yaml", []byte(entries(t, map[string]string{"old": "old-token-0123456789abc"}, false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const clients = 200
+	var wg sync.WaitGroup
+	var limited atomic.Int64
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := a.Principal(from("192.0.2.9:1", "Bearer "+randomToken()))
+			var rl *RateLimitedError
+			if errors.As(err, &rl) {
+				limited.Add(1)
+			} else if !errors.Is(err, ErrBadToken) {
+				t.Errorf("a wrong token: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := a.checks.Load(); n > faillimit.Burst {
+		t.Errorf("%d wrong tokens at once from one address cost %d bcrypt comparisons; want at most %d", clients, n, faillimit.Burst)
+	}
+	if n := limited.Load(); n != clients-faillimit.Burst {
+		t.Errorf("%d answered 429; want %d", n, clients-faillimit.Burst)
 	}
 }
