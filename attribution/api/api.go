@@ -191,6 +191,13 @@ func (s *Server) principal(w http.ResponseWriter, r *http.Request) (Principal, b
 		return Principal{}, false
 	}
 	p, err := s.Auth.Principal(r)
+	var limited interface{ RetryAfter() time.Duration }
+	if errors.As(err, &limited) {
+		// Too many wrong tokens from the caller's address (package auth): answered cheaply.
+		w.Header().Set("Retry-After", fmt.Sprint(int(limited.RetryAfter().Seconds())))
+		s.fail(w, http.StatusTooManyRequests, err)
+		return Principal{}, false
+	}
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="slicemeter"`)
 		s.fail(w, http.StatusUnauthorized, err)

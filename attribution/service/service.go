@@ -8,6 +8,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -111,6 +112,11 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	authz, err := cfg.authorizer(logger)
 	if err != nil {
 		return err
+	}
+	if a, ok := authz.(*auth.Authenticator); ok {
+		if err := a.Register(reg); err != nil {
+			return fmt.Errorf("registering the API authentication metrics: %w", err)
+		}
 	}
 	// Ending the passes before the connection closes, however Run ends.
 	ctx, cancel := context.WithCancel(ctx)

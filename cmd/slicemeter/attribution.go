@@ -88,7 +88,7 @@ func (c *attributionCmd) run(ctx context.Context, logger *slog.Logger) error {
 
 // newAPICmd is `slicemeter api token hash`: a token on stdin, its --api.auth-file entry on stdout.
 func newAPICmd(app *kingpin.Application, stdout io.Writer) command {
-	c := app.Command("api", "The attribution API's access.").Command("token", "Bearer tokens.").Command("hash", "Read a token on stdin; print its --api.auth-file entry (bcrypt).")
+	c := app.Command("api", "The attribution API's access.").Command("token", "Bearer tokens.").Command("hash", "Read a token on stdin; print its --api.auth-file entry (bcrypt hash and lookup key).")
 	name := c.Flag("name", "The entry's name (for logs).").Default("TOKEN-NAME").String()
 	return runFunc(func(context.Context, *slog.Logger) error { return auth.HashEntry(os.Stdin, stdout, *name) })
 }

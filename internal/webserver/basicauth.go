@@ -12,11 +12,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/exporter-toolkit/web"
 	"go.yaml.in/yaml/v2"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/time/rate"
+
+	"github.com/slicemeter/slicemeter/internal/faillimit"
 )
 
 // exporter-toolkit's web.Serve applies the web config's basic_auth_users to every path, and a
@@ -51,13 +54,17 @@ type configHandler struct {
 	limiter *rate.Limiter // nil: none
 
 	// One bcrypt check at a time (as the toolkit: each takes tens of ms of a core), and the
-	// results of the checks made, by the digest of user, hash and password.
+	// logins proven, by the digest of user, hash and password. Only successes are kept: wrong
+	// passwords, however many, never push a valid login out (and make it wait for bcrypt).
 	checking sync.Mutex
 	mu       sync.Mutex
 	known    map[[sha256.Size]byte]bool
+	// failures limits the wrong passwords of each client address: past it, 429 without bcrypt.
+	failures *faillimit.Limiter
+	compare  func(hash, password []byte) error // bcrypt's; a seam for the tests
 }
 
-// maxKnownLogins bounds the checked-password cache; past it the cache starts over.
+// maxKnownLogins bounds the proven-login cache; past it the cache starts over.
 const maxKnownLogins = 1024
 
 // fakeHash stands in for an unknown user's hash, so that the time of a check does not tell
@@ -78,8 +85,17 @@ func (h *configHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for k, v := range c.HTTPConfig.Header {
 		w.Header().Set(k, v)
 	}
-	if len(c.Users) == 0 || h.ownAuth(r) || h.login(r, c) {
+	if len(c.Users) == 0 || h.ownAuth(r) {
 		h.next.ServeHTTP(w, r)
+		return
+	}
+	switch ok, wait := h.login(r, c); {
+	case ok:
+		h.next.ServeHTTP(w, r)
+		return
+	case wait > 0:
+		w.Header().Set("Retry-After", fmt.Sprint(int(faillimit.RetryAfter(wait).Seconds())))
+		http.Error(w, "too many wrong passwords from this address", http.StatusTooManyRequests)
 		return
 	}
 	w.Header().Set("WWW-Authenticate", "Basic")
@@ -106,11 +122,13 @@ func (h *configHandler) ownAuth(r *http.Request) bool {
 	return false
 }
 
-// login checks r's basic-auth user and password against the config's bcrypt hashes.
-func (h *configHandler) login(r *http.Request, c *web.Config) bool {
+// login checks r's basic-auth user and password against the config's bcrypt hashes. A login
+// proven before is known by its digest; a new one costs a bcrypt check, which an address past
+// its limit of wrong passwords is not given: it is told how long to wait instead.
+func (h *configHandler) login(r *http.Request, c *web.Config) (ok bool, wait time.Duration) {
 	user, pass, ok := r.BasicAuth()
 	if !ok {
-		return false
+		return false, 0
 	}
 	hash, valid := c.Users[user]
 	if !valid {
@@ -118,20 +136,38 @@ func (h *configHandler) login(r *http.Request, c *web.Config) bool {
 	}
 	key := sha256.Sum256([]byte(user + "\x00" + string(hash) + "\x00" + pass))
 	h.mu.Lock()
-	good, checked := h.known[key]
+	known := h.known[key]
 	h.mu.Unlock()
-	if !checked {
-		h.checking.Lock()
-		good = bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass)) == nil && valid
-		h.checking.Unlock()
-		h.mu.Lock()
-		if h.known == nil || len(h.known) >= maxKnownLogins {
-			h.known = map[[sha256.Size]byte]bool{}
-		}
-		h.known[key] = good
-		h.mu.Unlock()
+	if known {
+		return true, 0
 	}
-	return good && valid
+	// Counted as a failure before the check, refunded if it succeeds: many requests at once
+	// from one address cannot all start a check.
+	addr := faillimit.Address(r)
+	if wait := h.failures.Fail(addr); wait > 0 {
+		return false, wait
+	}
+	h.checking.Lock()
+	h.mu.Lock()
+	known = h.known[key] // proven by another request meanwhile
+	h.mu.Unlock()
+	good := known || h.compare([]byte(hash), []byte(pass)) == nil && valid
+	h.checking.Unlock()
+	if !good {
+		return false, 0
+	}
+	h.failures.Refund(addr)
+	h.mu.Lock()
+	if h.known == nil || len(h.known) >= maxKnownLogins {
+		h.known = map[[sha256.Size]byte]bool{}
+	}
+	h.known[key] = true
+	h.mu.Unlock()
+	return true, 0
+}
+
+func newConfigHandler(file string, next http.Handler, bearer []string, logger *slog.Logger) *configHandler {
+	return &configHandler{file: file, next: next, bearer: bearer, logger: logger, failures: faillimit.New(), compare: bcrypt.CompareHashAndPassword}
 }
 
 // serveWebConfig serves srv on the listeners with the web config file (validated as the
@@ -144,7 +180,7 @@ func serveWebConfig(listeners []net.Listener, srv *http.Server, file string, bea
 	if err != nil {
 		return err
 	}
-	h := &configHandler{file: file, next: srv.Handler, bearer: bearer, logger: logger}
+	h := newConfigHandler(file, srv.Handler, bearer, logger)
 	if c.RateLimiterConfig.Interval != 0 {
 		h.limiter = rate.NewLimiter(rate.Every(c.RateLimiterConfig.Interval), c.RateLimiterConfig.Burst)
 	}

@@ -70,6 +70,10 @@ func TestParseErrors(t *testing.T) {
 			[]string{`auth.yaml:3: tokens[1].name: "a" again`}},
 		{"unknown token field", "tokens:\n  - {name: a, hash: " + h + ", role: finance, token: x}\n",
 			[]string{"auth.yaml:2: tokens[0].token: an unknown field"}},
+		{"lookup not hex", "tokens:\n  - {name: a, hash: " + h + ", lookup: 0123456z, role: finance}\n",
+			[]string{`auth.yaml:2: tokens[0].lookup: "0123456z"; expected the 8 hex digits`}},
+		{"lookup too short", "tokens:\n  - {name: a, hash: " + h + ", lookup: \"12\", role: finance}\n",
+			[]string{`auth.yaml:2: tokens[0].lookup: "12"`}},
 		{"jwt missing", "jwt:\n  issuer: x\n", []string{"auth.yaml:2: jwt.jwks_file: missing", "jwt.audience: missing"}},
 		{"jwt no file", "jwt: {jwks_file: nowhere.json, issuer: i, audience: a}\n", []string{"auth.yaml:1: jwt.jwks_file: open", "nowhere.json"}},
 	}
@@ -154,6 +158,10 @@ func TestHashEntry(t *testing.T) {
 	if p, err := a.Principal(request("Bearer a-long-enough-token-value")); err != nil || p.Name != "ci" || p.Role != api.RoleTenant {
 		t.Errorf("principal %+v, %v", p, err)
 	}
+	if !a.tokens[0].Keyed || a.tokens[0].Lookup != LookupKey("a-long-enough-token-value") || a.checks.Load() != 1 {
+		t.Errorf("the entry's lookup key %08x (set: %v), %d bcrypt comparisons; want the token's key %08x and 1:\n%s",
+			a.tokens[0].Lookup, a.tokens[0].Keyed, a.checks.Load(), LookupKey("a-long-enough-token-value"), out.String())
+	}
 	for _, short := range []string{"", "short\n"} {
 		if err := HashEntry(strings.NewReader(short), &out, "ci"); !usage.Is(err) {
 			t.Errorf("token %q: %v, want a usage error", short, err)
@@ -229,6 +237,9 @@ func TestJWT(t *testing.T) {
 		{"bad role", sign(jwt.SigningMethodES256, "e", ecKey, with("role", "root")), api.Principal{}, `claim role: "root"`},
 		{"tenant without org", sign(jwt.SigningMethodES256, "e", ecKey, with("org", nil)), api.Principal{}, "no claim org"},
 		{"bad tenant", sign(jwt.SigningMethodES256, "e", ecKey, with("org", "__unallocated__")), api.Principal{}, "not a valid tenant name"},
+		{"no sub", sign(jwt.SigningMethodES256, "e", ecKey, with("sub", nil)), api.Principal{}, "no claim sub"},
+		{"empty sub", sign(jwt.SigningMethodES256, "e", ecKey, with("sub", "")), api.Principal{}, "no claim sub"},
+		{"sub not a string", sign(jwt.SigningMethodES256, "e", ecKey, with("sub", 42)), api.Principal{}, "no claim sub"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -265,9 +276,9 @@ func TestNewTokenCheckedOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	// Each admitted check compares with both entries; at most cap(checking) run before the
-	// token is known.
-	if got, most := a.checks.Load(), int64(2*cap(a.checking)); got > most {
+	// Each admitted check compares with both entries (they have no lookup key); at most
+	// cap(fallback) run before the token is known.
+	if got, most := a.checks.Load(), int64(2*cap(a.fallback)); got > most {
 		t.Errorf("%d bcrypt checks for %d requests with one new token; want at most %d", got, clients, most)
 	}
 }

@@ -12,11 +12,13 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/slicemeter/slicemeter/internal/faillimit"
 )
 
 // BenchmarkPrincipal is what authentication adds to a request: a static token already
-// verified (the cache), one checked with bcrypt at HashCost (first use, or a wrong token
-// against one entry), and an ES256 JWT.
+// verified (the cache), a wrong one refused by its lookup key, one checked with bcrypt at
+// HashCost (a wrong token against an entry without a lookup key), and an ES256 JWT.
 func BenchmarkPrincipal(b *testing.B) {
 	const token = "bench-0123456789abcdef"
 	h, _ := bcrypt.GenerateFromPassword([]byte(token), HashCost)
@@ -33,12 +35,22 @@ func BenchmarkPrincipal(b *testing.B) {
 	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": "i", "aud": "a", "exp": time.Now().Add(time.Hour).Unix(), "role": "tenant", "tenants": "acme"})
 	tok.Header["kid"] = "e"
 	signed, _ := tok.SignedString(key)
-	a := New([]Token{{Name: "t", Hash: h}}, v)
-	for _, bc := range []struct{ name, header string }{
-		{"static cached", "Bearer " + token},
-		{"static wrong (bcrypt)", "Bearer wrong-0123456789abcdef"},
-		{"jwt ES256", "Bearer " + signed},
+	keyed := New([]Token{{Name: "t", Hash: h, Lookup: LookupKey(token), Keyed: true}}, v)
+	legacy := New([]Token{{Name: "t", Hash: h}}, v)
+	// The limit of failures per address would answer the legacy case's wrong tokens 429
+	// without bcrypt: a clock that refills it at every call keeps measuring the comparison.
+	at := time.Now()
+	legacy.failures.Now = func() time.Time { at = at.Add(faillimit.Refill); return at }
+	for _, bc := range []struct {
+		name, header string
+		a            *Authenticator
+	}{
+		{"static cached", "Bearer " + token, keyed},
+		{"static wrong (lookup key: one hash)", "Bearer wrong-0123456789abcdef", keyed},
+		{"static wrong (entry without lookup key: bcrypt)", "Bearer wrong-0123456789abcdef", legacy},
+		{"jwt ES256", "Bearer " + signed, keyed},
 	} {
+		a := bc.a
 		b.Run(bc.name, func(b *testing.B) {
 			r := request(bc.header)
 			_, _ = a.Principal(r) // fills the cache for the valid static token

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -158,7 +159,9 @@ func (p *parser) authFile(root *yaml.Node) *Authenticator {
 	return New(tokens, jwt)
 }
 
-const expectedToken = "a mapping with name, hash (from `slicemeter api token hash`), role and, for roles tenant and scheduler, tenants"
+const expectedToken = "a mapping with name, hash and lookup (from `slicemeter api token hash`), role and, for roles tenant and scheduler, tenants"
+
+const expectedLookup = "the 8 hex digits of the token's lookup key, from `slicemeter api token hash`"
 
 func (p *parser) tokens(n *yaml.Node) []Token {
 	if n.Kind != yaml.SequenceNode {
@@ -190,13 +193,15 @@ func (p *parser) tokens(n *yaml.Node) []Token {
 					continue
 				}
 				t.Hash = []byte(h)
+			case "lookup":
+				t.Lookup, t.Keyed = p.lookup(v, f)
 			case "role":
 				roleNode = v
 				t.Role = p.role(v, f)
 			case "tenants":
 				t.Tenants = p.tenantList(v, f)
 			default:
-				p.fail(k, f, "an unknown field", "name, hash, role or tenants")
+				p.fail(k, f, "an unknown field", "name, hash, lookup, role or tenants")
 			}
 		}
 		if e.Kind != yaml.MappingNode {
@@ -214,6 +219,20 @@ func (p *parser) tokens(n *yaml.Node) []Token {
 		out = append(out, t)
 	}
 	return out
+}
+
+// lookup reads an entry's lookup key (LookupKey, as 8 hex digits).
+func (p *parser) lookup(n *yaml.Node, field string) (uint32, bool) {
+	s := p.str(n, field, expectedLookup)
+	if s == "" {
+		return 0, false
+	}
+	k, err := strconv.ParseUint(s, 16, 32)
+	if err != nil || len(s) != 8 {
+		p.fail(n, field, fmt.Sprintf("%q", s), expectedLookup)
+		return 0, false
+	}
+	return uint32(k), true
 }
 
 // has says whether the mapping has the key (a present but bad value was reported already).

@@ -22,20 +22,21 @@ const HashCost = 10
 const minTokenLen = 16
 
 // HashEntry reads a token (its first line) from r and writes the auth file entry that admits
-// it to w: what `slicemeter api token hash` prints.
+// it to w: what `slicemeter api token hash` prints. The entry's lookup key lets the service
+// find it without bcrypt, so that a wrong token costs one hash, not a bcrypt check per entry.
 func HashEntry(r io.Reader, w io.Writer, name string) error {
 	line, err := bufio.NewReader(r).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("read the token from stdin: %w", err)
 	}
 	token := strings.TrimRight(line, "\r\n")
-	if len(token) < minTokenLen || len(token) > 72 {
-		return usage.Errorf("stdin: a token of %d bytes; expected %d to 72 (bcrypt's limit), e.g. from `openssl rand -hex 24`", len(token), minTokenLen)
+	if len(token) < minTokenLen || len(token) > maxTokenLen {
+		return usage.Errorf("stdin: a token of %d bytes; expected %d to %d (bcrypt's limit), e.g. from `openssl rand -hex 24`", len(token), minTokenLen, maxTokenLen)
 	}
 	h, err := bcrypt.GenerateFromPassword([]byte(token), HashCost)
 	if err != nil {
 		return fmt.Errorf("hash the token: %w", err)
 	}
-	_, err = fmt.Fprintf(w, "  - name: %s\n    hash: %q\n    role: tenant          # operator, finance, scheduler or tenant\n    tenants: [TENANT]     # for tenant; optional for scheduler\n", name, h)
+	_, err = fmt.Fprintf(w, "  - name: %s\n    hash: %q\n    lookup: \"%08x\"     # picks this entry without bcrypt\n    role: tenant          # operator, finance, scheduler or tenant\n    tenants: [TENANT]     # for tenant; optional for scheduler\n", name, h, LookupKey(token))
 	return err
 }

@@ -185,7 +185,12 @@ func (v *JWTVerifier) Verify(token string) (api.Principal, error) {
 	if err != nil {
 		return api.Principal{}, fmt.Errorf("the bearer JWT is not valid: %w", err)
 	}
+	// The subject names the caller in the audit trail and the logs: without it every such
+	// caller would be the same "jwt:", so the token is refused rather than audited blind.
 	sub, _ := claims["sub"].(string)
+	if sub == "" {
+		return api.Principal{}, errors.New("the bearer JWT has no claim sub (a string naming the caller, for the audit trail)")
+	}
 	p := api.Principal{Name: "jwt:" + sub}
 	role, _ := claims[v.cfg.RoleClaim].(string)
 	if p.Role = api.Role(role); !slices.Contains(api.Roles(), p.Role) {
