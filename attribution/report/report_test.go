@@ -295,8 +295,8 @@ func TestSpreadsheetSafe(t *testing.T) {
 		"": "", "acme": "acme", "=1+1": "'=1+1", "+1": "'+1", "-1": "'-1", "@a": "'@a",
 		"\ta": "'\ta", "\ra": "'\ra", "__unallocated__": "__unallocated__", "a=b": "a=b", "2026-01-05T00:00:00Z": "2026-01-05T00:00:00Z",
 	} {
-		if got := spreadsheetSafe(in); got != want {
-			t.Errorf("spreadsheetSafe(%q) = %q, want %q", in, got, want)
+		if got := SpreadsheetSafe(in); got != want {
+			t.Errorf("SpreadsheetSafe(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -75,7 +75,7 @@ func writeCSV(w io.Writer, header []string, table [][]cell) error {
 		for i, c := range cells {
 			record[i] = c.text
 			if !c.number {
-				record[i] = spreadsheetSafe(c.text)
+				record[i] = SpreadsheetSafe(c.text)
 			}
 		}
 		if err := cw.Write(record); err != nil {
@@ -89,12 +89,12 @@ func writeCSV(w io.Writer, header []string, table [][]cell) error {
 	return nil
 }
 
-// spreadsheetSafe is a text cell that a spreadsheet opening the CSV shows as text: one
+// SpreadsheetSafe is a text cell that a spreadsheet opening the CSV shows as text: one
 // starting with = + - @, tab or CR would be evaluated as a formula (CSV injection), so it gets
 // a leading '. Tenant names are already refused with those starts at every door; this also
 // covers tiers, currencies and names stored before that rule. Number cells are never changed:
 // a spreadsheet must still read them as numbers.
-func spreadsheetSafe(s string) string {
+func SpreadsheetSafe(s string) string {
 	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
 		return "'" + s
 	}
