@@ -151,7 +151,7 @@ func TestAPI(t *testing.T) {
 		{"report csv", "GET", "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T02:00:00Z&step=1h", "", "", 200,
 			[]string{"tenant,tier,window_start", "acme,pro,2026-01-05T01:00:00Z,2026-01-05T02:00:00Z", "__unallocated__,,2026-01-05T01:00:00Z"}, nil},
 		{"report json of a tenant", "GET", "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T02:00:00Z&format=json", "beta", "", 200,
-			[]string{`"tenant": "beta"`, `"cost": 2.000000`, `"noisy_neighbour": "acme"`}, []string{`"tenant": "acme"`, "__unallocated__"}},
+			[]string{`"tenant": "beta"`, `"cost": 2.000000`, `"noisy_neighbour": "another tenant"`}, []string{`"acme"`, "__unallocated__"}},
 		{"report from minutes", "GET", "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T02:00:00Z&format=json&source=minutes", "", "", 200,
 			[]string{`"noisy_neighbour": "minutes"`}, nil},
 		{"report bad source", "GET", "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T02:00:00Z&source=cache", "", "", 400, []string{`\"cache\"`}, nil},

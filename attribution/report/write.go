@@ -102,7 +102,8 @@ func SpreadsheetSafe(s string) string {
 }
 
 // WriteJSON writes one array of the rows of every window (see Report.WriteJSON), each with
-// the CSV's columns and then noisy_neighbour, memory_efficiency (4 decimals) and energy_kwh
+// the CSV's columns and then noisy_neighbour, noisy_neighbour_share and memory_efficiency (4
+// decimals; null where not known) and energy_kwh
 // (6 decimals; null where not known). A window with something unpriced gives its
 // __unallocated__ row one more key, notes: an array of the notes of Report.Unpriced (what was
 // left out of the money and the capacity); the other notes are for the log.
@@ -116,7 +117,7 @@ func (s Series) WriteJSON(w io.Writer) error {
 	for _, r := range s {
 		rows := r.Rows()
 		for j, row := range rows {
-			table[i] = append(table[i], cell{text: row.NoisyNeighbour}, optional(row.MemoryEfficiency, 4), optional(row.EnergyKWh, 6))
+			table[i] = append(table[i], cell{text: row.NoisyNeighbour}, optional(row.NoisyNeighbourShare, 4), optional(row.MemoryEfficiency, 4), optional(row.EnergyKWh, 6))
 			if !r.OmitUnallocated && j == len(rows)-1-len(r.Corrections) { // the __unallocated__ row, before the corrections
 				for _, u := range r.Unpriced {
 					notes[i] = append(notes[i], u.Note())
@@ -125,7 +126,7 @@ func (s Series) WriteJSON(w io.Writer) error {
 			i++
 		}
 	}
-	return writeJSON(w, append(Header(), "noisy_neighbour", "memory_efficiency", "energy_kwh"), table, notes)
+	return writeJSON(w, append(Header(), "noisy_neighbour", "noisy_neighbour_share", "memory_efficiency", "energy_kwh"), table, notes)
 }
 
 // optional is a JSON-only number cell, empty (null) when v is nil or not finite.
