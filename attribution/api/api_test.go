@@ -333,3 +333,65 @@ func TestReportFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestPostConflictScoped: a refusal names only what the caller may see. An overlap with an
+// allocation of a tenant a scoped scheduler does not write is "an allocation of another
+// tenant", without its id, tenant or times; the operator, and a scheduler of both tenants,
+// get it in full. A re-POST of another tenant's id does not say whose it is.
+func TestPostConflictScoped(t *testing.T) {
+	at := func(s string) time.Time { ts, _ := time.Parse(time.RFC3339, s); return ts }
+	theirs := allocation.Allocation{ID: "beta-secret-7", Tenant: "beta", Tier: "pro", Node: "n", Instance: "gpu0",
+		RequestedAt: at("2026-01-04T23:00:00Z"), StartedAt: at("2026-01-04T23:17:00Z")}
+	store := &memStore{put: func(allocs []allocation.Allocation) (allocations.Result, error) {
+		if err := allocation.FirstOverlap(allocs, []allocation.Allocation{theirs}); err != nil {
+			return allocations.Result{}, fmt.Errorf("%w: %w", allocations.ErrRefused, err)
+		}
+		return allocations.Result{}, nil
+	}}
+	srv := newServer(store)
+	defer srv.Close()
+	post := func(caller, body string) (int, string) {
+		req, _ := http.NewRequest("POST", srv.URL+"/api/v1/allocations", strings.NewReader(body))
+		req.Header.Set("X-Tenant", caller)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	secrets := []string{"beta-secret-7", "beta", "23:17"}
+	for _, tc := range []struct {
+		caller string
+		hidden bool
+	}{{"", false}, {"scheduler:acme", true}, {"scheduler:acme,beta", false}, {"scheduler", false}} {
+		status, got := post(tc.caller, body)
+		if status != http.StatusConflict || !strings.Contains(got, `request: line 1: allocations refused: allocation \"a1\" of tenant \"acme\"`) {
+			t.Errorf("%q: status %d %s, want 409 naming its own allocation a1", tc.caller, status, got)
+		}
+		for _, s := range secrets {
+			if strings.Contains(got, s) == tc.hidden {
+				t.Errorf("%q: the 409 names %q: %v, want %v: %s", tc.caller, s, !tc.hidden, !tc.hidden, got)
+			}
+		}
+		if strings.Contains(got, "an allocation of another tenant") != tc.hidden {
+			t.Errorf("%q: %s", tc.caller, got)
+		}
+	}
+
+	moves := &memStore{allocs: []allocation.Allocation{theirs}}
+	srv2 := newServer(moves)
+	defer srv2.Close()
+	req, _ := http.NewRequest("POST", srv2.URL+"/api/v1/allocations", strings.NewReader(strings.Replace(body, `"a1"`, `"beta-secret-7"`, 1)))
+	req.Header.Set("X-Tenant", "scheduler:acme")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusForbidden || strings.Contains(string(b), `\"beta\"`) || !strings.Contains(string(b), "from tenant another tenant") {
+		t.Errorf("a scoped scheduler re-POSTing another tenant's id: %d %s, want 403 not naming beta", resp.StatusCode, b)
+	}
+}
