@@ -191,13 +191,21 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/statement", s.getStatement)
 }
 
-// problem is an error response.
+// problem is an error response; ErrorID, on a fault of the service, finds its reason in the
+// log.
 type problem struct {
-	Error string `json:"error"`
+	Error   string `json:"error"`
+	ErrorID string `json:"error_id,omitempty"`
 }
 
+// fail answers status with err. A 4xx names what the caller can fix; a 5xx is the service's
+// fault, whose reason may name internal addresses (see internalError).
 func (s *Server) fail(w http.ResponseWriter, status int, err error) {
-	writeJSON(w, status, problem{err.Error()})
+	if status >= 500 && status != http.StatusNotImplemented {
+		s.internalError(w, status, err)
+		return
+	}
+	writeJSON(w, status, problem{Error: err.Error()})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

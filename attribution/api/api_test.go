@@ -1,11 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"math"
 	"net/http"
@@ -290,7 +292,9 @@ func TestPostBulk(t *testing.T) {
 }
 
 // TestReportFailure: a report that cannot be computed, or cannot be written (a NaN amount),
-// is a 500 with a JSON body naming why, never a 200 with an empty body, in either format.
+// is a 500 with a JSON body, never a 200 with an empty body, in either format. The body gives
+// an error id and not the reason, which may name internal addresses; the log has the reason
+// under that id.
 func TestReportFailure(t *testing.T) {
 	from, to := "2026-01-05T00:00:00Z", "2026-01-05T02:00:00Z"
 	tests := []struct {
@@ -299,8 +303,8 @@ func TestReportFailure(t *testing.T) {
 		want   string
 	}{
 		{"computation fails", func(context.Context, ReportQuery) (report.Report, error) {
-			return report.Report{}, errors.New("read allocations: connection reset")
-		}, "read allocations: connection reset"},
+			return report.Report{}, errors.New("read allocations: dial tcp 127.0.0.1:9000: connect: connection refused")
+		}, "read allocations: dial tcp 127.0.0.1:9000: connect: connection refused"},
 		{"second window fails", func(_ context.Context, q ReportQuery) (report.Report, error) {
 			if q.From.Hour() == 1 {
 				return report.Report{}, errors.New("boom")
@@ -314,8 +318,10 @@ func TestReportFailure(t *testing.T) {
 	for _, tt := range tests {
 		for _, format := range []string{"csv", "json"} {
 			t.Run(tt.name+" "+format, func(t *testing.T) {
+				var log bytes.Buffer
+				logger := slog.New(slog.NewTextHandler(&log, nil))
 				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					(&Server{Store: &memStore{}, Auth: AllowAll{}, Report: tt.report}).getReport(w, r)
+					(&Server{Store: &memStore{}, Auth: AllowAll{}, Report: tt.report, Logger: logger}).getReport(w, r)
 				}))
 				defer srv.Close()
 				resp, err := http.Get(srv.URL + "/api/v1/report?from=" + from + "&to=" + to + "&step=1h&format=" + format)
@@ -324,10 +330,16 @@ func TestReportFailure(t *testing.T) {
 				}
 				defer resp.Body.Close()
 				b, _ := io.ReadAll(resp.Body)
-				var p struct{ Error string }
+				var p problem
 				if resp.StatusCode != http.StatusInternalServerError || resp.Header.Get("Content-Type") != "application/json" ||
-					json.Unmarshal(b, &p) != nil || !strings.Contains(string(b), tt.want) {
-					t.Errorf("status %d (%s): %q; want 500 with a JSON error naming %s", resp.StatusCode, resp.Header.Get("Content-Type"), b, tt.want)
+					json.Unmarshal(b, &p) != nil || len(p.ErrorID) != 16 || !strings.Contains(p.Error, p.ErrorID) {
+					t.Errorf("status %d (%s): %q; want 500 with a JSON error and its error_id", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+				}
+				if reason := strings.ReplaceAll(tt.want, `\"`, `"`); strings.Contains(string(b), "127.0.0.1") || strings.Contains(p.Error, reason) {
+					t.Errorf("the body gives the reason %q: %s", reason, b)
+				}
+				if !strings.Contains(log.String(), "error_id="+p.ErrorID) || !strings.Contains(log.String(), tt.want) {
+					t.Errorf("the log lacks error_id %s with the reason %s:\n%s", p.ErrorID, tt.want, log.String())
 				}
 			})
 		}

@@ -58,7 +58,7 @@ func TestFOCUSStream(t *testing.T) {
 		{name: "whole", status: 200, rows: 2 * hours, encoding: focus.CSV},
 		{name: "parquet", query: "&encoding=parquet", status: 200, rows: 2 * hours, encoding: focus.Parquet},
 		{name: "bad encoding", query: "&encoding=xml", status: 400, reason: `encoding: "xml"; expected csv or parquet`},
-		{name: "hour 1 fails", failAt: from, status: 500, reason: "read the minutes: connection reset"},
+		{name: "hour 1 fails", failAt: from, status: 500, reason: "internal error: the service's log has the reason under error_id"},
 		{name: "hour 3 fails", failAt: from.Add(2 * time.Hour), status: 200, cut: true, rows: 2, encoding: focus.CSV},
 		{name: "parquet, hour 3 fails", failAt: from.Add(2 * time.Hour), query: "&encoding=parquet", status: 200, cut: true},
 		{name: "rows over the limit in hour 1", maxRows: 1, status: 400, reason: "--api.max-report-rows"},
