@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -18,8 +19,9 @@ import (
 
 // TestAttributionReadyzFollowsClickHouse: the attribution service reaches ClickHouse through a
 // proxy the test can cut. While it is cut, /readyz answers 503 naming ClickHouse (a load
-// balancer stops sending callers to a replica that can answer none of them); once it is back,
-// 200 again, without a restart.
+// balancer stops sending callers to a replica that can answer none of them), and a report is
+// a 5xx whose body gives an error id, not the address dialled (the log has it); once it is
+// back, 200 again, without a restart.
 //
 //	go test -count=1 -run TestAttributionReadyzFollowsClickHouse ./e2e/
 func TestAttributionReadyzFollowsClickHouse(t *testing.T) {
@@ -59,6 +61,24 @@ func TestAttributionReadyzFollowsClickHouse(t *testing.T) {
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "clickhouse")
 	})
 	t.Logf("/readyz not ready %v after ClickHouse was cut", time.Since(cutAt).Round(100*time.Millisecond))
+	// A report now fails: the caller reads an error id, not the address the service dialled.
+	resp, err := http.Get(svc.URL("/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T01:00:00Z"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var problem struct {
+		Error   string `json:"error"`
+		ErrorID string `json:"error_id"`
+	}
+	_ = json.Unmarshal(b, &problem)
+	if resp.StatusCode < 500 || problem.ErrorID == "" || strings.Contains(string(b), "127.0.0.1") || strings.Contains(string(b), proxy.addr()) {
+		t.Errorf("a report while ClickHouse is cut: %d %s; want a 5xx with an error_id and no address", resp.StatusCode, b)
+	}
+	if log := svc.Log(); !strings.Contains(log, "error_id="+problem.ErrorID) {
+		t.Errorf("the log has no line with error_id %s:\n%s", problem.ErrorID, svc.LogTail(20))
+	}
 	proxy.restore()
 	waitFor("was ready again", func(code int, _ string) bool { return code == http.StatusOK })
 }
