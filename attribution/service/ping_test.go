@@ -53,6 +53,7 @@ func TestLogNotesSummed(t *testing.T) {
 	}
 	s.logNotes(context.Background(), rep)
 	line := log.String()
+	t.Logf("%d notes: one line of %d bytes", len(rep.Notes), len(line))
 	if len(line) > 2<<10 || !strings.Contains(line, `"count":100000`) || !strings.Contains(line, `\"a4\"`) || strings.Contains(line, `\"a5\"`) {
 		t.Errorf("a line of %d bytes: %.500s; want under 2 KB with the count and the first 5 notes", len(line), line)
 	}
