@@ -163,7 +163,7 @@ func Report(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, 
 		res.Report.Allocations = billing.AllocationRows(res.Lines, billing.Interval{Start: o.From.UnixNano(), End: o.To.UnixNano()}, res.Report.Currency)
 	}
 	if err == nil && o.Neighbours {
-		var top map[string]string
+		var top map[string]store.Neighbour
 		top, err = store.NoisyNeighbours(ctx, conn, o.From, o.To)
 		res.Report = withNeighbours(res.Report, top)
 	}
@@ -314,11 +314,16 @@ func presenceOf(ctx context.Context, conn store.Querier, o Options, window billi
 	return p, nil
 }
 
-// withNeighbours sets each row's NoisyNeighbour from top.
-func withNeighbours(r report.Report, top map[string]string) report.Report {
+// withNeighbours sets each row's NoisyNeighbour and NoisyNeighbourShare from top (a tenant
+// that never waited has no share).
+func withNeighbours(r report.Report, top map[string]store.Neighbour) report.Report {
 	r.Tenants = slices.Clone(r.Tenants)
 	for i := range r.Tenants {
-		r.Tenants[i].NoisyNeighbour = top[r.Tenants[i].Tenant]
+		n, ok := top[r.Tenants[i].Tenant]
+		r.Tenants[i].NoisyNeighbour = n.Name
+		if ok {
+			r.Tenants[i].NoisyNeighbourShare = &n.Share
+		}
 	}
 	return r
 }

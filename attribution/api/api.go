@@ -68,6 +68,27 @@ func (p Principal) mayWrite(tenant string) bool {
 	return p.Role == RoleOperator || p.Role == RoleScheduler && (len(p.Tenants) == 0 || slices.Contains(p.Tenants, tenant))
 }
 
+// maySee says whether the principal may see that the tenant's allocations exist (its names,
+// ids and times): those it may read or write.
+func (p Principal) maySee(tenant string) bool { return p.mayRead(tenant) || p.mayWrite(tenant) }
+
+// scoped is a refusal of the store as the principal may see it: an overlap with an allocation
+// of a tenant it may not see names neither that allocation nor its tenant or times.
+func (p Principal) scoped(err error) error {
+	var (
+		o *allocation.Overlap
+		c *allocation.Conflict
+	)
+	if !errors.As(err, &o) || p.maySee(o.B.Tenant) {
+		return err
+	}
+	index := -1
+	if errors.As(err, &c) {
+		index = c.Index
+	}
+	return fmt.Errorf("%w: %w", allocations.ErrRefused, &allocation.Conflict{Index: index, Err: o.Hidden()})
+}
+
 // mayChange refuses a change of a stored allocation's tenant unless the principal is an
 // operator: a scheduler's re-POST must not move one tenant's allocation onto another's bill.
 func (p Principal) mayChange(prev, next allocation.Allocation) error {
@@ -170,13 +191,21 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/statement", s.getStatement)
 }
 
-// problem is an error response.
+// problem is an error response; ErrorID, on a fault of the service, finds its reason in the
+// log.
 type problem struct {
-	Error string `json:"error"`
+	Error   string `json:"error"`
+	ErrorID string `json:"error_id,omitempty"`
 }
 
+// fail answers status with err. A 4xx names what the caller can fix; a 5xx is the service's
+// fault, whose reason may name internal addresses (see internalError).
 func (s *Server) fail(w http.ResponseWriter, status int, err error) {
-	writeJSON(w, status, problem{err.Error()})
+	if status >= 500 && status != http.StatusNotImplemented {
+		s.internalError(w, status, err)
+		return
+	}
+	writeJSON(w, status, problem{Error: err.Error()})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -265,11 +294,15 @@ func (s *Server) postAllocations(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &moved):
 		s.Metrics.Refused(allocations.ReasonForbidden, len(allocs))
-		s.forbid(w, p, fmt.Sprintf("move allocation %q from tenant %q to %q (only an operator moves an allocation to another tenant)", moved.id, moved.from, moved.to))
+		from := fmt.Sprintf("%q", moved.from)
+		if !p.maySee(moved.from) {
+			from = "another tenant" // the id is the caller's; whose it is, it may not see
+		}
+		s.forbid(w, p, fmt.Sprintf("move allocation %q from tenant %s to %q (only an operator moves an allocation to another tenant)", moved.id, from, moved.to))
 		return
 	case errors.Is(err, allocations.ErrRefused):
 		s.Metrics.Refused(allocations.ReasonConflict, len(allocs))
-		s.fail(w, http.StatusConflict, allocations.AtLine("request", lines, err))
+		s.fail(w, http.StatusConflict, allocations.AtLine("request", lines, p.scoped(err)))
 		return
 	case err != nil:
 		s.logger().ErrorContext(r.Context(), "storing allocations failed", "count", len(allocs), "err", err)

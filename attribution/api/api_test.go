@@ -1,11 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"math"
 	"net/http"
@@ -151,7 +153,7 @@ func TestAPI(t *testing.T) {
 		{"report csv", "GET", "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T02:00:00Z&step=1h", "", "", 200,
 			[]string{"tenant,tier,window_start", "acme,pro,2026-01-05T01:00:00Z,2026-01-05T02:00:00Z", "__unallocated__,,2026-01-05T01:00:00Z"}, nil},
 		{"report json of a tenant", "GET", "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T02:00:00Z&format=json", "beta", "", 200,
-			[]string{`"tenant": "beta"`, `"cost": 2.000000`, `"noisy_neighbour": "acme"`}, []string{`"tenant": "acme"`, "__unallocated__"}},
+			[]string{`"tenant": "beta"`, `"cost": 2.000000`, `"noisy_neighbour": "another tenant"`}, []string{`"acme"`, "__unallocated__"}},
 		{"report from minutes", "GET", "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T02:00:00Z&format=json&source=minutes", "", "", 200,
 			[]string{`"noisy_neighbour": "minutes"`}, nil},
 		{"report bad source", "GET", "/api/v1/report?from=2026-01-05T00:00:00Z&to=2026-01-05T02:00:00Z&source=cache", "", "", 400, []string{`\"cache\"`}, nil},
@@ -290,7 +292,9 @@ func TestPostBulk(t *testing.T) {
 }
 
 // TestReportFailure: a report that cannot be computed, or cannot be written (a NaN amount),
-// is a 500 with a JSON body naming why, never a 200 with an empty body, in either format.
+// is a 500 with a JSON body, never a 200 with an empty body, in either format. The body gives
+// an error id and not the reason, which may name internal addresses; the log has the reason
+// under that id.
 func TestReportFailure(t *testing.T) {
 	from, to := "2026-01-05T00:00:00Z", "2026-01-05T02:00:00Z"
 	tests := []struct {
@@ -299,8 +303,8 @@ func TestReportFailure(t *testing.T) {
 		want   string
 	}{
 		{"computation fails", func(context.Context, ReportQuery) (report.Report, error) {
-			return report.Report{}, errors.New("read allocations: connection reset")
-		}, "read allocations: connection reset"},
+			return report.Report{}, errors.New("read allocations: dial tcp 127.0.0.1:9000: connect: connection refused")
+		}, "read allocations: dial tcp 127.0.0.1:9000: connect: connection refused"},
 		{"second window fails", func(_ context.Context, q ReportQuery) (report.Report, error) {
 			if q.From.Hour() == 1 {
 				return report.Report{}, errors.New("boom")
@@ -314,8 +318,10 @@ func TestReportFailure(t *testing.T) {
 	for _, tt := range tests {
 		for _, format := range []string{"csv", "json"} {
 			t.Run(tt.name+" "+format, func(t *testing.T) {
+				var log bytes.Buffer
+				logger := slog.New(slog.NewTextHandler(&log, nil))
 				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					(&Server{Store: &memStore{}, Auth: AllowAll{}, Report: tt.report}).getReport(w, r)
+					(&Server{Store: &memStore{}, Auth: AllowAll{}, Report: tt.report, Logger: logger}).getReport(w, r)
 				}))
 				defer srv.Close()
 				resp, err := http.Get(srv.URL + "/api/v1/report?from=" + from + "&to=" + to + "&step=1h&format=" + format)
@@ -324,12 +330,80 @@ func TestReportFailure(t *testing.T) {
 				}
 				defer resp.Body.Close()
 				b, _ := io.ReadAll(resp.Body)
-				var p struct{ Error string }
+				var p problem
 				if resp.StatusCode != http.StatusInternalServerError || resp.Header.Get("Content-Type") != "application/json" ||
-					json.Unmarshal(b, &p) != nil || !strings.Contains(string(b), tt.want) {
-					t.Errorf("status %d (%s): %q; want 500 with a JSON error naming %s", resp.StatusCode, resp.Header.Get("Content-Type"), b, tt.want)
+					json.Unmarshal(b, &p) != nil || len(p.ErrorID) != 16 || !strings.Contains(p.Error, p.ErrorID) {
+					t.Errorf("status %d (%s): %q; want 500 with a JSON error and its error_id", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+				}
+				if reason := strings.ReplaceAll(tt.want, `\"`, `"`); strings.Contains(string(b), "127.0.0.1") || strings.Contains(p.Error, reason) {
+					t.Errorf("the body gives the reason %q: %s", reason, b)
+				}
+				if !strings.Contains(log.String(), "error_id="+p.ErrorID) || !strings.Contains(log.String(), tt.want) {
+					t.Errorf("the log lacks error_id %s with the reason %s:\n%s", p.ErrorID, tt.want, log.String())
 				}
 			})
 		}
+	}
+}
+
+// TestPostConflictScoped: a refusal names only what the caller may see. An overlap with an
+// allocation of a tenant a scoped scheduler does not write is "an allocation of another
+// tenant", without its id, tenant or times; the operator, and a scheduler of both tenants,
+// get it in full. A re-POST of another tenant's id does not say whose it is.
+func TestPostConflictScoped(t *testing.T) {
+	at := func(s string) time.Time { ts, _ := time.Parse(time.RFC3339, s); return ts }
+	theirs := allocation.Allocation{ID: "beta-secret-7", Tenant: "beta", Tier: "pro", Node: "n", Instance: "gpu0",
+		RequestedAt: at("2026-01-04T23:00:00Z"), StartedAt: at("2026-01-04T23:17:00Z")}
+	store := &memStore{put: func(allocs []allocation.Allocation) (allocations.Result, error) {
+		if err := allocation.FirstOverlap(allocs, []allocation.Allocation{theirs}); err != nil {
+			return allocations.Result{}, fmt.Errorf("%w: %w", allocations.ErrRefused, err)
+		}
+		return allocations.Result{}, nil
+	}}
+	srv := newServer(store)
+	defer srv.Close()
+	post := func(caller, body string) (int, string) {
+		req, _ := http.NewRequest("POST", srv.URL+"/api/v1/allocations", strings.NewReader(body))
+		req.Header.Set("X-Tenant", caller)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	secrets := []string{"beta-secret-7", "beta", "23:17"}
+	for _, tc := range []struct {
+		caller string
+		hidden bool
+	}{{"", false}, {"scheduler:acme", true}, {"scheduler:acme,beta", false}, {"scheduler", false}} {
+		status, got := post(tc.caller, body)
+		if status != http.StatusConflict || !strings.Contains(got, `request: line 1: allocations refused: allocation \"a1\" of tenant \"acme\"`) {
+			t.Errorf("%q: status %d %s, want 409 naming its own allocation a1", tc.caller, status, got)
+		}
+		for _, s := range secrets {
+			if strings.Contains(got, s) == tc.hidden {
+				t.Errorf("%q: the 409 names %q: %v, want %v: %s", tc.caller, s, !tc.hidden, !tc.hidden, got)
+			}
+		}
+		if strings.Contains(got, "an allocation of another tenant") != tc.hidden {
+			t.Errorf("%q: %s", tc.caller, got)
+		}
+	}
+
+	moves := &memStore{allocs: []allocation.Allocation{theirs}}
+	srv2 := newServer(moves)
+	defer srv2.Close()
+	req, _ := http.NewRequest("POST", srv2.URL+"/api/v1/allocations", strings.NewReader(strings.Replace(body, `"a1"`, `"beta-secret-7"`, 1)))
+	req.Header.Set("X-Tenant", "scheduler:acme")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusForbidden || strings.Contains(string(b), `\"beta\"`) || !strings.Contains(string(b), "from tenant another tenant") {
+		t.Errorf("a scoped scheduler re-POSTing another tenant's id: %d %s, want 403 not naming beta", resp.StatusCode, b)
 	}
 }

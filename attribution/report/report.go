@@ -15,6 +15,10 @@ import (
 // Unallocated names the row that holds the capacity no tenant paid list price for.
 const Unallocated = "__unallocated__"
 
+// AnotherTenant stands for a tenant the reader may not see (a noisy neighbour outside the
+// tenants of a restricted report).
+const AnotherTenant = "another tenant"
+
 // Header is the CSV header: the report's columns in order.
 func Header() []string {
 	return []string{
@@ -43,8 +47,13 @@ type Row struct {
 	Unmetered         time.Duration // unmetered_seconds
 	Currency          string
 	// NoisyNeighbour is the co-tenant whose vGPU activity coincided most with this tenant's
-	// scheduling waits; empty when none or not computed. JSON only (noisy_neighbour).
+	// scheduling waits; empty when none or not computed. In a report restricted to some
+	// tenants (Only) a neighbour outside them is AnotherTenant. JSON only (noisy_neighbour).
 	NoisyNeighbour string
+	// NoisyNeighbourShare is the part of this tenant's vGPU waiting seconds in which another
+	// tenant's vGPU on the same GPU ran (0..1); nil when it never waited or not computed. It
+	// says how much a co-tenant was in the way, not who. JSON only (noisy_neighbour_share).
+	NoisyNeighbourShare *float64
 	// MemoryEfficiency is the time-weighted mean of memory used / memory of the instance over
 	// the tenant's billed time (nil: no memory measured); EnergyKWh its share of the GPUs'
 	// energy (nil: not known, the __unallocated__ row without the fleet's). JSON only
@@ -215,6 +224,9 @@ func (r Report) Only(tenants ...string) Report {
 	out.Tenants, out.Corrections, out.Allocations = nil, nil, nil
 	for _, row := range r.Tenants {
 		if slices.Contains(tenants, row.Tenant) {
+			if row.NoisyNeighbour != "" && !slices.Contains(tenants, row.NoisyNeighbour) {
+				row.NoisyNeighbour = AnotherTenant // a tenant never sees another's name
+			}
 			out.Tenants = append(out.Tenants, row)
 		}
 	}

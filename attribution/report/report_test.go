@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -295,8 +296,8 @@ func TestSpreadsheetSafe(t *testing.T) {
 		"": "", "acme": "acme", "=1+1": "'=1+1", "+1": "'+1", "-1": "'-1", "@a": "'@a",
 		"\ta": "'\ta", "\ra": "'\ra", "__unallocated__": "__unallocated__", "a=b": "a=b", "2026-01-05T00:00:00Z": "2026-01-05T00:00:00Z",
 	} {
-		if got := spreadsheetSafe(in); got != want {
-			t.Errorf("spreadsheetSafe(%q) = %q, want %q", in, got, want)
+		if got := SpreadsheetSafe(in); got != want {
+			t.Errorf("SpreadsheetSafe(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -349,5 +350,48 @@ func TestJSONUnpricedNotes(t *testing.T) {
 	}
 	if a.String() != b.String() {
 		t.Errorf("the CSV changed with Unpriced:\n%s\nwant\n%s", b.String(), a.String())
+	}
+}
+
+// TestOnlyNamesNoOtherTenant: a report restricted to some tenants (a tenant's or a scoped
+// caller's view) says that a co-tenant was noisy and how much, never which one, unless the
+// neighbour is among the tenants it may read.
+func TestOnlyNamesNoOtherTenant(t *testing.T) {
+	share := 0.25
+	r := Report{Tenants: []Row{
+		{Tenant: "acme", NoisyNeighbour: "beta", NoisyNeighbourShare: &share},
+		{Tenant: "beta", NoisyNeighbour: "acme", NoisyNeighbourShare: &share},
+		{Tenant: "gamma", NoisyNeighbour: "acme"},
+		{Tenant: "delta"},
+	}}
+	for _, tc := range []struct {
+		only []string
+		want map[string]string // tenant → noisy_neighbour
+	}{
+		{[]string{"acme"}, map[string]string{"acme": AnotherTenant}},
+		{[]string{"acme", "beta"}, map[string]string{"acme": "beta", "beta": "acme"}},
+		{[]string{"gamma", "delta"}, map[string]string{"gamma": AnotherTenant, "delta": ""}},
+	} {
+		o := r.Only(tc.only...)
+		var text strings.Builder
+		if err := (Series{o}).WriteJSON(&text); err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range o.Tenants {
+			if row.NoisyNeighbour != tc.want[row.Tenant] {
+				t.Errorf("Only(%v): %s's noisy neighbour %q, want %q", tc.only, row.Tenant, row.NoisyNeighbour, tc.want[row.Tenant])
+			}
+		}
+		for _, name := range []string{"acme", "beta", "gamma", "delta"} {
+			if !slices.Contains(tc.only, name) && strings.Contains(text.String(), `"`+name+`"`) {
+				t.Errorf("Only(%v): the JSON names %s:\n%s", tc.only, name, text.String())
+			}
+		}
+		if tc.only[0] == "acme" && !strings.Contains(text.String(), `"noisy_neighbour_share": 0.2500`) {
+			t.Errorf("Only(%v): the JSON lacks acme's share:\n%s", tc.only, text.String())
+		}
+	}
+	if r.Tenants[0].NoisyNeighbour != "beta" {
+		t.Errorf("Only changed the report it restricts")
 	}
 }

@@ -75,7 +75,7 @@ func writeCSV(w io.Writer, header []string, table [][]cell) error {
 		for i, c := range cells {
 			record[i] = c.text
 			if !c.number {
-				record[i] = spreadsheetSafe(c.text)
+				record[i] = SpreadsheetSafe(c.text)
 			}
 		}
 		if err := cw.Write(record); err != nil {
@@ -89,12 +89,12 @@ func writeCSV(w io.Writer, header []string, table [][]cell) error {
 	return nil
 }
 
-// spreadsheetSafe is a text cell that a spreadsheet opening the CSV shows as text: one
+// SpreadsheetSafe is a text cell that a spreadsheet opening the CSV shows as text: one
 // starting with = + - @, tab or CR would be evaluated as a formula (CSV injection), so it gets
 // a leading '. Tenant names are already refused with those starts at every door; this also
 // covers tiers, currencies and names stored before that rule. Number cells are never changed:
 // a spreadsheet must still read them as numbers.
-func spreadsheetSafe(s string) string {
+func SpreadsheetSafe(s string) string {
 	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
 		return "'" + s
 	}
@@ -102,7 +102,8 @@ func spreadsheetSafe(s string) string {
 }
 
 // WriteJSON writes one array of the rows of every window (see Report.WriteJSON), each with
-// the CSV's columns and then noisy_neighbour, memory_efficiency (4 decimals) and energy_kwh
+// the CSV's columns and then noisy_neighbour, noisy_neighbour_share and memory_efficiency (4
+// decimals; null where not known) and energy_kwh
 // (6 decimals; null where not known). A window with something unpriced gives its
 // __unallocated__ row one more key, notes: an array of the notes of Report.Unpriced (what was
 // left out of the money and the capacity); the other notes are for the log.
@@ -116,7 +117,7 @@ func (s Series) WriteJSON(w io.Writer) error {
 	for _, r := range s {
 		rows := r.Rows()
 		for j, row := range rows {
-			table[i] = append(table[i], cell{text: row.NoisyNeighbour}, optional(row.MemoryEfficiency, 4), optional(row.EnergyKWh, 6))
+			table[i] = append(table[i], cell{text: row.NoisyNeighbour}, optional(row.NoisyNeighbourShare, 4), optional(row.MemoryEfficiency, 4), optional(row.EnergyKWh, 6))
 			if !r.OmitUnallocated && j == len(rows)-1-len(r.Corrections) { // the __unallocated__ row, before the corrections
 				for _, u := range r.Unpriced {
 					notes[i] = append(notes[i], u.Note())
@@ -125,7 +126,7 @@ func (s Series) WriteJSON(w io.Writer) error {
 			i++
 		}
 	}
-	return writeJSON(w, append(Header(), "noisy_neighbour", "memory_efficiency", "energy_kwh"), table, notes)
+	return writeJSON(w, append(Header(), "noisy_neighbour", "noisy_neighbour_share", "memory_efficiency", "energy_kwh"), table, notes)
 }
 
 // optional is a JSON-only number cell, empty (null) when v is nil or not finite.

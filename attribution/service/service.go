@@ -159,8 +159,11 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	if cfg.Export != nil {
 		srv.Issuer = focus.IssuerNamed(cfg.Export.Issuer)
 	}
-	webErr := webserver.Serve(ctx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Logger: logger, Routes: []func(*http.ServeMux){srv.Register},
-		BearerPaths: []string{"/api/v1/"}})
+	// Ready once a trailing window is attributed, and while ClickHouse answers its pings.
+	ch := &pinger{ping: conn.Ping, logger: logger}
+	go ch.run(ctx, pingEvery)
+	webErr := webserver.Serve(ctx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Missing: ch.missing, Logger: logger,
+		Routes: []func(*http.ServeMux){srv.Register}, BearerPaths: []string{"/api/v1/"}})
 	return webserver.RunServing(webErr, func() error {
 		tick := time.NewTicker(cfg.Interval)
 		defer tick.Stop()
@@ -196,15 +199,15 @@ func (s *service) report(ctx context.Context, q api.ReportQuery) (report.Report,
 }
 
 // logNotes logs a report the API computed with its notes, through the limiter: clients ask
-// for the same windows again and again, and their notes would flood the log. One line holds
-// all of a report's notes, so that the one logged is whole; the next ones in the minute are
-// counted.
+// for the same windows again and again, and their notes would flood the log. One line sums up
+// a report's notes (how many, the first few: a report can have 100,000); the next ones in the
+// minute are counted.
 func (s *service) logNotes(ctx context.Context, rep report.Report) {
 	if len(rep.Notes) == 0 {
 		return
 	}
 	s.logs.Log(ctx, time.Now(), slog.LevelWarn, "report_notes", "attribution report notes", "window_start", rep.WindowStart, "window_end", rep.WindowEnd,
-		"notes", rep.Notes)
+		"notes", lograte.Few(rep.Notes))
 }
 
 func (s *service) tenantLimit() int {

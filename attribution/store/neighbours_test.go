@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
@@ -15,7 +16,9 @@ func TestMain(m *testing.M) { localtest.Main(m) }
 
 // TestNoisyNeighbours: on one time-sliced H100, "steady" and "heavy" run all along, "brief"
 // only for two minutes, "idle" never: each busy tenant's top neighbour is the co-tenant that
-// ran most while it waited; a tenant that never waited has none.
+// ran most while it waited; a tenant that never waited has none. On a second one, "mixed"
+// holds two vGPUs busy all along and "late" a third from 5m: mixed waited all along, behind
+// another tenant in its second half only (share 0.5), late always behind mixed (share 1).
 func TestNoisyNeighbours(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates a fleet into ClickHouse")
@@ -32,11 +35,15 @@ nodes:
   - name: node-v
     gpus:
       - {model: H100-SXM5-80GB, vgpu: {profile: H100-20C, count: 4, scheduler: equal_share, timeslice: 2ms, switch: 20us}}
+      - {model: H100-SXM5-80GB, vgpu: {profile: H100-20C, count: 4, scheduler: equal_share, timeslice: 2ms, switch: 20us}}
 tenants:
   - {name: steady, tier: pro, allocations: [{target: node-v/gpu0/vgpu0, requested: 0s, ready: 0s, end: 10m, workload: {sm: 1}}]}
   - {name: heavy, tier: pro, allocations: [{target: node-v/gpu0/vgpu1, requested: 0s, ready: 0s, end: 10m, workload: {sm: 1}}]}
   - {name: brief, tier: pro, allocations: [{target: node-v/gpu0/vgpu2, requested: 0s, ready: 0s, end: 10m, workload: {steps: [[0s, 0], [4m, 1], [6m, 0]]}}]}
   - {name: idle, tier: pro, allocations: [{target: node-v/gpu0/vgpu3, requested: 0s, ready: 0s, end: 10m, workload: {sm: 0}}]}
+  - {name: mixed, tier: pro, allocations: [{target: node-v/gpu1/vgpu0, requested: 0s, ready: 0s, end: 10m, workload: {sm: 1}},
+                                           {target: node-v/gpu1/vgpu1, requested: 0s, ready: 0s, end: 10m, workload: {sm: 1}}]}
+  - {name: late, tier: pro, allocations: [{target: node-v/gpu1/vgpu2, requested: 0s, ready: 0s, end: 10m, workload: {steps: [[0s, 0], [5m, 1]]}}]}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -47,13 +54,16 @@ tenants:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"steady": "heavy", "heavy": "steady", "brief": "heavy"} // brief: tie broken by name
+	want := map[string]store.Neighbour{ // brief: tie broken by name
+		"steady": {Name: "heavy", Share: 1}, "heavy": {Name: "steady", Share: 1}, "brief": {Name: "heavy", Share: 1},
+		"mixed": {Name: "late", Share: 0.5}, "late": {Name: "mixed", Share: 1},
+	}
 	for tenant, n := range want {
-		if top[tenant] != n {
-			t.Errorf("top neighbour of %s = %q, want %q (all: %v)", tenant, top[tenant], n, top)
+		if got := top[tenant]; got.Name != n.Name || math.Abs(got.Share-n.Share) > 0.02 {
+			t.Errorf("noisy neighbour of %s = %+v, want %+v (all: %v)", tenant, got, n, top)
 		}
 	}
 	if n, ok := top["idle"]; ok {
-		t.Errorf("idle never waited, yet has neighbour %q", n)
+		t.Errorf("idle never waited, yet has neighbour %+v", n)
 	}
 }

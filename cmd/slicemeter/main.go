@@ -19,6 +19,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/internal/buildinfo"
+	"github.com/slicemeter/slicemeter/internal/lograte"
 	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
@@ -109,7 +110,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func newLogger(w io.Writer, level, format string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
-	opts := &slog.HandlerOptions{Level: l}
+	opts := &slog.HandlerOptions{Level: l, ReplaceAttr: lograte.Cap} // no value makes a line huge
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}

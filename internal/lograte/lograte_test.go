@@ -1,12 +1,15 @@
 package lograte
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // records is a slog.Handler that keeps each record as "message reason=… not_logged_since_last=…".
@@ -61,6 +64,46 @@ func TestLimiter(t *testing.T) {
 			}
 			if got, want := strings.Join(rec.lines, "\n"), strings.Join(tc.want, "\n"); got != want {
 				t.Errorf("logged:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+// TestCap: whatever a line is given (100,000 notes, a 1 MB error), it stays a few KB and says
+// how much there was; short values pass as they are.
+func TestCap(t *testing.T) {
+	notes := make([]string, 100_000)
+	for i := range notes {
+		notes[i] = fmt.Sprintf("allocation %q overlaps allocation %q on node-%d/gpu0", fmt.Sprint("a", i), fmt.Sprint("b", i), i)
+	}
+	big := strings.Repeat("é", 1<<19) // 1 MB of two-byte runes: the cut must not split one
+	for _, tc := range []struct {
+		name string
+		args []any
+		want []string // in the line
+		max  int      // bytes of the line
+	}{
+		{"100k notes", []any{"notes", notes}, []string{"count=100000", `allocation \"a0\"`, `allocation \"a4\"`}, 2 << 10},
+		{"summary of 100k notes", []any{"notes", Few(notes)}, []string{"notes.count=100000", `allocation \"a4\"`}, 2 << 10},
+		{"1 MB error", []any{"err", errors.New(big)}, []string{"(1048576 bytes in all)"}, MaxValue + 100},
+		{"1 MB string", []any{"s", big}, []string{"(1048576 bytes in all)"}, MaxValue + 100},
+		{"a long note", []any{"notes", []string{"short", big}}, []string{"count=2", "short", "(1048576 bytes in all)"}, MaxValue + 100},
+		{"short ones", []any{"notes", []string{"x", "y"}, "err", errors.New("boom")}, []string{"notes=\"[x y]\"", "err=boom"}, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: Cap})).Warn("attribution report notes", tc.args...)
+			line := buf.String()
+			if len(line) > tc.max || !utf8.ValidString(line) {
+				t.Errorf("%d bytes (valid UTF-8: %v), want at most %d", len(line), utf8.ValidString(line), tc.max)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("the line lacks %q: %.300s", w, line)
+				}
+			}
+			if strings.Contains(line, `a5\"`) {
+				t.Errorf("the line names a sixth note: %.300s", line)
 			}
 		})
 	}

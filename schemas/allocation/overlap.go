@@ -163,8 +163,25 @@ func overlap(a, b Allocation) error {
 	if a.ID == b.ID || a.Target() != b.Target() || !a.StartedAt.Before(b.end()) || !b.StartedAt.Before(a.end()) {
 		return nil
 	}
-	return fmt.Errorf("allocation %q of tenant %q [%s, %s) overlaps allocation %q of tenant %q [%s, %s) on %s",
+	return &Overlap{A: a, B: b}
+}
+
+// Overlap is the reason allocation A may not be stored: it holds its instance at the same
+// time as B (a stored one, or one earlier in the same input).
+type Overlap struct{ A, B Allocation }
+
+func (o *Overlap) Error() string {
+	a, b := o.A, o.B
+	return fmt.Sprintf("allocation %q of tenant %q [%s, %s) overlaps allocation %q of tenant %q [%s, %s) on %s",
 		a.ID, a.Tenant, stamp(a.StartedAt), stamp(a.EndedAt), b.ID, b.Tenant, stamp(b.StartedAt), stamp(b.EndedAt), a.Target())
+}
+
+// Hidden is the reason told to a caller who may not see B's tenant: what A overlaps is "an
+// allocation of another tenant", without its id, tenant or times.
+func (o *Overlap) Hidden() error {
+	a := o.A
+	return fmt.Errorf("allocation %q of tenant %q [%s, %s) overlaps an allocation of another tenant on %s",
+		a.ID, a.Tenant, stamp(a.StartedAt), stamp(a.EndedAt), a.Target())
 }
 
 func stamp(t time.Time) string {
