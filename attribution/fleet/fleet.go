@@ -113,6 +113,28 @@ func CheckWindow(from, to time.Time) error {
 	return nil
 }
 
+// CountHours is how many UTC hours [from, to) touches, counted from its edges: what a fleet
+// report of it reads is one roll-up per whole hour and the minutes of the hours at its edges,
+// so a caller bounds its cost by this before reading anything.
+func CountHours(from, to time.Time) int {
+	if !from.Before(to) {
+		return 0
+	}
+	const hour = int64(time.Hour / time.Second)
+	first := from.Unix() / hour
+	if from.Unix() < 0 && from.Unix()%hour != 0 {
+		first--
+	}
+	last := to.Unix() / hour // the hour of to's last instant, to excluded
+	if to.Unix() < 0 && to.Unix()%hour != 0 {
+		last--
+	}
+	if to.Unix()%hour == 0 && to.Nanosecond() == 0 {
+		last--
+	}
+	return int(last - first + 1)
+}
+
 // Read reads the inputs of a window of whole minutes. It refuses a window whose minutes are
 // not all attributed (a *store.NotAttributedError, store.ErrNotAttributed): its capacity comes
 // from the rollup, but what is billed there from the stored minutes, so revenue and margin
