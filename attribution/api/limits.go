@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,7 +135,7 @@ func (s *Server) checkPeriod(w http.ResponseWriter, name, v string, m period.Mon
 	start := time.Date(m.Year, m.Month, 1, 0, 0, 0, 0, time.UTC)
 	for _, t := range []time.Time{start, start.AddDate(0, 1, 0)} {
 		if r := validate.CheckTime(name, strconv.Quote(v), t); r != nil {
-			r.Expected = "a month inside " + r.Expected
+			r.Expected = "a month " + strings.TrimPrefix(r.Expected, "a time ")
 			s.fail(w, http.StatusBadRequest, r)
 			return false
 		}
