@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -132,13 +131,9 @@ func (s *Server) queryTime(w http.ResponseWriter, name, v, hint string) (time.Ti
 // checkPeriod refuses a billing period whose month is not inside 2000-01-01..2106-02-07, as a
 // time query parameter would be; name is where it was given.
 func (s *Server) checkPeriod(w http.ResponseWriter, name, v string, m period.Month) bool {
-	start := time.Date(m.Year, m.Month, 1, 0, 0, 0, 0, time.UTC)
-	for _, t := range []time.Time{start, start.AddDate(0, 1, 0)} {
-		if r := validate.CheckTime(name, strconv.Quote(v), t); r != nil {
-			r.Expected = "a month " + strings.TrimPrefix(r.Expected, "a time ")
-			s.fail(w, http.StatusBadRequest, r)
-			return false
-		}
+	if err := m.CheckRange(name, strconv.Quote(v)); err != nil {
+		s.fail(w, http.StatusBadRequest, err)
+		return false
 	}
 	return true
 }

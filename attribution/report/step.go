@@ -59,9 +59,9 @@ func WindowsIn(from, to time.Time, step string, loc *time.Location) ([]Window, e
 	if err != nil {
 		return nil, err
 	}
-	if n > maxWindowsBuilt {
+	if n > MaxBuiltWindows {
 		return nil, fmt.Errorf("step %q over [%s, %s): %d windows; expected at most %d", step,
-			from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), n, maxWindowsBuilt)
+			from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), n, MaxBuiltWindows)
 	}
 	next, _ := stepper(step, loc)
 	out := make([]Window, 0, n)
@@ -76,9 +76,10 @@ func WindowsIn(from, to time.Time, step string, loc *time.Location) ([]Window, e
 	return out, nil
 }
 
-// maxWindowsBuilt bounds what WindowsIn builds whatever its caller checked: a caller with a
+// MaxBuiltWindows bounds what WindowsIn builds whatever its caller checked (about 50 MB of
+// windows; a CLI report of more is refused): a caller with a
 // limit (the API's --api.max-report-windows) refuses far below it, using CountWindows.
-const maxWindowsBuilt = 1 << 20
+const MaxBuiltWindows = 1 << 20
 
 // CountWindows is len(WindowsIn(from, to, step, loc)), computed from the parameters alone
 // (no window is built), so that a request's cost is known before any work proportional to it.
