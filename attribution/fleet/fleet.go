@@ -26,6 +26,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/schemas/hardware"
+	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // Total is the group of the row that sums the whole fleet, after the groups'.
@@ -104,8 +105,18 @@ type Options struct {
 	TenantLimit int
 }
 
-// CheckWindow refuses a window that is not whole minutes, start before end.
+// CheckWindow refuses a window that is not whole minutes, start before end, with both edges in
+// 2000-01-01..2106-02-07 (validate.CheckTime): Read converts them to nanoseconds, and
+// counts its hours, only after this.
 func CheckWindow(from, to time.Time) error {
+	for _, e := range []struct {
+		name string
+		t    time.Time
+	}{{"from", from}, {"to", to}} {
+		if r := validate.CheckTime(e.name, e.t.UTC().Format(time.RFC3339Nano), e.t); r != nil {
+			return fmt.Errorf("fleet window: %w", r)
+		}
+	}
 	if !from.Before(to) || !from.Equal(from.Truncate(time.Minute)) || !to.Equal(to.Truncate(time.Minute)) {
 		return fmt.Errorf("fleet window [%s, %s): expected whole minutes, the start before the end",
 			from.UTC().Format(time.RFC3339Nano), to.UTC().Format(time.RFC3339Nano))
