@@ -134,3 +134,78 @@ func vmHWM(t *testing.T, pid int) int64 {
 	t.Fatal("no VmHWM in /proc/PID/status")
 	return 0
 }
+
+// writeBudget is the peak RSS the attribution service may reach while 12 clients each POST
+// 100,000 allocations at once: --api.max-concurrent-writes [4] are handled, the rest get 429
+// before their bodies are read. The old code handled all 12 and held 1.6 GB.
+const writeBudget = 1 << 30
+
+// TestConcurrentWrites: 12 concurrent POSTs of 100,000 allocations each are answered 200 or
+// 429 with Retry-After, and the service's peak RSS stays under writeBudget.
+func TestConcurrentWrites(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	db := localtest.Database(t)
+	svc := apptest.StartAttribution(t, ctx, "--api.insecure-no-auth", "--clickhouse.dsn", db.DSN,
+		"--scenario", filepath.Join(scenarios, "mig-basic.yaml"), "--attribution.backfill", "5m")
+	const clients, each = 12, 100000
+	bodies := make([][]byte, clients)
+	for c := range bodies {
+		var b strings.Builder
+		b.WriteString("[")
+		for i := range each {
+			if i > 0 {
+				b.WriteString(",\n")
+			}
+			fmt.Fprintf(&b, `{"allocation_id":"w%d-%d","tenant":"acme","tier":"pro","node":"node-w","instance_id":"gpu-%d-%d",`+
+				`"requested_at":"2026-01-05T00:00:00Z","started_at":"2026-01-05T00:00:00Z","ended_at":"2026-01-05T01:00:00Z"}`, c, i, c, i)
+		}
+		b.WriteString("]")
+		bodies[c] = []byte(b.String())
+	}
+	type answer struct {
+		code       int
+		retryAfter string
+		err        error
+	}
+	answers := make(chan answer, clients)
+	start := make(chan struct{})
+	for c := range clients {
+		go func() {
+			<-start
+			req, err := http.NewRequestWithContext(ctx, "POST", svc.URL("/api/v1/allocations"), strings.NewReader(string(bodies[c])))
+			if err != nil {
+				answers <- answer{err: err}
+				return
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answers <- answer{err: err}
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			answers <- answer{code: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
+		}()
+	}
+	began := time.Now()
+	close(start)
+	counts := map[int]int{}
+	for range clients {
+		a := <-answers
+		switch {
+		case a.err != nil:
+			t.Errorf("a POST failed: %v\n%s", a.err, svc.LogTail(10))
+		case a.code == http.StatusTooManyRequests && a.retryAfter == "":
+			t.Error("a 429 without Retry-After")
+		case a.code != http.StatusOK && a.code != http.StatusTooManyRequests:
+			t.Errorf("a POST answered %d", a.code)
+		}
+		counts[a.code]++
+	}
+	peak := vmHWM(t, svc.Pid())
+	t.Logf("%d concurrent POSTs of %d allocations: %v after %s, VmHWM %d MiB", clients, each, counts, time.Since(began).Round(time.Millisecond), peak>>20)
+	if peak > writeBudget {
+		t.Errorf("the service's peak RSS is %d MiB, over the budget of %d MiB", peak>>20, writeBudget>>20)
+	}
+}
