@@ -106,7 +106,11 @@ func (s *Server) admitWrite(w http.ResponseWriter) (release func(), ok bool) {
 func (s *Server) checkWindows(w http.ResponseWriter, param string, windows int, what string) bool {
 	l := s.reportLimits()
 	if l.MaxWindows > 0 && windows > l.MaxWindows {
-		s.fail(w, http.StatusBadRequest, fmt.Errorf("%s: %d %s; the limit is %d (--api.max-report-windows): use a coarser step or a shorter range", param, windows, what, l.MaxWindows))
+		advice := "use a coarser step or a shorter range"
+		if what == "hours" {
+			advice = "use a shorter range"
+		}
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("%s: %d %s; the limit is %d (--api.max-report-windows): %s", param, windows, what, l.MaxWindows, advice))
 		return false
 	}
 	return true
