@@ -264,6 +264,11 @@ func (s *Server) postAllocations(w http.ResponseWriter, r *http.Request) {
 		s.forbid(w, p, "write allocations")
 		return
 	}
+	release, ok := s.admitWrite(w)
+	if !ok {
+		return
+	}
+	defer release()
 	body, ok := s.readBody(w, r)
 	if !ok {
 		return
@@ -415,12 +420,9 @@ func (s *Server) fromTo(w http.ResponseWriter, r *http.Request, required bool) (
 			}
 			continue
 		}
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter %s: %q; expected an RFC 3339 time such as 2026-01-05T00:00:00Z", f.name, v))
+		if *f.dst, ok = s.queryTime(w, f.name, v, " such as 2026-01-05T00:00:00Z"); !ok {
 			return time.Time{}, time.Time{}, false
 		}
-		*f.dst = t.UTC()
 	}
 	if !from.IsZero() && !to.IsZero() && !to.After(from) {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameters: to %s must be after from %s", to.Format(time.RFC3339), from.Format(time.RFC3339)))
@@ -434,6 +436,11 @@ func (s *Server) getAllocations(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	release, ok := s.admitReport(w, r, sc.who) // before the allocations are listed
+	if !ok {
+		return
+	}
+	defer release()
 	tenant := "" // every tenant's, filtered below for a scope of several
 	if len(sc.tenants) == 1 {
 		tenant = sc.tenants[0]
@@ -503,15 +510,18 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter source: %q; expected samples or minutes", src))
 		return
 	}
-	windows, err := report.WindowsIn(from, to, q.Get("step"), s.Zone)
-	if format == "focus" { // one row per allocation per hour, whatever the step
-		windows = focus.Hours(from, to, s.Zone)
-	}
+	// The request's cost, counted from its parameters before anything is built or read: its
+	// windows, then a slot, then its tenants (which reads the allocations).
+	step := q.Get("step")
+	count, err := report.CountWindows(from, to, step, s.Zone)
 	if err != nil {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter step: %w", err))
 		return
 	}
-	if !s.checkReportCost(w, r, len(windows), sc, from, to) {
+	if format == "focus" { // one row per allocation per hour, whatever the step
+		count = focus.CountHours(from, to, s.Zone)
+	}
+	if !s.checkWindows(w, "query parameter step", count, "windows") {
 		return
 	}
 	release, ok := s.admitReport(w, r, sc.who)
@@ -519,8 +529,16 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	if !s.checkReportCost(w, r, count, sc, from, to) {
+		return
+	}
 	if format == "focus" {
 		s.getFOCUS(w, r, sc, from, to, fromMinutes)
+		return
+	}
+	windows, err := report.WindowsIn(from, to, step, s.Zone)
+	if err != nil {
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter step: %w", err))
 		return
 	}
 	var series report.Series

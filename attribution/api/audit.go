@@ -32,6 +32,11 @@ func (s *Server) getAudit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusNotImplemented, fmt.Errorf("this server keeps no audit trail"))
 		return
 	}
+	release, ok := s.admitReport(w, r, p) // before the audit trail is read
+	if !ok {
+		return
+	}
+	defer release()
 	q := r.URL.Query()
 	limit := s.reportLimits().MaxAuditRows
 	query := audit.Query{From: from, To: to, AllocationID: q.Get("allocation_id"), Tenant: q.Get("tenant")}

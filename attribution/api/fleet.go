@@ -41,16 +41,17 @@ func (s *Server) getFleet(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var times [2]time.Time
 	for i, name := range []string{"from", "to"} {
-		v := q.Get(name)
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter %s: %q; expected an RFC 3339 time on a whole minute such as 2026-01-05T00:00:00Z", name, v))
+		if times[i], ok = s.queryTime(w, name, q.Get(name), " on a whole minute such as 2026-01-05T00:00:00Z"); !ok {
 			return
 		}
-		times[i] = t.UTC()
 	}
 	if err := fleet.CheckWindow(times[0], times[1]); err != nil {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameters from and to: %w", err))
+		return
+	}
+	// Its cost is its hours (one roll-up each, and an hour's minutes at most at each edge),
+	// counted before anything is read.
+	if !s.checkWindows(w, "query parameters from and to", fleet.CountHours(times[0], times[1]), "hours") {
 		return
 	}
 	by := fleet.ByModel

@@ -50,10 +50,7 @@ func (s *Server) getFOCUS(w http.ResponseWriter, r *http.Request, sc readScope, 
 		return
 	}
 	limited := &limitRows{Writer: fw, max: s.reportLimits().MaxRows}
-	first := to
-	if hours := focus.Hours(from, to, s.Zone); len(hours) > 0 {
-		first = hours[0].End
-	}
+	first := focus.FirstHourEnd(from, to, s.Zone)
 	_, err = e.Usage(r.Context(), from, first, limited)
 	if err == nil && first.Equal(to) {
 		err = fw.Close()

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/slicemeter/slicemeter/attribution/period"
+	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // ReportLimits bound what one report request may cost and how many are computed at once, so
@@ -27,25 +30,30 @@ type ReportLimits struct {
 	RetryAfter             time.Duration
 	MaxAuditRows           int // entries of one GET /api/v1/audit response
 	MaxAllocationRows      int // allocations of one GET /api/v1/allocations response
+	// MaxConcurrentWrites: POST /api/v1/allocations handled at once (each may hold a body of
+	// Server.MaxBody and its decoded allocations); more: 429 with Retry-After.
+	MaxConcurrentWrites int
 
-	once    sync.Once
-	slots   chan struct{}
-	mu      sync.Mutex
-	running map[string]int // reports being computed, by client
+	once       sync.Once
+	slots      chan struct{}
+	writeOnce  sync.Once
+	writeSlots chan struct{}
+	mu         sync.Mutex
+	running    map[string]int // reports being computed, by client
 }
 
 // DefaultReportLimits are the flags' defaults: 10,000 windows (a year in hours), one request
 // at most 100,000 tenant-windows and 1,000,000 rows, 4 reports at once and 2 of one client,
-// 100,000 audit entries and 100,000 allocations.
+// 100,000 audit entries and 100,000 allocations, 4 allocation writes at once.
 func DefaultReportLimits() *ReportLimits {
 	return &ReportLimits{MaxWindows: 10000, MaxCost: 100000, MaxRows: 1000000, MaxConcurrent: 4, MaxConcurrentPerClient: 2,
-		RetryAfter: 5 * time.Second, MaxAuditRows: 100000, MaxAllocationRows: 100000}
+		RetryAfter: 5 * time.Second, MaxAuditRows: 100000, MaxAllocationRows: 100000, MaxConcurrentWrites: 4}
 }
 
 // AddReportLimitFlags adds the --api.max-report-* flags to c.
 func AddReportLimitFlags(c *kingpin.CmdClause) *ReportLimits {
 	l, d := &ReportLimits{}, DefaultReportLimits()
-	c.Flag("api.max-report-windows", "Most windows (step over from..to) of one report request; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxWindows)).IntVar(&l.MaxWindows)
+	c.Flag("api.max-report-windows", "Most windows of one report request (its step over from..to; for format=focus and the fleet report, its hours); more: 400, before anything is read. 0: no limit.").Default(strconv.Itoa(d.MaxWindows)).IntVar(&l.MaxWindows)
 	c.Flag("api.max-report-cost", "Most windows × tenants of one report request; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxCost)).IntVar(&l.MaxCost)
 	c.Flag("api.max-report-rows", "Most rows of one report response; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxRows)).IntVar(&l.MaxRows)
 	c.Flag("api.max-concurrent-reports", "Most reports computed at once; more: 429 with Retry-After. 0: no limit.").Default(strconv.Itoa(d.MaxConcurrent)).IntVar(&l.MaxConcurrent)
@@ -53,13 +61,14 @@ func AddReportLimitFlags(c *kingpin.CmdClause) *ReportLimits {
 	c.Flag("api.report-retry-after", "The Retry-After of a 429.").Default(d.RetryAfter.String()).DurationVar(&l.RetryAfter)
 	c.Flag("api.max-audit-rows", "Most entries of one /api/v1/audit response; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxAuditRows)).IntVar(&l.MaxAuditRows)
 	c.Flag("api.max-allocation-rows", "Most allocations of one GET /api/v1/allocations response; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxAllocationRows)).IntVar(&l.MaxAllocationRows)
+	c.Flag("api.max-concurrent-writes", "Most POST /api/v1/allocations handled at once (each may hold a body of up to 64 MiB and the allocations decoded from it); more: 429 with Retry-After. 0: no limit.").Default(strconv.Itoa(d.MaxConcurrentWrites)).IntVar(&l.MaxConcurrentWrites)
 	return l
 }
 
 // Check refuses negative limits (a usage error for the flags).
 func (l *ReportLimits) Check() error {
-	if l.MaxWindows < 0 || l.MaxCost < 0 || l.MaxRows < 0 || l.MaxConcurrent < 0 || l.MaxConcurrentPerClient < 0 || l.RetryAfter < 0 || l.MaxAuditRows < 0 || l.MaxAllocationRows < 0 {
-		return fmt.Errorf("--api.max-report-windows, --api.max-report-cost, --api.max-report-rows, --api.max-concurrent-reports, --api.max-concurrent-reports-per-client, --api.report-retry-after, --api.max-audit-rows and --api.max-allocation-rows must be ≥ 0")
+	if l.MaxWindows < 0 || l.MaxCost < 0 || l.MaxRows < 0 || l.MaxConcurrent < 0 || l.MaxConcurrentPerClient < 0 || l.RetryAfter < 0 || l.MaxAuditRows < 0 || l.MaxAllocationRows < 0 || l.MaxConcurrentWrites < 0 {
+		return fmt.Errorf("--api.max-report-windows, --api.max-report-cost, --api.max-report-rows, --api.max-concurrent-reports, --api.max-concurrent-reports-per-client, --api.report-retry-after, --api.max-audit-rows, --api.max-allocation-rows and --api.max-concurrent-writes must be ≥ 0")
 	}
 	return nil
 }
@@ -70,8 +79,67 @@ func (s *Server) reportLimits() *ReportLimits {
 		return s.Limits
 	}
 	l := DefaultReportLimits()
-	l.MaxConcurrent, l.MaxConcurrentPerClient = 0, 0
+	l.MaxConcurrent, l.MaxConcurrentPerClient, l.MaxConcurrentWrites = 0, 0, 0
 	return l
+}
+
+// admitWrite takes one of the allocation writes' slots, or answers 429 with Retry-After naming
+// the limit; release gives it back. It comes before the body is read: what a write holds is
+// its body and the allocations decoded from it.
+func (s *Server) admitWrite(w http.ResponseWriter) (release func(), ok bool) {
+	l := s.reportLimits()
+	if l.MaxConcurrentWrites <= 0 {
+		return func() {}, true
+	}
+	l.writeOnce.Do(func() { l.writeSlots = make(chan struct{}, l.MaxConcurrentWrites) })
+	select {
+	case l.writeSlots <- struct{}{}:
+		return func() { <-l.writeSlots }, true
+	default:
+		s.tooMany(w, l, fmt.Errorf("%d allocation writes are being handled, the limit (--api.max-concurrent-writes); retry later", l.MaxConcurrentWrites))
+		return nil, false
+	}
+}
+
+// checkWindows answers 400 when a request's windows (counted from its parameters, none
+// built) exceed --api.max-report-windows; param names what sets them.
+func (s *Server) checkWindows(w http.ResponseWriter, param string, windows int, what string) bool {
+	l := s.reportLimits()
+	if l.MaxWindows > 0 && windows > l.MaxWindows {
+		advice := "use a coarser step or a shorter range"
+		if what == "hours" {
+			advice = "use a shorter range"
+		}
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("%s: %d %s; the limit is %d (--api.max-report-windows): %s", param, windows, what, l.MaxWindows, advice))
+		return false
+	}
+	return true
+}
+
+// queryTime parses the query parameter name as an RFC 3339 time and checks it against
+// 2000-01-01..2106-02-07 (validate.CheckTime) at once, before anything converts it: a 400
+// names the parameter, the value as given and what was expected. hint ends the format error.
+func (s *Server) queryTime(w http.ResponseWriter, name, v, hint string) (time.Time, bool) {
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter %s: %q; expected an RFC 3339 time%s", name, v, hint))
+		return time.Time{}, false
+	}
+	if r := validate.CheckTime("query parameter "+name, strconv.Quote(v), t); r != nil {
+		s.fail(w, http.StatusBadRequest, r)
+		return time.Time{}, false
+	}
+	return t.UTC(), true
+}
+
+// checkPeriod refuses a billing period whose month is not inside 2000-01-01..2106-02-07, as a
+// time query parameter would be; name is where it was given.
+func (s *Server) checkPeriod(w http.ResponseWriter, name, v string, m period.Month) bool {
+	if err := m.CheckRange(name, strconv.Quote(v)); err != nil {
+		s.fail(w, http.StatusBadRequest, err)
+		return false
+	}
+	return true
 }
 
 // admitReport takes a slot of the client's and then one of the server's, or answers 429 with
@@ -146,11 +214,11 @@ func (l *ReportLimits) releaseClient(client string) {
 
 // checkReportCost answers 400 if windows × tenants of the request exceeds the limits. The
 // tenants are those of a scoped request, or in an unfiltered one those with an allocation in
-// [from, to) plus the __unallocated__ row.
+// [from, to) plus the __unallocated__ row: that reads the allocations, so the caller checks
+// the windows (checkWindows) and takes a slot (admitReport) first.
 func (s *Server) checkReportCost(w http.ResponseWriter, r *http.Request, windows int, sc readScope, from, to time.Time) bool {
 	l := s.reportLimits()
-	if l.MaxWindows > 0 && windows > l.MaxWindows {
-		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter step: %d windows; the limit is %d (--api.max-report-windows): use a coarser step or a shorter range", windows, l.MaxWindows))
+	if !s.checkWindows(w, "query parameter step", windows, "windows") {
 		return false
 	}
 	if l.MaxCost <= 0 {

@@ -63,9 +63,15 @@ func (s *Server) periodPrincipal(w http.ResponseWriter, r *http.Request, what st
 
 // getPeriods lists the closed billing periods, in period order.
 func (s *Server) getPeriods(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.periodPrincipal(w, r, "list billing periods"); !ok {
+	p, ok := s.periodPrincipal(w, r, "list billing periods")
+	if !ok {
 		return
 	}
+	release, ok := s.admitReport(w, r, p)
+	if !ok {
+		return
+	}
+	defer release()
 	closed, err := s.Periods.List(r.Context())
 	if err != nil {
 		s.logger().ErrorContext(r.Context(), "listing billing periods failed", "err", err)
@@ -92,6 +98,14 @@ func (s *Server) closePeriod(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("path: %w", err))
 		return
 	}
+	if !s.checkPeriod(w, "path period", r.PathValue("period"), m) {
+		return
+	}
+	release, ok := s.admitReport(w, r, p) // a close computes the month's bill
+	if !ok {
+		return
+	}
+	defer release()
 	closed, err := s.Periods.Close(r.Context(), m, time.Now())
 	switch {
 	case errors.Is(err, period.ErrClosed), errors.Is(err, period.ErrNotOver), errors.Is(err, period.ErrOutOfOrder), errors.Is(err, store.ErrNotAttributed):

@@ -45,6 +45,9 @@ func (s *Server) getStatement(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter period: %w", err))
 		return
 	}
+	if !s.checkPeriod(w, "query parameter period", q.Get("period"), m) {
+		return
+	}
 	if s.Statement == nil {
 		s.fail(w, http.StatusNotImplemented, errors.New("this server renders no statements"))
 		return

@@ -26,6 +26,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/schemas/hardware"
+	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // Total is the group of the row that sums the whole fleet, after the groups'.
@@ -104,13 +105,45 @@ type Options struct {
 	TenantLimit int
 }
 
-// CheckWindow refuses a window that is not whole minutes, start before end.
+// CheckWindow refuses a window that is not whole minutes, start before end, with both edges in
+// 2000-01-01..2106-02-07 (validate.CheckTime): Read converts them to nanoseconds, and
+// counts its hours, only after this.
 func CheckWindow(from, to time.Time) error {
+	for _, e := range []struct {
+		name string
+		t    time.Time
+	}{{"from", from}, {"to", to}} {
+		if r := validate.CheckTime(e.name, e.t.UTC().Format(time.RFC3339Nano), e.t); r != nil {
+			return fmt.Errorf("fleet window: %w", r)
+		}
+	}
 	if !from.Before(to) || !from.Equal(from.Truncate(time.Minute)) || !to.Equal(to.Truncate(time.Minute)) {
 		return fmt.Errorf("fleet window [%s, %s): expected whole minutes, the start before the end",
 			from.UTC().Format(time.RFC3339Nano), to.UTC().Format(time.RFC3339Nano))
 	}
 	return nil
+}
+
+// CountHours is how many UTC hours [from, to) touches, counted from its edges: what a fleet
+// report of it reads is one roll-up per whole hour and the minutes of the hours at its edges,
+// so a caller bounds its cost by this before reading anything.
+func CountHours(from, to time.Time) int {
+	if !from.Before(to) {
+		return 0
+	}
+	const hour = int64(time.Hour / time.Second)
+	first := from.Unix() / hour
+	if from.Unix() < 0 && from.Unix()%hour != 0 {
+		first--
+	}
+	last := to.Unix() / hour // the hour of to's last instant, to excluded
+	if to.Unix() < 0 && to.Unix()%hour != 0 {
+		last--
+	}
+	if to.Unix()%hour == 0 && to.Nanosecond() == 0 {
+		last--
+	}
+	return int(last - first + 1)
 }
 
 // Read reads the inputs of a window of whole minutes. It refuses a window whose minutes are

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -115,6 +116,56 @@ func Hours(from, to time.Time, zone *time.Location) []report.Window {
 		t = end
 	}
 	return out
+}
+
+// CountHours is len(Hours(from, to, zone)), computed from the parameters (one step per month
+// of the window, none per hour), so that an export's cost is known before any hour is built.
+func CountHours(from, to time.Time, zone *time.Location) int {
+	if !from.Before(to) {
+		return 0
+	}
+	if zone == nil {
+		zone = time.UTC
+	}
+	// The UTC hour edges strictly inside (from, to): floor(from/1h)+1 .. ceil(to/1h)-1.
+	const hour = int64(time.Hour / time.Second)
+	first := floorDiv(from.Unix(), hour) + 1
+	last := floorDiv(to.Unix(), hour)
+	if to.Unix()%hour == 0 && to.Nanosecond() == 0 {
+		last--
+	}
+	cuts := max(0, last-first+1)
+	// And the period edges inside it that are not on an hour (a half-hour zone's months).
+	for m := report.MonthStart(from, zone, 1); m.Before(to); m = report.MonthStart(m, zone, 1) {
+		if m.Unix()%hour != 0 || m.Nanosecond() != 0 {
+			cuts++
+		}
+	}
+	return int(min(cuts+1, int64(math.MaxInt)))
+}
+
+// FirstHourEnd is the end of Hours(from, to, zone)'s first window, without building the rest.
+func FirstHourEnd(from, to time.Time, zone *time.Location) time.Time {
+	if zone == nil {
+		zone = time.UTC
+	}
+	t := from.UTC()
+	end := t.Truncate(time.Hour).Add(time.Hour)
+	if m := report.MonthStart(t, zone, 1); m.Before(end) {
+		end = m
+	}
+	if end.After(to) {
+		end = to
+	}
+	return end
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
 }
 
 // Usage writes one Usage row per line item of each hour of [from, to), hour by hour: only

@@ -283,3 +283,50 @@ func TestValidatorRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestCountHours: CountHours and FirstHourEnd are Hours' length and first end, in zones whose
+// months start on and off the UTC hour; the widest ranges are counted at once.
+func TestCountHours(t *testing.T) {
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	edges := []string{"2026-01-31T18:00:00Z", "2026-01-31T18:29:59.5Z", "2026-01-31T18:30:00Z", "2026-01-31T19:00:00Z",
+		"2026-02-01T00:00:00Z", "2026-03-31T22:15:00Z", "2026-05-01T00:00:00Z"}
+	for _, name := range []string{"UTC", "Europe/Berlin", "Asia/Kolkata", "America/St_Johns", "Asia/Kathmandu"} {
+		zone, err := time.LoadLocation(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, f := range edges {
+			for _, e := range edges[i+1:] {
+				from, to := at(f), at(e)
+				hours := focus.Hours(from, to, zone)
+				if n := focus.CountHours(from, to, zone); n != len(hours) {
+					t.Errorf("%s [%s, %s): CountHours %d, Hours %d", name, f, e, n, len(hours))
+				}
+				if end := focus.FirstHourEnd(from, to, zone); !end.Equal(hours[0].End) {
+					t.Errorf("%s [%s, %s): FirstHourEnd %s, Hours' first end %s", name, f, e, end, hours[0].End)
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		from, to string
+		want     int
+	}{
+		{"2000-01-01T00:00:00Z", "2106-02-07T00:00:00Z", 930072},
+		{"0001-01-01T00:00:00Z", "9999-12-31T00:00:00Z", 87649392},
+	} {
+		start := time.Now()
+		if n := focus.CountHours(at(tc.from), at(tc.to), time.UTC); n != tc.want {
+			t.Errorf("CountHours(%s, %s) = %d, want %d", tc.from, tc.to, n, tc.want)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("CountHours(%s, %s) took %s", tc.from, tc.to, d)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // Month is one billing period: a calendar month, in a time zone given where it matters.
@@ -28,6 +29,21 @@ func Parse(s string) (Month, error) {
 		return Month{}, fmt.Errorf("billing period %q: expected a month as YYYY-MM, e.g. 2026-11", s)
 	}
 	return Month{t.Year(), t.Month()}, nil
+}
+
+// CheckRange refuses a period not wholly inside 2000-01-01..2106-02-07 (with a day's margin
+// for its time zone), as validate.CheckTime refuses a time: field names where it was given
+// and value is the text as given.
+func (m Month) CheckRange(field, value string) error {
+	start := time.Date(m.Year, m.Month, 1, 0, 0, 0, 0, time.UTC)
+	for _, t := range []time.Time{start.AddDate(0, 0, -1), start.AddDate(0, 1, 1)} {
+		if r := validate.CheckTime(field, value, t); r != nil {
+			r.Expected = "a month from " + validate.MinTimestamp.AddDate(0, 1, 0).Format("2006-01") + " to " + validate.MaxTime.AddDate(0, -1, 0).Format("2006-01") +
+				" (" + r.Expected + ")"
+			return r
+		}
+	}
+	return nil
 }
 
 // Of is the period of t in loc.

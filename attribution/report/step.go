@@ -2,16 +2,21 @@ package report
 
 import (
 	"fmt"
+	"math"
+	"math/big"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // Window is one [Start, End) of a stepped report.
 type Window struct{ Start, End time.Time }
 
 // ParseWindow parses a window's RFC 3339 edges, named fromName and toName in errors: the
-// report command's --from and --to.
+// report command's --from and --to. Each edge must lie in 2000-01-01..2106-02-07
+// (validate.CheckTime), checked on the parsed time before anything else uses it.
 func ParseWindow(fromName, from, toName, to string) (start, end time.Time, err error) {
 	for _, e := range []struct {
 		name, value string
@@ -20,6 +25,9 @@ func ParseWindow(fromName, from, toName, to string) (start, end time.Time, err e
 		t, err := time.Parse(time.RFC3339Nano, e.value)
 		if err != nil {
 			return time.Time{}, time.Time{}, fmt.Errorf("%s %q: expected an RFC 3339 time such as 2026-01-05T00:00:00Z", e.name, e.value)
+		}
+		if r := validate.CheckTime(e.name, strconv.Quote(e.value), t); r != nil {
+			return time.Time{}, time.Time{}, r
 		}
 		*e.dst = t.UTC()
 	}
@@ -47,20 +55,85 @@ func WindowsIn(from, to time.Time, step string, loc *time.Location) ([]Window, e
 	if loc == nil {
 		loc = time.UTC
 	}
-	next, err := stepper(step, loc)
+	n, err := CountWindows(from, to, step, loc)
 	if err != nil {
 		return nil, err
 	}
-	var out []Window
+	if n > MaxBuiltWindows {
+		return nil, fmt.Errorf("step %q over [%s, %s): %d windows; expected at most %d", step,
+			from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), n, MaxBuiltWindows)
+	}
+	next, _ := stepper(step, loc)
+	out := make([]Window, 0, n)
 	for start, i := from.UTC(), 1; start.Before(to); i++ {
 		end := next(from.UTC(), i)
-		if end.After(to) || step == "" {
-			end = to
+		if end.After(to) || step == "" || i == n {
+			end = to // the n-th window is the last whatever the clock arithmetic says
 		}
 		out = append(out, Window{start, end})
 		start = end
 	}
 	return out, nil
+}
+
+// MaxBuiltWindows bounds what WindowsIn builds whatever its caller checked (about 50 MB of
+// windows; a CLI report of more is refused): a caller with a
+// limit (the API's --api.max-report-windows) refuses far below it, using CountWindows.
+const MaxBuiltWindows = 1 << 20
+
+// CountWindows is len(WindowsIn(from, to, step, loc)), computed from the parameters alone
+// (no window is built), so that a request's cost is known before any work proportional to it.
+// A count beyond what an int holds is math.MaxInt.
+func CountWindows(from, to time.Time, step string, loc *time.Location) (int, error) {
+	if !from.Before(to) {
+		return 0, fmt.Errorf("window [%s, %s): the start must be before the end", from, to)
+	}
+	if loc == nil {
+		loc = time.UTC
+	}
+	if _, err := stepper(step, loc); err != nil {
+		return 0, err
+	}
+	switch {
+	case step == "":
+		return 1, nil
+	case step == "month":
+		// Windows end at the local month starts after from's month: count them to the
+		// start of to's own month, plus one for the part of that month before to.
+		f, t := from.In(loc), to.In(loc)
+		k := (t.Year()-f.Year())*12 + int(t.Month()) - int(f.Month())
+		// A time zone's odd midnights cannot make the estimate off by more than one: settle
+		// it on the windows' real edges.
+		for k > 0 && !MonthStart(from, loc, k).Before(to) {
+			k--
+		}
+		for MonthStart(from, loc, k+1).Before(to) {
+			k++
+		}
+		return k + 1, nil
+	case strings.HasSuffix(step, "d"):
+		days, _ := strconv.Atoi(strings.TrimSuffix(step, "d"))
+		return ceilDiv(from, to, time.Duration(days)*24*time.Hour), nil
+	default:
+		d, _ := time.ParseDuration(step)
+		return ceilDiv(from, to, d), nil
+	}
+}
+
+// ceilDiv is how many steps of d cover [from, to), exact for any two times (to.Sub(from)
+// saturates beyond 292 years).
+func ceilDiv(from, to time.Time, d time.Duration) int {
+	span := big.NewInt(to.Unix() - from.Unix())
+	span.Mul(span, big.NewInt(int64(time.Second)))
+	span.Add(span, big.NewInt(int64(to.Nanosecond()-from.Nanosecond())))
+	q, r := new(big.Int).QuoRem(span, big.NewInt(int64(d)), new(big.Int))
+	if r.Sign() > 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	if !q.IsInt64() || q.Int64() > math.MaxInt {
+		return math.MaxInt
+	}
+	return int(q.Int64())
 }
 
 // MonthStart is the start of the calendar month of t in loc, shifted by months (0: t's own
@@ -69,6 +142,10 @@ func MonthStart(t time.Time, loc *time.Location, months int) time.Time {
 	l := t.In(loc)
 	return time.Date(l.Year(), l.Month()+time.Month(months), 1, 0, 0, 0, 0, loc).UTC()
 }
+
+// maxStepDays bounds a step of days (about 270 years, longer than any accepted window) so
+// that days × 24 h and the windows' AddDate cannot overflow.
+const maxStepDays = 100000
 
 // stepper returns the end of the i-th window (1-based) counted from from.
 func stepper(step string, loc *time.Location) (func(from time.Time, i int) time.Time, error) {
@@ -80,7 +157,7 @@ func stepper(step string, loc *time.Location) (func(from time.Time, i int) time.
 		return func(from time.Time, i int) time.Time { return MonthStart(from, loc, i) }, nil
 	case strings.HasSuffix(step, "d"):
 		days, err := strconv.Atoi(strings.TrimSuffix(step, "d"))
-		if err != nil || days <= 0 {
+		if err != nil || days <= 0 || days > maxStepDays {
 			return nil, bad
 		}
 		return func(from time.Time, i int) time.Time { return from.AddDate(0, 0, i*days) }, nil

@@ -88,3 +88,91 @@ func TestParseWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestCountWindows: the count is WindowsIn's length, for every kind of step, in UTC and in
+// zones with summer time and half-hour offsets, computed without building a window.
+func TestCountWindows(t *testing.T) {
+	zones := []*time.Location{time.UTC}
+	for _, name := range []string{"Europe/Berlin", "Asia/Kolkata", "America/St_Johns", "Pacific/Chatham"} {
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zones = append(zones, loc)
+	}
+	at := func(s string) time.Time { v, _ := time.Parse(time.RFC3339Nano, s); return v }
+	edges := []string{"2026-01-01T00:00:00Z", "2026-01-31T23:00:00Z", "2026-02-28T23:00:00Z", "2026-03-29T01:30:00Z",
+		"2026-03-31T22:00:00Z", "2026-10-25T00:59:59.5Z", "2026-10-31T23:00:00Z", "2027-01-01T00:00:00Z", "2028-02-29T18:30:00Z"}
+	for _, loc := range zones {
+		for _, step := range []string{"", "1h", "15m", "7m30s", "1d", "7d", "month"} {
+			for i, f := range edges {
+				for _, to := range edges[i+1:] {
+					from, to := at(f), at(to)
+					ws, err := WindowsIn(from, to, step, loc)
+					if err != nil {
+						t.Fatal(err)
+					}
+					n, err := CountWindows(from, to, step, loc)
+					if err != nil || n != len(ws) {
+						t.Errorf("%s %q [%s, %s): CountWindows %d, %v; WindowsIn built %d", loc, step, from, to, n, err, len(ws))
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestCountWindowsHuge: the widest accepted range in minutes, and ranges far beyond it, are
+// counted at once; WindowsIn refuses what it would not build instead of building it.
+func TestCountWindowsHuge(t *testing.T) {
+	at := func(s string) time.Time { v, _ := time.Parse(time.RFC3339, s); return v }
+	for _, tc := range []struct {
+		from, to, step string
+		want           int
+	}{
+		{"2000-01-01T00:00:00Z", "2106-02-07T00:00:00Z", "1m", 55804320},
+		{"2000-01-01T00:00:00Z", "2106-02-07T00:00:00Z", "1s", 55804320 * 60},
+		{"2000-01-01T00:00:00Z", "2106-02-07T00:00:00Z", "month", 1274},
+		{"0001-01-01T00:00:00Z", "9999-12-31T00:00:00Z", "1h", 87649392},
+		{"0001-01-01T00:00:00Z", "9999-12-31T00:00:00Z", "1d", 3652058},
+		{"0001-01-01T00:00:00Z", "9999-12-31T00:00:00Z", "2000000h", 44},
+	} {
+		start := time.Now()
+		n, err := CountWindows(at(tc.from), at(tc.to), tc.step, time.UTC)
+		if err != nil || n != tc.want {
+			t.Errorf("CountWindows(%s, %s, %q) = %d, %v; want %d", tc.from, tc.to, tc.step, n, err, tc.want)
+		}
+		if _, err := WindowsIn(at(tc.from), at(tc.to), tc.step, time.UTC); tc.want > MaxBuiltWindows && err == nil {
+			t.Errorf("WindowsIn(%s, %s, %q) built %d windows", tc.from, tc.to, tc.step, tc.want)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("%s..%s step %q took %s", tc.from, tc.to, tc.step, d)
+		}
+	}
+	if _, err := CountWindows(at("2026-01-01T00:00:00Z"), at("2026-02-01T00:00:00Z"), "9223372036854775807d", time.UTC); err == nil {
+		t.Error("a step of 9223372036854775807 days was accepted")
+	}
+}
+
+// TestParseWindowRange: an edge outside 2000-01-01..2106-02-07 is refused naming the flag,
+// the value as given and the range, before it is converted to anything.
+func TestParseWindowRange(t *testing.T) {
+	for _, tc := range []struct{ from, to, bad string }{
+		{"0001-01-01T00:00:00Z", "2026-01-01T00:00:00Z", "--from"},
+		{"1999-12-31T23:59:59Z", "2026-01-01T00:00:00Z", "--from"},
+		{"2026-01-01T00:00:00Z", "2610-08-01T00:00:00Z", "--to"},
+		{"2026-01-01T00:00:00Z", "9999-12-31T00:00:00Z", "--to"},
+	} {
+		_, _, err := ParseWindow("--from", tc.from, "--to", tc.to)
+		value := tc.from
+		if tc.bad == "--to" {
+			value = tc.to
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.bad) || !strings.Contains(err.Error(), value) || !strings.Contains(err.Error(), "2106-02-07") {
+			t.Errorf("ParseWindow(%s, %s): %v", tc.from, tc.to, err)
+		}
+	}
+	if _, _, err := ParseWindow("--from", "2000-01-01T00:00:00Z", "--to", "2106-02-07T00:00:00Z"); err != nil {
+		t.Errorf("the widest accepted window: %v", err)
+	}
+}

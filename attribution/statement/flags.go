@@ -49,6 +49,9 @@ func Run(ctx context.Context, f *Flags, w io.Writer, logger *slog.Logger) error 
 	if err != nil {
 		return usage.Errorf("--period: %w", err)
 	}
+	if err := m.CheckRange("--period", f.Period); err != nil {
+		return usage.Wrap(err)
+	}
 	if f.Format == "pdf" && f.Output == "" {
 		return usage.Errorf("--format pdf: give the PDF file with -o FILE")
 	}

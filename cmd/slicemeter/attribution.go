@@ -15,6 +15,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/shard"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/internal/memlimit"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
 )
@@ -26,6 +27,7 @@ type attributionCmd struct {
 	book    *pricebookFlags
 	samples *string
 	shards  *shard.Flags
+	memory  *string
 }
 
 func newAttributionCmd(app *kingpin.Application) *attributionCmd {
@@ -54,6 +56,7 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 		Default("72h").DurationVar(&cmd.cfg.CloseAfter)
 	cmd.cfg.Export = focus.AddExportFlags(c)
 	cmd.shards = shard.AddFlags(c)
+	cmd.memory = memlimit.AddFlag(c)
 	c.Flag("attribution.max-minutes", "At most this many minutes per pass (the rest follow in the next passes).").Default("120").IntVar(&cmd.cfg.MaxMinutes)
 	return cmd
 }
@@ -67,6 +70,9 @@ func (c *attributionCmd) run(ctx context.Context, logger *slog.Logger) error {
 	}
 	if err := store.CheckPresence(cfg.Presence); err != nil {
 		return usage.Errorf("--attribution.presence: %w", err)
+	}
+	if err := memlimit.Set(*c.memory, logger); err != nil {
+		return err
 	}
 	var err error
 	if cfg.Book, err = c.book.load(); err != nil {

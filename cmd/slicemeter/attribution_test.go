@@ -32,6 +32,18 @@ func TestRunExitCodes(t *testing.T) {
 		{[]string{"attribution", "--api.auth-file", "testdata/bad-auth.yaml", "--pricebook", "../../attribution/pricebook/testdata/prices.yaml"},
 			exitUsage, `testdata/bad-auth.yaml:3: tokens[0].hash: not a bcrypt hash`},
 		{[]string{"report", "--from", "2026-01-05T00:00:00Z", "--to", "2026-01-05T01:00:00Z", "--step", "1w", "--scenario", "x.yaml"}, exitUsage, `step "1w"`},
+		// Times outside 2000-01-01..2106-02-07 and windows too many to build are refused at
+		// once (exit 2), naming the flag, the value as given and the range or the count.
+		{[]string{"report", "--from", "0001-01-01T00:00:00Z", "--to", "9999-12-31T00:00:00Z", "--format", "focus", "--scenario", "x.yaml"},
+			exitUsage, `--from: "0001-01-01T00:00:00Z"; expected a time from 2000-01-01T00:00:00Z to 2106-02-07T06:28:15Z`},
+		{[]string{"report", "--from", "2026-01-01T00:00:00Z", "--to", "2610-08-01T00:00:00Z", "--scenario", "x.yaml"}, exitUsage, `--to: "2610-08-01T00:00:00Z"`},
+		{[]string{"report", "--from", "2000-01-01T00:00:00Z", "--to", "2106-02-07T00:00:00Z", "--step", "1m", "--scenario", "../../schemas/scenario/testdata/mig-basic.yaml"},
+			exitUsage, "55804320 windows; expected at most 1048576"},
+		{[]string{"fleet", "--from", "0001-01-01T00:00:00Z", "--to", "9999-12-31T00:00:00Z", "--scenario", "x.yaml"}, exitUsage, `--from: "0001-01-01T00:00:00Z"`},
+		{[]string{"fleet", "--from", "1900-01-01T00:00:00Z", "--to", "2200-01-01T00:00:00Z", "--scenario", "x.yaml"}, exitUsage, "2106-02-07T06:28:15Z"},
+		{[]string{"statement", "--tenant", "acme", "--period", "9999-12", "--scenario", "x.yaml"}, exitUsage, `--period: 9999-12; expected a month from 2000-02 to 2106-01`},
+		{[]string{"period", "close", "1999-12", "--scenario", "x.yaml"}, exitUsage, "expected a month from 2000-02 to 2106-01"},
+		{[]string{"attribution", "--memory.limit", "lots", "--api.insecure-no-auth", "--scenario", "x.yaml"}, exitUsage, `--memory.limit "lots"`},
 		{[]string{"pricebook", "check", "../../attribution/pricebook/testdata/prices.yaml"}, exitOK, "ok: USD, 2 GPU models, 2 tiers"},
 		{[]string{"pricebook", "check", "testdata/missing-pricebook.yaml"}, exitUsage, "missing-pricebook.yaml"},
 		{[]string{"allocations", "import", "testdata/missing-allocations.csv"}, exitUsage, "missing-allocations.csv"},

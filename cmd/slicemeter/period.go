@@ -51,6 +51,9 @@ func (c *periodCmd) run(ctx context.Context, logger *slog.Logger) error {
 		if m, err = period.Parse(c.month); err != nil {
 			return usage.Wrap(err)
 		}
+		if err := m.CheckRange("period", c.month); err != nil {
+			return usage.Wrap(err)
+		}
 	}
 	conn, err := migrations.Open(ctx, *c.dsn)
 	if err != nil {

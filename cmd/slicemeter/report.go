@@ -81,13 +81,17 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if err := store.CheckPresence(c.presence); err != nil {
 		return usage.Errorf("--attribution.presence: %w", err)
 	}
-	// The step is checked before the price book is read; its months are the book's.
-	if _, err := report.Windows(from, to, *c.step); err != nil {
+	// The step is checked (its windows counted, none built) before the price book is read;
+	// its months are the book's.
+	if _, err := report.CountWindows(from, to, *c.step, time.UTC); err != nil {
 		return usage.Wrap(fmt.Errorf("--step: %w", err))
 	}
 	book, err := c.book.load()
 	if err != nil {
 		return err
+	}
+	if n := focus.CountHours(from, to, book.Zone()); c.out.FOCUS() && n > report.MaxBuiltWindows {
+		return usage.Errorf("--from and --to: %d hours of FOCUS rows; expected at most %d (export a shorter range at a time)", n, report.MaxBuiltWindows)
 	}
 	windows, err := report.WindowsIn(from, to, *c.step, book.Zone())
 	if err != nil {
