@@ -58,6 +58,10 @@ type Authenticator struct {
 	// key. A flood of wrong tokens holds neither or, with old entries, fallback's slots only.
 	checking chan struct{}
 	fallback chan struct{}
+	// pending: tokens whose scan of the entries without a lookup key is running. A dashboard
+	// opening with one new token sends it many times at once; only the first scans (and counts
+	// against its address's limit of failures), the rest wait for its answer.
+	pending  map[[sha256.Size]byte]chan struct{}
 	failures *faillimit.Limiter
 	metrics  *metrics
 	now      func() time.Time
@@ -84,6 +88,7 @@ const (
 func New(tokens []Token, jwt *JWTVerifier) *Authenticator {
 	slots := max(1, runtime.GOMAXPROCS(0)/2)
 	a := &Authenticator{tokens: tokens, jwt: jwt, keyed: map[uint32][]int{}, known: map[[sha256.Size]byte]verified{},
+		pending:  map[[sha256.Size]byte]chan struct{}{},
 		checking: make(chan struct{}, slots), fallback: make(chan struct{}, slots),
 		failures: faillimit.New(), metrics: newMetrics(), now: time.Now, compare: bcrypt.CompareHashAndPassword}
 	for i, t := range tokens {
@@ -241,6 +246,31 @@ func (a *Authenticator) static(ctx context.Context, addr, token string) (api.Pri
 	if len(a.legacy) == 0 {
 		return api.Principal{}, a.refuse(addr, reason)
 	}
+	// The same token being scanned by another request: its answer is this one's.
+	a.mu.Lock()
+	done, running := a.pending[sum]
+	if !running {
+		done = make(chan struct{})
+		a.pending[sum] = done
+	}
+	a.mu.Unlock()
+	if running {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return api.Principal{}, fmt.Errorf("checking the bearer token: %w", ctx.Err())
+		}
+		if p, ok := a.cached(sum); ok {
+			return p, nil
+		}
+		return api.Principal{}, a.refuse(addr, reasonWrong)
+	}
+	defer func() {
+		a.mu.Lock()
+		delete(a.pending, sum)
+		a.mu.Unlock()
+		close(done)
+	}()
 	// Entries without a lookup key: one bcrypt each, so only for an address under its limit,
 	// the failure counted before the check (and refunded if it succeeds).
 	if wait := a.failures.Fail(addr); wait > 0 {
