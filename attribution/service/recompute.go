@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/slicemeter/slicemeter/attribution/store"
 )
 
@@ -191,19 +193,33 @@ func (r *Runner) advance(ctx context.Context, open []store.Recomputation, from, 
 
 // count sets what is still owed (Owed) from the records.
 func (r *Runner) count(ctx context.Context, open []store.Recomputation, now time.Time) {
-	r.stale, r.absent = 0, 0
+	var stale, missing int
 	for _, rec := range open {
 		if rec.Reason == store.ReasonMissing {
-			r.absent += rec.Remaining()
+			missing += rec.Remaining()
 		} else {
-			r.stale += rec.Remaining()
+			stale += rec.Remaining()
 		}
 	}
-	if r.stale+r.absent > 0 {
-		r.logs.Log(ctx, now, slog.LevelInfo, "recomputation_owed", "stored minutes still to attribute again", "stale_minutes", r.stale, "missing_minutes", r.absent)
+	r.stale.Store(int64(stale))
+	r.absent.Store(int64(missing))
+	if stale+missing > 0 {
+		r.logs.Log(ctx, now, slog.LevelInfo, "recomputation_owed", "stored minutes still to attribute again", "stale_minutes", stale, "missing_minutes", missing)
 	}
 }
 
 // Owed is, after the latest pass, how many stored minutes remain to attribute again (stale)
 // and how many have no stored pass (missing), of every record not done.
-func (r *Runner) Owed() (stale, missing int) { return r.stale, r.absent }
+func (r *Runner) Owed() (stale, missing int) { return int(r.stale.Load()), int(r.absent.Load()) }
+
+// watchOwed exports Owed as gauges, 0 from the start.
+func watchOwed(reg prometheus.Registerer, r *Runner) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "slicemeter_attribution_stale_minutes",
+		Help: "Stored minutes still to be attributed again (allocations received late or changed, a price book change), recorded in ClickHouse.",
+	}, func() float64 { s, _ := r.Owed(); return float64(s) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "slicemeter_attribution_missing_minutes",
+		Help: "Minutes between the first and the latest attributed minute with no stored pass (holes), still to be attributed.",
+	}, func() float64 { _, m := r.Owed(); return float64(m) }))
+}

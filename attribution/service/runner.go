@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -87,7 +88,7 @@ type Runner struct {
 	// holes: when the stored minutes were last searched for holes; owed: the minutes still to
 	// attribute again (stale) or with no stored pass (missing), after the latest pass.
 	holes         time.Time
-	stale, absent int
+	stale, absent atomic.Int64 // read by the gauges while a pass runs
 
 	report func(context.Context, store.Querier, *pricebook.PriceBook, attribution.Options) (attribution.Result, error) // attribution.Report
 }
