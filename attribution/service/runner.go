@@ -267,7 +267,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 			r.redo = time.Time{}
 		}
 	}
-	r.repriced(ctx, now)
+	r.repriced(ctx, now, open)
 	r.generation, r.assigned = a.Generation, true
 	p.Done = r.done
 	return p, nil
