@@ -213,3 +213,87 @@ func deleteMinutes(t *testing.T, conn driver.Conn, from, to time.Time) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestRecomputationSurvivesRebalance: with replicas sharing the nodes, the replica owning
+// node-a records the recomputation of a late change (naming node-a) and does one pass of it;
+// it then dies, and the replica that takes node-a over resumes the record where the first left
+// it and finishes: every stored minute bills what the raw samples do.
+func TestRecomputationSurvivesRebalance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("attributes an hour of minutes into ClickHouse, several times")
+	}
+	ctx := context.Background()
+	sc, err := scenario.Load(filepath.Join("..", "..", "schemas", "scenario", "testdata", "mig-basic.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := chtest.NewDatabase(t, nil)
+	chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { chtest.InsertSamples(t, conn, node, samples) })
+	insertReceived(t, conn, sc.Start, chtest.ScenarioAllocations(sc))
+	book := pricebook.FromScenario(sc)
+	clock := sc.End().Add(30 * time.Second)
+	replica := func(shards service.Shards) *service.Runner {
+		cfg := service.Passes{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: time.Hour, MaxRecompute: 24 * time.Hour, MaxMinutes: 10,
+			Shards: shards}
+		r := service.NewRunner(conn, book, cfg, nil, slog.New(slog.DiscardHandler))
+		r.SetClock(func() time.Time { return clock })
+		return r
+	}
+	// Two replicas; the one that owns node-a (the scenario's only node) attributes the hour.
+	owner, other := &hashShards{index: 0, n: 2}, &hashShards{index: 1, n: 2}
+	if a, _ := owner.Assignment(); !a.Owns("node-a") {
+		owner, other = other, owner
+	}
+	first := replica(owner)
+	for i := 0; ; i++ {
+		p, err := first.Once(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.To.Before(sc.End()) {
+			break
+		}
+		if i == 10 {
+			t.Fatalf("the hour not attributed after %d passes: %+v", i+1, p)
+		}
+	}
+	var gamma chtest.AllocationRow
+	for _, a := range chtest.ScenarioAllocations(sc) {
+		if a.Tenant == "gamma" {
+			gamma = a
+		}
+	}
+	change := sc.Start.Add(5 * time.Minute)
+	ended := gamma
+	ended.Ended, ended.Version = change, 2
+	insertReceived(t, conn, clock.Add(30*time.Second), []chtest.AllocationRow{ended, {ID: "late-delta", Tenant: "delta", Tier: gamma.Tier, Node: gamma.Node,
+		Instance: gamma.Instance, Requested: change, Started: change, Ended: sc.End(), Version: 1}})
+	clock = clock.Add(time.Minute)
+	if p, err := first.Once(ctx); err != nil || !p.From.Equal(sc.Start) {
+		t.Fatalf("the owner's pass after the change: %+v, %v; want it to begin at %s", p, err, sc.Start)
+	}
+	open, err := store.OpenRecomputations(ctx, conn)
+	if err != nil || len(open) != 1 || strings.Join(open[0].Nodes, ",") != "node-a" || !open[0].NodeNext("node-a").Equal(sc.Start.Add(10*time.Minute)) {
+		t.Fatalf("the recomputation recorded: %+v, %v; want one of node-a, come to %s", open, err, sc.Start.Add(10*time.Minute))
+	}
+
+	// The owner dies; the other replica takes every node over (a new generation).
+	other.all, other.generation = true, 1
+	second := replica(other)
+	for i := 0; ; i++ {
+		p, err := second.Once(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 && !p.From.Equal(sc.Start.Add(10*time.Minute)) {
+			t.Errorf("the replica that took node-a over begins at %s, want %s", p.From, sc.Start.Add(10*time.Minute))
+		}
+		if stale, missing := second.Owed(); stale == 0 && missing == 0 {
+			break
+		}
+		if i == 10 {
+			t.Fatalf("still recomputing after %d passes: %+v", i+1, p)
+		}
+	}
+	everyMinuteMatches(t, conn, book, sc.Start, sc.End())
+}
