@@ -143,11 +143,13 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	}
 	// What makes stored minutes stale is recorded before any minute is rewritten: a restart,
 	// or the replica owning the nodes after a rebalance, finishes it (recompute.go).
+	watermark, seen := r.watermark, r.seen
 	late, err := r.late(ctx, a.Owns)
 	if err != nil {
 		return Pass{}, err
 	}
 	if err := r.recordLate(ctx, late, closed, now); err != nil {
+		r.watermark, r.seen = watermark, seen // not recorded: the next pass takes them again
 		return Pass{Done: r.done}, err
 	}
 	if err := r.findHoles(ctx, closed, now, a.Owns); err != nil {
