@@ -108,7 +108,8 @@ func (s *Server) closePeriod(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	closed, err := s.Periods.Close(r.Context(), m, time.Now())
 	switch {
-	case errors.Is(err, period.ErrClosed), errors.Is(err, period.ErrNotOver), errors.Is(err, period.ErrOutOfOrder), errors.Is(err, store.ErrNotAttributed):
+	case errors.Is(err, period.ErrClosed), errors.Is(err, period.ErrNotOver), errors.Is(err, period.ErrOutOfOrder), errors.Is(err, store.ErrNotAttributed),
+		errors.Is(err, period.ErrOwed):
 		s.fail(w, http.StatusConflict, err)
 		return
 	case err != nil:

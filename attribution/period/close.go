@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -31,6 +32,11 @@ var ErrNotOver = errors.New("the billing period is not over")
 // ErrOutOfOrder is what closing a period before a later one that is closed wraps: corrections
 // go forward only.
 var ErrOutOfOrder = errors.New("a later billing period is closed already")
+
+// ErrOwed is what closing a period wraps while stored minutes of it are still to be
+// attributed again or have no stored pass (recorded recomputations not done, store.Pending):
+// a close would bill them as they are.
+var ErrOwed = errors.New("stored minutes of the billing period are stale or missing")
 
 // DefaultLookback is how many closed periods before the one being closed are recomputed for
 // corrections.
@@ -92,6 +98,9 @@ func (c Closer) Close(ctx context.Context, m Month, now time.Time) (Closed, erro
 			return Closed{}, fmt.Errorf("close billing period %s: %w (%s)", m, ErrOutOfOrder, p.Period)
 		}
 	}
+	if err := checkOwed(ctx, c.Conn, start, end); err != nil {
+		return Closed{}, fmt.Errorf("close billing period %s: %w", m, err)
+	}
 	res, err := attribution.Report(ctx, c.Conn, c.Book, o)
 	if err != nil {
 		return Closed{}, fmt.Errorf("close billing period %s: %w", m, err)
@@ -146,6 +155,24 @@ func (c Closer) Close(ctx context.Context, m Month, now time.Time) (Closed, erro
 		}
 	}
 	return stored, nil
+}
+
+// checkOwed is an error wrapping ErrOwed when recomputations not done owe minutes of
+// [start, end).
+func checkOwed(ctx context.Context, conn store.Querier, start, end time.Time) error {
+	owed, err := store.Pending(ctx, conn, start, end)
+	if err != nil {
+		return fmt.Errorf("check that no stored minute of the period is owed a recomputation: %w", err)
+	}
+	if len(owed) == 0 {
+		return nil
+	}
+	var parts []string
+	for _, reason := range slices.Sorted(maps.Keys(owed)) {
+		parts = append(parts, fmt.Sprintf("%d minutes (%s)", owed[reason], reason))
+	}
+	return fmt.Errorf("%w: %s still to be attributed again; the attribution service is doing it "+
+		"(slicemeter_attribution_stale_minutes, slicemeter_attribution_missing_minutes): close once they are 0", ErrOwed, strings.Join(parts, ", "))
 }
 
 // corrections are the lines that bring what the closed periods billed for p to its report

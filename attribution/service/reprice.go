@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,9 +22,11 @@ import (
 // and when the two bill something differently (pricebook.Differ) it attributes again the
 // stored minutes from the first instant they do, through the passes' recomputation (redo),
 // MaxMinutes a pass: no further back than the closed periods that the next close corrects
-// (period.DefaultLookback) and the first stored minute. Each pass records how far it came, so
-// that a restart resumes there; while it runs the service closes no period (a close would
-// bill part of the old prices, to be corrected in the next).
+// (period.DefaultLookback) and the first stored minute. The re-attribution is a recomputation
+// like any other (recompute.go: recorded in ClickHouse before any minute is rewritten,
+// resumed by whichever runner comes next); price_books mirrors how far it came. While it runs
+// the service closes no period (a close would bill part of the old prices, to be corrected in
+// the next).
 
 // adopt records the runner's book and starts the re-attribution that its change makes, or
 // resumes one that a restart cut short. It runs once, after resume.
@@ -38,15 +42,22 @@ func (r *Runner) adopt(ctx context.Context) error {
 	if ok && latest.Hash == hash {
 		r.book0 = latest
 		if latest.Pending() {
-			at := latest.Next
-			if r.cfg.Shards != nil {
-				// Progress is recorded by whichever replica passes last: each redoes all of
-				// its own nodes' range.
-				at = latest.From
+			// Its recomputation resumes by itself; one recorded before there were records
+			// (or lost) is recorded again from where price_books says.
+			open, err := store.OpenRecomputations(ctx, r.conn)
+			if err != nil {
+				return err
 			}
-			r.redoAt(at)
+			for _, rec := range open {
+				if rec.ID == bookRecomputation(latest) {
+					return nil
+				}
+			}
+			if err := r.recordReprice(ctx, latest, latest.Next); err != nil {
+				return err
+			}
 			r.logger.InfoContext(ctx, "resuming the re-attribution of the stored minutes with the price book",
-				"hash", hash, "from", at, "to", latest.To, "changed", latest.Reason)
+				"hash", hash, "from", latest.Next, "to", latest.To, "changed", latest.Reason)
 		}
 		return nil
 	}
@@ -63,7 +74,9 @@ func (r *Runner) adopt(ctx context.Context) error {
 	}
 	r.book0 = rec
 	if rec.Pending() {
-		r.redoAt(rec.From)
+		if err := r.recordReprice(ctx, rec, rec.From); err != nil {
+			return err
+		}
 		r.logger.InfoContext(ctx, "the price book changed: the stored minutes are attributed again with it",
 			"hash", hash, "previous", latest.Hash, "changed", rec.Reason, "from", rec.From, "to", rec.To,
 			"minutes", int(rec.To.Sub(rec.From)/time.Minute))
@@ -130,23 +143,42 @@ func reachBack(first time.Time, lastClosed *period.Month, zone *time.Location) t
 	return maxTime(first, oldest)
 }
 
-// redoAt makes the passes recompute from at, unbounded by MaxRecompute (the caller bounds it).
-func (r *Runner) redoAt(at time.Time) {
-	if r.redo.IsZero() || at.Before(r.redo) {
-		r.redo = at
-	}
+// bookRecomputation is the id of the recomputation a book's change makes.
+func bookRecomputation(b store.BookRecord) string {
+	return fmt.Sprintf("%s-%.12s-%d", store.ReasonPriceBook, b.Hash, b.FirstSeen.UnixNano())
 }
 
-// repriced records how far the re-attribution came after a pass: where the recomputation
-// resumes, or its end once the recomputation is done.
-func (r *Runner) repriced(ctx context.Context, now time.Time) {
+// recordReprice records the re-attribution of the book's change as a recomputation of
+// [from, b.To): every node (with Shards, those with minutes stored since from).
+func (r *Runner) recordReprice(ctx context.Context, b store.BookRecord, from time.Time) error {
+	rec := store.Recomputation{ID: bookRecomputation(b), Reason: store.ReasonPriceBook, What: fmt.Sprintf("%.12s: %s", b.Hash, b.Reason),
+		From: from, To: b.To, Next: from, Updated: r.now().UTC()}
+	if r.cfg.Shards != nil {
+		ends, _, err := store.NodeEnds(ctx, r.conn, from)
+		if err != nil {
+			return err
+		}
+		rec.Nodes = slices.Sorted(maps.Keys(ends))
+		if len(rec.Nodes) == 0 {
+			return nil // nothing stored there any more
+		}
+	}
+	return store.RecordRecomputation(ctx, r.conn, rec)
+}
+
+// repriced records in price_books how far the re-attribution came after a pass (open: the
+// recomputations as the pass left them): where its recomputation resumes, or its end once
+// it is done.
+func (r *Runner) repriced(ctx context.Context, now time.Time, open []store.Recomputation) {
 	rec := r.book0
 	if !rec.Pending() {
 		return
 	}
 	next := rec.To
-	if !r.redo.IsZero() && r.redo.Before(next) {
-		next = r.redo
+	for _, o := range open {
+		if o.ID == bookRecomputation(rec) {
+			next = minTime(next, o.To.Add(-time.Duration(o.Remaining())*time.Minute))
+		}
 	}
 	if next.Equal(rec.Next) {
 		return

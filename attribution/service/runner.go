@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -39,7 +42,14 @@ type Passes struct {
 	Presence time.Duration
 	// Shards says which nodes this replica attributes when several share the fleet (nil: all).
 	Shards Shards
+	// HoleScan: how often the stored minutes are searched for holes (minutes with no stored
+	// pass between the first and the latest attributed one); zero: DefaultHoleScan. The first
+	// pass always searches.
+	HoleScan time.Duration
 }
+
+// DefaultHoleScan is how often the passes look for holes by default.
+const DefaultHoleScan = 10 * time.Minute
 
 // DefaultPasses are the service's defaults.
 var DefaultPasses = Passes{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: time.Hour, MaxRecompute: 31 * 24 * time.Hour, MaxMinutes: 120,
@@ -75,6 +85,10 @@ type Runner struct {
 	// change makes (adopted: recorded at the first pass).
 	book0   store.BookRecord
 	adopted bool
+	// holes: when the stored minutes were last searched for holes; owed: the minutes still to
+	// attribute again (stale) or with no stored pass (missing), after the latest pass.
+	holes         time.Time
+	stale, absent atomic.Int64 // read by the gauges while a pass runs
 
 	report func(context.Context, store.Querier, *pricebook.PriceBook, attribution.Options) (attribution.Result, error) // attribution.Report
 }
@@ -127,12 +141,27 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 		}
 		r.adopted = true
 	}
+	// What makes stored minutes stale is recorded before any minute is rewritten: a restart,
+	// or the replica owning the nodes after a rebalance, finishes it (recompute.go).
+	watermark, seen := r.watermark, r.seen
 	late, err := r.late(ctx, a.Owns)
 	if err != nil {
 		return Pass{}, err
 	}
-	r.redoFrom(late, closed)
-	from, to := r.span(closed)
+	if err := r.recordLate(ctx, late, closed, now); err != nil {
+		r.watermark, r.seen = watermark, seen // not recorded: the next pass takes them again
+		return Pass{Done: r.done}, err
+	}
+	if err := r.findHoles(ctx, closed, now, a.Owns); err != nil {
+		return Pass{Done: r.done}, err
+	}
+	open, err := store.OpenRecomputations(ctx, r.conn)
+	if err != nil {
+		return Pass{Done: r.done}, err
+	}
+	r.count(ctx, open, now)
+	owed := owedFrom(open, a.Owns)
+	from, to := r.span(closed, owed)
 	p := Pass{From: from, To: to, Done: r.done}
 	if !from.Before(to) {
 		return p, nil
@@ -150,7 +179,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 			return p, err
 		}
 		if r.redoFrom(back, closed); r.redo.Before(from) {
-			from, to = r.span(closed)
+			from, to = r.span(closed, owed)
 			p.From, p.To = from, to
 			if presence, err = r.presence.Advance(ctx, r.conn, r.cfg.Samples, billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}, period); err != nil {
 				return p, err
@@ -164,6 +193,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	}
 	var minutes []store.Minute
 	var violations [][]error
+	var failed time.Time // the first minute not stored: no recomputation advances past it
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
 		res, err := r.report(ctx, r.conn, r.book, attribution.Options{From: m, To: m.Add(time.Minute), Samples: r.cfg.Samples, Lines: true,
 			Presence: period, Present: presence, Now: now, Delay: reportDelay(r.cfg.Delay), Nodes: a.Owns})
@@ -175,6 +205,9 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 				return p, err
 			}
 			p.Failed = append(p.Failed, err)
+			if failed.IsZero() {
+				failed = m
+			}
 			r.logs.Log(ctx, now, slog.LevelError, "minute_failed", "a minute could not be attributed; the pass goes on with the others",
 				"minute", m, "err", err)
 			continue
@@ -190,6 +223,14 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 		return p, err
 	}
 	if err := store.WriteMinutes(ctx, r.conn, minutes, version); err != nil {
+		return p, err
+	}
+	// Only once the minutes are stored: killed before this, the next runner does them again.
+	reached := to
+	if !failed.IsZero() {
+		reached = failed
+	}
+	if err := r.advance(ctx, open, from, reached, a.Owns, now); err != nil {
 		return p, err
 	}
 	// The hours this pass completed or recomputed are rolled up again. A roll-up that fails
@@ -228,7 +269,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 			r.redo = time.Time{}
 		}
 	}
-	r.repriced(ctx, now)
+	r.repriced(ctx, now, open)
 	r.generation, r.assigned = a.Generation, true
 	p.Done = r.done
 	return p, nil
@@ -265,11 +306,15 @@ func (r *Runner) redoFrom(at, closed time.Time) {
 	}
 }
 
-// span is the minutes the pass attributes: [from, to).
-func (r *Runner) span(closed time.Time) (from, to time.Time) {
+// span is the minutes the pass attributes: [from, to), from the earliest minute owed a
+// recomputation (owed, zero: none) at the latest.
+func (r *Runner) span(closed, owed time.Time) (from, to time.Time) {
 	from = minTime(r.done, closed.Add(-r.cfg.Lookback).Truncate(time.Minute))
 	if !r.redo.IsZero() {
 		from = minTime(from, r.redo)
+	}
+	if !owed.IsZero() {
+		from = minTime(from, owed)
 	}
 	to = closed
 	if n := int(to.Sub(from) / time.Minute); n > r.cfg.MaxMinutes {
@@ -415,21 +460,31 @@ func (r *Runner) resume(ctx context.Context, closed time.Time) error {
 	return err
 }
 
-// late returns the earliest started_at of the allocations received since the last pass (zero:
-// none) that were ever on a node owns accepts (nil: every node), and moves the watermark past
-// them all.
-func (r *Runner) late(ctx context.Context, owns func(string) bool) (time.Time, error) {
+// lateAllocations are the allocations received since the last pass that were ever on a node
+// the replica owns: the earliest started_at (zero: none), their ids, and, with Shards, the
+// nodes of all their versions.
+type lateAllocations struct {
+	Earliest time.Time
+	IDs      []string
+	Nodes    []string
+}
+
+// late returns the allocations received since the last pass that were ever on a node owns
+// accepts (nil: every node), and moves the watermark past them all.
+func (r *Runner) late(ctx context.Context, owns func(string) bool) (lateAllocations, error) {
 	rows, err := store.ReceivedSince(ctx, r.conn, r.watermark)
 	if err != nil {
-		return time.Time{}, err
+		return lateAllocations{}, err
 	}
 	var nodes map[string][]string
 	if owns != nil {
 		if nodes, err = r.nodesOf(ctx, rows, r.watermark); err != nil {
-			return time.Time{}, err
+			return lateAllocations{}, err
 		}
 	}
+	var out lateAllocations
 	var earliest time.Time
+	onAny := map[string]bool{}
 	next := r.watermark
 	for _, x := range rows {
 		if v, ok := r.seen[x.ID]; ok && v == x.Version && x.At.Equal(r.watermark) {
@@ -444,7 +499,15 @@ func (r *Runner) late(ctx context.Context, owns func(string) bool) (time.Time, e
 		if earliest.IsZero() || x.Started.Before(earliest) {
 			earliest = x.Started
 		}
+		if !slices.Contains(out.IDs, x.ID) {
+			out.IDs = append(out.IDs, x.ID)
+		}
+		for _, n := range nodes[x.ID] {
+			onAny[n] = true
+		}
 	}
+	out.Earliest = earliest
+	out.Nodes = slices.Sorted(maps.Keys(onAny))
 	seen := map[string]uint64{}
 	for _, x := range rows {
 		if x.At.Equal(next) {
@@ -452,7 +515,7 @@ func (r *Runner) late(ctx context.Context, owns func(string) bool) (time.Time, e
 		}
 	}
 	r.watermark, r.seen = next, seen
-	return earliest, nil
+	return out, nil
 }
 
 // Done is the end of the latest minute attributed.

@@ -140,6 +140,7 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	s := &service{cfg: cfg, conn: conn, logger: logger, logs: lograte.New(logger, time.Minute), sla: newSLAMetrics(reg, cfg.Book)}
 	s.runner = NewRunner(conn, cfg.Book, cfg.Passes, s.sla, logger)
 	s.sla.watchLag(reg, s.runner)
+	watchOwed(reg, s.runner)
 	s.fleet = newFleetMetrics(reg, s.tenantLimit())
 	srv := &api.Server{
 		Store:   allocations.NewStore(conn),
@@ -310,6 +311,11 @@ func (s *service) closePeriods(ctx context.Context) {
 		return
 	}
 	closed, err := period.CloseDue(ctx, s.closer(), s.cfg.CloseAfter, now)
+	if errors.Is(err, period.ErrOwed) {
+		// The recomputation or the holes are being dealt with: the close waits, no error.
+		s.logs.Log(ctx, now, slog.LevelInfo, "period_close_held", "a billing period is not closed while stored minutes of it are stale or missing", "err", err)
+		err = nil
+	}
 	for _, p := range closed {
 		s.logger.Info("billing period closed", "period", p.Period.String(), "version", p.Version, "cost", p.Cost.StringFixed(6),
 			"corrections", p.CorrectionCost.StringFixed(6))

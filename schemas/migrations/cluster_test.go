@@ -230,9 +230,9 @@ func TestApplyCluster(t *testing.T) {
 		}
 		// The five tables above, the two of the billing periods, the audit trail, the two
 		// hourly roll-ups of the stored minutes, the three of the fleet's reads and the price
-		// books the attribution service started with.
-		if writable != 14 {
-			t.Errorf("node %d: %d writable replicas in %s, want 14", i, writable, db)
+		// books the attribution service started with and the recomputations it owes.
+		if writable != 15 {
+			t.Errorf("node %d: %d writable replicas in %s, want 15", i, writable, db)
 		}
 	}
 

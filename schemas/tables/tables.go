@@ -25,6 +25,7 @@ const (
 	FleetHourTenants   = "fleet_hour_tenants"
 	FleetHourGPUs      = "fleet_hour_gpus"
 	PriceBooks         = "price_books"
+	Recomputations     = "recomputations"
 )
 
 // SampleColumns are the columns of samples, one row per sample as the exporter took it.
@@ -118,6 +119,10 @@ var PriceBookColumns = []string{
 	"hash", "first_seen_ns", "book", "reprice_from_ns", "reprice_to_ns", "reprice_next_ns", "reason", "updated_ns",
 }
 
+// RecomputationColumns are the columns of recomputations, the stored minutes the attribution
+// service owes a recomputation of: a record's states (node ”) and its progress by node.
+var RecomputationColumns = []string{"id", "node", "reason", "what", "nodes", "from_ns", "to_ns", "next_ns", "updated_ns"}
+
 // SchemaMigrationColumns are the columns of schema_migrations, one row per applied migration.
 var SchemaMigrationColumns = []string{"version", "name", "applied_at"}
 
@@ -131,6 +136,7 @@ func Columns() map[string][]string {
 		AttributionHosts: AttributionHostColumns,
 		FleetHours:       FleetHourColumns, FleetHourTenants: FleetHourTenantColumns,
 		FleetHourGPUs: FleetHourGPUColumns, PriceBooks: PriceBookColumns,
+		Recomputations: RecomputationColumns,
 	}
 }
 
