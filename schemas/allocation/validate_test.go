@@ -1,0 +1,59 @@
+package allocation
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slicemeter/slicemeter/schemas/validate"
+)
+
+// TestValidateChecksTimesBeforeNanoseconds: Validate, which every door that builds an
+// Allocation from times calls (the decoders, the Kubernetes discovery), refuses a time outside
+// 2000-01-01..2106-02-07 naming the field and quoting the time, never a wrapped one: UnixNano
+// of 2610-08-01 is 2026-01-10T00:25:26Z, and of 9999-12-31 lies in 1816.
+func TestValidateChecksTimesBeforeNanoseconds(t *testing.T) {
+	at := func(s string) time.Time {
+		ts, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ts
+	}
+	valid := func() Allocation {
+		return Allocation{ID: "a1", Tenant: "acme", Tier: "pro", Node: "node-a", Instance: "gpu0",
+			RequestedAt: at("2026-01-05T00:00:00Z"), StartedAt: at("2026-01-05T00:00:10Z")}
+	}
+	for _, tc := range []struct {
+		name         string
+		mutate       func(*Allocation)
+		field, value string // empty: valid
+	}{
+		{"valid", func(*Allocation) {}, "", ""},
+		{"to the last second of 2106-02-07T06:28:15", func(a *Allocation) { a.EndedAt = at("2106-02-07T06:28:15.999999999Z") }, "", ""},
+		{"started in 2610", func(a *Allocation) { a.RequestedAt, a.StartedAt = at("2610-08-01T00:00:00Z"), at("2610-08-01T00:00:00Z") }, "requested_at", "2610-08-01T00:00:00Z"},
+		{"started in 9999", func(a *Allocation) { a.StartedAt = at("9999-12-31T00:00:00Z") }, "started_at", "9999-12-31T00:00:00Z"},
+		{"ended in 2610", func(a *Allocation) { a.EndedAt = at("2610-09-01T00:00:00Z") }, "ended_at", "2610-09-01T00:00:00Z"},
+		{"ended just after 2106", func(a *Allocation) { a.EndedAt = at("2106-02-07T06:28:16Z") }, "ended_at", "2106-02-07T06:28:16Z"},
+		{"requested in 1999", func(a *Allocation) { a.RequestedAt = at("1999-12-31T23:59:59Z") }, "requested_at", "1999-12-31T23:59:59Z"},
+		{"requested in 1500 (UnixNano wraps below 1678)", func(a *Allocation) { a.RequestedAt = at("1500-01-01T00:00:00Z") }, "requested_at", "1500-01-01T00:00:00Z"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := valid()
+			tc.mutate(&a)
+			err := a.Validate("kubernetes", 0)
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Field != tc.field || e.Reason != validate.ReasonInvalid || !strings.Contains(e.Value, tc.value) ||
+				!strings.Contains(e.Expected, "2106-02-07T06:28:15Z") {
+				t.Errorf("got %#v, want %s refused quoting %s and the range", err, tc.field, tc.value)
+			}
+		})
+	}
+}
