@@ -1,0 +1,52 @@
+package kubernetes
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+)
+
+// TestDiscoveryRefusesPodTimesOutOfRange: a pod whose times lie outside 2000-01-01..2106-02-07
+// (a node clock never set, or set centuries ahead) is refused and dead-lettered naming the
+// field and the time as the API server gave it, before its times become nanoseconds: a pod
+// started in 2610 was published as one started in 2026 (UnixNano wraps after 2262).
+func TestDiscoveryRefusesPodTimesOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		started time.Time
+		field   string
+		quoted  string
+	}{
+		{"started in 2610", time.Date(2610, 8, 1, 0, 0, 0, 0, time.UTC), "requested_at", "2610-07-31T23:59:30Z"},
+		{"started in 1999", time.Date(1999, 12, 31, 0, 0, 0, 0, time.UTC), "requested_at", "1999-12-30T23:59:30Z"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFixture(t, runningPod("team-a", "train", uidA, nil, "main", cidA, tc.started))
+			f.kubelet.Set([]*podresourcesv1.PodResources{podRes("team-a", "train", map[string]map[string][]string{
+				"main": {"nvidia.com/gpu": {gpuA}}})})
+			d := f.start(nil)
+			d.Refresh(ctx, t0.Add(tHour))
+			msgs := f.out.take()
+			if got := events(t, msgs, pb.TopicAllocations); len(got) != 0 {
+				t.Fatalf("published %v, want the allocation refused", got)
+			}
+			if dead := events(t, msgs, pb.TopicDeadLetter); len(dead) != 1 {
+				t.Fatalf("dead-lettered %d, want 1", len(dead))
+			}
+			for _, m := range msgs {
+				if m.Topic != pb.TopicDeadLetter {
+					continue
+				}
+				if header(m, headerReason) != reasonInvalid || header(m, headerField) != tc.field || !strings.Contains(header(m, headerReasonDetail), tc.quoted) {
+					t.Errorf("dead letter headers %v: want reason invalid, field %s and a detail quoting %s", m.Headers, tc.field, tc.quoted)
+				}
+			}
+		})
+	}
+}
