@@ -32,7 +32,9 @@ func TestValidateChecksTimesBeforeNanoseconds(t *testing.T) {
 	}{
 		{"valid", func(*Allocation) {}, "", ""},
 		{"to the last second of 2106-02-07T06:28:15", func(a *Allocation) { a.EndedAt = at("2106-02-07T06:28:15.999999999Z") }, "", ""},
-		{"started in 2610", func(a *Allocation) { a.RequestedAt, a.StartedAt = at("2610-08-01T00:00:00Z"), at("2610-08-01T00:00:00Z") }, "requested_at", "2610-08-01T00:00:00Z"},
+		{"started in 2610", func(a *Allocation) {
+			a.RequestedAt, a.StartedAt = at("2610-08-01T00:00:00Z"), at("2610-08-01T00:00:00Z")
+		}, "requested_at", "2610-08-01T00:00:00Z"},
 		{"started in 9999", func(a *Allocation) { a.StartedAt = at("9999-12-31T00:00:00Z") }, "started_at", "9999-12-31T00:00:00Z"},
 		{"ended in 2610", func(a *Allocation) { a.EndedAt = at("2610-09-01T00:00:00Z") }, "ended_at", "2610-09-01T00:00:00Z"},
 		{"ended just after 2106", func(a *Allocation) { a.EndedAt = at("2106-02-07T06:28:16Z") }, "ended_at", "2106-02-07T06:28:16Z"},
