@@ -9,6 +9,7 @@ import (
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // TestDiscoveryRefusesPodTimesOutOfRange: a pod whose times lie outside 2000-01-01..2106-02-07
@@ -36,8 +37,13 @@ func TestDiscoveryRefusesPodTimesOutOfRange(t *testing.T) {
 			if got := events(t, msgs, pb.TopicAllocations); len(got) != 0 {
 				t.Fatalf("published %v, want the allocation refused", got)
 			}
-			if dead := events(t, msgs, pb.TopicDeadLetter); len(dead) != 1 {
+			dead := events(t, msgs, pb.TopicDeadLetter)
+			if len(dead) != 1 {
 				t.Fatalf("dead-lettered %d, want 1", len(dead))
+			}
+			// The dead letter's nanoseconds saturate rather than wrap: replayed, it is refused again.
+			if at := time.Unix(0, dead[0].RequestedAtNs); !at.Before(validate.MinTimestamp) && !at.After(validate.MaxTime) {
+				t.Errorf("dead letter requested_at_ns %d (%s): a valid-looking time for %s", dead[0].RequestedAtNs, at.UTC(), tc.started)
 			}
 			for _, m := range msgs {
 				if m.Topic != pb.TopicDeadLetter {

@@ -9,6 +9,7 @@ package allocation
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -118,10 +119,20 @@ func FromNS(ns int64) time.Time {
 	return time.Unix(0, ns).UTC()
 }
 
-// ToNS is FromNS reversed: the zero time is 0.
+// ToNS is FromNS reversed: the zero time is 0. A time that int64 nanoseconds cannot hold
+// (after 2262-04-11, before 1677-09-21) saturates to the largest or smallest int64 instead of
+// wrapping into another year: Validate refuses such a time, but what is written anyway (a dead
+// letter) must not read back as a valid-looking one.
 func ToNS(t time.Time) int64 {
-	if t.IsZero() {
+	switch {
+	case t.IsZero():
 		return 0
+	case t.After(maxNS):
+		return math.MaxInt64
+	case t.Before(minNS):
+		return math.MinInt64
 	}
 	return t.UnixNano()
 }
+
+var maxNS, minNS = time.Unix(0, math.MaxInt64), time.Unix(0, math.MinInt64)

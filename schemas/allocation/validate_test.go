@@ -2,6 +2,7 @@ package allocation
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -57,5 +58,27 @@ func TestValidateChecksTimesBeforeNanoseconds(t *testing.T) {
 				t.Errorf("got %#v, want %s refused quoting %s and the range", err, tc.field, tc.value)
 			}
 		})
+	}
+}
+
+// TestToNSSaturates: a time int64 nanoseconds cannot hold becomes the extreme int64 (which the
+// validator refuses), never a time of another year (UnixNano of 2610-08-01 is in 2026).
+func TestToNSSaturates(t *testing.T) {
+	for _, tc := range []struct {
+		t    time.Time
+		want int64
+	}{
+		{time.Time{}, 0},
+		{time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC).UnixNano()},
+		{time.Unix(0, math.MaxInt64), math.MaxInt64},
+		{time.Date(2610, 8, 1, 0, 0, 0, 0, time.UTC), math.MaxInt64},
+		{time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), math.MaxInt64},
+		{time.Unix(0, math.MinInt64), math.MinInt64},
+		{time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC), math.MinInt64},
+		{time.Date(1, 1, 1, 0, 0, 1, 0, time.UTC), math.MinInt64},
+	} {
+		if got := ToNS(tc.t); got != tc.want {
+			t.Errorf("ToNS(%s) = %d (%s), want %d", tc.t, got, FromNS(got), tc.want)
+		}
 	}
 }
