@@ -82,3 +82,44 @@ func TestToNSSaturates(t *testing.T) {
 		}
 	}
 }
+
+// FuzzValidateTimes fuzzes the times of an Allocation as a door builds it from parsed times (the
+// Kubernetes discovery from a pod's, the decoders from text): an accepted one has every time
+// in 2000-01-01..2106-02-07, stored as its very nanoseconds; a refused time is named with the
+// time itself, never a wrapped one.
+func FuzzValidateTimes(f *testing.F) {
+	for _, seed := range [][3]int64{
+		{time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC).Unix(), time.Date(2026, 1, 5, 0, 0, 10, 0, time.UTC).Unix(), 0},
+		{time.Date(2610, 8, 1, 0, 0, 0, 0, time.UTC).Unix(), time.Date(2610, 8, 1, 0, 0, 0, 0, time.UTC).Unix(), 0},
+		{time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC).Unix(), time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC).Unix(), time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC).Unix()},
+		{-1 << 40, 1 << 40, math.MaxInt64},
+	} {
+		f.Add(seed[0], seed[1], seed[2], int64(0))
+	}
+	f.Fuzz(func(t *testing.T, requested, started, ended, nanos int64) {
+		at := func(sec int64) time.Time {
+			if sec == 0 {
+				return time.Time{}
+			}
+			return time.Unix(sec, nanos%1e9).UTC()
+		}
+		a := Allocation{ID: "a1", Tenant: "acme", Tier: "pro", Node: "node-a", Instance: "gpu0",
+			RequestedAt: at(requested), StartedAt: at(started), EndedAt: at(ended)}
+		err := a.Validate("fuzz", 0)
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) && strings.HasSuffix(e.Field, "_at") && e.Value != "missing" {
+				given := map[string]time.Time{"requested_at": a.RequestedAt, "started_at": a.StartedAt, "ended_at": a.EndedAt}[e.Field]
+				if !strings.Contains(e.Value, given.Format(time.RFC3339Nano)) && e.Reason == validate.ReasonInvalid {
+					t.Fatalf("refusal %q does not quote %s", err, given.Format(time.RFC3339Nano))
+				}
+			}
+			return
+		}
+		for _, tm := range []time.Time{a.RequestedAt, a.StartedAt, a.EndedAt} {
+			if !tm.IsZero() && (tm.Before(validate.MinTimestamp) || tm.After(validate.MaxTime) || !FromNS(ToNS(tm)).Equal(tm)) {
+				t.Fatalf("accepted %s: outside the range or not stored as given", tm.Format(time.RFC3339Nano))
+			}
+		}
+	})
+}
