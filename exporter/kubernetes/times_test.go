@@ -2,12 +2,14 @@ package kubernetes
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/slicemeter/slicemeter/schemas/allocation"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 	"github.com/slicemeter/slicemeter/schemas/validate"
 )
@@ -54,5 +56,30 @@ func TestDiscoveryRefusesPodTimesOutOfRange(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDiscoveryRefusesVersionsPastTheBound: an event whose version no change could follow (a
+// state file's version + 1 past 2^63-1) is dead-lettered naming version, as the collector
+// would refuse it; the highest accepted version is published.
+func TestDiscoveryRefusesVersionsPastTheBound(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	d := f.start(nil)
+	a := allocation.Allocation{ID: "k8s/x/main/" + gpuA, Tenant: "team-a", Tier: "pro", Node: node, Instance: gpuA, RequestedAt: t0, StartedAt: t0}
+	b := a
+	b.ID, b.Instance = "k8s/y/main/"+gpuB, gpuB
+	d.publish(ctx, t0, []Event{{Allocation: a, Version: math.MaxInt64 + 1}, {Allocation: b, Version: math.MaxInt64}})
+	msgs := f.out.take()
+	if got := events(t, msgs, pb.TopicAllocations); len(got) != 1 || got[0].AllocationId != b.ID || got[0].Version != math.MaxInt64 {
+		t.Errorf("published %v, want only %s at version 2^63-1", got, b.ID)
+	}
+	for _, m := range msgs {
+		if m.Topic == pb.TopicDeadLetter && (header(m, headerField) != "version" || !strings.Contains(header(m, headerReasonDetail), "9223372036854775808")) {
+			t.Errorf("dead letter headers %v: want field version and the version in the detail", m.Headers)
+		}
+	}
+	if dead := events(t, msgs, pb.TopicDeadLetter); len(dead) != 1 || dead[0].AllocationId != a.ID {
+		t.Errorf("dead-lettered %v, want %s", dead, a.ID)
 	}
 }
