@@ -29,6 +29,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
+	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // Options say which report of which window Report computes.
@@ -139,6 +140,17 @@ func Report(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, 
 		res Result
 		err error
 	)
+	// Every edge is converted to nanoseconds below (UnixNano wraps outside 1678..2262, and a
+	// DateTime holds 1970..2106): a window outside the range every door accepts is refused
+	// here too, rather than reported for other times.
+	for _, edge := range []struct {
+		name string
+		t    time.Time
+	}{{"from", o.From}, {"to", o.To}} {
+		if r := validate.CheckTime(edge.name, edge.t.Format(time.RFC3339Nano), edge.t); r != nil {
+			return res, fmt.Errorf("report window: %w", r)
+		}
+	}
 	if !o.From.Before(o.To) {
 		return res, fmt.Errorf("report window [%s, %s): the start must be before the end", o.From, o.To)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -191,4 +192,73 @@ func minTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// TestCapacityOfWideWindows: a window that starts long before the fleet's first sample (as
+// early as the accepted range allows, 2000-01-01) and ends long after its last has the
+// capacity and the unallocated of one that starts at the first sample, from every sample
+// source, and its window_start is the start asked for. (A window start taken a presence
+// period back below a DateTime's 1970 read no samples, or the wrong ones.)
+func TestCapacityOfWideWindows(t *testing.T) {
+	conn := newDatabase(t)
+	ctx := context.Background()
+	var samples []*pb.Sample
+	for at := time.Duration(0); at < 10*time.Minute; at += time.Second {
+		samples = append(samples, migA100.sample(at+250*time.Millisecond, time.Second, true, 0.5))
+	}
+	insertSamples(t, conn, "node-a", samples)
+	chtest.RollUp(t, conn)
+	insertAllocations(t, conn, []allocationRow{
+		{id: "acme-1", tenant: "acme", tier: "pro", node: "node-a", instance: migA100.id, requested: t0.Add(2 * time.Minute),
+			started: t0.Add(2 * time.Minute), ended: t0.Add(5 * time.Minute), version: 1},
+	})
+	end := t0.Add(24 * time.Hour)
+	now := end.Add(time.Hour)
+	// The A100 is capacity from its first sample to an hour after its last (1.60 an hour).
+	want := 1.60 * (9*time.Minute + 59*time.Second + time.Hour).Hours()
+	for _, from := range []time.Time{t0.Add(250 * time.Millisecond), t0.Add(-time.Hour), time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2000, 1, 1, 0, 30, 0, 0, time.UTC), time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		for _, source := range []store.Samples{store.RawSamples, store.SecondRollup, store.MinuteRollup} {
+			t.Run(fmt.Sprintf("%s/%s", from.Format(time.RFC3339Nano), source), func(t *testing.T) {
+				res, err := attribution.Report(ctx, conn, book, attribution.Options{From: from, To: end, Samples: source, Now: now})
+				if err != nil {
+					t.Fatal(err)
+				}
+				rep := res.Report
+				if math.Abs(rep.CapacityListCost-want) > 1e-9 {
+					t.Errorf("capacity %.9f, want %.9f", rep.CapacityListCost, want)
+				}
+				tenants := 0.
+				for _, r := range rep.Tenants {
+					tenants += r.ListCost
+				}
+				if tenants <= 0 || math.Abs(rep.UnallocatedListCost-(want-tenants)) > 1e-9 {
+					t.Errorf("unallocated %.9f, want %.9f (capacity %.9f less the tenants' %.9f)", rep.UnallocatedListCost, want-tenants, want, tenants)
+				}
+				if !rep.WindowStart.Equal(from) || !rep.WindowEnd.Equal(end) {
+					t.Errorf("window [%s, %s), want [%s, %s)", rep.WindowStart, rep.WindowEnd, from, end)
+				}
+			})
+		}
+	}
+	// Windows with an edge outside the range are refused naming it, never reported for other
+	// times: from 1970 gave __unallocated__ minus the tenants' cost, from 0001 a window_start
+	// in 1754 (UnixNano wraps).
+	for _, w := range []struct {
+		from, to time.Time
+		edge     string
+	}{
+		{time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC), end, "from: 1970-01-01T00:00:00Z"},
+		{time.Date(1999, 12, 31, 0, 0, 0, 0, time.UTC), end, "from: 1999-12-31T00:00:00Z"},
+		{time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), end, "from: 0001-01-01T00:00:00Z"},
+		{t0, time.Date(2610, 8, 1, 0, 0, 0, 0, time.UTC), "to: 2610-08-01T00:00:00Z"},
+	} {
+		for _, minutes := range []bool{false, true} {
+			res, err := attribution.Report(ctx, conn, book, attribution.Options{From: w.from, To: w.to, Now: now, FromMinutes: minutes})
+			if err == nil || !strings.Contains(err.Error(), w.edge) || !strings.Contains(err.Error(), "2106-02-07T06:28:15Z") {
+				t.Errorf("[%s, %s) from minutes %v: %v (unallocated %.6f, window_start %s); want it refused naming %q and the range",
+					w.from.Format(time.RFC3339), w.to.Format(time.RFC3339), minutes, err, res.Report.UnallocatedListCost, res.Report.WindowStart, w.edge)
+			}
+		}
+	}
 }

@@ -118,6 +118,9 @@ func sample(kind pb.Kind, id string, ts uint64) *pb.Sample {
 	if kind == pb.Kind_KIND_VGPU {
 		s.Vgpu = &pb.VgpuSchedule{RunNs: 50_000_000, SwitchNs: 20_000, WaitsNs: []uint64{6_000_000, 6_020_000}}
 	}
+	if kind == pb.Kind_KIND_MIG {
+		s.Profile, s.ComputeSlices = "7g.80gb", 7 // all 132 SMs of the H100
+	}
 	return s
 }
 

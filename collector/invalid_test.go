@@ -2,6 +2,7 @@ package collector
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -122,6 +123,72 @@ func TestUnknownTierIsDeadLetteredWithThePriceBooksTiers(t *testing.T) {
 	waitFor(t, 10*time.Second, "the dead letter counted", func() bool {
 		return metricValue(t, reg, "slicemeter_collector_deadlettered_total", map[string]string{"topic": pb.TopicAllocations, "reason": reasonInvalid}) == 1
 	})
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+// TestImpossibleMIGFactsAndVersionsAreDeadLettered: MIG samples with facts no MIG instance has
+// (0 compute slices; 500 SMs on a 108-SM GPU) are dead-lettered naming the field while the
+// valid MIG sample of their batch is stored, and an allocation event at a version no change
+// could follow (the top of UInt64: a POST after it wrapped to version 0) is dead-lettered
+// naming version while the next allocation is stored. Each is counted.
+func TestImpossibleMIGFactsAndVersionsAreDeadLettered(t *testing.T) {
+	brokers := localtest.FakeKafka(t)
+	conn := localtest.Database(t).Conn
+
+	mig := func(id string, slices, sms uint32) *pb.Sample {
+		s := sample(pb.Kind_KIND_MIG, id, base)
+		s.Model, s.Profile, s.ComputeSlices, s.SmCount, s.GpuSmCount = "A100-SXM4-40GB", "3g.20gb", slices, sms, 108
+		return s
+	}
+	produce(t, brokers,
+		// A batch is dead-lettered once, naming its first refused sample's field.
+		sampleMessage(t, &pb.SampleBatch{Node: "node-a", Seq: 1, Samples: []*pb.Sample{mig("gpu0/mig0", 0, 42), mig("gpu0/mig1", 3, 42)}}),
+		sampleMessage(t, &pb.SampleBatch{Node: "node-a", Seq: 2, Samples: []*pb.Sample{mig("gpu0/mig2", 3, 500)}}),
+		allocationMessage(t, &pb.AllocationEvent{AllocationId: "a1", Tenant: "acme", Tier: "pro",
+			Node: "node-a", InstanceId: "gpu0/mig0", RequestedAtNs: allocT0 + 1, StartedAtNs: allocT0 + 2, Version: math.MaxUint64}),
+		allocationMessage(t, &pb.AllocationEvent{AllocationId: "a2", Tenant: "acme", Tier: "pro",
+			Node: "node-a", InstanceId: "gpu0/mig1", RequestedAtNs: allocT0 + 1, StartedAtNs: allocT0 + 2, Version: math.MaxInt64}),
+	)
+	c, reg, stop := startCollector(t, Config{Brokers: brokers, GroupID: "mig-facts", FlushInterval: 100 * time.Millisecond}, conn)
+	waitFor(t, 20*time.Second, "1 sample and 1 allocation stored", func() bool {
+		s, a := c.Stored()
+		return s == 1 && a == 1
+	})
+	var id, alloc string
+	if err := conn.QueryRow(t.Context(), "SELECT instance_id FROM samples").Scan(&id); err != nil || id != "gpu0/mig1" {
+		t.Errorf("stored sample %q (%v), want gpu0/mig1 only", id, err)
+	}
+	if err := conn.QueryRow(t.Context(), "SELECT allocation_id FROM allocations").Scan(&alloc); err != nil || alloc != "a2" {
+		t.Errorf("stored allocation %q (%v), want a2 only", alloc, err)
+	}
+	var fields []string
+	for _, m := range readDeadLetters(t, brokers, 3) {
+		if r := header(m, HeaderReason); r != reasonInvalid {
+			t.Errorf("dead letter from %s: reason %q, want %q", header(m, HeaderSourceTopic), r, reasonInvalid)
+		}
+		fields = append(fields, header(m, HeaderSourceTopic)+" "+header(m, HeaderField))
+	}
+	slices.Sort(fields)
+	if want := []string{pb.TopicAllocations + " version", pb.TopicSamples + " compute_slices", pb.TopicSamples + " sm_count"}; !slices.Equal(fields, want) {
+		t.Errorf("dead letters (topic, field) %q, want %q", fields, want)
+	}
+	waitFor(t, 10*time.Second, "dead letters counted", func() bool {
+		return metricValue(t, reg, "slicemeter_collector_deadlettered_total", map[string]string{"topic": pb.TopicAllocations, "reason": reasonInvalid}) == 1
+	})
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"slicemeter_collector_deadlettered_total", map[string]string{"topic": pb.TopicSamples, "reason": reasonInvalid}, 2},
+		{"slicemeter_collector_samples_dropped_total", map[string]string{"reason": reasonInvalid}, 2},
+	} {
+		if got := metricValue(t, reg, tc.name, tc.labels); got != tc.want {
+			t.Errorf("%s%v = %v, want %v", tc.name, tc.labels, got, tc.want)
+		}
+	}
 	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}

@@ -61,6 +61,7 @@ func checkWireSample(s *wireSample, now time.Time) *refusal {
 		InstanceID: s.instanceID, Kind: s.kind, TsNs: s.tsNs, IntervalNs: s.intervalNs,
 		MemUsedBytes: s.memUsed, MemTotalBytes: s.memTotal, SMActive: s.smActive, PowerWatts: s.powerWatts,
 		ShareReplicas: s.shareReplicas, VGPUSwitchNs: s.switchNs,
+		ComputeSlices: s.computeSlices, SMCount: s.smCount, GPUSMCount: s.gpuSMCount,
 	}, now))
 }
 
@@ -71,6 +72,9 @@ func checkAllocation(a *pb.AllocationEvent, tiers map[string]float64) *refusal {
 		ID: a.GetAllocationId(), Tenant: a.GetTenant(), Tier: a.GetTier(), Node: a.GetNode(), InstanceID: a.GetInstanceId(),
 		RequestedAtNs: a.GetRequestedAtNs(), StartedAtNs: a.GetStartedAtNs(), EndedAtNs: a.GetEndedAtNs(),
 	}); r != nil {
+		return fromValidate(r)
+	}
+	if r := validate.CheckAllocationVersion(a.GetVersion()); r != nil {
 		return fromValidate(r)
 	}
 	if tiers != nil {

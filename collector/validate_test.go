@@ -14,7 +14,8 @@ import (
 
 func TestCheckSample(t *testing.T) {
 	valid := func() *pb.Sample {
-		return &pb.Sample{TsNs: 1_767_571_200_000_000_000, IntervalNs: 1e8, Kind: pb.Kind_KIND_MIG, InstanceId: "gpu0/mig0"}
+		return &pb.Sample{TsNs: 1_767_571_200_000_000_000, IntervalNs: 1e8, Kind: pb.Kind_KIND_MIG, InstanceId: "gpu0/mig0",
+			ComputeSlices: 3, SmCount: 42, GpuSmCount: 108}
 	}
 	now := time.Unix(0, 1_767_571_200_000_000_000)
 	if r := checkSample(valid(), now); r != nil {

@@ -183,6 +183,10 @@ func build(source string, line int, v []string, tiers map[string]float64) (alloc
 		if err != nil {
 			return allocation.Allocation{}, &allocation.Error{Source: source, Line: line, Field: Columns[5+i], Value: fmt.Sprintf("%q", text), Expected: "an RFC 3339 time such as 2026-01-05T00:00:00Z"}
 		}
+		// Checked as given, before anything converts it to nanoseconds (which wrap after 2262).
+		if r := validate.CheckTime(Columns[5+i], fmt.Sprintf("%q", text), t); r != nil {
+			return allocation.Allocation{}, &allocation.Error{Source: source, Line: line, Field: r.Field, Value: r.Value, Expected: r.Expected, Reason: r.Reason}
+		}
 		*dst = t.UTC()
 	}
 	if err := a.Validate(source, line); err != nil {

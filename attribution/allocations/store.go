@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"os/user"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/slicemeter/slicemeter/schemas/allocation"
 	"github.com/slicemeter/slicemeter/schemas/audit"
 	"github.com/slicemeter/slicemeter/schemas/tables"
+	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // ErrRefused wraps every reason a batch of allocations was refused (overlaps, an id given twice),
@@ -172,7 +174,7 @@ func (s *Store) PutChecked(ctx context.Context, who audit.Actor, allocs []alloca
 		entries []audit.Entry
 	)
 	now := s.now().UTC()
-	for _, a := range allocs {
+	for i, a := range allocs {
 		prev, found := byID[a.ID]
 		// An id deleted (through Kafka) and given again is created anew, at a version above
 		// the deletion's: below it, the deletion would stay the latest and hide it.
@@ -185,6 +187,14 @@ func (s *Store) PutChecked(ctx context.Context, who audit.Actor, allocs []alloca
 			if err := check(prev.Allocation, a); err != nil {
 				return Result{}, err
 			}
+		}
+		if found && prev.version == math.MaxUint64 {
+			// The next version would wrap to 0, below the stored one: ClickHouse would keep the
+			// old state while this answered "stored". (The doors refuse versions above
+			// validate.MaxAllocationVersion; this one was stored before they did.)
+			return Result{}, fmt.Errorf("%w: %w", ErrRefused, &allocation.Conflict{Index: i,
+				Err: fmt.Errorf("allocation %q is stored at version %d, the highest the allocations table orders: no change can be ordered after it (expected a version up to %d; correct its rows in ClickHouse)",
+					a.ID, prev.version, uint64(validate.MaxAllocationVersion))})
 		}
 		var before *allocation.Allocation
 		if ok {

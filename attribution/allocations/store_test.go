@@ -3,6 +3,7 @@ package allocations_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -199,5 +200,58 @@ func TestPutAfterDeletion(t *testing.T) {
 	}
 	if before != "" {
 		t.Errorf("audit before = %q, want empty (a creation)", before)
+	}
+}
+
+// TestPutAfterMaximalVersion: an allocation stored at a version no change can follow (the top
+// of UInt64, from a Kafka event before the collector refused such versions) is not changed by
+// a Put, which is refused naming the allocation and its version: nothing is written or audited,
+// and the stored state stays what it was. Before, the next version wrapped to 0: the Put
+// answered "stored" and audited version 0 while ClickHouse kept the old state. An allocation
+// at the highest version a door accepts (Int64's top) still takes a change.
+func TestPutAfterMaximalVersion(t *testing.T) {
+	ctx := context.Background()
+	conn := localtest.Database(t).Conn
+	ins, err := conn.PrepareBatch(ctx, tables.Insert(tables.Allocations, tables.AllocationColumns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := t0.UnixNano()
+	for id, version := range map[string]uint64{"max": math.MaxUint64, "int64": math.MaxInt64} {
+		if err := ins.Append(id, "acme", "pro", "node-a", "gpu-"+id, ns, ns, int64(0), version, uint8(0), t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ins.Send(); err != nil {
+		t.Fatal(err)
+	}
+	store := allocations.NewStore(conn)
+	who := audit.Actor{Door: audit.DoorHTTP, Principal: "test"}
+	ended := func(id string) allocation.Allocation {
+		return allocation.Allocation{ID: id, Tenant: "acme", Tier: "pro", Node: "node-a", Instance: "gpu-" + id, RequestedAt: t0, StartedAt: t0, EndedAt: t0.Add(time.Hour)}
+	}
+	res, err := store.Put(ctx, who, []allocation.Allocation{ended("max")})
+	if !errors.Is(err, allocations.ErrRefused) || len(res.Stored) != 0 || !strings.Contains(err.Error(), `"max"`) || !strings.Contains(err.Error(), "18446744073709551615") {
+		t.Fatalf("change after version 2^64-1: %+v, %v; want it refused naming the allocation and its version", res, err)
+	}
+	var audited uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM allocation_audit WHERE allocation_id = 'max'").Scan(&audited); err != nil || audited != 0 {
+		t.Errorf("audit entries of the refused change: %d (%v), want none", audited, err)
+	}
+	if res, err = store.Put(ctx, who, []allocation.Allocation{ended("int64")}); err != nil || len(res.Stored) != 1 {
+		t.Fatalf("change after version 2^63-1: %+v, %v; want it stored", res, err)
+	}
+	got, err := store.List(ctx, "", time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range got {
+		if running := a.EndedAt.IsZero(); running != (a.ID == "max") {
+			t.Errorf("%s: ended %v; want only the int64 one changed (ended)", a.ID, a.EndedAt)
+		}
+	}
+	var version uint64
+	if err := conn.QueryRow(ctx, "SELECT max(version) FROM allocations WHERE allocation_id = 'int64'").Scan(&version); err != nil || version != math.MaxInt64+1 {
+		t.Errorf("version of the change: %d (%v), want 2^63", version, err)
 	}
 }

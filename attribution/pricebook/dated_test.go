@@ -85,6 +85,8 @@ func TestParseDatedErrors(t *testing.T) {
 		{"changes not a list", base + "changes: {a: 1}\n", []string{"changes: a mapping", "a list of changes"}},
 		{"change without effective", base + "changes: [{prices: {A100-SXM4-40GB: 2}}]\n", []string{"changes[0].effective: missing"}},
 		{"change bad effective", base + "changes: [{effective: tomorrow, prices: {A100-SXM4-40GB: 2}}]\n", []string{"p.yaml:5", `changes[0].effective: "tomorrow"`, "RFC 3339"}},
+		{"change effective in 2610", base + "changes: [{effective: \"2610-08-01T00:00:00Z\", prices: {A100-SXM4-40GB: 2}}]\n", []string{"p.yaml:5", `changes[0].effective: "2610-08-01T00:00:00Z"`, "2106-02-07T06:28:15Z"}},
+		{"change effective in 1999", base + "changes: [{effective: 1999-12-31T00:00:00Z, prices: {A100-SXM4-40GB: 2}}]\n", []string{`changes[0].effective: "1999-12-31T00:00:00Z"`, "2000-01-01T00:00:00Z"}},
 		{"change unpriced model", base + "changes: [{effective: \"2026-01-01T00:00:00Z\", prices: {L40S: 2}}]\n", []string{"changes[0].prices.L40S: model not in prices"}},
 		{"change unknown field", base + "changes: [{effective: \"2026-01-01T00:00:00Z\", tiers: {pro: 2}}]\n", []string{"changes[0].tiers: unknown field"}},
 		{"jitter limit for unknown tier", base + "sla: {jitter_p99: {gold: 5ms}}\n", []string{"sla.jitter_p99.gold", `tier "gold" is not in tiers`}},

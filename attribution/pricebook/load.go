@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/slicemeter/slicemeter/schemas/scenario"
+	"github.com/slicemeter/slicemeter/schemas/validate"
 
 	// The IANA zones inside the binary: a price book's timezone must not depend on the
 	// host's zoneinfo.
@@ -336,6 +337,11 @@ func (p *parser) changes(n *yaml.Node) []Change {
 				t, err := time.Parse(time.RFC3339Nano, val.Value)
 				if val.Kind != yaml.ScalarNode || (val.Tag != "!!str" && val.Tag != "!!timestamp") || err != nil {
 					p.fail(val, field+".effective", quote(val), "an RFC 3339 time such as 2026-01-15T00:00:00Z")
+					continue
+				}
+				if r := validate.CheckTime(field+".effective", quote(val), t); r != nil {
+					// Before it becomes nanoseconds (which wrap after 2262 into another year).
+					p.fail(val, r.Field, r.Value, r.Expected)
 					continue
 				}
 				hasEffective = true

@@ -31,7 +31,8 @@ type Presence struct {
 }
 
 // presenceQueries read (node, gpu_uuid, model, first ts_ns, last ts_ns) for every bucket of a
-// GPU with a sample in [from, to); their arguments: from and to in seconds, from and to in ns,
+// GPU with a sample in [from, to); their arguments: the first and the last second of the time
+// column to read (dateTimeArg: from less the source's row length, and to), from and to in ns,
 // the bucket (ns for raw samples, seconds for the rollups). A rollup row counts
 // where it overlaps [from, to): its samples outside are real samples, which only makes the
 // union more complete (the read starts a period before what Capacity is asked for).
@@ -49,14 +50,17 @@ GROUP BY node, gpu_uuid, model, intDiv(toInt64(ts_ns), toInt64(?))`,
 }
 
 func rollupPresenceQuery(table string, step time.Duration) string {
-	return strings.NewReplacer("{{table}}", table, "{{step}}", strconv.FormatInt(int64(step), 10),
-		"{{seconds}}", strconv.FormatInt(int64(step/time.Second), 10)).Replace(`
+	return strings.NewReplacer("{{table}}", table, "{{step}}", strconv.FormatInt(int64(step), 10)).Replace(`
 SELECT node, gpu_uuid, model, min(toInt64(first_ns)), max(toInt64(last_ns))
 FROM {{table}}
-PREWHERE time >= toDateTime(?) - {{seconds}} AND time <= toDateTime(?)
+PREWHERE time >= toDateTime(?) AND time <= toDateTime(?)
 WHERE toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ?
 GROUP BY node, gpu_uuid, model, intDiv(toInt64(time), toInt64(?))`)
 }
+
+// presenceRow is how long a row of each source is: a rollup row's time column is its first
+// second, so the read of the time column starts one row earlier.
+var presenceRow = map[Samples]time.Duration{RawSamples: 0, SecondRollup: time.Second, MinuteRollup: time.Minute}
 
 // CheckPresence fails for a presence period under a minute: the per-minute rollup could not
 // tell where in a minute a GPU was present.
@@ -116,7 +120,11 @@ func readPresence(ctx context.Context, conn Querier, src Samples, window billing
 		if src != RawSamples {
 			arg = bucket / int64(time.Second)
 		}
-		err := queryEach(ctx, conn, q, []any{seconds(read), seconds(next.to), read, next.to, arg}, func(scan func(...any) error) error {
+		// The time column's bounds are computed here, clamped to what a DateTime holds: a window
+		// that starts within a period of 1970 reaches before it, and ClickHouse wraps a negative
+		// toDateTime (or one less a row's seconds) into 2106, which read no sample at all.
+		first, last := dateTimeArg(read-int64(presenceRow[src])), dateTimeArg(next.to)
+		err := queryEach(ctx, conn, q, []any{first, last, read, next.to, arg}, func(scan func(...any) error) error {
 			var (
 				g           billing.GPU
 				first, last int64

@@ -45,6 +45,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -112,6 +113,12 @@ func packInts[T int64 | uint32 | int](xs []T) string {
 
 // seconds is the whole second of a ns timestamp: the samples' time column, for partition pruning.
 func seconds(ns int64) int64 { return ns / int64(time.Second) }
+
+// dateTimeArg is seconds(ns) clamped to what a ClickHouse DateTime (UInt32 seconds) holds, for
+// a toDateTime(?) bound of the time column: beyond it the server wraps the value around.
+func dateTimeArg(ns int64) int64 {
+	return min(max(floorTo(ns, int64(time.Second))/int64(time.Second), 0), math.MaxUint32)
+}
 
 // queryEach runs a query and calls each for every row it returns.
 func queryEach(ctx context.Context, conn Querier, query string, args []any, each func(scan func(...any) error) error) error {

@@ -31,6 +31,7 @@ import (
 	"github.com/slicemeter/slicemeter/schemas/allocation"
 	"github.com/slicemeter/slicemeter/schemas/audit"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
+	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
 // StateFile is the name of the state file in Flags.StateDir.
@@ -264,6 +265,13 @@ func (d *Discovery) publish(ctx context.Context, now time.Time, events []Event) 
 		var ae *allocation.Error
 		if errors.As(err, &ae) {
 			field = ae.Field
+		}
+		if err == nil {
+			// A version past validate.MaxAllocationVersion (a state file's, + 1) is refused as
+			// the collector would: a change could not be ordered after it.
+			if r := validate.CheckAllocationVersion(e.Version); r != nil {
+				err, field = r, r.Field
+			}
 		}
 		if err == nil {
 			// Two containers on one instance at once (MIG-<uuid>::<n> replicas of a time-sliced

@@ -89,6 +89,13 @@ func TestSimStartErrors(t *testing.T) {
 		{"fast ahead of now", Config{Source: "sim", ScenarioPath: nodeScenario, SimStart: time.Now().Add(time.Hour).Format(time.RFC3339), Fast: true},
 			[]string{"--sim.fast", "ahead are refused"}},
 		{"fast loop", Config{Source: "sim", ScenarioPath: loopScenario, Fast: true}, []string{"--sim.fast", "loop: true"}},
+		// UnixNano of 2610 wraps to 2026: samples the collector would take for real ones.
+		{"start in 2610", Config{Source: "sim", ScenarioPath: nodeScenario, SimStart: "2610-08-01T00:00:00Z"},
+			[]string{`--sim.start "2610-08-01T00:00:00Z"`, "2106-02-07T06:28:15Z"}},
+		{"start in 1999", Config{Source: "sim", ScenarioPath: nodeScenario, SimStart: "1999-12-31T00:00:00Z"},
+			[]string{`--sim.start "1999-12-31T00:00:00Z"`, "2000-01-01T00:00:00Z"}},
+		{"ends after 2106", Config{Source: "sim", ScenarioPath: nodeScenario, SimStart: "2106-02-07T06:28:15Z"},
+			[]string{`--sim.start "2106-02-07T06:28:15Z"`, "would run to 2106-02-07T"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/slicemeter/slicemeter/exporter"
@@ -192,6 +193,13 @@ func MoveScenario(sc *scenario.Scenario, simStart string, fast bool, fastFlag st
 			var err error
 			if start, err = time.Parse(time.RFC3339Nano, simStart); err != nil {
 				return usage.Errorf("--sim.start %q: expected now or an RFC 3339 time such as 2026-01-05T00:00:00Z", simStart)
+			}
+		}
+		// Checked on the parsed time, start and end, before the simulator stamps nanoseconds
+		// (which wrap after 2262 into times the collector would accept).
+		for _, at := range []time.Time{start, start.Add(sc.Duration)} {
+			if r := validate.CheckTime("--sim.start", strconv.Quote(simStart), at); r != nil {
+				return usage.Errorf("--sim.start %q: the scenario would run to %s; expected %s", simStart, at.UTC().Format(time.RFC3339Nano), r.Expected)
 			}
 		}
 		sc.Start = start.UTC()

@@ -9,6 +9,7 @@ package allocation
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -80,13 +81,21 @@ func (a Allocation) Validate(source string, line int) error {
 	fail := func(field, value, expected, reason string) error {
 		return &Error{Source: source, Line: line, Field: field, Value: value, Expected: expected, Reason: reason}
 	}
-	v := validate.Allocation{
-		ID: a.ID, Tenant: a.Tenant, Tier: a.Tier, Node: a.Node, InstanceID: a.Instance,
-		RequestedAtNs: ToNS(a.RequestedAt), StartedAtNs: ToNS(a.StartedAt), EndedAtNs: ToNS(a.EndedAt),
-	}
+	v := validate.Allocation{ID: a.ID, Tenant: a.Tenant, Tier: a.Tier, Node: a.Node, InstanceID: a.Instance}
 	if r := validate.CheckAllocationNames(v); r != nil {
 		return fail(r.Field, r.Value, r.Expected, r.Reason)
 	}
+	// The range first, on the times themselves: their nanoseconds wrap after 2262 (a start in
+	// 2610 became one in 2026), so a check of the nanoseconds comes too late.
+	for i, t := range []time.Time{a.RequestedAt, a.StartedAt, a.EndedAt} {
+		if t.IsZero() {
+			continue
+		}
+		if r := validate.CheckTime(Fields[5+i], t.Format(time.RFC3339Nano), t); r != nil {
+			return fail(r.Field, r.Value, r.Expected, r.Reason)
+		}
+	}
+	v.RequestedAtNs, v.StartedAtNs, v.EndedAtNs = ToNS(a.RequestedAt), ToNS(a.StartedAt), ToNS(a.EndedAt)
 	// Files and requests must say when the allocation was asked for and started; a topic
 	// event may leave them 0 (validate.CheckAllocation).
 	switch {
@@ -110,10 +119,20 @@ func FromNS(ns int64) time.Time {
 	return time.Unix(0, ns).UTC()
 }
 
-// ToNS is FromNS reversed: the zero time is 0.
+// ToNS is FromNS reversed: the zero time is 0. A time that int64 nanoseconds cannot hold
+// (after 2262-04-11, before 1677-09-21) saturates to the largest or smallest int64 instead of
+// wrapping into another year: Validate refuses such a time, but what is written anyway (a dead
+// letter) must not read back as a valid-looking one.
 func ToNS(t time.Time) int64 {
-	if t.IsZero() {
+	switch {
+	case t.IsZero():
 		return 0
+	case t.After(maxNS):
+		return math.MaxInt64
+	case t.Before(minNS):
+		return math.MinInt64
 	}
 	return t.UnixNano()
 }
+
+var maxNS, minNS = time.Unix(0, math.MaxInt64), time.Unix(0, math.MinInt64)

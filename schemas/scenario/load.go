@@ -173,6 +173,19 @@ func (v *validator) duration(field, s string, required bool) time.Duration {
 	return d
 }
 
+// offset fails when start + d, the time an offset given as raw stands for, lies outside what
+// a sample or allocation may carry: it is converted to nanoseconds, which wrap after 2262.
+// A zero start (not valid itself) is not checked.
+func (v *validator) offset(start time.Time, field, raw string, d time.Duration) {
+	if start.IsZero() {
+		return
+	}
+	at := start.Add(d)
+	if r := validate.CheckTime(field, strconv.Quote(raw), at); r != nil {
+		v.fail(field, "%s after start is %s; expected %s", r.Value, at.Format(time.RFC3339Nano), r.Expected)
+	}
+}
+
 func (v *validator) number(field, s string, lo, hi float64, what string) float64 {
 	if s == "" {
 		v.fail(field, "missing; expected %s", what)
@@ -207,6 +220,9 @@ func (v *validator) scenario(raw *rawScenario) *Scenario {
 		v.fail("start", "missing; expected an RFC 3339 time such as \"2026-01-05T00:00:00Z\"")
 	} else if t, err := time.Parse(time.RFC3339Nano, raw.Start); err != nil {
 		v.fail("start", "%q: expected an RFC 3339 time such as \"2026-01-05T00:00:00Z\"", raw.Start)
+	} else if r := validate.CheckTime("start", strconv.Quote(raw.Start), t); r != nil {
+		// Checked before anything converts it to nanoseconds, which wrap after 2262.
+		v.fail("start", "%s: expected %s", r.Value, r.Expected)
 	} else {
 		s.Start = t.UTC()
 	}
@@ -214,6 +230,7 @@ func (v *validator) scenario(raw *rawScenario) *Scenario {
 	if raw.Duration != "" && s.Duration == 0 {
 		v.fail("duration", "%q: expected a duration > 0", raw.Duration)
 	}
+	v.offset(s.Start, "duration", raw.Duration, s.Duration)
 	s.Interval = v.duration("interval", raw.Interval, true)
 	if raw.Interval != "" && s.Interval <= 0 {
 		v.fail("interval", "%q: expected a duration > 0", raw.Interval)
@@ -520,6 +537,9 @@ func (v *validator) tenants(raw []rawTenant, s *Scenario) []Tenant {
 				Ready:     v.duration(af+".ready", ra.Ready, true),
 				End:       v.duration(af+".end", ra.End, true),
 			}
+			v.offset(s.Start, af+".requested", ra.Requested, a.Requested)
+			v.offset(s.Start, af+".ready", ra.Ready, a.Ready)
+			v.offset(s.Start, af+".end", ra.End, a.End)
 			if a.Ready < a.Requested {
 				v.fail(af+".ready", "%s is before requested (%s)", ra.Ready, ra.Requested)
 			}

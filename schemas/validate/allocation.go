@@ -3,6 +3,7 @@ package validate
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,3 +112,18 @@ func CheckTier(tier string, tiers map[string]float64) *Refusal {
 }
 
 func nsTime(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
+
+// MaxAllocationVersion is the highest version an allocation event may carry. The store orders
+// versions as UInt64 and writes a change made through the HTTP API or an import at the stored
+// version + 1: a version at the top of UInt64 would leave no next one (it wrapped to 0, below
+// the frozen state). The Int64 range leaves room for as many changes again, and is what
+// producers whose integers are signed (Java's long) can send.
+const MaxAllocationVersion = math.MaxInt64
+
+// CheckAllocationVersion refuses an allocation event's version above MaxAllocationVersion.
+func CheckAllocationVersion(version uint64) *Refusal {
+	if version > MaxAllocationVersion {
+		return invalid("version", strconv.FormatUint(version, 10), "a version from 0 to "+strconv.FormatUint(MaxAllocationVersion, 10))
+	}
+	return nil
+}

@@ -15,17 +15,33 @@ import (
 // whatever it refuses names a field, a value and what was expected.
 func FuzzCheckSample(f *testing.F) {
 	v := validSample()
-	f.Add(v.InstanceID, int32(v.Kind), v.TsNs, v.IntervalNs, v.MemUsedBytes, v.MemTotalBytes, v.SMActive, v.PowerWatts, uint64(0))
-	f.Add("gpu0", int32(1), uint64(0), uint64(0), uint64(2), uint64(1), math.NaN(), math.Inf(-1), uint64(0))
-	f.Add("", int32(9), MaxTimestampNs+1, uint64(1)<<63, uint64(0), uint64(0), 5.0, -3.0, uint64(0))
-	// vGPUs switching the whole interval (accepted) and beyond it (refused).
-	f.Add("gpu0/vgpu0", int32(pb.Kind_KIND_VGPU), v.TsNs, v.IntervalNs, v.MemUsedBytes, v.MemTotalBytes, v.SMActive, v.PowerWatts, v.IntervalNs)
-	f.Add("gpu0/vgpu0", int32(pb.Kind_KIND_VGPU), v.TsNs, v.IntervalNs, v.MemUsedBytes, v.MemTotalBytes, v.SMActive, v.PowerWatts, v.IntervalNs+1)
-	f.Add("gpu0/vgpu0", int32(pb.Kind_KIND_VGPU), v.TsNs, v.IntervalNs, v.MemUsedBytes, v.MemTotalBytes, v.SMActive, v.PowerWatts, uint64(math.MaxUint64))
+	mig := func(slices, sms, gpuSMs uint32) [3]uint32 { return [3]uint32{slices, sms, gpuSMs} }
+	for _, seed := range []struct {
+		id                      string
+		kind                    int32
+		ts, interval, used, tot uint64
+		sm, power               float64
+		switching               uint64
+		mig                     [3]uint32
+	}{
+		{v.InstanceID, int32(v.Kind), v.TsNs, v.IntervalNs, v.MemUsedBytes, v.MemTotalBytes, v.SMActive, v.PowerWatts, 0, mig(3, 42, 108)},
+		{"gpu0", 1, 0, 0, 2, 1, math.NaN(), math.Inf(-1), 0, mig(0, 0, 0)},
+		{"", 9, MaxTimestampNs + 1, 1 << 63, 0, 0, 5.0, -3.0, 0, mig(0, 0, 0)},
+		// vGPUs switching the whole interval (accepted) and beyond it (refused).
+		{"gpu0/vgpu0", int32(pb.Kind_KIND_VGPU), v.TsNs, v.IntervalNs, v.MemUsedBytes, v.MemTotalBytes, v.SMActive, v.PowerWatts, v.IntervalNs, mig(0, 0, 0)},
+		{"gpu0/vgpu0", int32(pb.Kind_KIND_VGPU), v.TsNs, v.IntervalNs, v.MemUsedBytes, v.MemTotalBytes, v.SMActive, v.PowerWatts, v.IntervalNs + 1, mig(0, 0, 0)},
+		{"gpu0/vgpu0", int32(pb.Kind_KIND_VGPU), v.TsNs, v.IntervalNs, v.MemUsedBytes, v.MemTotalBytes, v.SMActive, v.PowerWatts, math.MaxUint64, mig(0, 0, 0)},
+		// MIG instances with facts no MIG instance has: 0 slices, 500 SMs of a 108-SM GPU.
+		{v.InstanceID, int32(v.Kind), v.TsNs, v.IntervalNs, v.MemUsedBytes, v.MemTotalBytes, v.SMActive, v.PowerWatts, 0, mig(0, 500, 108)},
+		{v.InstanceID, int32(v.Kind), v.TsNs, v.IntervalNs, v.MemUsedBytes, v.MemTotalBytes, v.SMActive, v.PowerWatts, 0, mig(7, 108, 108)},
+	} {
+		f.Add(seed.id, seed.kind, seed.ts, seed.interval, seed.used, seed.tot, seed.sm, seed.power, seed.switching, seed.mig[0], seed.mig[1], seed.mig[2])
+	}
 	now := testNow
-	f.Fuzz(func(t *testing.T, id string, kind int32, ts, interval, used, total uint64, sm, power float64, switching uint64) {
+	f.Fuzz(func(t *testing.T, id string, kind int32, ts, interval, used, total uint64, sm, power float64, switching uint64, slices, sms, gpuSMs uint32) {
 		s := Sample{InstanceID: id, Kind: pb.Kind(kind), TsNs: ts, IntervalNs: interval,
-			MemUsedBytes: used, MemTotalBytes: total, SMActive: sm, PowerWatts: power, VGPUSwitchNs: switching}
+			MemUsedBytes: used, MemTotalBytes: total, SMActive: sm, PowerWatts: power, VGPUSwitchNs: switching,
+			ComputeSlices: slices, SMCount: sms, GPUSMCount: gpuSMs}
 		r := CheckSample(s, now)
 		if r != nil {
 			if r.Reason == "" || r.Field == "" || r.Value == "" || r.Expected == "" {
@@ -48,6 +64,8 @@ func FuzzCheckSample(f *testing.F) {
 			t.Fatalf("accepted ts %d", ts)
 		case switching > interval:
 			t.Fatalf("accepted vgpu.switch_ns %d over interval_ns %d", switching, interval)
+		case s.Kind == pb.Kind_KIND_MIG && (slices < 1 || slices > 7 || sms < 1 || sms > gpuSMs):
+			t.Fatalf("accepted a MIG instance of %d slices and %d SMs of %d", slices, sms, gpuSMs)
 		}
 	})
 }

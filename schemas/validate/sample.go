@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/slicemeter/slicemeter/schemas/hardware"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -39,6 +40,8 @@ type Sample struct {
 	SMActive, PowerWatts        float64
 	ShareReplicas               uint32 // kind share only
 	VGPUSwitchNs                uint64 // vgpu.switch_ns: time the vGPU scheduler spent switching in the interval
+	// A MIG instance's static facts: its compute slices (of 7), its SMs and its GPU's SMs.
+	ComputeSlices, SMCount, GPUSMCount uint32
 }
 
 // FromProto is the validated view of s.
@@ -47,7 +50,8 @@ func FromProto(s *pb.Sample) Sample {
 		InstanceID: s.GetInstanceId(), Kind: s.GetKind(), TsNs: s.GetTsNs(), IntervalNs: s.GetIntervalNs(),
 		MemUsedBytes: s.GetMemUsedBytes(), MemTotalBytes: s.GetMemTotalBytes(),
 		SMActive: s.GetSmActive(), PowerWatts: s.GetPowerWatts(), ShareReplicas: s.GetShareReplicas(),
-		VGPUSwitchNs: s.GetVgpu().GetSwitchNs(),
+		VGPUSwitchNs:  s.GetVgpu().GetSwitchNs(),
+		ComputeSlices: s.GetComputeSlices(), SMCount: s.GetSmCount(), GPUSMCount: s.GetGpuSmCount(),
 	}
 }
 
@@ -88,6 +92,23 @@ func CheckSample(s Sample, now time.Time) *Refusal {
 		return invalid("share_replicas", strconv.FormatUint(uint64(s.ShareReplicas), 10), "0 on a "+s.Kind.Label()+" instance (only share instances are replicas)")
 	case s.MemUsedBytes > s.MemTotalBytes:
 		return invalid("mem_used_bytes", strconv.FormatUint(s.MemUsedBytes, 10), fmt.Sprintf("at most mem_total_bytes (%d)", s.MemTotalBytes))
+	case s.Kind == pb.Kind_KIND_MIG:
+		return checkMIG(s)
+	}
+	return nil
+}
+
+// checkMIG refuses a MIG sample whose static facts no MIG instance has: a MIG instance is
+// billed compute_slices/7 of its GPU and its activity is weighed by sm_count/gpu_sm_count, so
+// 0 slices bills nothing and 500 SMs on a 108-SM GPU counts the GPU's activity 4.6 times.
+func checkMIG(s Sample) *Refusal {
+	switch {
+	case s.ComputeSlices < 1 || s.ComputeSlices > hardware.MaxComputeSlices:
+		return invalid("compute_slices", strconv.FormatUint(uint64(s.ComputeSlices), 10), fmt.Sprintf("the compute slices of a MIG profile, 1 to %d", hardware.MaxComputeSlices))
+	case s.GPUSMCount == 0:
+		return invalid("gpu_sm_count", "0", "the SMs of the MIG instance's GPU, at least 1")
+	case s.SMCount < 1 || s.SMCount > s.GPUSMCount:
+		return invalid("sm_count", strconv.FormatUint(uint64(s.SMCount), 10), fmt.Sprintf("the SMs of the MIG instance, 1 to its GPU's gpu_sm_count (%d)", s.GPUSMCount))
 	}
 	return nil
 }

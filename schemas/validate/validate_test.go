@@ -3,6 +3,7 @@ package validate
 import (
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ func validSample() Sample {
 	return Sample{
 		InstanceID: "gpu0/mig0", Kind: pb.Kind_KIND_MIG, TsNs: uint64(testNow.UnixNano()), IntervalNs: 1e8,
 		MemUsedBytes: 1 << 30, MemTotalBytes: 10 << 30, SMActive: 0.5, PowerWatts: 300,
+		ComputeSlices: 3, SMCount: 42, GPUSMCount: 108, // an A100's 3g.20gb
 	}
 }
 
@@ -59,6 +61,16 @@ func TestCheckSample(t *testing.T) {
 		{"vgpu switching the whole interval", func(s *Sample) { s.Kind, s.VGPUSwitchNs = pb.Kind_KIND_VGPU, s.IntervalNs }, "", ""},
 		{"vgpu switching beyond the interval", func(s *Sample) { s.Kind, s.VGPUSwitchNs = pb.Kind_KIND_VGPU, s.IntervalNs+1 }, ReasonInvalid, "vgpu.switch_ns"},
 		{"vgpu switching for an hour", func(s *Sample) { s.Kind, s.VGPUSwitchNs = pb.Kind_KIND_VGPU, uint64(time.Hour) }, ReasonInvalid, "vgpu.switch_ns"},
+		{"mig of 1 slice", func(s *Sample) { s.ComputeSlices, s.SMCount = 1, 14 }, "", ""},
+		{"mig of 7 slices, every SM", func(s *Sample) { s.ComputeSlices, s.SMCount = 7, 108 }, "", ""},
+		{"mig of 0 slices", func(s *Sample) { s.ComputeSlices = 0 }, ReasonInvalid, "compute_slices"},
+		{"mig of 8 slices", func(s *Sample) { s.ComputeSlices = 8 }, ReasonInvalid, "compute_slices"},
+		{"mig of 500 SMs on a 108-SM GPU", func(s *Sample) { s.SMCount = 500 }, ReasonInvalid, "sm_count"},
+		{"mig of 109 SMs on a 108-SM GPU", func(s *Sample) { s.SMCount = 109 }, ReasonInvalid, "sm_count"},
+		{"mig of 0 SMs", func(s *Sample) { s.SMCount = 0 }, ReasonInvalid, "sm_count"},
+		{"mig on a GPU of 0 SMs", func(s *Sample) { s.GPUSMCount = 0 }, ReasonInvalid, "gpu_sm_count"},
+		{"whole GPU without MIG facts", func(s *Sample) { s.Kind, s.ComputeSlices, s.SMCount, s.GPUSMCount = pb.Kind_KIND_GPU, 0, 0, 0 }, "", ""},
+		{"vgpu without MIG facts", func(s *Sample) { s.Kind, s.ComputeSlices, s.SMCount = pb.Kind_KIND_VGPU, 0, 500 }, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := validSample()
@@ -86,6 +98,22 @@ func TestProtoSampleReadsEveryCheckedField(t *testing.T) {
 		SmActive: 0.5, PowerWatts: 100, MemUsedBytes: 1, MemTotalBytes: 2}
 	if r := ProtoSample(s, testNow); r != nil {
 		t.Fatalf("refused: %v", r)
+	}
+	mig := &pb.Sample{TsNs: uint64(testNow.UnixNano()), IntervalNs: 1e8, Kind: pb.Kind_KIND_MIG, InstanceId: "gpu0/mig0",
+		ComputeSlices: 3, SmCount: 42, GpuSmCount: 108}
+	if r := ProtoSample(mig, testNow); r != nil {
+		t.Fatalf("MIG refused: %v", r)
+	}
+	for field, mutate := range map[string]func(){
+		"compute_slices": func() { mig.ComputeSlices = 0 },
+		"sm_count":       func() { mig.SmCount = 500 },
+		"gpu_sm_count":   func() { mig.GpuSmCount = 0 },
+	} {
+		mig.ComputeSlices, mig.SmCount, mig.GpuSmCount = 3, 42, 108
+		mutate()
+		if r := ProtoSample(mig, testNow); r == nil || r.Field != field {
+			t.Errorf("MIG with a wrong %s: got %v", field, r)
+		}
 	}
 	s.MemUsedBytes = 3
 	if r := ProtoSample(s, testNow); r == nil || r.Field != "mem_used_bytes" {
@@ -198,5 +226,23 @@ func TestCheckTier(t *testing.T) {
 	r := CheckTier("gold", tiers)
 	if r == nil || r.Reason != ReasonInvalid || r.Field != "tier" || !strings.Contains(r.Expected, "budget, pro") {
 		t.Errorf("gold: got %+v", r)
+	}
+}
+
+func TestCheckAllocationVersion(t *testing.T) {
+	for _, tc := range []struct {
+		version uint64
+		ok      bool
+	}{
+		{0, true}, {1, true}, {math.MaxInt64, true},
+		{math.MaxInt64 + 1, false}, {math.MaxUint64, false}, // no next version: a change would wrap to 0
+	} {
+		r := CheckAllocationVersion(tc.version)
+		if (r == nil) != tc.ok {
+			t.Errorf("version %d: %v, want ok %v", tc.version, r, tc.ok)
+		}
+		if r != nil && (r.Field != "version" || r.Reason != ReasonInvalid || !strings.Contains(r.Error(), strconv.FormatUint(tc.version, 10))) {
+			t.Errorf("version %d: %q should name the field and the value", tc.version, r)
+		}
 	}
 }
