@@ -72,7 +72,7 @@ func TestAttributionRecomputationSurvivesRestarts(t *testing.T) {
 	}
 
 	svc := apptest.StartAttribution(t, ctx, args("120")...)
-	for _, g := range []string{"slicemeter_attribution_stale_minutes", "slicemeter_attribution_missing_minutes"} {
+	for _, g := range []string{"slicemeter_attribution_stale_seconds", "slicemeter_attribution_missing_seconds"} {
 		if v := metric(svc, g); v != "0" {
 			t.Errorf("%s at start: %q, want 0", g, v)
 		}
@@ -114,7 +114,7 @@ func TestAttributionRecomputationSurvivesRestarts(t *testing.T) {
 	// SIGTERM once a pass recorded progress, SIGKILL after the next.
 	svc = apptest.StartAttribution(t, ctx, args("10")...)
 	waitFor(svc, "a recorded recomputation with progress", func() bool { return progress() >= 1 })
-	if v := metric(svc, "slicemeter_attribution_stale_minutes"); v == "0" || v == "" {
+	if v := metric(svc, "slicemeter_attribution_stale_seconds"); v == "0" || v == "" {
 		t.Errorf("stale minutes gauge while recomputing: %q", v)
 	}
 	if err := svc.Stop(); err != nil {
@@ -125,7 +125,7 @@ func TestAttributionRecomputationSurvivesRestarts(t *testing.T) {
 	svc.Kill()
 	svc = apptest.StartAttribution(t, ctx, args("10")...)
 	open := "SELECT count() FROM (SELECT id FROM " + tables.Recomputations + " WHERE node = '' GROUP BY id HAVING argMax(next_ns, updated_ns) < argMax(to_ns, updated_ns))"
-	waitFor(svc, "the recomputation done", func() bool { return count(open) == 0 && metric(svc, "slicemeter_attribution_stale_minutes") == "0" })
+	waitFor(svc, "the recomputation done", func() bool { return count(open) == 0 && metric(svc, "slicemeter_attribution_stale_seconds") == "0" })
 	sameAsRaw(t, ctx, db.DSN, file, start, end)
 
 	// Holes: deleted minutes are found and attributed again.

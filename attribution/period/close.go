@@ -172,7 +172,7 @@ func checkOwed(ctx context.Context, conn store.Querier, start, end time.Time) er
 		parts = append(parts, fmt.Sprintf("%d minutes (%s)", owed[reason], reason))
 	}
 	return fmt.Errorf("%w: %s still to be attributed again; the attribution service is doing it "+
-		"(slicemeter_attribution_stale_minutes, slicemeter_attribution_missing_minutes): close once they are 0", ErrOwed, strings.Join(parts, ", "))
+		"(slicemeter_attribution_stale_seconds, slicemeter_attribution_missing_seconds): close once they are 0", ErrOwed, strings.Join(parts, ", "))
 }
 
 // corrections are the lines that bring what the closed periods billed for p to its report

@@ -212,14 +212,14 @@ func (r *Runner) count(ctx context.Context, open []store.Recomputation, now time
 // and how many have no stored pass (missing), of every record not done.
 func (r *Runner) Owed() (stale, missing int) { return int(r.stale.Load()), int(r.absent.Load()) }
 
-// watchOwed exports Owed as gauges, 0 from the start.
+// watchOwed exports Owed as gauges in seconds (Prometheus' base unit), 0 from the start.
 func watchOwed(reg prometheus.Registerer, r *Runner) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "slicemeter_attribution_stale_minutes",
-		Help: "Stored minutes still to be attributed again (allocations received late or changed, a price book change), recorded in ClickHouse.",
-	}, func() float64 { s, _ := r.Owed(); return float64(s) }))
+		Name: "slicemeter_attribution_stale_seconds",
+		Help: "Stored attribution still to be attributed again (allocations received late or changed, a price book change), recorded in ClickHouse, in seconds (whole minutes).",
+	}, func() float64 { s, _ := r.Owed(); return float64(s) * 60 }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "slicemeter_attribution_missing_minutes",
-		Help: "Minutes between the first and the latest attributed minute with no stored pass (holes), still to be attributed.",
-	}, func() float64 { _, m := r.Owed(); return float64(m) }))
+		Name: "slicemeter_attribution_missing_seconds",
+		Help: "Time between the first and the latest attributed minute with no stored pass (holes), still to be attributed, in seconds (whole minutes).",
+	}, func() float64 { _, m := r.Owed(); return float64(m) * 60 }))
 }
