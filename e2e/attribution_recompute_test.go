@@ -145,7 +145,7 @@ func TestAttributionRecomputationSurvivesRestarts(t *testing.T) {
 	})
 	waitFor(svc, "the holes attributed", func() bool { return count(open) == 0 && minutesStored() >= 60 })
 	sameAsRaw(t, ctx, db.DSN, file, start, end)
-	if !strings.Contains(svc.Log(), "stored minutes with no stored pass") {
+	if !svc.LogContains("stored minutes with no stored pass") {
 		t.Errorf("the service did not log the holes:\n%s", svc.LogTail(30))
 	}
 }

@@ -76,7 +76,7 @@ func TestAttributionReadyzFollowsClickHouse(t *testing.T) {
 	if resp.StatusCode < 500 || problem.ErrorID == "" || strings.Contains(string(b), "127.0.0.1") || strings.Contains(string(b), proxy.addr()) {
 		t.Errorf("a report while ClickHouse is cut: %d %s; want a 5xx with an error_id and no address", resp.StatusCode, b)
 	}
-	if log := svc.Log(); !strings.Contains(log, "error_id="+problem.ErrorID) {
+	if !svc.LogContains("error_id=" + problem.ErrorID) {
 		t.Errorf("the log has no line with error_id %s:\n%s", problem.ErrorID, svc.LogTail(20))
 	}
 	proxy.restore()

@@ -189,6 +189,20 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 // Log is everything the process has written so far, stdout and stderr interleaved.
 func (p *Process) Log() string { return p.log.String() }
 
+// LogContains waits up to 10 s for the log to hold substr. A line the process wrote before it
+// answered a request may still be in the pipe that carries it here when the answer arrives, so
+// a test that checks the log after a response polls instead of reading once.
+func (p *Process) LogContains(substr string) bool {
+	for until := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if strings.Contains(p.Log(), substr) {
+			return true
+		}
+		if time.Now().After(until) {
+			return false
+		}
+	}
+}
+
 // LogTail is the last n lines of Log, for failure messages.
 func (p *Process) LogTail(n int) string { return Tail(p.Log(), n) }
 
