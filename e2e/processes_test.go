@@ -132,7 +132,7 @@ func announceAllocations(t *testing.T, ctx context.Context, brokers []string, sc
 // simulatedCount is how many samples the simulator produces for the scenario.
 func simulatedCount(t *testing.T, sc *scenario.Scenario) uint64 {
 	t.Helper()
-	src, err := sim.New(sc, "")
+	src, err := sim.New(sc, "", sim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

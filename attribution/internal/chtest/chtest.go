@@ -137,7 +137,7 @@ func InsertAllocations(t testing.TB, conn driver.Conn, rows []AllocationRow) {
 // batches of about a minute of ticks.
 func Simulate(t testing.TB, sc *scenario.Scenario, write func(node string, samples []*pb.Sample)) {
 	t.Helper()
-	src, err := sim.New(sc, "")
+	src, err := sim.New(sc, "", sim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
