@@ -69,7 +69,7 @@ func startCollector(t *testing.T, cfg Config, conn driver.Conn) (*Collector, *pr
 
 func produce(t testing.TB, brokers []string, msgs ...kafka.Message) {
 	t.Helper()
-	w := kafkaconn.NewWriter(brokers, "", nil)
+	w := kafkaconn.Cluster{Brokers: brokers}.NewWriter("", nil)
 	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

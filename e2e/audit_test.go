@@ -106,7 +106,7 @@ func TestAllocationAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := kafkaconn.NewWriter(brokers, "", nil)
+	w := kafkaconn.Cluster{Brokers: brokers}.NewWriter("", nil)
 	if err := w.WriteMessages(ctx, kafka.Message{Topic: pb.TopicAllocations, Key: []byte("gamma"), Value: value}); err != nil {
 		t.Fatal(err)
 	}

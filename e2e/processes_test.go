@@ -113,7 +113,7 @@ func freshTopics(t *testing.T, ctx context.Context, brokers []string, partitions
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if err := kafkaconn.EnsureTopics(ctx, brokers, partitions, topics...); err != nil {
+	if err := (kafkaconn.Cluster{Brokers: brokers}).EnsureTopics(ctx, partitions, topics...); err != nil {
 		t.Fatalf("creating topics %v: %v", topics, err)
 	}
 }
@@ -123,7 +123,7 @@ func freshTopics(t *testing.T, ctx context.Context, brokers []string, partitions
 func announceAllocations(t *testing.T, ctx context.Context, brokers []string, sc *scenario.Scenario) []*pb.AllocationEvent {
 	t.Helper()
 	events := sc.AllocationEvents()
-	if err := allocations.Announce(ctx, kafkaconn.Plaintext(brokers), events, nil); err != nil {
+	if err := allocations.Announce(ctx, kafkaconn.Cluster{Brokers: brokers}, events, nil); err != nil {
 		t.Fatal(err)
 	}
 	return events

@@ -104,7 +104,7 @@ func TestCheckEvents(t *testing.T) {
 		{"a deleted allocation created again", []allocation.Event{event("gone", "gpu1", 0, time.Hour, 3)}, nil, "0:-"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			refused, changes, err := allocation.CheckEventChanges(ctx, conn, tc.events)
+			refused, changes, err := allocation.CheckEvents(ctx, conn, tc.events, allocation.CheckOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

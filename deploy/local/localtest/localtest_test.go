@@ -60,7 +60,7 @@ func TestDatabase(t *testing.T) {
 func TestFakeKafka(t *testing.T) {
 	ctx := context.Background()
 	brokers := localtest.FakeKafka(t)
-	w := kafkaconn.NewWriter(brokers, pb.TopicSamples, nil)
+	w := kafkaconn.Cluster{Brokers: brokers}.NewWriter(pb.TopicSamples, nil)
 	defer w.Close()
 	if err := w.WriteMessages(ctx, kafka.Message{Key: []byte("k"), Value: []byte("v")}); err != nil {
 		t.Fatal(err)
