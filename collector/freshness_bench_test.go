@@ -30,7 +30,7 @@ func BenchmarkFreshness50k(b *testing.B) {
 	if err := (kafkaconn.Cluster{Brokers: brokers}).EnsureTopics(ctx, 4, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
 		b.Fatal(err)
 	}
-	conn := localtest.Database(b).Conn
+	conn := localtest.Database(b, localtest.DatabaseOptions{}).Conn
 	reg := prometheus.NewRegistry()
 	c, err := New(Config{Brokers: brokers, GroupID: "freshness"}, conn, reg, nil)
 	if err != nil {

@@ -54,7 +54,7 @@ func BenchmarkIngestVsKafkaEngine(b *testing.B) {
 	if err := ch.Restart(ctx); err != nil {
 		b.Fatal(err)
 	}
-	conn := localtest.DatabaseWith(b, localtest.DatabaseOptions{Server: ch}).Conn
+	conn := localtest.Database(b, localtest.DatabaseOptions{Server: ch}).Conn
 
 	// 7 instances × 100 ticks per message: one node's 10 s, as an exporter flushing every 10 s sends.
 	const perMessage = 700

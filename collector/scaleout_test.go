@@ -21,7 +21,7 @@ func TestTwoCollectorsSplitPartitions(t *testing.T) {
 	if err := (kafkaconn.Cluster{Brokers: brokers}).EnsureTopics(ctx, 4, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
 		t.Fatal(err)
 	}
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	cfg := Config{Brokers: brokers, GroupID: "scaleout", FlushInterval: 100 * time.Millisecond}
 	a, regA, stopA := startCollector(t, cfg, conn)
 	b, regB, stopB := startCollector(t, cfg, conn)

@@ -31,7 +31,7 @@ func TestBadValuesNeverStopTheBill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	kfk := localtest.NewKafka(t) // of its own: the test reads the whole dead-letter topic
-	db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Name: "e2e_badvalues", Unmigrated: true})
+	db := localtest.Database(t, localtest.DatabaseOptions{Name: "e2e_badvalues", Unmigrated: true})
 	apptest.Migrate(t, ctx, db.DSN)
 	brokers := kafkaconn.ParseBrokers(kfk.Brokers())
 	if err := (kafkaconn.Cluster{Brokers: brokers}).EnsureTopics(ctx, 1, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {

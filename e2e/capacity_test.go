@@ -26,7 +26,7 @@ func TestCapacityOfANewFleet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	kfk := localtest.NewKafka(t)
-	db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Name: "e2e_capacity", Unmigrated: true})
+	db := localtest.Database(t, localtest.DatabaseOptions{Name: "e2e_capacity", Unmigrated: true})
 	apptest.Migrate(t, ctx, db.DSN)
 	brokers := kafkaconn.ParseBrokers(kfk.Brokers())
 	if err := (kafkaconn.Cluster{Brokers: brokers}).EnsureTopics(ctx, 1, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {

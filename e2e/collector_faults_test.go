@@ -250,7 +250,7 @@ func TestCollectorFaults(t *testing.T) {
 	// outage, the catch-up and the checks took 5.5 minutes.
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Server: ch, Name: "e2e_faults", Unmigrated: true})
+	db := localtest.Database(t, localtest.DatabaseOptions{Server: ch, Name: "e2e_faults", Unmigrated: true})
 	dsn := db.DSN
 	apptest.Migrate(t, ctx, dsn)
 	brokers := kafkaconn.ParseBrokers(kfk.Brokers())

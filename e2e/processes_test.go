@@ -42,7 +42,7 @@ func TestSeparateProcesses(t *testing.T) {
 			start := time.Now().UTC().Truncate(time.Minute).Add(-sc.Duration - time.Minute)
 			moveExpected(want, sc.Start, sc.End(), start, start.Add(sc.Duration))
 			sc.Start = start // the allocations announced, the samples counted and the window reported
-			dsn := localtest.DatabaseWith(t, localtest.DatabaseOptions{Server: ch, Unmigrated: true}).DSN
+			dsn := localtest.Database(t, localtest.DatabaseOptions{Server: ch, Unmigrated: true}).DSN
 			apptest.Migrate(t, ctx, dsn)
 			// Idempotent: a second run applies nothing.
 			if r := apptest.Run(t, ctx, "migrate", "--clickhouse.dsn", dsn); r.Code != 0 || !strings.Contains(r.Stderr, "applied_now=[]") {

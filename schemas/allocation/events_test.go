@@ -54,7 +54,7 @@ func insertAllocations(t *testing.T, conn driver.Conn, rows []allocationRow) {
 // block an instance.
 func TestCheckEvents(t *testing.T) {
 	ctx := context.Background()
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	row := func(id, instance string, from, to time.Duration, version uint64, deleted bool) allocationRow {
 		r := allocationRow{id: id, tenant: "t-" + id, tier: "pro", node: "node-a", instance: instance,
 			requested: t0.Add(from), started: t0.Add(from), version: version, deleted: deleted}

@@ -24,7 +24,7 @@ import (
 // logging to logger (nil: nowhere); the schema is applied through another connection.
 func NewDatabase(t testing.TB, logger *slog.Logger) driver.Conn {
 	t.Helper()
-	return localtest.DatabaseWith(t, localtest.DatabaseOptions{Logger: logger}).Conn
+	return localtest.Database(t, localtest.DatabaseOptions{Logger: logger}).Conn
 }
 
 // InsertSamples writes samples of one node as the collector does, column by column.

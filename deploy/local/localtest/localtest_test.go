@@ -32,7 +32,7 @@ func TestDatabase(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for run := range 2 {
-		db := localtest.Database(t)
+		db := localtest.Database(t, localtest.DatabaseOptions{})
 		var migrated, leftOver uint64
 		err := db.Conn.QueryRow(ctx, `SELECT countIf(name = 'allocations'), countIf(name = 'left_over')
 			FROM system.tables WHERE database = currentDatabase()`).Scan(&migrated, &leftOver)
@@ -46,7 +46,7 @@ func TestDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Name: "unmigrated", Unmigrated: true}); db.Name != "unmigrated" {
+	if db := localtest.Database(t, localtest.DatabaseOptions{Name: "unmigrated", Unmigrated: true}); db.Name != "unmigrated" {
 		t.Errorf("name %q", db.Name)
 	} else {
 		var tables uint64
