@@ -127,8 +127,8 @@ func TestServiceQueriesCurrentDialect(t *testing.T) {
 			t.Errorf("%s: the capacity of a minute past what the presence read", source)
 		}
 	}
-	refused, err := allocation.CheckEvents(ctx, conn, []allocation.Event{{Allocation: allocation.Allocation{ID: "n", Tenant: "b", Tier: "pro",
-		Node: "node-a", Instance: migA100.id, RequestedAt: t0, StartedAt: t0}, Version: 1}})
+	refused, _, err := allocation.CheckEvents(ctx, conn, []allocation.Event{{Allocation: allocation.Allocation{ID: "n", Tenant: "b", Tier: "pro",
+		Node: "node-a", Instance: migA100.id, RequestedAt: t0, StartedAt: t0}, Version: 1}}, allocation.CheckOptions{})
 	if err != nil || len(refused) != 1 {
 		t.Fatalf("check an overlapping event: %v, %v", refused, err)
 	}

@@ -22,7 +22,7 @@ import (
 // nothing is stored: the insert is counted as failed and retried until the table is back.
 func TestAuditsAllocationEvents(t *testing.T) {
 	brokers := localtest.FakeKafka(t)
-	db := localtest.Database(t)
+	db := localtest.Database(t, localtest.DatabaseOptions{})
 	conn := db.Conn
 	ctx := context.Background()
 	if err := conn.Exec(ctx, "DROP TABLE "+tables.AllocationAudit); err != nil {
@@ -93,7 +93,7 @@ func TestAuditsAllocationEvents(t *testing.T) {
 // door kafka without a principal, as a plain Kafka message.
 func TestAuditsKubernetesDoor(t *testing.T) {
 	brokers := localtest.FakeKafka(t)
-	db := localtest.Database(t)
+	db := localtest.Database(t, localtest.DatabaseOptions{})
 	const s = int64(time.Second)
 	event := func(id, instance string) *pb.AllocationEvent {
 		return &pb.AllocationEvent{AllocationId: id, Tenant: "team-a", Tier: "pro", Node: "node-a", InstanceId: instance,

@@ -69,7 +69,7 @@ func startCollector(t *testing.T, cfg Config, conn driver.Conn) (*Collector, *pr
 
 func produce(t testing.TB, brokers []string, msgs ...kafka.Message) {
 	t.Helper()
-	w := kafkaconn.NewWriter(brokers, "", nil)
+	w := kafkaconn.Cluster{Brokers: brokers}.NewWriter("", nil)
 	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -209,7 +209,7 @@ func readDeadLetters(t testing.TB, brokers []string, n int) []kafka.Message {
 
 func TestStoresValidAndDeadLettersInvalid(t *testing.T) {
 	brokers := localtest.FakeKafka(t)
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 
 	garbage := kafka.Message{Topic: pb.TopicSamples, Key: []byte("node-x"), Value: []byte{0xff, 0xff, 0xff},
 		Headers: []kafka.Header{{Key: "trace", Value: []byte("t1")}}}
@@ -371,7 +371,7 @@ func TestCommitsOnlyAfterInsert(t *testing.T) {
 	ch := localtest.NewClickHouse(t) // of its own: the test stops it
 	// ClickHouse 18.16 waits for open client connections when stopped (10 s, then SIGKILL):
 	// close ours first and give the collector a connection that dials lazily.
-	db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Server: ch})
+	db := localtest.Database(t, localtest.DatabaseOptions{Server: ch})
 	db.Conn.Close()
 	if err := ch.Stop(); err != nil {
 		t.Fatal(err)
@@ -446,7 +446,7 @@ func TestCommitsOnlyAfterInsert(t *testing.T) {
 // TestFinalFlushOnShutdown: what is pending when Run's context ends is stored and committed.
 func TestFinalFlushOnShutdown(t *testing.T) {
 	brokers := localtest.FakeKafka(t)
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	produce(t, brokers, sampleMessage(t, &pb.SampleBatch{Node: "node-a", Samples: []*pb.Sample{
 		sample(pb.Kind_KIND_GPU, "gpu0", base), sample(pb.Kind_KIND_GPU, "gpu1", base),
 	}}))

@@ -27,10 +27,10 @@ func BenchmarkFreshness50k(b *testing.B) {
 	brokers := kafkaBroker(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := kafkaconn.EnsureTopics(ctx, brokers, 4, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
+	if err := (kafkaconn.Cluster{Brokers: brokers}).EnsureTopics(ctx, 4, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
 		b.Fatal(err)
 	}
-	conn := localtest.Database(b).Conn
+	conn := localtest.Database(b, localtest.DatabaseOptions{}).Conn
 	reg := prometheus.NewRegistry()
 	c, err := New(Config{Brokers: brokers, GroupID: "freshness"}, conn, reg, nil)
 	if err != nil {
@@ -40,7 +40,7 @@ func BenchmarkFreshness50k(b *testing.B) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(runCtx) }()
 
-	w := kafkaconn.NewWriter(brokers, pb.TopicSamples, nil)
+	w := kafkaconn.Cluster{Brokers: brokers}.NewWriter(pb.TopicSamples, nil)
 	defer w.Close()
 	b.ResetTimer()
 	next := time.Now()

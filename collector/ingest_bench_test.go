@@ -42,7 +42,7 @@ func BenchmarkIngestVsKafkaEngine(b *testing.B) {
 	defer cancel()
 	const partitions = 4
 	const jsonTopic = "bench.samples.json"
-	if err := kafkaconn.EnsureTopics(ctx, brokers, partitions, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter, jsonTopic); err != nil {
+	if err := (kafkaconn.Cluster{Brokers: brokers}).EnsureTopics(ctx, partitions, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter, jsonTopic); err != nil {
 		b.Fatal(err)
 	}
 	// A server of its own: the Kafka engine's consumer must start at the oldest message (its
@@ -54,13 +54,13 @@ func BenchmarkIngestVsKafkaEngine(b *testing.B) {
 	if err := ch.Restart(ctx); err != nil {
 		b.Fatal(err)
 	}
-	conn := localtest.DatabaseWith(b, localtest.DatabaseOptions{Server: ch}).Conn
+	conn := localtest.Database(b, localtest.DatabaseOptions{Server: ch}).Conn
 
 	// 7 instances × 100 ticks per message: one node's 10 s, as an exporter flushing every 10 s sends.
 	const perMessage = 700
 	messages := total / perMessage
 	total = messages * perMessage
-	w := kafkaconn.NewWriter(brokers, "", nil)
+	w := kafkaconn.Cluster{Brokers: brokers}.NewWriter("", nil)
 	defer w.Close()
 	var batch []kafka.Message
 	var jsonBatch []kafka.Message

@@ -17,7 +17,7 @@ import (
 //	go test ./collector -run '^$' -bench InsertSamples100k -benchtime 5x
 func BenchmarkInsertSamples100k(b *testing.B) {
 	const rows = 100_000
-	conn := localtest.Database(b).Conn
+	conn := localtest.Database(b, localtest.DatabaseOptions{}).Conn
 	var cols sampleColumns
 	kinds := []pb.Kind{pb.Kind_KIND_GPU, pb.Kind_KIND_MIG, pb.Kind_KIND_VGPU}
 	for i := range rows {
@@ -45,7 +45,7 @@ func BenchmarkCollect100k(b *testing.B) {
 	for i := range b.N {
 		b.StopTimer()
 		brokers := localtest.FakeKafka(b)
-		conn := localtest.DatabaseWith(b, localtest.DatabaseOptions{Name: fmt.Sprintf("collector_bench_e2e_%d", i)}).Conn
+		conn := localtest.Database(b, localtest.DatabaseOptions{Name: fmt.Sprintf("collector_bench_e2e_%d", i)}).Conn
 		for n := range batches {
 			batch := &pb.SampleBatch{Node: fmt.Sprintf("node-%03d", n)}
 			for j := range perBatch {

@@ -15,7 +15,7 @@ import (
 // allocation is stored, and each dead letter says reason invalid and the field.
 func TestInvalidValuesAreDeadLetteredAndTheRestStored(t *testing.T) {
 	brokers := localtest.FakeKafka(t)
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 
 	nan := sample(pb.Kind_KIND_GPU, "gpu1", base)
 	nan.SmActive = math.NaN()
@@ -99,7 +99,7 @@ func TestInvalidValuesAreDeadLetteredAndTheRestStored(t *testing.T) {
 // tiers refuses an allocation at another tier (it could not be priced) and stores the next.
 func TestUnknownTierIsDeadLetteredWithThePriceBooksTiers(t *testing.T) {
 	brokers := localtest.FakeKafka(t)
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	produce(t, brokers,
 		allocationMessage(t, &pb.AllocationEvent{AllocationId: "a1", Tenant: "acme", Tier: "gold",
 			Node: "node-a", InstanceId: "gpu0", RequestedAtNs: allocT0 + 1, StartedAtNs: allocT0 + 2, Version: 1}),
@@ -135,7 +135,7 @@ func TestUnknownTierIsDeadLetteredWithThePriceBooksTiers(t *testing.T) {
 // naming version while the next allocation is stored. Each is counted.
 func TestImpossibleMIGFactsAndVersionsAreDeadLettered(t *testing.T) {
 	brokers := localtest.FakeKafka(t)
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 
 	mig := func(id string, slices, sms uint32) *pb.Sample {
 		s := sample(pb.Kind_KIND_MIG, id, base)

@@ -18,7 +18,7 @@ func TestAgainstKafka(t *testing.T) {
 	brokers := kafkaBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 
 	const group = "real-kafka"
 	c, reg, stop := startCollector(t, Config{Brokers: brokers, GroupID: group, TopicPartitions: 2,

@@ -46,11 +46,11 @@ func (c *Collector) refuseOverlaps(ctx context.Context, b *batch) error {
 	if b.allocs.len() == 0 || b.allocChecks.checked {
 		return nil
 	}
-	var check func(cur, next allocation.Event) error
+	var opts allocation.CheckOptions
 	if !c.cfg.AllowTenantMoves {
-		check = refuseTenantMove
+		opts.RefuseChange = refuseTenantMove
 	}
-	refused, changes, err := allocation.CheckEventChangesWith(ctx, c.conn, b.allocChecks.events, check)
+	refused, changes, err := allocation.CheckEvents(ctx, c.conn, b.allocChecks.events, opts)
 	if err != nil {
 		return fmt.Errorf("check %d allocation events for overlaps: %w", len(b.allocChecks.events), err)
 	}

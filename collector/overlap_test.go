@@ -17,7 +17,7 @@ import (
 // allocation never overlaps itself, and a refused event blocks nothing.
 func TestRefusesOverlappingAllocations(t *testing.T) {
 	brokers := localtest.FakeKafka(t)
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	event := func(id, tenant string, start, end int64, version uint64) *pb.AllocationEvent {
 		return &pb.AllocationEvent{AllocationId: id, Tenant: tenant, Tier: "pro", Node: "node-a", InstanceId: "gpu0",
 			RequestedAtNs: allocAt(start), StartedAtNs: allocAt(start), EndedAtNs: allocAt(end), Version: version}
@@ -84,7 +84,7 @@ func TestRefusesTenantMoves(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("allow=%v", tt.allow), func(t *testing.T) {
 			brokers := localtest.FakeKafka(t)
-			conn := localtest.Database(t).Conn
+			conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 			produce(t, brokers,
 				allocationMessage(t, event("m1", "acme", "gpu0", 0, 1, false)),
 				allocationMessage(t, event("m1", "beta", "gpu0", 0, 2, false)), // a move

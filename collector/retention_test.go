@@ -27,7 +27,7 @@ func TestIsDayPartition(t *testing.T) {
 // TestDropExpired stores samples and rollups on four days and expires raw samples after 2
 // days and rollups after 3 (seconds) and never (minutes).
 func TestDropExpired(t *testing.T) {
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	day0 := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC) // partitions 20260105 .. 20260108
@@ -82,7 +82,7 @@ func TestHasTTL(t *testing.T) {
 // TestApplyTTL: nothing on 18.16 (no TTL there; partitions are dropped instead), and the
 // statements it would run elsewhere run on current ClickHouse (chDB) after the migrations.
 func TestApplyTTL(t *testing.T) {
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	r := Retention{Raw: 48 * time.Hour, Rollup1m: 720 * time.Hour}

@@ -101,7 +101,7 @@ func readRollup(t testing.TB, ctx context.Context, conn interface {
 // TestRollupsExactlyOnce stores samples, stores some of them again (a replay after a crash),
 // recomputes after each, and checks the rollups against sums computed here.
 func TestRollupsExactlyOnce(t *testing.T) {
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -245,7 +245,7 @@ func TestRollupsExactlyOnce(t *testing.T) {
 // samples_1s and samples_1m alike, and that rows written before those columns existed read as
 // all measured.
 func TestRollupActiveSamples(t *testing.T) {
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -401,7 +401,7 @@ SELECT toDateTime(1767571200), 1767571200100000000, 100000000, 'node-a', 'GPU-1'
 // mean sm_active of the samples covering it (sm_active_ns), and samples and the per-sample
 // sums stay those of the samples taken in the row.
 func TestRollupPieces(t *testing.T) {
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const node = "pieces"

@@ -18,10 +18,10 @@ func TestTwoCollectorsSplitPartitions(t *testing.T) {
 	brokers := kafkaBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := kafkaconn.EnsureTopics(ctx, brokers, 4, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
+	if err := (kafkaconn.Cluster{Brokers: brokers}).EnsureTopics(ctx, 4, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
 		t.Fatal(err)
 	}
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	cfg := Config{Brokers: brokers, GroupID: "scaleout", FlushInterval: 100 * time.Millisecond}
 	a, regA, stopA := startCollector(t, cfg, conn)
 	b, regB, stopB := startCollector(t, cfg, conn)

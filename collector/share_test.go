@@ -13,7 +13,7 @@ import (
 // count are dead-lettered with the field, the rest of their batch stored.
 func TestShareSamples(t *testing.T) {
 	brokers := localtest.FakeKafka(t)
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 
 	share := func(id string, replicas uint32) *pb.Sample {
 		s := sample(pb.Kind_KIND_SHARE, id, base)

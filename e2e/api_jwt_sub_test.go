@@ -45,7 +45,7 @@ func TestAPIJWTWithoutSub(t *testing.T) {
 	if err := os.WriteFile(authFile, []byte("jwt:\n  jwks_file: jwks.json\n  issuer: https://id.example/\n  audience: slicemeter\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	db := localtest.Database(t)
+	db := localtest.Database(t, localtest.DatabaseOptions{})
 	svc := apptest.StartAttribution(t, ctx, "--api.auth-file", authFile, "--clickhouse.dsn", db.DSN,
 		"--scenario", filepath.Join(scenarios, "mig-basic.yaml"))
 	sign := func(sub any) string {

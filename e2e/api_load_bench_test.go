@@ -41,7 +41,7 @@ func BenchmarkAPILoad(b *testing.B) {
 	const clients = 50
 	ctx, cancel := context.WithTimeout(context.Background(), 4*duration+5*time.Minute)
 	defer cancel()
-	db := localtest.Database(b)
+	db := localtest.Database(b, localtest.DatabaseOptions{})
 	file := filepath.Join(scenarios, "mig-basic.yaml")
 	const token = "load-acme-0123456789abcdef"
 	apptest.Secret(b, token)

@@ -41,7 +41,7 @@ func TestAPITokenFlood(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	db := localtest.Database(t)
+	db := localtest.Database(t, localtest.DatabaseOptions{})
 	tokens := map[string]string{"ops": "flood-ops-0123456789abcdef", "books": "flood-books-0123456789abcdef"}
 	roles := map[string]string{"ops": "operator", "books": "finance"}
 	content := "tokens:\n"

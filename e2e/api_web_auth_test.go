@@ -40,7 +40,7 @@ func TestAPIAuthSeparateMetricsCredentials(t *testing.T) {
 	if err := os.WriteFile(authFile, []byte("tokens:\n"+entry), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dsn := localtest.Database(t).DSN
+	dsn := localtest.Database(t, localtest.DatabaseOptions{}).DSN
 	svc := apptest.Start(t, ctx, apptest.Service{Command: "attribution", NoReadyz: true, Args: []string{"--web.config.file", webConfig,
 		"--api.auth-file", authFile, "--clickhouse.dsn", dsn, "--scenario", filepath.Join(scenarios, "mig-basic.yaml")}})
 	get := func(path, user, bearer string) (int, string) {

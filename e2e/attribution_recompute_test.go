@@ -25,7 +25,7 @@ import (
 func TestAttributionRecomputationSurvivesRestarts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Unmigrated: true})
+	db := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true})
 	file := filepath.Join(scenarios, "mig-basic.yaml")
 	start := time.Now().UTC().Truncate(time.Minute).Add(-61 * time.Minute)
 	end := start.Add(time.Hour)

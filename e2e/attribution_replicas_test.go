@@ -27,7 +27,7 @@ func TestAttributionReplicas(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	brokers := localtest.Kafka(t).Brokers()
-	db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Unmigrated: true})
+	db := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true})
 	const file = "testdata/replicas.yaml"
 	start := time.Now().UTC().Truncate(time.Minute).Add(-61 * time.Minute)
 	end := start.Add(time.Hour)

@@ -56,7 +56,7 @@ func TestAllocationAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	db := localtest.Database(t)
+	db := localtest.Database(t, localtest.DatabaseOptions{})
 	brokers := localtest.FakeKafka(t)
 	svc := apptest.StartAttribution(t, ctx, "--api.auth-file", authFile, "--clickhouse.dsn", db.DSN, "--scenario", filepath.Join(scenarios, "mig-basic.yaml"))
 	col := apptest.StartCollector(t, ctx, "--kafka.brokers", strings.Join(brokers, ","), "--clickhouse.dsn", db.DSN, "--collector.flush-interval", "200ms")
@@ -106,7 +106,7 @@ func TestAllocationAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := kafkaconn.NewWriter(brokers, "", nil)
+	w := kafkaconn.Cluster{Brokers: brokers}.NewWriter("", nil)
 	if err := w.WriteMessages(ctx, kafka.Message{Topic: pb.TopicAllocations, Key: []byte("gamma"), Value: value}); err != nil {
 		t.Fatal(err)
 	}

@@ -31,10 +31,10 @@ func TestBadValuesNeverStopTheBill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	kfk := localtest.NewKafka(t) // of its own: the test reads the whole dead-letter topic
-	db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Name: "e2e_badvalues", Unmigrated: true})
+	db := localtest.Database(t, localtest.DatabaseOptions{Name: "e2e_badvalues", Unmigrated: true})
 	apptest.Migrate(t, ctx, db.DSN)
 	brokers := kafkaconn.ParseBrokers(kfk.Brokers())
-	if err := kafkaconn.EnsureTopics(ctx, brokers, 1, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
+	if err := (kafkaconn.Cluster{Brokers: brokers}).EnsureTopics(ctx, 1, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
 		t.Fatal(err)
 	}
 	col := apptest.StartCollector(t, ctx, "--kafka.brokers", kfk.Brokers(), "--clickhouse.dsn", db.DSN,
@@ -88,7 +88,7 @@ func TestBadValuesNeverStopTheBill(t *testing.T) {
 			InstanceId: tn.instance, RequestedAtNs: int64(base), StartedAtNs: int64(base), EndedAtNs: int64(base) + seconds*1e9,
 			Version: uint64(i + 1)}, tn.tenant)
 	}
-	w := kafkaconn.NewWriter(brokers, "", nil)
+	w := kafkaconn.Cluster{Brokers: brokers}.NewWriter("", nil)
 	if err := w.WriteMessages(ctx, msgs...); err != nil {
 		t.Fatal(err)
 	}

@@ -26,10 +26,10 @@ func TestCapacityOfANewFleet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	kfk := localtest.NewKafka(t)
-	db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Name: "e2e_capacity", Unmigrated: true})
+	db := localtest.Database(t, localtest.DatabaseOptions{Name: "e2e_capacity", Unmigrated: true})
 	apptest.Migrate(t, ctx, db.DSN)
 	brokers := kafkaconn.ParseBrokers(kfk.Brokers())
-	if err := kafkaconn.EnsureTopics(ctx, brokers, 1, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
+	if err := (kafkaconn.Cluster{Brokers: brokers}).EnsureTopics(ctx, 1, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
 		t.Fatal(err)
 	}
 	col := apptest.StartCollector(t, ctx, "--kafka.brokers", kfk.Brokers(), "--clickhouse.dsn", db.DSN,
@@ -50,7 +50,7 @@ func TestCapacityOfANewFleet(t *testing.T) {
 		}
 		msgs = append(msgs, kafka.Message{Topic: pb.TopicSamples, Key: []byte("node-a"), Value: v})
 	}
-	w := kafkaconn.NewWriter(brokers, "", nil)
+	w := kafkaconn.Cluster{Brokers: brokers}.NewWriter("", nil)
 	if err := w.WriteMessages(ctx, msgs...); err != nil {
 		t.Fatal(err)
 	}

@@ -130,7 +130,7 @@ func (l *faultLoad) produced() uint64 {
 }
 
 func (l *faultLoad) run(ctx context.Context, t *testing.T, brokers []string, perSecond time.Duration) error {
-	w := kafkaconn.NewWriter(brokers, pb.TopicSamples, nil)
+	w := kafkaconn.Cluster{Brokers: brokers}.NewWriter(pb.TopicSamples, nil)
 	defer w.Close()
 	for k := 0; ctx.Err() == nil; k++ {
 		var msgs []kafka.Message
@@ -213,7 +213,7 @@ func produceAllocations(ctx context.Context, brokers []string) (int, error) {
 			}
 		}
 	}
-	if err := allocations.Announce(ctx, kafkaconn.Plaintext(brokers), events, nil); err != nil {
+	if err := allocations.Announce(ctx, kafkaconn.Cluster{Brokers: brokers}, events, nil); err != nil {
 		return 0, fmt.Errorf("produce allocations: %w", err)
 	}
 	return ids, nil
@@ -250,12 +250,12 @@ func TestCollectorFaults(t *testing.T) {
 	// outage, the catch-up and the checks took 5.5 minutes.
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Server: ch, Name: "e2e_faults", Unmigrated: true})
+	db := localtest.Database(t, localtest.DatabaseOptions{Server: ch, Name: "e2e_faults", Unmigrated: true})
 	dsn := db.DSN
 	apptest.Migrate(t, ctx, dsn)
 	brokers := kafkaconn.ParseBrokers(kfk.Brokers())
 	const partitions = 4
-	if err := kafkaconn.EnsureTopics(ctx, brokers, partitions, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
+	if err := (kafkaconn.Cluster{Brokers: brokers}).EnsureTopics(ctx, partitions, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
 		t.Fatal(err)
 	}
 

@@ -45,7 +45,7 @@ func TestHostileRequests(t *testing.T) {
 	if err := os.WriteFile(authFile, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	db := localtest.Database(t)
+	db := localtest.Database(t, localtest.DatabaseOptions{})
 	svc := apptest.StartAttribution(t, ctx, "--api.auth-file", authFile, "--clickhouse.dsn", db.DSN,
 		"--scenario", filepath.Join(scenarios, "mig-basic.yaml"), "--attribution.backfill", "5m")
 	t.Logf("VmHWM after start: %d MiB", vmHWM(t, svc.Pid())>>20)
@@ -145,7 +145,7 @@ const writeBudget = 1 << 30
 func TestConcurrentWrites(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	db := localtest.Database(t)
+	db := localtest.Database(t, localtest.DatabaseOptions{})
 	svc := apptest.StartAttribution(t, ctx, "--api.insecure-no-auth", "--clickhouse.dsn", db.DSN,
 		"--scenario", filepath.Join(scenarios, "mig-basic.yaml"), "--attribution.backfill", "5m")
 	const clients, each = 12, 100000

@@ -21,7 +21,7 @@ import (
 func BenchmarkDashboardQueriesDay(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	db := localtest.DatabaseWith(b, localtest.DatabaseOptions{Name: "bench_day", Unmigrated: true})
+	db := localtest.Database(b, localtest.DatabaseOptions{Name: "bench_day", Unmigrated: true})
 	fleet, err := os.ReadFile(demoFleet)
 	if err != nil {
 		b.Fatal(err)

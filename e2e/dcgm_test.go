@@ -144,11 +144,11 @@ func TestDCGMCompat(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc.Start = time.Now().UTC().Truncate(time.Second)
-	src, err := sim.New(sc, "")
+	src, err := sim.New(sc, "", sim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	col := promcollector.New()
+	col := promcollector.New(promcollector.Options{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(col)
 	h, err := webserver.MetricsHandler(reg)

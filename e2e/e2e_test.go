@@ -31,7 +31,7 @@ func TestPublicScenariosRealServices(t *testing.T) {
 			sc := loadScenario(t, file)
 			// A broker per scenario: each run's topics hold only its own fleet.
 			kafka := localtest.NewKafka(t)
-			dsn := localtest.DatabaseWith(t, localtest.DatabaseOptions{Server: ch, Unmigrated: true}).DSN
+			dsn := localtest.Database(t, localtest.DatabaseOptions{Server: ch, Unmigrated: true}).DSN
 			want := readCSV(t, expectedCSV(file))
 			out := filepath.Join(t.TempDir(), "report.csv")
 

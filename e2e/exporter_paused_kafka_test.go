@@ -26,7 +26,7 @@ func TestExporterThroughPausedKafkaAndSmallMessages(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	brokers := kafkaconn.ParseBrokers(kfk.Brokers())
-	if err := kafkaconn.EnsureTopics(ctx, brokers, 2, pb.TopicSamples); err != nil {
+	if err := (kafkaconn.Cluster{Brokers: brokers}).EnsureTopics(ctx, 2, pb.TopicSamples); err != nil {
 		t.Fatal(err)
 	}
 	client := &kafka.Client{Addr: kafka.TCP(brokers...)}

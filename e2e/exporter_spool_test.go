@@ -118,7 +118,7 @@ func TestExporterSpoolsThroughKafkaOutage(t *testing.T) {
 // simulated is what the simulator produces for the scenario, by instance and time.
 func simulated(t *testing.T, sc *scenario.Scenario) map[string]*pb.Sample {
 	t.Helper()
-	src, err := sim.New(sc, "")
+	src, err := sim.New(sc, "", sim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestFleetAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Unmigrated: true})
+	db := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true})
 	start := time.Now().UTC().Truncate(time.Minute).Add(-61 * time.Minute)
 	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--sim.start", start.Format(time.RFC3339), "--report", os.DevNull,
 		"--clickhouse.dsn", db.DSN, "--web.listen-address", "127.0.0.1:0")

@@ -28,7 +28,7 @@ func TestReportLineItemsAndFOCUS(t *testing.T) {
 	defer cancel()
 	file := filepath.Join(scenarios, "mig-basic.yaml")
 	sc := loadScenario(t, file)
-	dsn := localtest.DatabaseWith(t, localtest.DatabaseOptions{Unmigrated: true}).DSN
+	dsn := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true}).DSN
 	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0", "--report", filepath.Join(t.TempDir(), "r.csv"))
 	window := scenarioWindow(file, sc)
 
@@ -116,7 +116,7 @@ tenants:
       - {target: node-a/gpu0, requested: 0s, ready: 5s, end: 5m, workload: {sm: 0.5, mem: 0.5}}
 `)
 	sc := loadScenario(t, file)
-	dsn := localtest.DatabaseWith(t, localtest.DatabaseOptions{Unmigrated: true}).DSN
+	dsn := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true}).DSN
 	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0", "--report", filepath.Join(t.TempDir(), "r.csv"))
 	window := scenarioWindow(file, sc)
 

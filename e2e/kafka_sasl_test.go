@@ -24,7 +24,7 @@ var saslScenario = strings.NewReplacer("duration: 70s", "duration: 10s", "end: 7
 // output shows a password.
 func TestKafkaSASL(t *testing.T) {
 	sk := localtest.NewSecureKafka(t)
-	dsn := localtest.Database(t).DSN
+	dsn := localtest.Database(t, localtest.DatabaseOptions{}).DSN
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	brokers := sk.SASLSSLBrokers()
@@ -57,7 +57,7 @@ func TestKafkaSASL(t *testing.T) {
 
 	// The demo first, over SCRAM-SHA-256 into a database of its own. The pipeline below
 	// reads its samples again too: the same scenario, so the same distinct samples.
-	demo := apptest.Demo(t, ctx, append([]string{"--scenario", file, "--fast", "--clickhouse.dsn", localtest.Database(t).DSN},
+	demo := apptest.Demo(t, ctx, append([]string{"--scenario", file, "--fast", "--clickhouse.dsn", localtest.Database(t, localtest.DatabaseOptions{}).DSN},
 		secure(scram256, scram256.PasswordFile)...)...)
 	noPassword("the demo's output", demo.Stdout+demo.Stderr)
 	scram512 := sk.User(kafkaconn.MechanismSCRAMSHA512)

@@ -91,7 +91,7 @@ func TestKubernetesAllocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := k8sclient.NewForConfigOrDie(cfg)
-	db := localtest.Database(t)
+	db := localtest.Database(t, localtest.DatabaseOptions{})
 	// The real broker the other e2e tests share: topics of its own, created afresh, and a
 	// consumer group of its own.
 	kfk := localtest.Kafka(t)

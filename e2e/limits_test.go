@@ -21,7 +21,7 @@ import (
 func TestAttributionLimits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	db := localtest.Database(t)
+	db := localtest.Database(t, localtest.DatabaseOptions{})
 	p := apptest.StartAttribution(t, ctx, "--api.insecure-no-auth", "--clickhouse.dsn", db.DSN, "--scenario", filepath.Join(scenarios, "mig-basic.yaml"),
 		"--web.max-client-connections", "50", "--web.max-connections", "100", "--api.max-report-windows", "5")
 

@@ -42,7 +42,7 @@ func TestSeparateProcesses(t *testing.T) {
 			start := time.Now().UTC().Truncate(time.Minute).Add(-sc.Duration - time.Minute)
 			moveExpected(want, sc.Start, sc.End(), start, start.Add(sc.Duration))
 			sc.Start = start // the allocations announced, the samples counted and the window reported
-			dsn := localtest.DatabaseWith(t, localtest.DatabaseOptions{Server: ch, Unmigrated: true}).DSN
+			dsn := localtest.Database(t, localtest.DatabaseOptions{Server: ch, Unmigrated: true}).DSN
 			apptest.Migrate(t, ctx, dsn)
 			// Idempotent: a second run applies nothing.
 			if r := apptest.Run(t, ctx, "migrate", "--clickhouse.dsn", dsn); r.Code != 0 || !strings.Contains(r.Stderr, "applied_now=[]") {
@@ -113,7 +113,7 @@ func freshTopics(t *testing.T, ctx context.Context, brokers []string, partitions
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if err := kafkaconn.EnsureTopics(ctx, brokers, partitions, topics...); err != nil {
+	if err := (kafkaconn.Cluster{Brokers: brokers}).EnsureTopics(ctx, partitions, topics...); err != nil {
 		t.Fatalf("creating topics %v: %v", topics, err)
 	}
 }
@@ -123,7 +123,7 @@ func freshTopics(t *testing.T, ctx context.Context, brokers []string, partitions
 func announceAllocations(t *testing.T, ctx context.Context, brokers []string, sc *scenario.Scenario) []*pb.AllocationEvent {
 	t.Helper()
 	events := sc.AllocationEvents()
-	if err := allocations.Announce(ctx, kafkaconn.Plaintext(brokers), events, nil); err != nil {
+	if err := allocations.Announce(ctx, kafkaconn.Cluster{Brokers: brokers}, events, nil); err != nil {
 		t.Fatal(err)
 	}
 	return events
@@ -132,7 +132,7 @@ func announceAllocations(t *testing.T, ctx context.Context, brokers []string, sc
 // simulatedCount is how many samples the simulator produces for the scenario.
 func simulatedCount(t *testing.T, sc *scenario.Scenario) uint64 {
 	t.Helper()
-	src, err := sim.New(sc, "")
+	src, err := sim.New(sc, "", sim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ import (
 func TestAttributionReadyzFollowsClickHouse(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Unmigrated: true})
+	db := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true})
 	apptest.Migrate(t, ctx, db.DSN)
 	proxy := newCuttableProxy(t, db.Server.Addr())
 	svc := apptest.StartAttribution(t, ctx, "--api.insecure-no-auth", "--clickhouse.dsn", "clickhouse://"+proxy.addr()+"/"+db.Name,

@@ -16,7 +16,7 @@ import (
 func TestDamagedSchemaRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	db := localtest.Database(t)
+	db := localtest.Database(t, localtest.DatabaseOptions{})
 	if err := db.Conn.Exec(ctx, "ALTER TABLE attribution_minutes DROP COLUMN overhead_ns"); err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func TestTenantSeesNoNeighbourName(t *testing.T) {
 	if err := os.WriteFile(authFile, []byte(strings.ReplaceAll(content, "    tenants: []     # for tenant; optional for scheduler\n", "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dsn := localtest.DatabaseWith(t, localtest.DatabaseOptions{Unmigrated: true}).DSN
+	dsn := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true}).DSN
 	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--report", os.DevNull, "--clickhouse.dsn", dsn)
 	svc := apptest.StartAttribution(t, ctx, "--api.auth-file", authFile, "--clickhouse.dsn", dsn, "--scenario", file, "--attribution.backfill", "5m")
 

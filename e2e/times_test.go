@@ -27,7 +27,7 @@ import (
 func TestTimesAndVersionsCheckedAtTheDoors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Name: "e2e_times", Unmigrated: true})
+	db := localtest.Database(t, localtest.DatabaseOptions{Name: "e2e_times", Unmigrated: true})
 	apptest.Migrate(t, ctx, db.DSN)
 	const (
 		header    = "allocation_id,tenant,tier,node,instance_id,requested_at,started_at,ended_at\n"

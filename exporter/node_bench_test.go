@@ -43,14 +43,14 @@ func benchNode(b *testing.B, path string, want int) (*scenario.Scenario, *sim.So
 		b.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	src, err := sim.NewWithMetrics(sc, "", nvmlsource.NewMetrics(reg), nil)
+	src, err := sim.New(sc, "", sim.Options{Metrics: nvmlsource.NewMetrics(reg)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	if src.Instances() != want {
 		b.Fatalf("%d instances, want %d", src.Instances(), want)
 	}
-	snap := promcollector.New()
+	snap := promcollector.New(promcollector.Options{})
 	reg.MustRegister(snap)
 	return sc, src, snap, reg
 }

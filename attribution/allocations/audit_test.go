@@ -17,7 +17,7 @@ import (
 // written, neither is the allocation.
 func TestPutAudits(t *testing.T) {
 	ctx := context.Background()
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	store := allocations.NewStore(conn)
 	ops := audit.Actor{Door: audit.DoorHTTP, Principal: "ops", Role: "operator", Origin: "127.0.0.1:4000"}
 	cli := audit.Actor{Door: audit.DoorImport, Principal: "alice", Role: "cli", Origin: "host:allocs.csv"}

@@ -94,7 +94,7 @@ func TestBulkImport(t *testing.T) {
 				t.Fatalf("decode: %d allocations, %v", len(decoded), err)
 			}
 			t.Logf("decode %d (%d MiB): %s", tc.n, len(data)>>20, time.Since(start).Round(time.Millisecond))
-			store := allocations.NewStore(localtest.Database(t).Conn)
+			store := allocations.NewStore(localtest.Database(t, localtest.DatabaseOptions{}).Conn)
 			start = time.Now()
 			res, err := store.Put(ctx, audit.Actor{Door: audit.DoorImport, Principal: "test"}, decoded)
 			if err != nil || len(res.Stored) != tc.n {
@@ -139,7 +139,7 @@ func timeBinary(t *testing.T, bin string, data []byte, source string) {
 	if err := os.WriteFile(file, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Name: localtest.DatabaseName(t) + "_binary"})
+	db := localtest.Database(t, localtest.DatabaseOptions{Name: localtest.DatabaseName(t) + "_binary"})
 	out, err := exec.Command("/usr/bin/time", "-v", bin, "allocations", "import", "--clickhouse.dsn", db.DSN, file).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", bin, err, out)

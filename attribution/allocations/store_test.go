@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { localtest.Main(m) }
 // overlapping (refused, nothing written), for an instance never sampled (accepted, flagged).
 func TestStore(t *testing.T) {
 	ctx := context.Background()
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	const sampled = "gpu0/mig1"
 	// One sample of the instance, so that its allocations are not flagged unseen.
 	sample, err := conn.PrepareBatch(ctx, `INSERT INTO samples (time, ts_ns, interval_ns, node, instance_id, kind)`)
@@ -104,7 +104,7 @@ func TestStore(t *testing.T) {
 // and a repeat finds every one unchanged.
 func TestStoreChunked(t *testing.T) {
 	ctx := context.Background()
-	store := allocations.NewStore(localtest.Database(t).Conn)
+	store := allocations.NewStore(localtest.Database(t, localtest.DatabaseOptions{}).Conn)
 	allocations.SetLimits(store, 2*(len("bulk-0000000")+4), 2)
 	allocs := bulk(5, 5)
 	if res, err := store.Put(ctx, audit.Actor{Door: audit.DoorImport, Principal: "test"}, allocs); err != nil || len(res.Stored) != 5 {
@@ -128,7 +128,7 @@ func TestStoreChunked(t *testing.T) {
 // its refusal writes nothing of the input; new and unchanged allocations are not asked about.
 func TestPutChecked(t *testing.T) {
 	ctx := context.Background()
-	store := allocations.NewStore(localtest.Database(t).Conn)
+	store := allocations.NewStore(localtest.Database(t, localtest.DatabaseOptions{}).Conn)
 	a := allocation.Allocation{ID: "m1", Tenant: "acme", Tier: "pro", Node: "node-a", Instance: "gpu0", RequestedAt: t0, StartedAt: t0}
 	var asked []string
 	refuseMoves := func(prev, next allocation.Allocation) error {
@@ -163,7 +163,7 @@ func TestPutChecked(t *testing.T) {
 // and given again over HTTP or import is created anew above the deletion, not hidden under it.
 func TestPutAfterDeletion(t *testing.T) {
 	ctx := context.Background()
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	ins, err := conn.PrepareBatch(ctx, tables.Insert(tables.Allocations, tables.AllocationColumns))
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +211,7 @@ func TestPutAfterDeletion(t *testing.T) {
 // at the highest version a door accepts (Int64's top) still takes a change.
 func TestPutAfterMaximalVersion(t *testing.T) {
 	ctx := context.Background()
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	ins, err := conn.PrepareBatch(ctx, tables.Insert(tables.Allocations, tables.AllocationColumns))
 	if err != nil {
 		t.Fatal(err)

@@ -199,7 +199,7 @@ func TestMemberProcess(t *testing.T) {
 }
 
 func testConfig(brokers []string, group, topic string) Config {
-	return Config{Cluster: kafkaconn.Plaintext(brokers), Group: group, Topic: topic, Partitions: 64, SessionTimeout: testSession}
+	return Config{Cluster: kafkaconn.Cluster{Brokers: brokers}, Group: group, Topic: topic, Partitions: 64, SessionTimeout: testSession}
 }
 
 // settled waits until the members own every partition exactly once in one generation after
@@ -281,7 +281,7 @@ func groupSequence(t *testing.T, brokers []string) {
 	defer cancel()
 	suffix := strconv.FormatInt(time.Now().UnixNano(), 36) // the shared broker keeps other tests' groups
 	topic, group := "shards-"+suffix, "attribution-"+suffix
-	if err := kafkaconn.EnsureTopics(ctx, brokers, 12, topic); err != nil {
+	if err := (kafkaconn.Cluster{Brokers: brokers}).EnsureTopics(ctx, 12, topic); err != nil {
 		t.Fatal(err)
 	}
 	cfg := testConfig(brokers, group, topic)
@@ -336,7 +336,7 @@ func TestPartitionsAdded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), settleBound)
 	defer cancel()
 	const topic, group = "shards", "attribution"
-	if err := kafkaconn.EnsureTopics(ctx, brokers, 4, topic); err != nil {
+	if err := (kafkaconn.Cluster{Brokers: brokers}).EnsureTopics(ctx, 4, topic); err != nil {
 		t.Fatal(err)
 	}
 	var members []member

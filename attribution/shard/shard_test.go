@@ -116,7 +116,7 @@ func TestUnreachable(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	reg := prometheus.NewRegistry()
-	g, err := Start(context.Background(), Config{Cluster: kafkaconn.Plaintext([]string{addr}), Group: "g", Topic: "t", Partitions: 4, SessionTimeout: 6 * time.Second},
+	g, err := Start(context.Background(), Config{Cluster: kafkaconn.Cluster{Brokers: []string{addr}}, Group: "g", Topic: "t", Partitions: 4, SessionTimeout: 6 * time.Second},
 		slog.New(slog.DiscardHandler), reg)
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +157,7 @@ func TestUnreachable(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
-	if _, err := Start(context.Background(), Config{Cluster: kafkaconn.Plaintext([]string{addr}), Group: "g", Topic: "t", Partitions: 4, SessionTimeout: time.Second},
+	if _, err := Start(context.Background(), Config{Cluster: kafkaconn.Cluster{Brokers: []string{addr}}, Group: "g", Topic: "t", Partitions: 4, SessionTimeout: time.Second},
 		slog.New(slog.DiscardHandler), reg); err == nil {
 		t.Error("a second group registered the same metrics")
 	}
@@ -165,7 +165,7 @@ func TestUnreachable(t *testing.T) {
 
 // TestStartChecks: a config Flags.Config would refuse is an error, never a background loop.
 func TestStartChecks(t *testing.T) {
-	ok := Config{Cluster: kafkaconn.Plaintext([]string{"k:9092"}), Group: "g", Topic: "t", Partitions: 1, SessionTimeout: time.Second}
+	ok := Config{Cluster: kafkaconn.Cluster{Brokers: []string{"k:9092"}}, Group: "g", Topic: "t", Partitions: 1, SessionTimeout: time.Second}
 	for _, bad := range []func(*Config){
 		func(c *Config) { c.Cluster.Brokers = nil },
 		func(c *Config) { c.Group = "" },

@@ -112,7 +112,7 @@ func TestFleetHoursAreTheMinutes(t *testing.T) {
 	}
 	ctx := context.Background()
 	db := func(suffix string) driver.Conn {
-		return localtest.DatabaseWith(t, localtest.DatabaseOptions{Name: localtest.DatabaseName(t) + suffix}).Conn
+		return localtest.Database(t, localtest.DatabaseOptions{Name: localtest.DatabaseName(t) + suffix}).Conn
 	}
 	plain, rolled := db("_plain"), db("_rolled")
 	both := []driver.Conn{plain, rolled}

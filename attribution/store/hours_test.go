@@ -37,7 +37,7 @@ func TestHoursAreTheMinutes(t *testing.T) {
 	}
 	ctx := context.Background()
 	db := func(suffix string) driver.Conn {
-		return localtest.DatabaseWith(t, localtest.DatabaseOptions{Name: localtest.DatabaseName(t) + suffix}).Conn
+		return localtest.Database(t, localtest.DatabaseOptions{Name: localtest.DatabaseName(t) + suffix}).Conn
 	}
 	plain, rolled, marked := db("_plain"), db("_rolled"), db("_marked")
 	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)

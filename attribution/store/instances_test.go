@@ -22,7 +22,7 @@ import (
 func TestReadInstancesEver(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC).Unix()
 	// rows writes seconds [from, from+n) of a target into samples_1s with a profile and samples,
 	// and, unless only1s, their minutes into samples_1m as the collector rolls them up.
@@ -82,7 +82,7 @@ SELECT t, 'node-a', i, 'GPU-1', 'A100-SXM4-40GB', 'mig', any(p), sum(s), sum(c) 
 func TestReadInstancesOnNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	// Each node has one instance with a sample every 100 ms of the minute, in each table.
 	for _, q := range []string{

@@ -22,7 +22,7 @@ import (
 // the clamp is what keeps every window edge right whatever the window.)
 func TestPresenceReadsFromBeforeTheEpoch(t *testing.T) {
 	ctx := context.Background()
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	epoch := time.Unix(0, 0).UTC()
 	first := epoch.Add(10*time.Minute + 250*time.Millisecond)
 	var samples []*pb.Sample

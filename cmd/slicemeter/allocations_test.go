@@ -16,7 +16,7 @@ import (
 // An import that moves a stored allocation to another tenant exits 2 naming the line and
 // --allow-tenant-moves, and stores nothing of the file; with the flag it is stored.
 func TestImportRefusesTenantMoves(t *testing.T) {
-	db := localtest.Database(t)
+	db := localtest.Database(t, localtest.DatabaseOptions{})
 	const header = "allocation_id,tenant,tier,node,instance_id,requested_at,started_at,ended_at\n"
 	dir := t.TempDir()
 	file := func(name, rows string) string {

@@ -14,7 +14,7 @@ import (
 // attributed exits 1 naming its first minute; bad flags and a price book with bad costs exit 2
 // naming them.
 func TestFleetCommand(t *testing.T) {
-	db := localtest.Database(t)
+	db := localtest.Database(t, localtest.DatabaseOptions{})
 	book := filepath.Join(t.TempDir(), "prices.yaml")
 	const good = "version: 1\ncurrency: USD\nprices: {A100-SXM4-40GB: 1.60}\ntiers: {pro: 1.0}\ncosts: {gpu_hour: {A100-SXM4-40GB: 0.5}, energy_kwh: 0.2}\n"
 	bad := filepath.Join(t.TempDir(), "bad.yaml")

@@ -15,7 +15,7 @@ func TestMain(m *testing.M) { localtest.Main(m) }
 // price book's time zone, and reads it back: show prints the stored report byte for byte, a
 // second close is refused, list shows the one close.
 func TestPeriodCommands(t *testing.T) {
-	db := localtest.Database(t)
+	db := localtest.Database(t, localtest.DatabaseOptions{})
 	slicemeter := func(code int, args ...string) string {
 		t.Helper()
 		var stdout, stderr bytes.Buffer

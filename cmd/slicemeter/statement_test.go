@@ -15,7 +15,7 @@ import (
 // (an open period billing nothing), as HTML on stdout and, with Chromium, as PDF; bad flags
 // exit 2 naming them, and so does a PDF without Chromium, saying how to install it.
 func TestStatementCommand(t *testing.T) {
-	db := localtest.Database(t)
+	db := localtest.Database(t, localtest.DatabaseOptions{})
 	slicemeter := func(code int, args ...string) string {
 		t.Helper()
 		var stdout, stderr bytes.Buffer

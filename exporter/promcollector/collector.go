@@ -244,12 +244,22 @@ var _ prometheus.Collector = (*Collector)(nil)
 // DefaultForget is how long an instance or GPU absent from every tick stays on /metrics.
 const DefaultForget = 5 * time.Minute
 
-// New returns an empty snapshot that forgets after DefaultForget.
-func New() *Collector { return NewForgetting(DefaultForget) }
+// Options are the snapshot's optional parts; the zero value forgets after DefaultForget.
+type Options struct {
+	// Forget is how long an instance or GPU absent from every Write stays on /metrics
+	// (0: DefaultForget; negative: forever).
+	Forget time.Duration
+}
 
-// NewForgetting returns an empty snapshot that drops an instance or GPU absent from every Write
-// for longer than forget (0: never).
-func NewForgetting(forget time.Duration) *Collector {
+// New returns an empty snapshot.
+func New(opts Options) *Collector {
+	forget := opts.Forget
+	switch {
+	case forget == 0:
+		forget = DefaultForget
+	case forget < 0:
+		forget = 0 // never
+	}
 	return &Collector{forget: forget, instances: map[key]*instance{}, gpus: map[gpuKey]*gpu{}}
 }
 

@@ -30,11 +30,11 @@ func simulated(t *testing.T, name string) (*scenario.Scenario, *sim.Source, *Col
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	src, err := sim.NewWithMetrics(sc, "", nvmlsource.NewMetrics(reg), nil)
+	src, err := sim.New(sc, "", sim.Options{Metrics: nvmlsource.NewMetrics(reg)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap := New()
+	snap := New(Options{})
 	reg.MustRegister(snap)
 	return sc, src, snap, reg
 }
@@ -49,7 +49,7 @@ func fleet(t *testing.T, name string) (*Collector, *prometheus.Registry) {
 		t.Fatal(err)
 	}
 	// The publisher's and the spool's metrics belong on the same endpoint.
-	pub, err := publish.Open(nil, "t", reg, nil, publish.Options{SpoolDir: t.TempDir(), SpoolMaxBytes: 1 << 20})
+	pub, err := publish.New(nil, "t", reg, nil, publish.Options{SpoolDir: t.TempDir(), SpoolMaxBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestSnapshotValues(t *testing.T) {
 		}
 	}
 	// From 20 s on three vGPUs are busy: each waits 2 timeslices + 3 switches = 4.06 ms.
-	waits := testutil.CollectAndCount(New(), "slicemeter_vgpu_scheduling_waits_total")
+	waits := testutil.CollectAndCount(New(Options{}), "slicemeter_vgpu_scheduling_waits_total")
 	if waits != 0 {
 		t.Errorf("an empty snapshot emits %d wait series", waits)
 	}
@@ -127,7 +127,7 @@ func TestSnapshotValues(t *testing.T) {
 
 // A MIG instance on a GPU without GPM has no measured activity: it must not be served as 0.
 func TestMIGActivityUnavailableIsNotServed(t *testing.T) {
-	snap := New()
+	snap := New(Options{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(snap)
 	mig := &pb.Sample{GpuUuid: "GPU-1", Model: "A100-SXM4-40GB", Kind: pb.Kind_KIND_MIG, InstanceId: "MIG-1", Profile: "1g.5gb"}
@@ -155,7 +155,7 @@ func TestMIGActivityUnavailableIsNotServed(t *testing.T) {
 // even where no GPU state says so (a replayed capture, a GPU state not yet written): the flag
 // alone keeps its sm_active from being served as 0.
 func TestSmActiveUnavailableFlagIsNotServed(t *testing.T) {
-	snap := New()
+	snap := New(Options{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(snap)
 	flagged := &pb.Sample{GpuUuid: "GPU-1", Model: "A100-SXM4-40GB", Kind: pb.Kind_KIND_MIG, InstanceId: "MIG-1", Profile: "1g.5gb", SmActiveUnavailable: true}
@@ -176,7 +176,7 @@ func TestSmActiveUnavailableFlagIsNotServed(t *testing.T) {
 // labels (a MIG instance re-created with another profile, a vGPU moved to another VM, a GPU
 // replaced) must show the new labels, and the old series must go.
 func TestChangedLabelsReplaceTheSeries(t *testing.T) {
-	snap := New()
+	snap := New(Options{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(snap)
 	write := func(profile, vm, uuid string) string {
@@ -211,7 +211,7 @@ func TestChangedLabelsReplaceTheSeries(t *testing.T) {
 // A GPU state that no longer lists an instance (or a GPU that failed) takes that instance's
 // activity series away; the instance's own series stay.
 func TestActivityFollowsTheLatestGPUState(t *testing.T) {
-	snap := New()
+	snap := New(Options{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(snap)
 	smp := &pb.Sample{GpuUuid: "GPU-1", Model: "H100-SXM5-80GB", Kind: pb.Kind_KIND_MIG, InstanceId: "MIG-1", Profile: "1g.10gb", SmActive: 0.5}
@@ -341,7 +341,7 @@ func BenchmarkWriteNode72(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	src, err := sim.NewWithMetrics(sc, "", nvmlsource.NewMetrics(nil), nil)
+	src, err := sim.New(sc, "", sim.Options{Metrics: nvmlsource.NewMetrics(nil)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func BenchmarkWriteNode72(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	snap := New()
+	snap := New(Options{})
 	b.ReportAllocs()
 	n := 0
 	for b.Loop() {
@@ -382,10 +382,10 @@ func TestForgetsWhatIsGone(t *testing.T) {
 		{"absent for less than the period", 5 * time.Minute, 4 * time.Minute, true},
 		{"absent for exactly the period", 5 * time.Minute, 5 * time.Minute, true},
 		{"absent for longer", 5 * time.Minute, 5*time.Minute + time.Second, false},
-		{"never forgets", 0, 24 * time.Hour, true},
+		{"never forgets", -1, 24 * time.Hour, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			snap := NewForgetting(tc.forget)
+			snap := New(Options{Forget: tc.forget})
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(snap)
 			ctx := context.Background()

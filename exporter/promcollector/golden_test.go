@@ -58,11 +58,11 @@ func goldenExposition(t *testing.T, golden string, health bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := sim.New(sc, "")
+	src, err := sim.New(sc, "", sim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	col := New()
+	col := New(Options{})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(col)
 	var read exporter.Source = src

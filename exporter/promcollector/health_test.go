@@ -71,7 +71,7 @@ func TestHealthServed(t *testing.T) {
 		{"failed GPU", allHealth(), true, nil, append(append([]string{}, all...), reasons...)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			snap := New()
+			snap := New(Options{})
 			reg := prometheus.NewPedanticRegistry()
 			reg.MustRegister(snap)
 			err := snap.Write(context.Background(), time.Now(), []exporter.NodeSamples{{Node: "n",
@@ -104,7 +104,7 @@ func TestHealthServed(t *testing.T) {
 // A MIG instance's GPU instance id, once its GPU's state gives it, labels its info series; a
 // whole GPU's stays empty.
 func TestGPUInstanceIDLabelsInfo(t *testing.T) {
-	snap := New()
+	snap := New(Options{})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(snap)
 	write := func(a []exporter.InstanceActivity) {
@@ -134,7 +134,7 @@ func TestGPUInstanceIDLabelsInfo(t *testing.T) {
 // while the GPU cannot be read, and replaces the old series if it changes; no other series
 // gains the label.
 func TestPCIBusIDLabelsPCIInfo(t *testing.T) {
-	snap := New()
+	snap := New(Options{})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(snap)
 	write := func(busID string, failed bool) string {

@@ -53,7 +53,7 @@ func TestSharePowerEstimate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := New()
+			c := New(Options{})
 			smp := []*pb.Sample{mig}
 			for i, sm := range tt.sm {
 				smp = append(smp, share(fmt.Sprintf("GPU-x::%d", i), sm))

@@ -66,7 +66,7 @@ func TestFlushCountsEveryMessageNotSpooled(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			disk := brokenDisk{dir: t.TempDir()}
-			p, err := Open(&switchWriter{down: true}, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler),
+			p, err := New(&switchWriter{down: true}, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler),
 				Options{SpoolDir: disk.dir, SpoolMaxBytes: 1 << 20, SpoolDisk: disk})
 			if err != nil {
 				t.Fatal(err)
@@ -95,7 +95,7 @@ func TestFlushCountsEveryMessageNotSpooled(t *testing.T) {
 // batches split to fit a segment: they are spooled and delivered, not dropped as spool_error.
 func TestSmallSpoolSplitsBatchesToFit(t *testing.T) {
 	w := &switchWriter{down: true}
-	p, err := Open(w, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler),
+	p, err := New(w, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler),
 		Options{SpoolDir: t.TempDir(), SpoolMaxBytes: 64 << 10}) // segments of 8 KiB; a batch of 300 is ~17 KB
 	if err != nil {
 		t.Fatal(err)

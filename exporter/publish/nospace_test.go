@@ -62,7 +62,7 @@ func (d *fullDisk) Create(path string) (spool.SegmentWriter, error) {
 func TestDiskFullDuringOutageRecovers(t *testing.T) {
 	w := &switchWriter{down: true}
 	disk := &fullDisk{dir: t.TempDir(), quota: 16 << 10}
-	p, err := Open(w, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler),
+	p, err := New(w, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler),
 		Options{SpoolDir: disk.dir, SpoolMaxBytes: 1 << 20, SpoolDisk: disk})
 	if err != nil {
 		t.Fatal(err)

@@ -101,7 +101,8 @@ type Publisher struct {
 	maxBackoff time.Duration
 }
 
-// Options are the publisher's optional parts.
+// Options are the publisher's optional parts; the zero value is a publisher without a spool or
+// memory queue, preparation or tracer, splitting at DefaultMaxMessageBytes.
 type Options struct {
 	// SpoolDir is the directory of a disk spool: batches are appended to it and a sender (Run)
 	// drains it in order. Empty: no spool; a flush that still fails after the retries is
@@ -128,21 +129,15 @@ type Options struct {
 
 var _ exporter.Sink = (*Publisher)(nil)
 
-// New returns a publisher writing to topic through w, without a spool. Messages of a flush that
-// still fail after the retries are dropped and counted in slicemeter_exporter_samples_dropped_total.
-func New(w MessageWriter, topic string, reg prometheus.Registerer, logger *slog.Logger) *Publisher {
-	p := newPublisher(w, topic, logger, nil)
-	p.register(reg)
-	return p
-}
-
-// Open is New with a spool (opened in opts.SpoolDir; its error is spool.Open's) and a tracer.
-// Close closes the spool.
-func Open(w MessageWriter, topic string, reg prometheus.Registerer, logger *slog.Logger, opts Options) (*Publisher, error) {
+// New returns a publisher writing to topic through w. Without a spool or memory queue in opts,
+// messages of a flush that still fail after the retries are dropped and counted in
+// slicemeter_exporter_samples_dropped_total; with a spool (opened in opts.SpoolDir; its error
+// is spool.Open's), Close closes it.
+func New(w MessageWriter, topic string, reg prometheus.Registerer, logger *slog.Logger, opts Options) (*Publisher, error) {
 	p := newPublisher(w, topic, logger, opts.Tracer)
 	switch {
 	case opts.SpoolDir != "":
-		sp, err := spool.OpenWith(opts.SpoolDir, opts.SpoolMaxBytes, p.spoolDrop, opts.SpoolDisk)
+		sp, err := spool.Open(opts.SpoolDir, opts.SpoolMaxBytes, spool.Options{OnDrop: p.spoolDrop, Disk: opts.SpoolDisk})
 		if err != nil {
 			return nil, err
 		}

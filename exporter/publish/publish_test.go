@@ -50,7 +50,10 @@ func tick(nodes map[string]int, ts uint64) []exporter.NodeSamples {
 func TestBatchPerNodePerFlush(t *testing.T) {
 	w := &fakeWriter{}
 	reg := prometheus.NewRegistry()
-	p := New(w, pb.TopicSamples, reg, slog.New(slog.DiscardHandler))
+	p, err := New(w, pb.TopicSamples, reg, slog.New(slog.DiscardHandler), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	for ts := uint64(1); ts <= 3; ts++ {
 		if err := p.Write(ctx, time.Unix(0, int64(ts)), tick(map[string]int{"node-a": 2, "node-b": 1}, ts)); err != nil {
@@ -98,10 +101,13 @@ func TestRetriesThenDropsAndCounts(t *testing.T) {
 		wantDropped float64
 	}{{failures: 2}, {failures: 100, wantErr: true, wantDropped: 3}} {
 		w := &fakeWriter{failures: tt.failures}
-		p := New(w, pb.TopicSamples, nil, slog.New(slog.DiscardHandler))
+		p, err := New(w, pb.TopicSamples, nil, slog.New(slog.DiscardHandler), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		p.backoff = time.Millisecond
 		_ = p.Write(ctx, time.Time{}, tick(map[string]int{"node-a": 3}, 1))
-		err := p.Flush(ctx)
+		err = p.Flush(ctx)
 		if (err != nil) != tt.wantErr {
 			t.Fatalf("failures %d: err %v", tt.failures, err)
 		}
@@ -119,7 +125,10 @@ func TestRetriesThenDropsAndCounts(t *testing.T) {
 
 // Every drop reason's series exists at 0 before any drop.
 func TestDropReasonsExistFromTheStart(t *testing.T) {
-	p := New(&fakeWriter{}, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	p, err := New(&fakeWriter{}, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got, want := testutil.CollectAndCount(p.dropped), len(DropReasons()); got != want || want != 7 {
 		t.Errorf("%d samples_dropped_total series at start, want %d (7 reasons)", got, want)
 	}

@@ -53,7 +53,7 @@ func TestQueuesUntilKafkaAppears(t *testing.T) {
 			k := &late{}
 			tc.opts.Prepare = k.prepare
 			reg := prometheus.NewPedanticRegistry()
-			p, err := Open(w, pb.TopicSamples, reg, slog.New(slog.DiscardHandler), tc.opts)
+			p, err := New(w, pb.TopicSamples, reg, slog.New(slog.DiscardHandler), tc.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +100,7 @@ func TestQueuesUntilKafkaAppears(t *testing.T) {
 
 func TestMemoryQueueFullDropsOldestCounted(t *testing.T) {
 	w := &switchWriter{down: true}
-	p, err := Open(w, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler), Options{MemoryQueueBytes: 4 << 10})
+	p, err := New(w, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler), Options{MemoryQueueBytes: 4 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func decodeSeq(t *testing.T, value []byte) uint64 {
 func TestFlushWithoutQueuePreparesFirst(t *testing.T) {
 	w := &switchWriter{}
 	k := &late{up: true}
-	p, err := Open(w, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler), Options{Prepare: k.prepare})
+	p, err := New(w, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler), Options{Prepare: k.prepare})
 	if err != nil {
 		t.Fatal(err)
 	}

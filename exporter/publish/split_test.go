@@ -86,7 +86,7 @@ func TestOversizedBatchesAreSplit(t *testing.T) {
 			if tc.spool {
 				opts.SpoolDir, opts.SpoolMaxBytes = t.TempDir(), 1<<20
 			}
-			p, err := Open(broker, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler), opts)
+			p, err := New(broker, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler), opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,7 +133,7 @@ func TestOversizedBatchesAreSplit(t *testing.T) {
 // A single sample larger than Kafka accepts is dropped and counted; what follows is delivered.
 func TestSampleTooLargeIsDroppedCounted(t *testing.T) {
 	broker := &smallBroker{limit: 200}
-	p, err := Open(broker, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler), Options{SpoolDir: t.TempDir(), SpoolMaxBytes: 1 << 20})
+	p, err := New(broker, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler), Options{SpoolDir: t.TempDir(), SpoolMaxBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func TestSpoolKeepsOrderThroughAnOutage(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	p, err := Open(w, pb.TopicSamples, reg, slog.New(slog.DiscardHandler), Options{SpoolDir: t.TempDir(), SpoolMaxBytes: 1 << 20, Tracer: tp})
+	p, err := New(w, pb.TopicSamples, reg, slog.New(slog.DiscardHandler), Options{SpoolDir: t.TempDir(), SpoolMaxBytes: 1 << 20, Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestSpoolKeepsOrderThroughAnOutage(t *testing.T) {
 func TestSpoolFullDropsOldestCounted(t *testing.T) {
 	w := &switchWriter{down: true}
 	reg := prometheus.NewRegistry()
-	p, err := Open(w, pb.TopicSamples, reg, slog.New(slog.DiscardHandler), Options{SpoolDir: t.TempDir(), SpoolMaxBytes: 8 << 10})
+	p, err := New(w, pb.TopicSamples, reg, slog.New(slog.DiscardHandler), Options{SpoolDir: t.TempDir(), SpoolMaxBytes: 8 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 func TestSmallTmpfsOutageLosesOnlyTheOldest(t *testing.T) {
 	dir := spooltest.MountTmpfs(t, "2m")
 	w := &switchWriter{down: true}
-	p, err := Open(w, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler),
+	p, err := New(w, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.DiscardHandler),
 		Options{SpoolDir: dir, SpoolMaxBytes: 1 << 30})
 	if err != nil {
 		t.Fatal(err)

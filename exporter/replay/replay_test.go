@@ -43,7 +43,7 @@ func simulate(t *testing.T, path string) []exporter.NodeSamples {
 		rec = capture.NewRecorder(w, sc.Interval)
 		opts.Recorder, opts.Rediscover = rec, time.Hour
 	}
-	src, err := sim.NewWithOptions(sc, "", opts)
+	src, err := sim.New(sc, "", opts)
 	if err != nil {
 		t.Fatal(err)
 	}

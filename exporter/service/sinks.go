@@ -18,10 +18,14 @@ import (
 // if one is asked for. The publisher is always there to Run and Drain: without brokers it is one
 // with nothing to send. closeSinks closes the Kafka writer and the spool.
 func (s *Service) openSinks(tp trace.TracerProvider) (sinks []exporter.Sink, pub *publish.Publisher, closeSinks func(), err error) {
-	col := promcollector.New()
+	col := promcollector.New(promcollector.Options{})
 	s.reg.MustRegister(col)
 	sinks = []exporter.Sink{col}
-	pub, closeSinks = publish.New(nil, pb.TopicSamples, nil, s.logger), func() {} // Run and Drain return at once
+	// Run and Drain of a publisher without a writer or queue return at once.
+	if pub, err = publish.New(nil, pb.TopicSamples, nil, s.logger, publish.Options{}); err != nil {
+		return nil, nil, nil, err
+	}
+	closeSinks = func() {}
 	if brokers := s.cfg.Brokers; len(brokers) > 0 {
 		if pub, closeSinks, err = s.openPublisher(tp); err != nil {
 			return nil, nil, nil, err
@@ -64,7 +68,7 @@ func (s *Service) openPublisher(tp trace.TracerProvider) (*publish.Publisher, fu
 			s.logger.Info("samples topic", "topic", pb.TopicSamples, "max_message_bytes", n)
 			return nil
 		}}
-	pub, err := publish.Open(w, pb.TopicSamples, s.reg, s.logger, opts)
+	pub, err := publish.New(w, pb.TopicSamples, s.reg, s.logger, opts)
 	if err != nil {
 		if s.cfg.SpoolDir == "" {
 			return nil, nil, usage.Errorf("--queue.max-bytes: %v", err)

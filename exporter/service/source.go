@@ -124,7 +124,7 @@ func openSim(cfg *Config, m *nvmlsource.Metrics, logger *slog.Logger) (*source, 
 		}
 		opts.Recorder, closeRec = rec, rec.Close
 	}
-	src, err := sim.NewWithOptions(sc, cfg.SimNode, opts)
+	src, err := sim.New(sc, cfg.SimNode, opts)
 	if err != nil {
 		_ = closeRec()
 		return nil, usage.Wrap(err)

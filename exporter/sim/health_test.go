@@ -48,7 +48,7 @@ func healthTicks(t *testing.T) [][]exporter.GPUState {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := New(sc, "")
+	src, err := New(sc, "", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ tenants:
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := New(sc, "")
+	src, err := New(sc, "", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestLoopRepeatsTheWorkload(t *testing.T) {
 	if !sc.Loop {
 		t.Fatal("loop: true not loaded")
 	}
-	src, err := New(sc, "")
+	src, err := New(sc, "", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

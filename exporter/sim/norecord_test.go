@@ -16,7 +16,7 @@ func TestReadingDoesNotAccumulate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := New(sc, "")
+	src, err := New(sc, "", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ type Source struct {
 	opts  Options
 }
 
-// Options are the simulator's optional parts.
+// Options are the simulator's optional parts; the zero value has none of them.
 type Options struct {
 	Metrics *nvmlsource.Metrics // the nvml sources' self-metrics (nil: unregistered)
 	Logger  *slog.Logger
@@ -45,17 +45,7 @@ type Recorder interface {
 var _ exporter.Source = (*Source)(nil)
 
 // New builds the simulated fleet. nodeName selects one node; empty means all of them.
-func New(sc *scenario.Scenario, nodeName string) (*Source, error) {
-	return NewWithOptions(sc, nodeName, Options{})
-}
-
-// NewWithMetrics is New with the nvml sources' self-metrics and logger (nil: defaults).
-func NewWithMetrics(sc *scenario.Scenario, nodeName string, m *nvmlsource.Metrics, logger *slog.Logger) (*Source, error) {
-	return NewWithOptions(sc, nodeName, Options{Metrics: m, Logger: logger})
-}
-
-// NewWithOptions is New with options.
-func NewWithOptions(sc *scenario.Scenario, nodeName string, opts Options) (*Source, error) {
+func New(sc *scenario.Scenario, nodeName string, opts Options) (*Source, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -16,7 +16,7 @@ func load(t *testing.T, name string) (*scenario.Scenario, *Source) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := New(sc, "")
+	src, err := New(sc, "", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func BenchmarkRead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	src, err := New(sc, "")
+	src, err := New(sc, "", Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestSamplesMatchGroundTruth(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			src, err := New(sc, "")
+			src, err := New(sc, "", Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

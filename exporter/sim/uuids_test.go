@@ -66,7 +66,7 @@ func TestUUIDs(t *testing.T) {
 			}
 			want[id] = target
 		}
-		src, err := New(sc, "")
+		src, err := New(sc, "", Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

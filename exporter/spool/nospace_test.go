@@ -63,7 +63,7 @@ func TestDiskFullDropsOldestAndRecovers(t *testing.T) {
 	dir := t.TempDir()
 	disk := &smallDisk{t: t, dir: dir, quota: 32 << 10}
 	var d drops
-	s, err := OpenWith(dir, 1<<20, d.fn(), disk)
+	s, err := Open(dir, 1<<20, Options{OnDrop: d.fn(), Disk: disk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestDiskFullDropsOldestAndRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	s2, err := Open(dir, 1<<20, nil)
+	s2, err := Open(dir, 1<<20, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

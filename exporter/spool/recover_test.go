@@ -17,7 +17,7 @@ func TestSpaceReturnsConfiguredLimitHolds(t *testing.T) {
 	dir := t.TempDir()
 	disk := &smallDisk{t: t, dir: dir, quota: 64 << 10}
 	var d drops
-	s, err := OpenWith(dir, 1<<20, d.fn(), disk)
+	s, err := Open(dir, 1<<20, Options{OnDrop: d.fn(), Disk: disk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestSmallDiskDropsOnlyTheOldest(t *testing.T) {
 		open func(t *testing.T, d *drops) *Spool
 	}{
 		{"tmpfs", func(t *testing.T, d *drops) *Spool {
-			s, err := Open(spooltest.MountTmpfs(t, "2m"), 1<<30, d.fn())
+			s, err := Open(spooltest.MountTmpfs(t, "2m"), 1<<30, Options{OnDrop: d.fn()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +65,7 @@ func TestSmallDiskDropsOnlyTheOldest(t *testing.T) {
 		}},
 		{"injected", func(t *testing.T, d *drops) *Spool {
 			dir := t.TempDir()
-			s, err := OpenWith(dir, 1<<30, d.fn(), &smallDisk{t: t, dir: dir, quota: 2 << 20})
+			s, err := Open(dir, 1<<30, Options{OnDrop: d.fn(), Disk: &smallDisk{t: t, dir: dir, quota: 2 << 20}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +112,7 @@ func TestMaxRecord(t *testing.T) {
 		{1 << 20, 128<<10 - headerSize},
 		{1 << 30, 8<<20 - headerSize}, // the default limit: 128 MiB segments were the whole backlog of a small disk
 	} {
-		s, err := Open(t.TempDir(), tc.limit, nil)
+		s, err := Open(t.TempDir(), tc.limit, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +159,7 @@ func (w *failingWriter) Close() error { return w.f.Close() }
 func TestWriteErrorKeepsTheBacklog(t *testing.T) {
 	disk := &failingDisk{}
 	var d drops
-	s, err := OpenWith(t.TempDir(), 1<<20, d.fn(), disk)
+	s, err := Open(t.TempDir(), 1<<20, Options{OnDrop: d.fn(), Disk: disk})
 	if err != nil {
 		t.Fatal(err)
 	}

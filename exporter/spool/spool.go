@@ -112,13 +112,18 @@ type segment struct {
 	records int // unread records in it
 }
 
-// Open opens (or creates) the spool in dir, limited to maxBytes on disk.
-func Open(dir string, maxBytes int64, onDrop Drop) (*Spool, error) {
-	return OpenWith(dir, maxBytes, onDrop, nil)
+// Options are the spool's optional parts; the zero value is a spool on the file system that
+// drops records silently.
+type Options struct {
+	// OnDrop is told of every record dropped or skipped (nil: nobody).
+	OnDrop Drop
+	// Disk is where segments are written (nil: FileSystem; tests inject a small or failing one).
+	Disk Disk
 }
 
-// OpenWith is Open writing segments to disk (nil: FileSystem).
-func OpenWith(dir string, maxBytes int64, onDrop Drop, disk Disk) (*Spool, error) {
+// Open opens (or creates) the spool in dir, limited to maxBytes on disk.
+func Open(dir string, maxBytes int64, opts Options) (*Spool, error) {
+	disk, onDrop := opts.Disk, opts.OnDrop
 	injected := disk != nil
 	if !injected {
 		disk = FileSystem{}

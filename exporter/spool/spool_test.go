@@ -55,7 +55,7 @@ func TestSpool(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			var d drops
-			s, err := Open(dir, tc.limit, d.fn())
+			s, err := Open(dir, tc.limit, Options{OnDrop: d.fn()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +72,7 @@ func TestSpool(t *testing.T) {
 				if err := s.Close(); err != nil {
 					t.Fatal(err)
 				}
-				if s, err = Open(dir, tc.limit, d.fn()); err != nil {
+				if s, err = Open(dir, tc.limit, Options{OnDrop: d.fn()}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -94,7 +94,7 @@ func TestSpool(t *testing.T) {
 
 func TestPartlyReadSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir, 1<<20, nil)
+	s, err := Open(dir, 1<<20, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestPartlyReadSurvivesRestart(t *testing.T) {
 		}
 	}
 	s.Close()
-	s, err = Open(dir, 1<<20, nil)
+	s, err = Open(dir, 1<<20, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestPartlyReadSurvivesRestart(t *testing.T) {
 
 func TestTornTailAndCorruption(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir, 1<<20, nil)
+	s, err := Open(dir, 1<<20, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestTornTailAndCorruption(t *testing.T) {
 	os.WriteFile(seg, b, 0o644)
 
 	var d drops
-	s, err = Open(dir, 1<<20, d.fn())
+	s, err = Open(dir, 1<<20, Options{OnDrop: d.fn()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestTornTailAndCorruption(t *testing.T) {
 }
 
 func BenchmarkAppendPop(b *testing.B) {
-	s, err := Open(b.TempDir(), 64<<20, nil)
+	s, err := Open(b.TempDir(), 64<<20, Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

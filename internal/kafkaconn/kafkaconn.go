@@ -41,22 +41,14 @@ func ParseBrokers(s string) []string {
 }
 
 // Cluster is where and how to reach Kafka: the bootstrap brokers and the security of every
-// connection to them. The package-level functions are its methods for a plaintext cluster.
+// connection to them. The zero Security is plaintext without authentication.
 type Cluster struct {
 	Brokers  []string
 	Security Security
 }
 
-// Plaintext is a cluster reached in plaintext without authentication.
-func Plaintext(brokers []string) Cluster { return Cluster{Brokers: brokers} }
-
 func (c Cluster) client(timeout time.Duration) *kafka.Client {
 	return &kafka.Client{Addr: kafka.TCP(c.Brokers...), Timeout: timeout, Transport: c.Security.transport()}
-}
-
-// EnsureTopics is Cluster.EnsureTopics on a plaintext cluster.
-func EnsureTopics(ctx context.Context, brokers []string, partitions int, topics ...string) error {
-	return Plaintext(brokers).EnsureTopics(ctx, partitions, topics...)
 }
 
 // EnsureTopics creates the topics that do not exist yet with the given number of partitions
@@ -115,11 +107,6 @@ func (c Cluster) EnsureTopics(ctx context.Context, partitions int, topics ...str
 		}
 	}
 	return waitForLeaders(ctx, client, where, topics)
-}
-
-// TopicMaxMessageBytes is Cluster.TopicMaxMessageBytes on a plaintext cluster.
-func TopicMaxMessageBytes(ctx context.Context, brokers []string, topic string) (int64, error) {
-	return Plaintext(brokers).TopicMaxMessageBytes(ctx, topic)
 }
 
 // TopicMaxMessageBytes reads the topic's max.message.bytes (the broker's message.max.bytes
@@ -189,11 +176,6 @@ func waitForLeaders(ctx context.Context, client *kafka.Client, where string, top
 	}
 }
 
-// NewWriter is Cluster.NewWriter on a plaintext cluster.
-func NewWriter(brokers []string, topic string, logger *slog.Logger) *kafka.Writer {
-	return Plaintext(brokers).NewWriter(topic, logger)
-}
-
 // NewWriter returns a synchronous producer: WriteMessages returns once all in-sync replicas
 // have the messages. The key is hashed to pick the partition (murmur2, like the Java client,
 // so that other producers place the same key on the same partition). An empty topic means
@@ -215,11 +197,6 @@ func (c Cluster) NewWriter(topic string, logger *slog.Logger) *kafka.Writer {
 		// Topics are created explicitly (EnsureTopics) with the intended partition count.
 		AllowAutoTopicCreation: false,
 	}
-}
-
-// GroupReaderConfig is Cluster.GroupReaderConfig on a plaintext cluster.
-func GroupReaderConfig(brokers []string, groupID string, logger *slog.Logger, topics ...string) kafka.ReaderConfig {
-	return Plaintext(brokers).GroupReaderConfig(groupID, logger, topics...)
 }
 
 // GroupReaderConfig is the consumer-group configuration slicemeter uses: offsets are
@@ -247,11 +224,6 @@ func (c Cluster) GroupReaderConfig(groupID string, logger *slog.Logger, topics .
 		PartitionWatchInterval: 10 * time.Second,
 		ErrorLogger:            ErrorLogger(logger),
 	}
-}
-
-// NewGroupReader is Cluster.NewGroupReader on a plaintext cluster.
-func NewGroupReader(brokers []string, groupID string, logger *slog.Logger, topics ...string) *kafka.Reader {
-	return Plaintext(brokers).NewGroupReader(groupID, logger, topics...)
 }
 
 // NewGroupReader returns a consumer-group reader configured by GroupReaderConfig.

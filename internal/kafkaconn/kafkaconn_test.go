@@ -38,7 +38,7 @@ func TestEnsureTopicsUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	start := time.Now()
-	err = kafkaconn.EnsureTopics(ctx, []string{addr}, 1, "t")
+	err = kafkaconn.Cluster{Brokers: []string{addr}}.EnsureTopics(ctx, 1, "t")
 	if err == nil || !strings.Contains(err.Error(), addr) {
 		t.Fatalf("EnsureTopics on a closed port: %v", err)
 	}
@@ -69,12 +69,12 @@ func roundTrip(t *testing.T, brokers []string) {
 	defer cancel()
 	const topic, group = "roundtrip", "roundtrip-group"
 	for range 2 { // creating, then finding it there
-		if err := kafkaconn.EnsureTopics(ctx, brokers, 1, topic); err != nil {
+		if err := (kafkaconn.Cluster{Brokers: brokers}).EnsureTopics(ctx, 1, topic); err != nil {
 			t.Fatalf("EnsureTopics: %v", err)
 		}
 	}
 
-	w := kafkaconn.NewWriter(brokers, topic, nil)
+	w := kafkaconn.Cluster{Brokers: brokers}.NewWriter(topic, nil)
 	defer w.Close()
 	var msgs []kafka.Message
 	for i := range 6 {
@@ -91,7 +91,7 @@ func roundTrip(t *testing.T, brokers []string) {
 		t.Errorf("one synchronous write took %s; BatchTimeout should keep it short", took)
 	}
 
-	r := kafkaconn.NewGroupReader(brokers, group, nil, topic)
+	r := kafkaconn.Cluster{Brokers: brokers}.NewGroupReader(group, nil, topic)
 	var last kafka.Message
 	for i := range 3 {
 		m, err := r.FetchMessage(ctx)
@@ -123,7 +123,7 @@ func roundTrip(t *testing.T, brokers []string) {
 		t.Errorf("committed offset %d, want 3", got)
 	}
 
-	r = kafkaconn.NewGroupReader(brokers, group, nil, topic)
+	r = kafkaconn.Cluster{Brokers: brokers}.NewGroupReader(group, nil, topic)
 	defer r.Close()
 	m, err := r.FetchMessage(ctx)
 	if err != nil {
@@ -153,13 +153,13 @@ func TestTopicMaxMessageBytes(t *testing.T) {
 		{"kfake", cluster.ListenAddrs(), "50000", 50000},
 		{"kafka", kafkaconn.ParseBrokers(localtest.Kafka(t).Brokers()), "", 1048588},
 	} {
-		if err := kafkaconn.EnsureTopics(ctx, tc.brokers, 1, "maxbytes"); err != nil {
+		if err := (kafkaconn.Cluster{Brokers: tc.brokers}).EnsureTopics(ctx, 1, "maxbytes"); err != nil {
 			t.Fatal(err)
 		}
 		if tc.set != "" {
 			setTopicConfig(t, ctx, tc.brokers, "maxbytes", "max.message.bytes", tc.set)
 		}
-		got, err := kafkaconn.TopicMaxMessageBytes(ctx, tc.brokers, "maxbytes")
+		got, err := kafkaconn.Cluster{Brokers: tc.brokers}.TopicMaxMessageBytes(ctx, "maxbytes")
 		if err != nil || got != tc.want {
 			t.Errorf("%s: max.message.bytes %d (%v), want %d", tc.name, got, err, tc.want)
 		}

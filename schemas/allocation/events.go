@@ -45,6 +45,20 @@ const eventChunk = 1000
 var latestQuery = tables.LatestAllocations(`allocation_id IN (SELECT id FROM (SELECT ? AS ids) ARRAY JOIN ids AS id)
     OR (node, instance_id) IN (SELECT tn, ti FROM (SELECT ? AS tns, ? AS tis) ARRAY JOIN tns AS tn, tis AS ti)`)
 
+// CheckOptions are CheckEvents' optional rules; the zero value applies the overlap rule only.
+type CheckOptions struct {
+	// RefuseChange, if set, refuses an event that changes a live allocation when it returns an
+	// error (the collector's rule against tenant moves).
+	RefuseChange func(cur, next Event) error
+}
+
+// Change is an accepted event that changes an allocation's state (not a replay or an older
+// version): what the audit trail records.
+type Change struct {
+	Index  int         // the event's index in the batch
+	Before *Allocation // the live allocation before it; nil when none was (or it was deleted)
+}
+
 // CheckEvents applies the HTTP API's and the import's overlap rule to a batch of Kafka events,
 // in the order they arrived: it returns the events that would hold an instance while another
 // live allocation holds it, each with a reason naming both. Those are to be refused (not
@@ -61,28 +75,12 @@ var latestQuery = tables.LatestAllocations(`allocation_id IN (SELECT id FROM (SE
 // The check and the caller's insert are not one transaction: two collectors storing
 // overlapping events for different tenants (different partitions) in the same instant can both
 // pass. The attribution still finds such a pair and reports it (attribution.Report.Overlaps).
-func CheckEvents(ctx context.Context, conn driver.Conn, events []Event) ([]Refusal, error) {
-	refused, _, err := CheckEventChanges(ctx, conn, events)
-	return refused, err
-}
-
-// Change is an accepted event that changes an allocation's state (not a replay or an older
-// version): what the audit trail records.
-type Change struct {
-	Index  int         // the event's index in the batch
-	Before *Allocation // the live allocation before it; nil when none was (or it was deleted)
-}
-
-// CheckEventChanges is CheckEvents that also returns, in order, the accepted events that
-// change the state, each with the live allocation it replaces.
-func CheckEventChanges(ctx context.Context, conn driver.Conn, events []Event) ([]Refusal, []Change, error) {
-	return CheckEventChangesWith(ctx, conn, events, nil)
-}
-
-// CheckEventChangesWith is CheckEventChanges that also refuses an event that changes a live
-// allocation when check (if not nil) says so: the collector's rule against tenant moves. A
-// refused event changes nothing, so the events after it are checked against the state before it.
-func CheckEventChangesWith(ctx context.Context, conn driver.Conn, events []Event, check func(cur, next Event) error) ([]Refusal, []Change, error) {
+//
+// It also returns, in order, the accepted events that change the state, each with the live
+// allocation it replaces. An event that opts.RefuseChange refuses changes nothing, so the
+// events after it are checked against the state before it.
+func CheckEvents(ctx context.Context, conn driver.Conn, events []Event, opts CheckOptions) ([]Refusal, []Change, error) {
+	check := opts.RefuseChange
 	state, err := latestOf(ctx, conn, events)
 	if err != nil {
 		return nil, nil, err

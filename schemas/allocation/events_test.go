@@ -54,7 +54,7 @@ func insertAllocations(t *testing.T, conn driver.Conn, rows []allocationRow) {
 // block an instance.
 func TestCheckEvents(t *testing.T) {
 	ctx := context.Background()
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	row := func(id, instance string, from, to time.Duration, version uint64, deleted bool) allocationRow {
 		r := allocationRow{id: id, tenant: "t-" + id, tier: "pro", node: "node-a", instance: instance,
 			requested: t0.Add(from), started: t0.Add(from), version: version, deleted: deleted}
@@ -104,7 +104,7 @@ func TestCheckEvents(t *testing.T) {
 		{"a deleted allocation created again", []allocation.Event{event("gone", "gpu1", 0, time.Hour, 3)}, nil, "0:-"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			refused, changes, err := allocation.CheckEventChanges(ctx, conn, tc.events)
+			refused, changes, err := allocation.CheckEvents(ctx, conn, tc.events, allocation.CheckOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -52,7 +52,7 @@ func TestCheckSchema(t *testing.T) {
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 
-	db := localtest.Database(t)
+	db := localtest.Database(t, localtest.DatabaseOptions{})
 	if err := migrations.CheckSchema(ctx, db.Conn); err != nil {
 		t.Fatalf("CheckSchema of a migrated database: %v", err)
 	}
@@ -97,7 +97,7 @@ func TestCheckSchema(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			db := localtest.Database(t)
+			db := localtest.Database(t, localtest.DatabaseOptions{})
 			tt.damage(t, db)
 			check := func(what string, err error) {
 				t.Helper()
@@ -123,7 +123,7 @@ func TestCheckSchema(t *testing.T) {
 	}
 
 	t.Run("unmigrated", func(t *testing.T) {
-		db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Unmigrated: true})
+		db := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true})
 		err := migrations.CheckSchema(ctx, db.Conn)
 		if err == nil || !usage.Is(err) || !strings.Contains(err.Error(), "not applied") || !strings.Contains(err.Error(), all[0].Name) {
 			t.Fatalf("CheckSchema of an empty database: %v, want a usage error naming %s not applied", err, all[0].Name)

@@ -36,7 +36,7 @@ func TestApplyTwice(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// Empty: applying the migrations is what this test checks.
-	conn := localtest.DatabaseWith(t, localtest.DatabaseOptions{Unmigrated: true}).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true}).Conn
 
 	all, err := migrations.All()
 	if err != nil {

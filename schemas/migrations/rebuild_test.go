@@ -21,7 +21,7 @@ import (
 func TestRebuildSamples1s(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	exec := func(q string) {
 		t.Helper()
 		if err := conn.Exec(ctx, q); err != nil {

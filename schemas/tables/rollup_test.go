@@ -15,7 +15,7 @@ import (
 // TestSweep runs tables.Sweep on ClickHouse 18.16: the measure of the union of the intervals
 // and the integral over it of the mean value of the intervals covering each instant.
 func TestSweep(t *testing.T) {
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, tc := range []struct {
@@ -57,7 +57,7 @@ func TestSweep(t *testing.T) {
 
 // TestCoverage checks that tables.Coverage gives Sweep's answers whether or not it sweeps.
 func TestCoverage(t *testing.T) {
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, tc := range []struct {

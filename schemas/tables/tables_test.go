@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { localtest.Main(m) }
 // TestColumnsAreTheMigratedTables compares every column list with DESCRIBE TABLE on a
 // ClickHouse 18.16 server after all migrations, and checks no migrated table is missing.
 func TestColumnsAreTheMigratedTables(t *testing.T) {
-	conn := localtest.Database(t).Conn
+	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var migrated []string

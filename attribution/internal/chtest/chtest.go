@@ -24,7 +24,7 @@ import (
 // logging to logger (nil: nowhere); the schema is applied through another connection.
 func NewDatabase(t testing.TB, logger *slog.Logger) driver.Conn {
 	t.Helper()
-	return localtest.DatabaseWith(t, localtest.DatabaseOptions{Logger: logger}).Conn
+	return localtest.Database(t, localtest.DatabaseOptions{Logger: logger}).Conn
 }
 
 // InsertSamples writes samples of one node as the collector does, column by column.
@@ -137,7 +137,7 @@ func InsertAllocations(t testing.TB, conn driver.Conn, rows []AllocationRow) {
 // batches of about a minute of ticks.
 func Simulate(t testing.TB, sc *scenario.Scenario, write func(node string, samples []*pb.Sample)) {
 	t.Helper()
-	src, err := sim.New(sc, "")
+	src, err := sim.New(sc, "", sim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

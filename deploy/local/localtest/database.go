@@ -19,7 +19,8 @@ import (
 // databaseTimeout bounds creating and migrating a database.
 const databaseTimeout = time.Minute
 
-// DatabaseOptions configures DatabaseWith. The zero value is what Database does.
+// DatabaseOptions configures Database; the zero value is a migrated database named after the
+// test on the shared ClickHouse.
 type DatabaseOptions struct {
 	// Server holds the database; nil means the shared ClickHouse(t).
 	Server *local.ClickHouse
@@ -40,17 +41,12 @@ type DB struct {
 	Server *local.ClickHouse
 }
 
-// Database is a fresh database named after t on the shared ClickHouse, with every migration
-// applied. Fresh: a database of that name left by an earlier run (-count) is dropped first.
-func Database(t testing.TB) *DB {
-	t.Helper()
-	return DatabaseWith(t, DatabaseOptions{})
-}
-
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// DatabaseWith is Database with options.
-func DatabaseWith(t testing.TB, opts DatabaseOptions) *DB {
+// Database is a fresh database on the shared ClickHouse (or opts.Server), named after t unless
+// opts names it, with every migration applied unless opts.Unmigrated. Fresh: a database of that
+// name left by an earlier run (-count) is dropped first.
+func Database(t testing.TB, opts DatabaseOptions) *DB {
 	t.Helper()
 	ch := opts.Server
 	if ch == nil {

@@ -32,7 +32,7 @@ func TestDatabase(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for run := range 2 {
-		db := localtest.Database(t)
+		db := localtest.Database(t, localtest.DatabaseOptions{})
 		var migrated, leftOver uint64
 		err := db.Conn.QueryRow(ctx, `SELECT countIf(name = 'allocations'), countIf(name = 'left_over')
 			FROM system.tables WHERE database = currentDatabase()`).Scan(&migrated, &leftOver)
@@ -46,7 +46,7 @@ func TestDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Name: "unmigrated", Unmigrated: true}); db.Name != "unmigrated" {
+	if db := localtest.Database(t, localtest.DatabaseOptions{Name: "unmigrated", Unmigrated: true}); db.Name != "unmigrated" {
 		t.Errorf("name %q", db.Name)
 	} else {
 		var tables uint64
@@ -60,7 +60,7 @@ func TestDatabase(t *testing.T) {
 func TestFakeKafka(t *testing.T) {
 	ctx := context.Background()
 	brokers := localtest.FakeKafka(t)
-	w := kafkaconn.NewWriter(brokers, pb.TopicSamples, nil)
+	w := kafkaconn.Cluster{Brokers: brokers}.NewWriter(pb.TopicSamples, nil)
 	defer w.Close()
 	if err := w.WriteMessages(ctx, kafka.Message{Key: []byte("k"), Value: []byte("v")}); err != nil {
 		t.Fatal(err)
