@@ -66,7 +66,7 @@ func goldenOutputs(t *testing.T, ctx context.Context, ch *local.ClickHouse, file
 	tmp := t.TempDir()
 
 	// The scenario at its own time: the demo's report, then `report` over what it stored.
-	db := localtest.DatabaseWith(t, localtest.DatabaseOptions{Server: ch, Unmigrated: true})
+	db := localtest.Database(t, localtest.DatabaseOptions{Server: ch, Unmigrated: true})
 	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--clickhouse.dsn", db.DSN, "--report", filepath.Join(tmp, "demo.csv"))
 	out["demo.csv"] = readFile(t, filepath.Join(tmp, "demo.csv"))
 	window := scenarioWindow(file, sc)
@@ -96,7 +96,7 @@ func goldenOutputs(t *testing.T, ctx context.Context, ch *local.ClickHouse, file
 	}
 	start := time.Now().UTC().Truncate(time.Hour).Add(-hours)
 	shift := start.Sub(sc.Start)
-	moved := localtest.DatabaseWith(t, localtest.DatabaseOptions{Server: ch, Name: localtest.DatabaseName(t) + "_moved", Unmigrated: true})
+	moved := localtest.Database(t, localtest.DatabaseOptions{Server: ch, Name: localtest.DatabaseName(t) + "_moved", Unmigrated: true})
 	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--sim.start", start.Format(time.RFC3339), "--clickhouse.dsn", moved.DSN,
 		"--format", "json", "--report", filepath.Join(tmp, "demo.json"))
 	out["demo.json"] = moveTimes(readFile(t, filepath.Join(tmp, "demo.json")), -shift)
