@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -14,6 +16,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/request"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
@@ -81,19 +84,20 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if err := store.CheckPresence(c.presence); err != nil {
 		return usage.Errorf("--attribution.presence: %w", err)
 	}
-	// The step is checked (its windows counted, none built) before the price book is read;
+	// The request is checked (its windows counted, none built) before the price book is read;
 	// its months are the book's.
-	if _, err := report.CountWindows(from, to, *c.step, time.UTC); err != nil {
-		return usage.Wrap(fmt.Errorf("--step: %w", err))
+	req, err := request.Parse(c.params(), from, to, time.UTC)
+	if err != nil {
+		return usage.Wrap(flagError(err))
 	}
 	book, err := c.book.load()
 	if err != nil {
 		return err
 	}
-	if n := focus.CountHours(from, to, book.Zone()); c.out.FOCUS() && n > report.MaxBuiltWindows {
+	if n := focus.CountHours(from, to, book.Zone()); req.Format.FOCUS && n > report.MaxBuiltWindows {
 		return usage.Errorf("--from and --to: %d hours of FOCUS rows; expected at most %d (export a shorter range at a time)", n, report.MaxBuiltWindows)
 	}
-	windows, err := report.WindowsIn(from, to, *c.step, book.Zone())
+	windows, err := report.WindowsIn(from, to, req.Step, book.Zone())
 	if err != nil {
 		return usage.Wrap(fmt.Errorf("--step: %w", err))
 	}
@@ -102,22 +106,39 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	defer conn.Close()
-	o := attribution.Options{Samples: sampleSource(*c.samples), FromMinutes: *c.minutes, Neighbours: c.out.Output == "json", Presence: c.presence, Lines: c.out.By == "allocation"}
-	if c.out.FOCUS() {
+	o := attribution.Options{Samples: sampleSource(*c.samples), FromMinutes: req.FromMinutes, Neighbours: req.Neighbours(), Presence: c.presence, Lines: req.Lines()}
+	if req.Format.FOCUS {
 		return c.out.Run(ctx, focus.ForAttribution(conn, book, o, logger), from, to, c.stdout)
 	}
 	series, err := attribution.ReportSeries(ctx, conn, book, windows, o, logger)
 	if err != nil {
 		return err
 	}
-	f, err := report.ParseFormat(c.out.Output)
-	if err != nil {
-		return usage.Wrap(err)
-	}
-	if err := series.WriteBy(c.stdout, f, report.By(c.out.By)); err != nil {
+	if err := req.Format.Write(c.stdout, series, req.By); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}
 	return nil
+}
+
+// params are the request's parameters as the flags set them.
+func (c *reportCmd) params() url.Values {
+	p := url.Values{"format": {c.out.Output}, "by": {c.out.By}, "step": {*c.step}, "encoding": {c.out.FileFormat}}
+	if *c.minutes {
+		p.Set("source", "minutes")
+	}
+	return p
+}
+
+// requestFlags name the request's parameters as the command's flags.
+var requestFlags = map[string]string{"format": "--format", "by": "--by", "source": "--from-minutes", "step": "--step", "encoding": "--focus.file-format"}
+
+// flagError names a request's bad parameter by its flag.
+func flagError(err error) error {
+	var e *request.Error
+	if errors.As(err, &e) {
+		return fmt.Errorf("%s: %w", requestFlags[e.Param], e.Err)
+	}
+	return err
 }
 
 // pricebookFlags choose the price book: a price book file, or the one a scenario carries.
