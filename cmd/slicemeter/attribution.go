@@ -11,7 +11,6 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/api"
 	"github.com/slicemeter/slicemeter/attribution/api/auth"
 	"github.com/slicemeter/slicemeter/attribution/fleet"
-	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/shard"
 	"github.com/slicemeter/slicemeter/attribution/store"
@@ -54,7 +53,7 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 	fleet.TenantLimitFlag(c, &cmd.cfg.FleetTenantLimit)
 	c.Flag("billing.close-after", "Close each billing period (a calendar month in the price book's timezone) this long after its end; 0: never.").
 		Default("72h").DurationVar(&cmd.cfg.CloseAfter)
-	cmd.cfg.Export = focus.AddExportFlags(c)
+	cmd.cfg.Export = addExportFlags(c)
 	cmd.shards = shard.AddFlags(c)
 	cmd.memory = memlimit.AddFlag(c)
 	c.Flag("attribution.max-minutes", "At most this many minutes per pass (the rest follow in the next passes).").Default("120").IntVar(&cmd.cfg.MaxMinutes)

@@ -30,7 +30,7 @@ type reportCmd struct {
 	step     *string
 	samples  *string
 	minutes  *bool
-	out      *focus.Flags
+	out      *outputFlags
 	presence time.Duration
 }
 
@@ -45,7 +45,7 @@ func newReportCmd(app *kingpin.Application, stdout io.Writer) *reportCmd {
 		step:    c.Flag("step", "Cut the window into steps, one set of rows each: 1h, 1d, month or a duration such as 15m or 7d.").String(),
 		samples: samplesFlag(c, "raw"),
 		minutes: c.Flag("from-minutes", "Sum the minutes the attribution service stored (whole-minute windows) instead of computing from the samples.").Bool(),
-		out:     focus.AddFlags(c),
+		out:     addOutputFlags(c),
 	}
 	presenceFlag(c, &cmd.presence)
 	return cmd
@@ -108,7 +108,7 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 	defer conn.Close()
 	o := attribution.Options{Samples: sampleSource(*c.samples), FromMinutes: req.FromMinutes, Neighbours: req.Neighbours(), Presence: c.presence, Lines: req.Lines()}
 	if req.Format.FOCUS {
-		return c.out.Run(ctx, focus.ForAttribution(conn, book, o, logger), from, to, c.stdout)
+		return c.out.focus.Write(ctx, focus.ForAttribution(conn, book, o, logger), from, to, c.stdout)
 	}
 	series, err := attribution.ReportSeries(ctx, conn, book, windows, o, logger)
 	if err != nil {
@@ -122,7 +122,7 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 
 // params are the request's parameters as the flags set them.
 func (c *reportCmd) params() url.Values {
-	p := url.Values{"format": {c.out.Output}, "by": {c.out.By}, "step": {*c.step}, "encoding": {c.out.FileFormat}}
+	p := url.Values{"format": {c.out.format}, "by": {c.out.by}, "step": {*c.step}, "encoding": {string(c.out.focus.FileFormat)}}
 	if *c.minutes {
 		p.Set("source", "minutes")
 	}
