@@ -137,10 +137,3 @@ func writeContracts(s *strings.Builder, contracts map[string]map[string]float64,
 func num(f float64) string {
 	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.6f", f), "0"), ".")
 }
-
-// SourceFlags adds --pricebook and --scenario, the two places LoadFileOrScenario reads a price
-// book from, to c.
-func SourceFlags(c *kingpin.CmdClause, file, scenario *string) {
-	c.Flag("pricebook", "Price book file (YAML: currency, prices, tiers, sla, costs).").StringVar(file)
-	c.Flag("scenario", "Take the price book from this scenario file instead.").StringVar(scenario)
-}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/api"
 	"github.com/slicemeter/slicemeter/attribution/api/auth"
-	"github.com/slicemeter/slicemeter/attribution/fleet"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/shard"
 	"github.com/slicemeter/slicemeter/attribution/store"
@@ -50,7 +49,7 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 	c.Flag("attribution.backfill", "With no minute stored yet, start this far back.").Default("1h").DurationVar(&cmd.cfg.Backfill)
 	c.Flag("attribution.max-recompute", "How far back an allocation that arrives late makes the service recompute.").Default("744h").DurationVar(&cmd.cfg.MaxRecompute)
 	presenceFlag(c, &cmd.cfg.Presence)
-	fleet.TenantLimitFlag(c, &cmd.cfg.FleetTenantLimit)
+	tenantLimitFlag(c, &cmd.cfg.FleetTenantLimit)
 	c.Flag("billing.close-after", "Close each billing period (a calendar month in the price book's timezone) this long after its end; 0: never.").
 		Default("72h").DurationVar(&cmd.cfg.CloseAfter)
 	cmd.cfg.Export = addExportFlags(c)

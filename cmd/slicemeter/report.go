@@ -12,7 +12,6 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution"
-	"github.com/slicemeter/slicemeter/attribution/fleet"
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
@@ -49,12 +48,6 @@ func newReportCmd(app *kingpin.Application, stdout io.Writer) *reportCmd {
 	}
 	presenceFlag(c, &cmd.presence)
 	return cmd
-}
-
-// newFleetCmd is `slicemeter fleet`: its flags and work are package fleet's.
-func newFleetCmd(app *kingpin.Application, stdout io.Writer) command {
-	f := fleet.AddFlags(app.Command("fleet", "Print the fleet's economics over a window (utilization, memory, margin, blast radius, fragmentation, energy)."))
-	return runFunc(func(ctx context.Context, _ *slog.Logger) error { return fleet.Run(ctx, f, stdout) })
 }
 
 // presenceFlag sets the presence period; the service's and the reports' must be the same for
@@ -148,8 +141,15 @@ type pricebookFlags struct {
 
 func addPricebookFlags(c *kingpin.CmdClause) *pricebookFlags {
 	p := &pricebookFlags{file: new(string), scenario: new(string)}
-	pricebook.SourceFlags(c, p.file, p.scenario)
+	pricebookSourceFlags(c, p.file, p.scenario)
 	return p
+}
+
+// pricebookSourceFlags adds --pricebook and --scenario, the two places
+// pricebook.LoadFileOrScenario reads a price book from.
+func pricebookSourceFlags(c *kingpin.CmdClause, file, scenario *string) {
+	c.Flag("pricebook", "Price book file (YAML: currency, prices, tiers, sla, costs).").StringVar(file)
+	c.Flag("scenario", "Take the price book from this scenario file instead.").StringVar(scenario)
 }
 
 func (p *pricebookFlags) load() (*pricebook.PriceBook, error) {
