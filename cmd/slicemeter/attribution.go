@@ -25,7 +25,7 @@ type attributionCmd struct {
 	cluster *string
 	book    *pricebookFlags
 	samples *string
-	shards  *shard.Flags
+	shards  *shard.Options
 	memory  *string
 }
 
@@ -54,7 +54,7 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 	c.Flag("billing.close-after", "Close each billing period (a calendar month in the price book's timezone) this long after its end; 0: never.").
 		Default("72h").DurationVar(&cmd.cfg.CloseAfter)
 	cmd.cfg.Export = addExportFlags(c)
-	cmd.shards = shard.AddFlags(c)
+	cmd.shards = shardFlags(c)
 	cmd.memory = memoryLimitFlag(c)
 	c.Flag("attribution.max-minutes", "At most this many minutes per pass (the rest follow in the next passes).").Default("120").IntVar(&cmd.cfg.MaxMinutes)
 	return cmd

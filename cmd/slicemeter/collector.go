@@ -8,7 +8,6 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/collector/service"
-	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
 )
@@ -25,7 +24,7 @@ func newCollectorCmd(app *kingpin.Application) *collectorCmd {
 	cmd := &collectorCmd{}
 	cfg := &cmd.cfg
 	c.Flag("kafka.brokers", "Kafka brokers (host:port,...).").Required().StringVar(&cfg.Brokers)
-	kafkaconn.AddFlags(c, &cfg.Kafka)
+	kafkaSecurityFlags(c, &cfg.Kafka)
 	c.Flag("kafka.group", "Consumer group; collectors in one group split the partitions.").Default("slicemeter-collector").StringVar(&cfg.Collector.GroupID)
 	c.Flag("kafka.partitions", "Partitions of the topics when they have to be created.").Default("4").IntVar(&cfg.Partitions)
 	cmd.dsn, cmd.cluster = dsnFlag(c), clusterFlag(c)

@@ -28,7 +28,7 @@ func newDemoCmd(app *kingpin.Application, stdout io.Writer) *demoCmd {
 	c.Flag("report", "Write the report to this file instead of stdout.").StringVar(&cfg.ReportPath)
 	c.Flag("format", "Report format.").Default("csv").EnumVar(&cfg.Format, "csv", "json")
 	c.Flag("kafka.brokers", "Kafka brokers; empty runs an embedded broker (kfake) in the process.").StringVar(&d.brokers)
-	kafkaconn.AddFlags(c, &cfg.Kafka)
+	kafkaSecurityFlags(c, &cfg.Kafka)
 	c.Flag("clickhouse.dsn", "ClickHouse DSN; empty starts a ClickHouse server from PATH in a temporary directory.").StringVar(&cfg.DSN)
 	c.Flag("kafka.partitions", "Partitions of the topics when they have to be created.").Default("4").IntVar(&cfg.Partitions)
 	c.Flag("kafka.flush-interval", "Sampled time per SampleBatch (default: 1s, 10s with --fast).").DurationVar(&cfg.FlushInterval)

@@ -38,7 +38,7 @@ func newExporterCmd(app *kingpin.Application) *exporterCmd {
 	c.Flag("replay.fast", "Replay as fast as possible instead of at the recorded timing.").BoolVar(&cfg.ReplayFast)
 	c.Flag("summary", "Write a JSON summary of the run (per GPU and instance means) to this file at every flush.").StringVar(&cfg.Summary)
 	c.Flag("kafka.brokers", "Kafka brokers (host:port,...); empty serves /metrics only.").StringVar(&e.brokers)
-	kafkaconn.AddFlags(c, &cfg.Kafka)
+	kafkaSecurityFlags(c, &cfg.Kafka)
 	c.Flag("kafka.flush-interval", "How much sampled time goes into one SampleBatch per node.").Default("1s").DurationVar(&cfg.FlushInterval)
 	c.Flag("kafka.partitions", "Partitions of the samples topic when it has to be created.").Default("4").IntVar(&cfg.Partitions)
 	c.Flag("spool.dir", "Directory of the disk spool that keeps batches while Kafka is unreachable, at start too (empty: a bounded memory queue, see --queue.max-bytes).").StringVar(&cfg.SpoolDir)
