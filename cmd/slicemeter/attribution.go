@@ -41,7 +41,7 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 	// The per-second rollup: a minute of 1000 instances in about 1 s where raw 10 Hz samples
 	// take 2.5 s (BenchmarkMinute), exact for allocations on whole seconds.
 	cmd.samples = samplesFlag(c, "rollup-1s")
-	cmd.cfg.Web = webserver.AddFlags(c, ":9837")
+	cmd.cfg.Web = webFlags(c, ":9837")
 	cmd.cfg.Reports = reportLimitFlags(c)
 	c.Flag("api.auth-file", "Who may use /api/v1: bearer token hashes and JWT settings (YAML; README, \"API authentication\").").PlaceHolder("FILE").StringVar(&cmd.cfg.AuthFile)
 	c.Flag("api.insecure-no-auth", "Serve /api/v1 without authentication: every caller is an operator (a warning is logged).").BoolVar(&cmd.cfg.InsecureNoAuth)

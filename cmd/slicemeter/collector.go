@@ -32,7 +32,7 @@ func newCollectorCmd(app *kingpin.Application) *collectorCmd {
 	c.Flag("collector.flush-rows", "Insert when this many rows are buffered.").Default("100000").IntVar(&cfg.Collector.FlushRows)
 	c.Flag("collector.flush-interval", "Insert at least this often.").Default("1s").DurationVar(&cfg.Collector.FlushInterval)
 	c.Flag("collector.allow-tenant-moves", "Store allocation events that move a live allocation to another tenant (without: dead-lettered, reason tenant_move).").BoolVar(&cfg.Collector.AllowTenantMoves)
-	cfg.Web = webserver.AddFlags(c, ":9836")
+	cfg.Web = webFlags(c, ":9836")
 	// Whole days are what expires (day partitions); 0 keeps everything.
 	r := &cfg.Collector.Retention
 	c.Flag("retention.raw", "Keep raw samples this long (e.g. 168h; 0: forever).").Default("0").DurationVar(&r.Raw)

@@ -5,8 +5,6 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/slicemeter/slicemeter/internal/webserver"
-
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/deploy/demo"
@@ -33,7 +31,7 @@ func newDemoCmd(app *kingpin.Application, stdout io.Writer) *demoCmd {
 	c.Flag("kafka.partitions", "Partitions of the topics when they have to be created.").Default("4").IntVar(&cfg.Partitions)
 	c.Flag("kafka.flush-interval", "Sampled time per SampleBatch (default: 1s, 10s with --fast).").DurationVar(&cfg.FlushInterval)
 	c.Flag("sim.start", "Move the scenario to start at this time (RFC 3339, or now): a live demo then has wall-clock timestamps that Prometheus and the attribution service's trailing window see.").StringVar(&cfg.SimStart)
-	cfg.Web = webserver.AddFlags(c, ":9835")
+	cfg.Web = webFlags(c, ":9835")
 	return d
 }
 
