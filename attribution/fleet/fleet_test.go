@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/store"
-	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
 // usd is an amount as the stored minutes hold it.
@@ -103,10 +101,6 @@ func TestBuildEmpty(t *testing.T) {
 		t.Errorf("operator cost %v margin %v, want 0", r.OperatorCost, r.Margin)
 	}
 }
-
-func usageError(err error) bool { return usage.Is(err) }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 // TestBuildSumsMoneyExactly: money is summed as the stored Decimal amounts, never as floats:
 // 0.1 + 0.2 is 0.3 (as floats 0.30000000000000004), for the groups and the fleet, and the
