@@ -74,16 +74,25 @@ func CommandFormats() []string {
 	return names
 }
 
+// ReportFormats are the names of the formats that write a report's rows (not FOCUS's).
+func ReportFormats() []string {
+	var names []string
+	for _, f := range formats {
+		if f.Write != nil {
+			names = append(names, f.Name)
+		}
+	}
+	return names
+}
+
 // expected lists the formats for an error: "csv or json (or focus, focus-metadata)", the
 // reports' formats first.
 func expected() string {
-	var reports, others []string
+	var others []string
 	for _, f := range formats {
-		if f.Write != nil {
-			reports = append(reports, f.Name)
-		} else {
+		if f.Write == nil {
 			others = append(others, f.Name)
 		}
 	}
-	return strings.Join(reports, " or ") + " (or " + strings.Join(others, ", ") + ")"
+	return strings.Join(ReportFormats(), " or ") + " (or " + strings.Join(others, ", ") + ")"
 }

@@ -85,4 +85,7 @@ func TestCommandFormats(t *testing.T) {
 	if got := CommandFormats(); !slices.Equal(got, []string{CSV, JSON, FOCUS}) {
 		t.Errorf("CommandFormats() = %v", got)
 	}
+	if got := ReportFormats(); !slices.Equal(got, []string{CSV, JSON}) {
+		t.Errorf("ReportFormats() = %v", got)
+	}
 }

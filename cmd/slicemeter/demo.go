@@ -7,6 +7,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/slicemeter/slicemeter/attribution/request"
 	"github.com/slicemeter/slicemeter/deploy/demo"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 )
@@ -24,7 +25,7 @@ func newDemoCmd(app *kingpin.Application, stdout io.Writer) *demoCmd {
 	c.Flag("scenario", "Scenario file (the simulated fleet, its tenants and prices).").Required().StringVar(&cfg.ScenarioPath)
 	c.Flag("fast", "Run the simulated clock as fast as the pipeline allows; end when everything is attributed.").BoolVar(&cfg.Fast)
 	c.Flag("report", "Write the report to this file instead of stdout.").StringVar(&cfg.ReportPath)
-	c.Flag("format", "Report format.").Default("csv").EnumVar(&cfg.Format, "csv", "json")
+	c.Flag("format", "Report format.").Default(request.CSV).EnumVar(&cfg.Format, request.ReportFormats()...)
 	c.Flag("kafka.brokers", "Kafka brokers; empty runs an embedded broker (kfake) in the process.").StringVar(&d.brokers)
 	kafkaSecurityFlags(c, &cfg.Kafka)
 	c.Flag("clickhouse.dsn", "ClickHouse DSN; empty starts a ClickHouse server from PATH in a temporary directory.").StringVar(&cfg.DSN)
