@@ -25,6 +25,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/request"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
 	"github.com/slicemeter/slicemeter/schemas/audit"
 	"github.com/slicemeter/slicemeter/schemas/validate"
@@ -479,49 +480,18 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q := r.URL.Query()
-	format := q.Get("format")
-	if format == "" {
-		format = string(report.CSV)
+	req, err := request.Parse(r.URL.Query(), from, to, s.Zone)
+	if err != nil {
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter %w", err))
+		return
 	}
-	if format == "focus-metadata" {
+	if req.Format.Metadata {
 		_ = focus.NewMetadata(focus.Generator, time.Now()).Write(w)
-		return
-	}
-	f, err := report.ParseFormat(format)
-	if format == "focus" {
-		f, err = report.CSV, nil
-	}
-	if err != nil {
-		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter format: %w (or focus, focus-metadata)", err))
-		return
-	}
-	by, err := report.ParseBy(q.Get("by"))
-	if err != nil {
-		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter by: %w", err))
-		return
-	}
-	var fromMinutes bool
-	switch src := q.Get("source"); src {
-	case "", "samples":
-	case "minutes":
-		fromMinutes = true
-	default:
-		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter source: %q; expected samples or minutes", src))
 		return
 	}
 	// The request's cost, counted from its parameters before anything is built or read: its
 	// windows, then a slot, then its tenants (which reads the allocations).
-	step := q.Get("step")
-	count, err := report.CountWindows(from, to, step, s.Zone)
-	if err != nil {
-		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter step: %w", err))
-		return
-	}
-	if format == "focus" { // one row per allocation per hour, whatever the step
-		count = focus.CountHours(from, to, s.Zone)
-	}
-	if !s.checkWindows(w, "query parameter step", count, "windows") {
+	if !s.checkWindows(w, "query parameter step", req.Windows, "windows") {
 		return
 	}
 	release, ok := s.admitReport(w, r, sc.who)
@@ -529,14 +499,14 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	if !s.checkReportCost(w, r, count, sc, from, to) {
+	if !s.checkReportCost(w, r, req.Windows, sc, from, to) {
 		return
 	}
-	if format == "focus" {
-		s.getFOCUS(w, r, sc, from, to, fromMinutes)
+	if req.Format.FOCUS {
+		s.getFOCUS(w, r, sc, req)
 		return
 	}
-	windows, err := report.WindowsIn(from, to, step, s.Zone)
+	windows, err := report.WindowsIn(from, to, req.Step, s.Zone)
 	if err != nil {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter step: %w", err))
 		return
@@ -544,8 +514,8 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 	var series report.Series
 	rows := 0
 	for _, win := range windows {
-		rep, err := s.Report(r.Context(), ReportQuery{From: win.Start, To: win.End, Neighbours: f == report.JSON && by == report.ByTenant,
-			FromMinutes: fromMinutes, Lines: by == report.ByAllocation})
+		rep, err := s.Report(r.Context(), ReportQuery{From: win.Start, To: win.End, Neighbours: req.Neighbours(),
+			FromMinutes: req.FromMinutes, Lines: req.Lines()})
 		if err != nil {
 			s.logger().ErrorContext(r.Context(), "computing a report failed", "from", win.Start, "to", win.End, "err", err)
 			s.fail(w, http.StatusInternalServerError, fmt.Errorf("report of [%s, %s): %w", win.Start.Format(time.RFC3339), win.End.Format(time.RFC3339), err))
@@ -555,7 +525,7 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 			rep = rep.Only(sc.tenants...)
 		}
 		n := len(rep.Tenants)
-		if by == report.ByAllocation {
+		if req.Lines() {
 			n = len(rep.Allocations)
 		}
 		if rows += n; !s.checkReportRows(w, rows) {
@@ -566,16 +536,12 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 	// Rendered before anything is sent, so that a report that cannot be written (a NaN
 	// amount) is a 500 with its reason, never a 200 with an empty or partial body.
 	var body bytes.Buffer
-	if err := series.WriteBy(&body, f, by); err != nil {
+	if err := req.Format.Write(&body, series, req.By); err != nil {
 		s.logger().ErrorContext(r.Context(), "writing a report failed", "err", err)
 		s.fail(w, http.StatusInternalServerError, fmt.Errorf("write the report: %w", err))
 		return
 	}
-	if f == report.CSV {
-		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	} else {
-		w.Header().Set("Content-Type", "application/json")
-	}
+	w.Header().Set("Content-Type", req.ContentType())
 	if _, err := body.WriteTo(w); err != nil {
 		s.logger().DebugContext(r.Context(), "sending a report failed", "err", err)
 	}

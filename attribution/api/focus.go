@@ -11,6 +11,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/request"
 )
 
 // getFOCUS answers the FOCUS 1.2 file of [from, to) (format=focus), CSV or (encoding=parquet)
@@ -23,18 +24,10 @@ import (
 // it is encoded, and a later failure cuts the response (the connection is closed without the
 // end of the body, so the client sees a truncated transfer, never a short file that looks
 // whole) and is logged.
-func (s *Server) getFOCUS(w http.ResponseWriter, r *http.Request, sc readScope, from, to time.Time, fromMinutes bool) {
-	format, contentType := focus.CSV, "text/csv; charset=utf-8"
-	switch enc := r.URL.Query().Get("encoding"); enc {
-	case "", "csv":
-	case "parquet":
-		format, contentType = focus.Parquet, "application/vnd.apache.parquet"
-	default:
-		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter encoding: %q; expected csv or parquet", enc))
-		return
-	}
+func (s *Server) getFOCUS(w http.ResponseWriter, r *http.Request, sc readScope, req request.Request) {
+	from, to := req.From, req.To
 	hourly := func(ctx context.Context, from, to time.Time) (report.Report, error) {
-		return s.Report(ctx, ReportQuery{From: from, To: to, FromMinutes: fromMinutes, Lines: true})
+		return s.Report(ctx, ReportQuery{From: from, To: to, FromMinutes: req.FromMinutes, Lines: true})
 	}
 	e := focus.Export{Report: hourly, Zone: s.Zone, Issuer: s.Issuer}
 	if e.Issuer == (focus.Issuer{}) {
@@ -44,7 +37,7 @@ func (s *Server) getFOCUS(w http.ResponseWriter, r *http.Request, sc readScope, 
 		e.Tenants = nonNil(sc.tenants)
 	}
 	out := &gate{w: w}
-	fw, err := focus.NewWriter(out, format)
+	fw, err := focus.NewWriter(out, req.Encoding)
 	if err != nil {
 		s.fail(w, http.StatusInternalServerError, err)
 		return
@@ -62,7 +55,7 @@ func (s *Server) getFOCUS(w http.ResponseWriter, r *http.Request, sc readScope, 
 	if f, ok := fw.(interface{ Flush() error }); ok { // the first hour goes out now
 		err = f.Flush()
 	}
-	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Content-Type", req.ContentType())
 	w.Header().Set("Link", `</api/v1/report?format=focus-metadata>; rel="describedby"`)
 	w.WriteHeader(http.StatusOK)
 	if err == nil {

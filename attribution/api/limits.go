@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
-
 	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/schemas/validate"
 )
@@ -48,21 +46,6 @@ type ReportLimits struct {
 func DefaultReportLimits() *ReportLimits {
 	return &ReportLimits{MaxWindows: 10000, MaxCost: 100000, MaxRows: 1000000, MaxConcurrent: 4, MaxConcurrentPerClient: 2,
 		RetryAfter: 5 * time.Second, MaxAuditRows: 100000, MaxAllocationRows: 100000, MaxConcurrentWrites: 4}
-}
-
-// AddReportLimitFlags adds the --api.max-report-* flags to c.
-func AddReportLimitFlags(c *kingpin.CmdClause) *ReportLimits {
-	l, d := &ReportLimits{}, DefaultReportLimits()
-	c.Flag("api.max-report-windows", "Most windows of one report request (its step over from..to; for format=focus and the fleet report, its hours); more: 400, before anything is read. 0: no limit.").Default(strconv.Itoa(d.MaxWindows)).IntVar(&l.MaxWindows)
-	c.Flag("api.max-report-cost", "Most windows × tenants of one report request; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxCost)).IntVar(&l.MaxCost)
-	c.Flag("api.max-report-rows", "Most rows of one report response; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxRows)).IntVar(&l.MaxRows)
-	c.Flag("api.max-concurrent-reports", "Most reports computed at once; more: 429 with Retry-After. 0: no limit.").Default(strconv.Itoa(d.MaxConcurrent)).IntVar(&l.MaxConcurrent)
-	c.Flag("api.max-concurrent-reports-per-client", "Most reports of one client (its token or JWT subject; with --api.insecure-no-auth its IP) computed at once; more: 429 with Retry-After. 0: no limit.").Default(strconv.Itoa(d.MaxConcurrentPerClient)).IntVar(&l.MaxConcurrentPerClient)
-	c.Flag("api.report-retry-after", "The Retry-After of a 429.").Default(d.RetryAfter.String()).DurationVar(&l.RetryAfter)
-	c.Flag("api.max-audit-rows", "Most entries of one /api/v1/audit response; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxAuditRows)).IntVar(&l.MaxAuditRows)
-	c.Flag("api.max-allocation-rows", "Most allocations of one GET /api/v1/allocations response; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxAllocationRows)).IntVar(&l.MaxAllocationRows)
-	c.Flag("api.max-concurrent-writes", "Most POST /api/v1/allocations handled at once (each may hold a body of up to 64 MiB and the allocations decoded from it); more: 429 with Retry-After. 0: no limit.").Default(strconv.Itoa(d.MaxConcurrentWrites)).IntVar(&l.MaxConcurrentWrites)
-	return l
 }
 
 // Check refuses negative limits (a usage error for the flags).

@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/store"
-	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
 // usd is an amount as the stored minutes hold it.
@@ -103,39 +101,6 @@ func TestBuildEmpty(t *testing.T) {
 		t.Errorf("operator cost %v margin %v, want 0", r.OperatorCost, r.Margin)
 	}
 }
-
-func TestFlagsOptions(t *testing.T) {
-	base := Flags{From: "2026-01-05T00:00:00Z", To: "2026-01-05T01:00:00Z", By: "model", Format: "csv", Presence: time.Hour, TenantLimit: 5}
-	tests := []struct {
-		name string
-		edit func(*Flags)
-		want string // in the usage error; "" none
-	}{
-		{"good", func(*Flags) {}, ""},
-		{"not a time", func(f *Flags) { f.From = "yesterday" }, "--from"},
-		{"not a whole minute", func(f *Flags) { f.To = "2026-01-05T01:00:30Z" }, "whole minutes"},
-		{"end before start", func(f *Flags) { f.To = "2026-01-04T00:00:00Z" }, "--to"},
-		{"short presence", func(f *Flags) { f.Presence = time.Second }, "--attribution.presence"},
-		{"no tenants", func(f *Flags) { f.TenantLimit = 0 }, "--fleet.max-tenants-per-host 0"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := base
-			tt.edit(&f)
-			_, err := f.Options()
-			switch {
-			case tt.want == "" && err != nil:
-				t.Fatal(err)
-			case tt.want != "" && (err == nil || !usageError(err) || !contains(err.Error(), tt.want)):
-				t.Errorf("error %v: want a usage error naming %q", err, tt.want)
-			}
-		})
-	}
-}
-
-func usageError(err error) bool { return usage.Is(err) }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 // TestBuildSumsMoneyExactly: money is summed as the stored Decimal amounts, never as floats:
 // 0.1 + 0.2 is 0.3 (as floats 0.30000000000000004), for the groups and the fleet, and the

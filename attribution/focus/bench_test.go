@@ -26,7 +26,7 @@ import (
 // stored minutes as the attribution service stores them (the rows of attribution/period's
 // BenchmarkPeriod, with the instance's model, profile and fraction), as a closed period's
 // files are written: one Usage row per allocation per hour, CSV, Parquet, or both in one
-// pass (ExportFlags.Month). It reports the rows, each file's bytes, and the process's peak
+// pass (MonthlyExport.Month). It reports the rows, each file's bytes, and the process's peak
 // RSS (VmHWM) after each.
 //
 // The scale, 1000 instances (40.3M stored rows):
@@ -83,7 +83,7 @@ FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers L
 			for b.Loop() {
 				var err error
 				if f == "both" {
-					tot, err = (&focus.ExportFlags{Dir: dir, Issuer: "bench"}).Month(ctx, e, p, report.Report{})
+					tot, err = (&focus.MonthlyExport{Dir: dir, Issuer: "bench"}).Month(ctx, e, p, report.Report{})
 				} else {
 					tot, err = exportFile(ctx, e, p, filepath.Join(dir, "focus."+string(f)), f)
 				}

@@ -214,7 +214,7 @@ func TestMonthFilesFormulaCells(t *testing.T) {
 		return rep, nil
 	}}
 	dir := t.TempDir()
-	if _, err := (&ExportFlags{Dir: dir, Issuer: "GPU Cloud Inc."}).Month(context.Background(), e, p, report.Report{}); err != nil {
+	if _, err := (&MonthlyExport{Dir: dir, Issuer: "GPU Cloud Inc."}).Month(context.Background(), e, p, report.Report{}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(filepath.Join(dir, "focus-"+p.Name+".csv"))

@@ -54,7 +54,7 @@ type Closer struct {
 	Lookback int
 	// Export, when its Dir is set, writes the FOCUS files of each period closed: its Usage
 	// rows hour by hour (computed with Options) and its correction lines.
-	Export *focus.ExportFlags
+	Export *focus.MonthlyExport
 	// Logger gets the notes of each report computed (unpriced, unsampled, overlapping
 	// allocations), which the stored report has no column for (nil: slog.Default()).
 	Logger *slog.Logger

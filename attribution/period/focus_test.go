@@ -35,7 +35,7 @@ func TestCloseExportsFOCUS(t *testing.T) {
 	storeMinutes(t, conn, day(time.February, 1), day(time.April, 1), time.Time{}, time.Time{}, day(time.May, 1))
 	dir := t.TempDir()
 	closer := period.Closer{Conn: conn, Book: chtest.Book(), Options: attribution.Options{FromMinutes: true},
-		Export: &focus.ExportFlags{Dir: dir, Issuer: "GPU Cloud Inc."}}
+		Export: &focus.MonthlyExport{Dir: dir, Issuer: "GPU Cloud Inc."}}
 	closedFeb, err := closer.Close(ctx, feb, day(time.May, 2))
 	if err != nil {
 		t.Fatal(err)

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
-
 	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
@@ -25,29 +23,16 @@ var ExampleFile string
 // since): attribution.CheckFleetPricedAt, passed in because attribution imports this package.
 type FleetCheck func(ctx context.Context, dsn string, book *PriceBook, since time.Duration) error
 
-// Flags are `slicemeter pricebook`'s subcommand and flags.
-type Flags struct {
+// Options are `slicemeter pricebook`'s subcommand and its arguments.
+type Options struct {
 	Sub   string // check or example
 	File  string
 	DSN   string
 	Since time.Duration
 }
 
-// AddFlags adds the pricebook subcommands (check, example) to c.
-func AddFlags(c *kingpin.CmdClause) *Flags {
-	f := &Flags{}
-	check := c.Command("check", "Validate a price book and list what it bills how; with --clickhouse.dsn also check that it prices every GPU model sampled recently and knows every tier of the allocations billed since (reports attribute what it lacks as unpriced).").
-		Action(func(*kingpin.ParseContext) error { f.Sub = "check"; return nil })
-	check.Arg("file", "Price book (YAML).").Required().StringVar(&f.File)
-	check.Flag("clickhouse.dsn", "Also check the fleet's GPU models in this ClickHouse (native protocol DSN).").StringVar(&f.DSN)
-	check.Flag("fleet.since", "How far back samples count as the fleet.").Default("24h").DurationVar(&f.Since)
-	c.Command("example", "Print a commented starter price book (attribution/pricebook/README.md describes every field).").
-		Action(func(*kingpin.ParseContext) error { f.Sub = "example"; return nil })
-	return f
-}
-
 // Run is `slicemeter pricebook check|example`, on w.
-func Run(ctx context.Context, f *Flags, fleet FleetCheck, w io.Writer) error {
+func Run(ctx context.Context, f *Options, fleet FleetCheck, w io.Writer) error {
 	if f.Sub == "example" {
 		_, err := io.WriteString(w, ExampleFile)
 		return err
@@ -136,11 +121,4 @@ func writeContracts(s *strings.Builder, contracts map[string]map[string]float64,
 // num prints a figure as written, without float noise (0.7 × 1.6 = 1.12, not 1.1199999…).
 func num(f float64) string {
 	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.6f", f), "0"), ".")
-}
-
-// SourceFlags adds --pricebook and --scenario, the two places LoadFileOrScenario reads a price
-// book from, to c.
-func SourceFlags(c *kingpin.CmdClause, file, scenario *string) {
-	c.Flag("pricebook", "Price book file (YAML: currency, prices, tiers, sla, costs).").StringVar(file)
-	c.Flag("scenario", "Take the price book from this scenario file instead.").StringVar(scenario)
 }

@@ -15,7 +15,7 @@ import (
 // what it bills how.
 func TestExampleLoadsAndChecks(t *testing.T) {
 	var out bytes.Buffer
-	if err := Run(context.Background(), &Flags{Sub: "example"}, nil, &out); err != nil {
+	if err := Run(context.Background(), &Options{Sub: "example"}, nil, &out); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "prices.yaml")
@@ -33,7 +33,7 @@ func TestExampleLoadsAndChecks(t *testing.T) {
 		t.Error("the example has no comments")
 	}
 	var checked bytes.Buffer
-	if err := Run(context.Background(), &Flags{Sub: "check", File: path}, nil, &checked); err != nil {
+	if err := Run(context.Background(), &Options{Sub: "check", File: path}, nil, &checked); err != nil {
 		t.Fatalf("check of the example: %v", err)
 	}
 	for _, want := range []string{
@@ -66,14 +66,14 @@ func TestCheck(t *testing.T) {
 	fleetErr := errors.New("fleet has H100")
 	for _, tc := range []struct {
 		name  string
-		f     Flags
+		f     Options
 		fleet FleetCheck
 		want  string // in the output, or the error
 	}{
-		{"zone", Flags{Sub: "check", File: good}, nil, "billing periods: calendar months in Europe/Berlin\n"},
-		{"bad file", Flags{Sub: "check", File: bad}, nil, "prices.A100-SXM4-40GB"},
-		{"fleet checked", Flags{Sub: "check", File: good, DSN: "clickhouse://x"}, func(context.Context, string, *PriceBook, time.Duration) error { return fleetErr }, "fleet has H100"},
-		{"fleet ok", Flags{Sub: "check", File: good, DSN: "clickhouse://x"}, func(context.Context, string, *PriceBook, time.Duration) error { return nil }, "list 2 EUR/GPU-hour"},
+		{"zone", Options{Sub: "check", File: good}, nil, "billing periods: calendar months in Europe/Berlin\n"},
+		{"bad file", Options{Sub: "check", File: bad}, nil, "prices.A100-SXM4-40GB"},
+		{"fleet checked", Options{Sub: "check", File: good, DSN: "clickhouse://x"}, func(context.Context, string, *PriceBook, time.Duration) error { return fleetErr }, "fleet has H100"},
+		{"fleet ok", Options{Sub: "check", File: good, DSN: "clickhouse://x"}, func(context.Context, string, *PriceBook, time.Duration) error { return nil }, "list 2 EUR/GPU-hour"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer

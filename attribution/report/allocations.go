@@ -72,28 +72,42 @@ type AllocationRow struct {
 func (row AllocationRow) cells() ([]cell, error) {
 	var r renderer
 	num, seconds, millis := r.num, r.seconds, r.millis
-	var empty cell
-	c := []cell{
-		text(row.Tenant), text(row.AllocationID), text(row.Tier), text(timestamp(row.WindowStart)), text(timestamp(row.WindowEnd)),
-		text(row.Node), text(row.Instance), text(row.Kind), text(row.Model), text(row.Profile), num("billed_fraction", row.Fraction, 6),
-		seconds(row.Allocated), seconds(row.Measured), seconds(row.Unmetered),
-		num("list_cost", row.ListCost, 6), num("cost", row.Cost, 6), num("waste_cost", row.WasteCost, 6),
-		num("overhead_cost", row.OverheadCost, 6), empty, num("overhead_fraction", row.Overhead, 4), empty, empty,
-		{text: strconv.FormatBool(row.ColdStartBreach), number: true}, text(row.Currency),
+	c := columns{
+		"tenant":            text(row.Tenant),
+		"allocation_id":     text(row.AllocationID),
+		"tier":              text(row.Tier),
+		"window_start":      text(timestamp(row.WindowStart)),
+		"window_end":        text(timestamp(row.WindowEnd)),
+		"node":              text(row.Node),
+		"instance_id":       text(row.Instance),
+		"kind":              text(row.Kind),
+		"model":             text(row.Model),
+		"profile":           text(row.Profile),
+		"billed_fraction":   num("billed_fraction", row.Fraction, 6),
+		"allocated_seconds": seconds(row.Allocated),
+		"measured_seconds":  seconds(row.Measured),
+		"unmetered_seconds": seconds(row.Unmetered),
+		"list_cost":         num("list_cost", row.ListCost, 6),
+		"cost":              num("cost", row.Cost, 6),
+		"waste_cost":        num("waste_cost", row.WasteCost, 6),
+		"overhead_cost":     num("overhead_cost", row.OverheadCost, 6),
+		"overhead_fraction": num("overhead_fraction", row.Overhead, 4),
+		"cold_start_breach": {text: strconv.FormatBool(row.ColdStartBreach), number: true},
+		"currency":          text(row.Currency),
 	}
 	if row.Efficiency != nil {
-		c[18] = num("efficiency", *row.Efficiency, 4)
+		c["efficiency"] = num("efficiency", *row.Efficiency, 4)
 	}
 	if row.JitterP99 != nil {
-		c[20] = millis(*row.JitterP99)
+		c["jitter_p99_ms"] = millis(*row.JitterP99)
 	}
 	if row.ColdStart != nil {
-		c[21] = seconds(*row.ColdStart)
+		c["cold_start_s"] = seconds(*row.ColdStart)
 	}
 	if err := r.err(); err != nil {
 		return nil, fmt.Errorf("line item of allocation %q: %w", row.AllocationID, err)
 	}
-	return c, nil
+	return c.in(AllocationHeader()), nil
 }
 
 // allocationRows are the line items of a window in output order: by tenant name, each

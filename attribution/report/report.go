@@ -140,41 +140,74 @@ type cell struct {
 	number bool
 }
 
+// unallocatedBlank are the columns the __unallocated__ row leaves empty; a correction of it
+// keeps its tier.
+var unallocatedBlank = []string{
+	"tier", "allocated_seconds", "cost", "waste_cost", "overhead_cost", "efficiency", "jitter_p99_ms",
+	"cold_start_max_s", "cold_start_breaches", "unmetered_seconds",
+}
+
 // cells renders a row in column order. The __unallocated__ row fills only the window,
 // list_cost and currency.
 func (row Row) cells() ([]cell, error) {
 	var r renderer
 	num, seconds, millis := r.num, r.seconds, r.millis
-	var empty cell
-
-	c := []cell{
-		text(row.Tenant), text(row.Tier), text(timestamp(row.WindowStart)), text(timestamp(row.WindowEnd)),
-		seconds(row.Allocated), num("list_cost", row.ListCost, 6), num("cost", row.Cost, 6),
-		num("waste_cost", row.WasteCost, 6), num("overhead_cost", row.OverheadCost, 6), empty, empty, empty,
-		{text: strconv.Itoa(row.ColdStartBreaches), number: true}, seconds(row.Unmetered), text(row.Currency),
+	c := columns{
+		"tenant":              text(row.Tenant),
+		"tier":                text(row.Tier),
+		"window_start":        text(timestamp(row.WindowStart)),
+		"window_end":          text(timestamp(row.WindowEnd)),
+		"allocated_seconds":   seconds(row.Allocated),
+		"list_cost":           num("list_cost", row.ListCost, 6),
+		"cost":                num("cost", row.Cost, 6),
+		"waste_cost":          num("waste_cost", row.WasteCost, 6),
+		"overhead_cost":       num("overhead_cost", row.OverheadCost, 6),
+		"cold_start_breaches": {text: strconv.Itoa(row.ColdStartBreaches), number: true},
+		"unmetered_seconds":   seconds(row.Unmetered),
+		"currency":            text(row.Currency),
 	}
 	if row.Efficiency != nil {
-		c[9] = num("efficiency", *row.Efficiency, 4)
+		c["efficiency"] = num("efficiency", *row.Efficiency, 4)
 	}
 	if row.JitterP99 != nil {
-		c[10] = millis(*row.JitterP99)
+		c["jitter_p99_ms"] = millis(*row.JitterP99)
 	}
 	if row.ColdStartMax != nil {
-		c[11] = seconds(*row.ColdStartMax)
+		c["cold_start_max_s"] = seconds(*row.ColdStartMax)
 	}
 	if row.Tenant == Unallocated {
-		blank := []int{1, 4, 6, 7, 8, 9, 10, 11, 12, 13}
+		blank := unallocatedBlank
 		if IsCorrection(row.Tier) {
 			blank = blank[1:]
 		}
-		for _, i := range blank {
-			c[i] = empty
+		for _, name := range blank {
+			delete(c, name)
 		}
 	}
 	if err := r.err(); err != nil {
 		return nil, fmt.Errorf("report row %q: %w", row.Tenant, err)
 	}
-	return c, nil
+	return c.in(Header()), nil
+}
+
+// columns are a row's cells by column name; a column not there is empty.
+type columns map[string]cell
+
+// in is the cells in the header's order. A name that is no column of the header is a
+// misspelling in this package: it panics, so that every test rendering a row finds it.
+func (c columns) in(header []string) []cell {
+	out := make([]cell, len(header))
+	found := 0
+	for i, name := range header {
+		if v, ok := c[name]; ok {
+			out[i] = v
+			found++
+		}
+	}
+	if found != len(c) {
+		panic(fmt.Sprintf("report: a cell is named after no column of %v: %v", header, c))
+	}
+	return out
 }
 
 // renderer renders numbers into cells and remembers the ones that are not finite: a report

@@ -49,7 +49,7 @@ type Config struct {
 	// this long after its end; 0: never by the service.
 	CloseAfter time.Duration
 	// Export: where the FOCUS files of each period closed are written (nil or no Dir: none).
-	Export *focus.ExportFlags
+	Export *focus.MonthlyExport
 	Web    *webserver.Flags // where /metrics and the API are served
 	// AuthFile: the API's tokens and JWT settings (package auth); without it the API refuses
 	// to start unless InsecureNoAuth makes every caller an operator.

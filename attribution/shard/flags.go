@@ -4,10 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"regexp"
-	"strconv"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
@@ -22,9 +20,9 @@ const (
 	DefaultSessionTimeout = 10 * time.Second
 )
 
-// Flags are the --attribution.shard.* flags, and the Kafka security flags (--kafka.tls.*,
-// --kafka.sasl.*, as every command that talks to Kafka has them).
-type Flags struct {
+// Options are what the --attribution.shard.* flags say, and the Kafka security (--kafka.tls.*,
+// --kafka.sasl.*, as every command that talks to Kafka has them), not yet checked.
+type Options struct {
 	Brokers        string
 	Group          string
 	Topic          string
@@ -33,28 +31,12 @@ type Flags struct {
 	Security       kafkaconn.SecurityConfig
 }
 
-// AddFlags adds the flags to the attribution command.
-func AddFlags(cmd *kingpin.CmdClause) *Flags {
-	f := &Flags{}
-	cmd.Flag("attribution.shard.brokers", "Kafka brokers (host:port,...) of the consumer group that shares the nodes between attribution replicas; empty: no sharding, this replica attributes every node.").
-		PlaceHolder("BROKERS").StringVar(&f.Brokers)
-	cmd.Flag("attribution.shard.group", "Consumer group the attribution replicas of this deployment share.").Default(DefaultGroup).StringVar(&f.Group)
-	cmd.Flag("attribution.shard.topic", "Topic of the group (no message is written to it): a node belongs to partition FNV-1a(node) mod its partition count.").
-		Default(DefaultTopic).StringVar(&f.Topic)
-	cmd.Flag("attribution.shard.partitions", "Partitions of the topic when it has to be created (an existing topic keeps its count; do not change it while replicas run).").
-		Default(strconv.Itoa(DefaultPartitions)).IntVar(&f.Partitions)
-	cmd.Flag("attribution.shard.session-timeout", "How long Kafka waits for a replica that stopped before it gives its nodes to the others (the brokers accept 6s to 30m by default).").
-		Default(DefaultSessionTimeout.String()).DurationVar(&f.SessionTimeout)
-	kafkaconn.AddFlags(cmd, &f.Security)
-	return f
-}
-
 // topicName is what Kafka accepts as a topic name.
 var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
-// Config checks the flags (usage errors name the flag) and loads the security files. ok is
+// Config checks the options (usage errors name the flag) and loads the security files. ok is
 // false when sharding is off (--attribution.shard.brokers empty).
-func (f *Flags) Config() (cfg Config, ok bool, err error) {
+func (f *Options) Config() (cfg Config, ok bool, err error) {
 	brokers := kafkaconn.ParseBrokers(f.Brokers)
 	if len(brokers) == 0 {
 		return Config{}, false, nil
@@ -79,13 +61,13 @@ func (f *Flags) Config() (cfg Config, ok bool, err error) {
 	}, true, nil
 }
 
-// Open starts the group the flags describe (see Start), or returns nil when sharding is off.
+// Open starts the group the options describe (see Start), or returns nil when sharding is off.
 // Brokers that refuse the credentials or the certificate stop it at start with an error
 // naming them; brokers that cannot be reached yet are retried in the background. The caller
 // closes the group when it stops (Close is nil-safe), and gives the runner (its Shards) only
 // a non-nil group (a nil *Group owns every node anyway):
 //
-//	g, err := flags.Open(ctx, logger, reg)
+//	g, err := opts.Open(ctx, logger, reg)
 //	if err != nil {
 //		return err
 //	}
@@ -93,7 +75,7 @@ func (f *Flags) Config() (cfg Config, ok bool, err error) {
 //	if g != nil {
 //		passes.Shards = g
 //	}
-func (f *Flags) Open(ctx context.Context, logger *slog.Logger, reg prometheus.Registerer) (*Group, error) {
+func (f *Options) Open(ctx context.Context, logger *slog.Logger, reg prometheus.Registerer) (*Group, error) {
 	cfg, ok, err := f.Config()
 	if err != nil || !ok {
 		return nil, err

@@ -367,18 +367,19 @@ func TestPartitionsAdded(t *testing.T) {
 	}
 }
 
-// TestSecureKafka: the group joins over SASL_SSL with the --kafka.* security flags, and
+// TestSecureKafka: the group joins over SASL_SSL with the Kafka security options, and
 // refused credentials stop Open at start.
 func TestSecureKafka(t *testing.T) {
 	sk := localtest.NewSecureKafka(t)
 	u := sk.User(kafkaconn.MechanismSCRAMSHA512)
-	args := func(passwordFile string) []string {
-		return []string{"--attribution.shard.brokers=" + sk.SASLSSLBrokers(), "--attribution.shard.session-timeout=6s",
-			"--kafka.tls.ca-file=" + sk.TLS.CAFile, "--kafka.tls.cert-file=" + sk.TLS.ClientCert, "--kafka.tls.key-file=" + sk.TLS.ClientKey,
-			"--kafka.sasl.mechanism=" + u.Mechanism, "--kafka.sasl.username=" + u.Name, "--kafka.sasl.password-file=" + passwordFile}
+	// What the --attribution.shard.* and --kafka.* flags give (cmd/slicemeter's TestShardFlags).
+	opts := func(passwordFile string) *Options {
+		return &Options{Brokers: sk.SASLSSLBrokers(), Group: DefaultGroup, Topic: DefaultTopic, Partitions: DefaultPartitions, SessionTimeout: 6 * time.Second,
+			Security: kafkaconn.SecurityConfig{CAFile: sk.TLS.CAFile, CertFile: sk.TLS.ClientCert, KeyFile: sk.TLS.ClientKey,
+				Mechanism: u.Mechanism, Username: u.Name, PasswordFile: passwordFile}}
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	g, err := parseFlags(t, args(u.PasswordFile)...).Open(context.Background(), logger, nil)
+	g, err := opts(u.PasswordFile).Open(context.Background(), logger, nil)
 	if err != nil || g == nil {
 		t.Fatalf("Open: %v, %v", g, err)
 	}
@@ -388,7 +389,7 @@ func TestSecureKafka(t *testing.T) {
 		t.Errorf("created topic: %d partitions, want %d", v.partitions, DefaultPartitions)
 	}
 
-	if g, err := parseFlags(t, args(sk.WrongPasswordFile)...).Open(context.Background(), logger, nil); err == nil || !kafkaconn.Refused(err) {
+	if g, err := opts(sk.WrongPasswordFile).Open(context.Background(), logger, nil); err == nil || !kafkaconn.Refused(err) {
 		_ = g.Close()
 		t.Errorf("Open with a wrong password: %v; want the brokers' refusal", err)
 	}

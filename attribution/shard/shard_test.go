@@ -9,13 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
-	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
 func TestMain(m *testing.M) { localtest.Main(m) }
@@ -49,51 +47,6 @@ func TestIDRanges(t *testing.T) {
 		if got := idRanges(tt.ids); got != tt.want {
 			t.Errorf("idRanges(%v) = %q, want %q", tt.ids, got, tt.want)
 		}
-	}
-}
-
-func parseFlags(t *testing.T, args ...string) *Flags {
-	t.Helper()
-	app := kingpin.New("test", "")
-	f := AddFlags(app.Command("attribution", ""))
-	if _, err := app.Parse(append([]string{"attribution"}, args...)); err != nil {
-		t.Fatalf("parse %q: %v", args, err)
-	}
-	return f
-}
-
-func TestFlags(t *testing.T) {
-	for _, tt := range []struct {
-		args    []string
-		on      bool
-		wantErr string // a usage error containing this
-	}{
-		{args: nil},
-		{args: []string{"--attribution.shard.brokers=", "--attribution.shard.partitions=0"}}, // off: nothing else checked
-		{args: []string{"--attribution.shard.brokers=k1:9092,k2:9092"}, on: true},
-		{args: []string{"--attribution.shard.brokers=k:9092", "--attribution.shard.group="}, wantErr: "--attribution.shard.group is empty"},
-		{args: []string{"--attribution.shard.brokers=k:9092", "--attribution.shard.topic=a/b"}, wantErr: `--attribution.shard.topic "a/b"`},
-		{args: []string{"--attribution.shard.brokers=k:9092", "--attribution.shard.topic=.."}, wantErr: `--attribution.shard.topic ".."`},
-		{args: []string{"--attribution.shard.brokers=k:9092", "--attribution.shard.partitions=0"}, wantErr: "--attribution.shard.partitions 0: expected at least 1"},
-		{args: []string{"--attribution.shard.brokers=k:9092", "--attribution.shard.session-timeout=500ms"}, wantErr: "--attribution.shard.session-timeout 500ms"},
-		{args: []string{"--attribution.shard.brokers=k:9092", "--attribution.shard.session-timeout=1h"}, wantErr: "--attribution.shard.session-timeout 1h0m0s"},
-		{args: []string{"--attribution.shard.brokers=k:9092", "--kafka.sasl.username=u"}, wantErr: "--kafka.sasl.username"},
-	} {
-		cfg, on, err := parseFlags(t, tt.args...).Config()
-		switch {
-		case tt.wantErr != "":
-			if err == nil || !usage.Is(err) || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("%q: err %v, want a usage error with %q", tt.args, err, tt.wantErr)
-			}
-		case err != nil || on != tt.on:
-			t.Errorf("%q: on %v, err %v; want on %v", tt.args, on, err, tt.on)
-		case on && (strings.Join(cfg.Cluster.Brokers, ",") != "k1:9092,k2:9092" || cfg.Group != DefaultGroup || cfg.Topic != DefaultTopic ||
-			cfg.Partitions != DefaultPartitions || cfg.SessionTimeout != DefaultSessionTimeout):
-			t.Errorf("%q: config %+v", tt.args, cfg)
-		}
-	}
-	if g, err := parseFlags(t).Open(context.Background(), slog.New(slog.DiscardHandler), nil); g != nil || err != nil {
-		t.Errorf("Open without brokers: %v, %v; want nil, nil", g, err)
 	}
 }
 

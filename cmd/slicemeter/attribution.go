@@ -5,13 +5,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution/api"
 	"github.com/slicemeter/slicemeter/attribution/api/auth"
-	"github.com/slicemeter/slicemeter/attribution/fleet"
-	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/shard"
 	"github.com/slicemeter/slicemeter/attribution/store"
@@ -26,7 +25,7 @@ type attributionCmd struct {
 	cluster *string
 	book    *pricebookFlags
 	samples *string
-	shards  *shard.Flags
+	shards  *shard.Options
 	memory  *string
 }
 
@@ -42,8 +41,8 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 	// The per-second rollup: a minute of 1000 instances in about 1 s where raw 10 Hz samples
 	// take 2.5 s (BenchmarkMinute), exact for allocations on whole seconds.
 	cmd.samples = samplesFlag(c, "rollup-1s")
-	cmd.cfg.Web = webserver.AddFlags(c, ":9837")
-	cmd.cfg.Reports = api.AddReportLimitFlags(c)
+	cmd.cfg.Web = webFlags(c, ":9837")
+	cmd.cfg.Reports = reportLimitFlags(c)
 	c.Flag("api.auth-file", "Who may use /api/v1: bearer token hashes and JWT settings (YAML; README, \"API authentication\").").PlaceHolder("FILE").StringVar(&cmd.cfg.AuthFile)
 	c.Flag("api.insecure-no-auth", "Serve /api/v1 without authentication: every caller is an operator (a warning is logged).").BoolVar(&cmd.cfg.InsecureNoAuth)
 	c.Flag("attribution.delay", "A minute is attributed this long after it ends (samples arrive late through Kafka).").Default("30s").DurationVar(&cmd.cfg.Delay)
@@ -51,12 +50,12 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 	c.Flag("attribution.backfill", "With no minute stored yet, start this far back.").Default("1h").DurationVar(&cmd.cfg.Backfill)
 	c.Flag("attribution.max-recompute", "How far back an allocation that arrives late makes the service recompute.").Default("744h").DurationVar(&cmd.cfg.MaxRecompute)
 	presenceFlag(c, &cmd.cfg.Presence)
-	fleet.TenantLimitFlag(c, &cmd.cfg.FleetTenantLimit)
+	tenantLimitFlag(c, &cmd.cfg.FleetTenantLimit)
 	c.Flag("billing.close-after", "Close each billing period (a calendar month in the price book's timezone) this long after its end; 0: never.").
 		Default("72h").DurationVar(&cmd.cfg.CloseAfter)
-	cmd.cfg.Export = focus.AddExportFlags(c)
-	cmd.shards = shard.AddFlags(c)
-	cmd.memory = memlimit.AddFlag(c)
+	cmd.cfg.Export = addExportFlags(c)
+	cmd.shards = shardFlags(c)
+	cmd.memory = memoryLimitFlag(c)
 	c.Flag("attribution.max-minutes", "At most this many minutes per pass (the rest follow in the next passes).").Default("120").IntVar(&cmd.cfg.MaxMinutes)
 	return cmd
 }
@@ -90,6 +89,27 @@ func (c *attributionCmd) run(ctx context.Context, logger *slog.Logger) error {
 		cfg.Shards = group
 	}
 	return service.Run(ctx, cfg, reg, logger)
+}
+
+// reportLimitFlags adds the --api.max-report-* flags to c.
+func reportLimitFlags(c *kingpin.CmdClause) *api.ReportLimits {
+	l, d := &api.ReportLimits{}, api.DefaultReportLimits()
+	c.Flag("api.max-report-windows", "Most windows of one report request (its step over from..to; for format=focus and the fleet report, its hours); more: 400, before anything is read. 0: no limit.").Default(strconv.Itoa(d.MaxWindows)).IntVar(&l.MaxWindows)
+	c.Flag("api.max-report-cost", "Most windows × tenants of one report request; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxCost)).IntVar(&l.MaxCost)
+	c.Flag("api.max-report-rows", "Most rows of one report response; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxRows)).IntVar(&l.MaxRows)
+	c.Flag("api.max-concurrent-reports", "Most reports computed at once; more: 429 with Retry-After. 0: no limit.").Default(strconv.Itoa(d.MaxConcurrent)).IntVar(&l.MaxConcurrent)
+	c.Flag("api.max-concurrent-reports-per-client", "Most reports of one client (its token or JWT subject; with --api.insecure-no-auth its IP) computed at once; more: 429 with Retry-After. 0: no limit.").Default(strconv.Itoa(d.MaxConcurrentPerClient)).IntVar(&l.MaxConcurrentPerClient)
+	c.Flag("api.report-retry-after", "The Retry-After of a 429.").Default(d.RetryAfter.String()).DurationVar(&l.RetryAfter)
+	c.Flag("api.max-audit-rows", "Most entries of one /api/v1/audit response; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxAuditRows)).IntVar(&l.MaxAuditRows)
+	c.Flag("api.max-allocation-rows", "Most allocations of one GET /api/v1/allocations response; more: 400. 0: no limit.").Default(strconv.Itoa(d.MaxAllocationRows)).IntVar(&l.MaxAllocationRows)
+	c.Flag("api.max-concurrent-writes", "Most POST /api/v1/allocations handled at once (each may hold a body of up to 64 MiB and the allocations decoded from it); more: 429 with Retry-After. 0: no limit.").Default(strconv.Itoa(d.MaxConcurrentWrites)).IntVar(&l.MaxConcurrentWrites)
+	return l
+}
+
+// memoryLimitFlag adds --memory.limit: the soft limit of the Go heap (memlimit.Set).
+func memoryLimitFlag(c *kingpin.CmdClause) *string {
+	return c.Flag("memory.limit", "The service's memory budget: the Go runtime's soft memory limit (GOMEMLIMIT), e.g. 2GiB or 512MiB; "+
+		"0: none. Unset: GOMEMLIMIT if the environment sets it, else "+memlimit.Default+".").PlaceHolder("BYTES").String()
 }
 
 // newAPICmd is `slicemeter api token hash`: a token on stdin, its --api.auth-file entry on stdout.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/collector/service"
-	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
 )
@@ -25,7 +24,7 @@ func newCollectorCmd(app *kingpin.Application) *collectorCmd {
 	cmd := &collectorCmd{}
 	cfg := &cmd.cfg
 	c.Flag("kafka.brokers", "Kafka brokers (host:port,...).").Required().StringVar(&cfg.Brokers)
-	kafkaconn.AddFlags(c, &cfg.Kafka)
+	kafkaSecurityFlags(c, &cfg.Kafka)
 	c.Flag("kafka.group", "Consumer group; collectors in one group split the partitions.").Default("slicemeter-collector").StringVar(&cfg.Collector.GroupID)
 	c.Flag("kafka.partitions", "Partitions of the topics when they have to be created.").Default("4").IntVar(&cfg.Partitions)
 	cmd.dsn, cmd.cluster = dsnFlag(c), clusterFlag(c)
@@ -33,7 +32,7 @@ func newCollectorCmd(app *kingpin.Application) *collectorCmd {
 	c.Flag("collector.flush-rows", "Insert when this many rows are buffered.").Default("100000").IntVar(&cfg.Collector.FlushRows)
 	c.Flag("collector.flush-interval", "Insert at least this often.").Default("1s").DurationVar(&cfg.Collector.FlushInterval)
 	c.Flag("collector.allow-tenant-moves", "Store allocation events that move a live allocation to another tenant (without: dead-lettered, reason tenant_move).").BoolVar(&cfg.Collector.AllowTenantMoves)
-	cfg.Web = webserver.AddFlags(c, ":9836")
+	cfg.Web = webFlags(c, ":9836")
 	// Whole days are what expires (day partitions); 0 keeps everything.
 	r := &cfg.Collector.Retention
 	c.Flag("retention.raw", "Keep raw samples this long (e.g. 168h; 0: forever).").Default("0").DurationVar(&r.Raw)

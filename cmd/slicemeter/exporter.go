@@ -38,7 +38,7 @@ func newExporterCmd(app *kingpin.Application) *exporterCmd {
 	c.Flag("replay.fast", "Replay as fast as possible instead of at the recorded timing.").BoolVar(&cfg.ReplayFast)
 	c.Flag("summary", "Write a JSON summary of the run (per GPU and instance means) to this file at every flush.").StringVar(&cfg.Summary)
 	c.Flag("kafka.brokers", "Kafka brokers (host:port,...); empty serves /metrics only.").StringVar(&e.brokers)
-	kafkaconn.AddFlags(c, &cfg.Kafka)
+	kafkaSecurityFlags(c, &cfg.Kafka)
 	c.Flag("kafka.flush-interval", "How much sampled time goes into one SampleBatch per node.").Default("1s").DurationVar(&cfg.FlushInterval)
 	c.Flag("kafka.partitions", "Partitions of the samples topic when it has to be created.").Default("4").IntVar(&cfg.Partitions)
 	c.Flag("spool.dir", "Directory of the disk spool that keeps batches while Kafka is unreachable, at start too (empty: a bounded memory queue, see --queue.max-bytes).").StringVar(&cfg.SpoolDir)
@@ -46,8 +46,8 @@ func newExporterCmd(app *kingpin.Application) *exporterCmd {
 	c.Flag("queue.max-bytes", "Without --spool.dir: size limit of the memory queue that keeps batches while Kafka is unreachable; when full the oldest are dropped and counted (memory_queue_full), and what it holds at exit is lost.").Default("67108864").Int64Var(&cfg.QueueMaxBytes)
 	c.Flag("kafka.max-message-bytes", "Largest message the samples topic accepts; bigger batches are split to fit (0: read the topic's max.message.bytes once Kafka is reached).").Default("0").Int64Var(&cfg.MaxMessageBytes)
 	c.Flag("kafka.drain-timeout", "At exit, how long to keep delivering queued batches; what is left then stays in the spool (or is lost with the memory queue) and the exit status is 1.").Default("30s").DurationVar(&cfg.DrainTimeout)
-	cfg.Web = webserver.AddFlags(c, ":9835")
-	cfg.Kubernetes = kubernetes.AddFlags(c)
+	cfg.Web = webFlags(c, ":9835")
+	cfg.Kubernetes = kubernetesFlags(c)
 	return e
 }
 
@@ -65,4 +65,19 @@ func (e *exporterCmd) run(ctx context.Context, logger *slog.Logger) error {
 	}()
 	_, err = svc.Run(ctx)
 	return err
+}
+
+// kubernetesFlags registers --kubernetes and its flags on the exporter's command.
+func kubernetesFlags(c *kingpin.CmdClause) *kubernetes.Flags {
+	f := &kubernetes.Flags{}
+	c.Flag("kubernetes", "Discover allocations from this node's pods (kubelet PodResources API and the API server) and publish them; label instance series with their pods.").BoolVar(&f.Enabled)
+	c.Flag("kubernetes.pod-resources-socket", "The kubelet's PodResources v1 unix socket.").Default(kubernetes.DefaultSocket).StringVar(&f.Socket)
+	c.Flag("kubernetes.kubeconfig", "Kubeconfig file of the API server (default: the in-cluster service account).").StringVar(&f.Kubeconfig)
+	c.Flag("kubernetes.node-name", "This node's name in Kubernetes: its pods are watched and its allocations carry it (default: $NODE_NAME).").Default(os.Getenv("NODE_NAME")).StringVar(&f.NodeName)
+	c.Flag("kubernetes.tenant-label", "Pod label holding the tenant (default: the pod's namespace is the tenant).").StringVar(&f.Labels.Tenant)
+	c.Flag("kubernetes.tier-label", "Pod label holding the tier (default or absent: --kubernetes.default-tier).").StringVar(&f.Labels.Tier)
+	c.Flag("kubernetes.default-tier", "Tier of pods without the tier label; name one of the price book's tiers.").Default("default").StringVar(&f.Labels.DefaultTier)
+	c.Flag("kubernetes.proc-root", "Where the host's /proc is (the exporter needs hostPID): process cgroups map share replicas' processes to pods.").Default("/proc").StringVar(&f.ProcRoot)
+	c.Flag("kubernetes.refresh-interval", "How often the kubelet's PodResources API is read (pods come from a watch, at once).").Default("10s").DurationVar(&f.Refresh)
+	return f
 }

@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
+	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
 // TestFleetCommand runs `slicemeter fleet` on a real, empty ClickHouse: a window not
@@ -50,5 +52,34 @@ func TestFleetCommand(t *testing.T) {
 		if got := run(args, &stdout, &stderr); got != tt.code || !strings.Contains(stdout.String()+stderr.String(), tt.want) {
 			t.Errorf("slicemeter %v: exit %d, want %d with %q\n%s%s", tt.args, got, tt.code, tt.want, stdout.String(), stderr.String())
 		}
+	}
+}
+
+func TestFleetFlagsOptions(t *testing.T) {
+	base := fleetFlags{From: "2026-01-05T00:00:00Z", To: "2026-01-05T01:00:00Z", By: "model", Format: "csv", Presence: time.Hour, TenantLimit: 5}
+	tests := []struct {
+		name string
+		edit func(*fleetFlags)
+		want string // in the usage error; "" none
+	}{
+		{"good", func(*fleetFlags) {}, ""},
+		{"not a time", func(f *fleetFlags) { f.From = "yesterday" }, "--from"},
+		{"not a whole minute", func(f *fleetFlags) { f.To = "2026-01-05T01:00:30Z" }, "whole minutes"},
+		{"end before start", func(f *fleetFlags) { f.To = "2026-01-04T00:00:00Z" }, "--to"},
+		{"short presence", func(f *fleetFlags) { f.Presence = time.Second }, "--attribution.presence"},
+		{"no tenants", func(f *fleetFlags) { f.TenantLimit = 0 }, "--fleet.max-tenants-per-host 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := base
+			tt.edit(&f)
+			_, err := f.options()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatal(err)
+			case tt.want != "" && (err == nil || !usage.Is(err) || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("error %v: want a usage error naming %q", err, tt.want)
+			}
+		})
 	}
 }

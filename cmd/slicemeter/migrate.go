@@ -27,8 +27,13 @@ func newMigrateCmd(app *kingpin.Application) *migrateCmd {
 
 func dsnFlag(c *kingpin.CmdClause) *string {
 	var dsn string
-	migrations.DSNFlag(c, &dsn)
+	dsnFlagVar(c, &dsn)
 	return &dsn
+}
+
+// dsnFlagVar adds --clickhouse.dsn, the database a command opens with migrations.Open.
+func dsnFlagVar(c *kingpin.CmdClause, into *string) {
+	c.Flag("clickhouse.dsn", "ClickHouse native-protocol DSN: clickhouse://host:9000/database.").Default(migrations.DefaultDSN).StringVar(into)
 }
 
 func (c *migrateCmd) run(ctx context.Context, logger *slog.Logger) error {

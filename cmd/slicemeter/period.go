@@ -24,7 +24,7 @@ type periodCmd struct {
 	month   string // close's or show's argument
 	samples *string
 	minutes *bool
-	export  *focus.ExportFlags
+	export  *focus.MonthlyExport
 }
 
 func newPeriodCmd(app *kingpin.Application, stdout io.Writer) *periodCmd {
@@ -39,7 +39,7 @@ func newPeriodCmd(app *kingpin.Application, stdout io.Writer) *periodCmd {
 	c.book = addPricebookFlags(cl)
 	c.samples = samplesFlag(cl, "raw")
 	c.minutes = cl.Flag("from-minutes", "Sum the minutes the attribution service stored instead of computing from the samples.").Bool()
-	c.export = focus.AddExportFlags(cl)
+	c.export = addExportFlags(cl)
 	sh.Arg("month", "The period, YYYY-MM.").Required().StringVar(&c.month)
 	return c
 }

@@ -2,18 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution"
-	"github.com/slicemeter/slicemeter/attribution/fleet"
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/request"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
@@ -27,7 +29,7 @@ type reportCmd struct {
 	step     *string
 	samples  *string
 	minutes  *bool
-	out      *focus.Flags
+	out      *outputFlags
 	presence time.Duration
 }
 
@@ -42,16 +44,10 @@ func newReportCmd(app *kingpin.Application, stdout io.Writer) *reportCmd {
 		step:    c.Flag("step", "Cut the window into steps, one set of rows each: 1h, 1d, month or a duration such as 15m or 7d.").String(),
 		samples: samplesFlag(c, "raw"),
 		minutes: c.Flag("from-minutes", "Sum the minutes the attribution service stored (whole-minute windows) instead of computing from the samples.").Bool(),
-		out:     focus.AddFlags(c),
+		out:     addOutputFlags(c),
 	}
 	presenceFlag(c, &cmd.presence)
 	return cmd
-}
-
-// newFleetCmd is `slicemeter fleet`: its flags and work are package fleet's.
-func newFleetCmd(app *kingpin.Application, stdout io.Writer) command {
-	f := fleet.AddFlags(app.Command("fleet", "Print the fleet's economics over a window (utilization, memory, margin, blast radius, fragmentation, energy)."))
-	return runFunc(func(ctx context.Context, _ *slog.Logger) error { return fleet.Run(ctx, f, stdout) })
 }
 
 // presenceFlag sets the presence period; the service's and the reports' must be the same for
@@ -81,19 +77,20 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 	if err := store.CheckPresence(c.presence); err != nil {
 		return usage.Errorf("--attribution.presence: %w", err)
 	}
-	// The step is checked (its windows counted, none built) before the price book is read;
+	// The request is checked (its windows counted, none built) before the price book is read;
 	// its months are the book's.
-	if _, err := report.CountWindows(from, to, *c.step, time.UTC); err != nil {
-		return usage.Wrap(fmt.Errorf("--step: %w", err))
+	req, err := request.Parse(c.params(), from, to, time.UTC)
+	if err != nil {
+		return usage.Wrap(flagError(err))
 	}
 	book, err := c.book.load()
 	if err != nil {
 		return err
 	}
-	if n := focus.CountHours(from, to, book.Zone()); c.out.FOCUS() && n > report.MaxBuiltWindows {
+	if n := focus.CountHours(from, to, book.Zone()); req.Format.FOCUS && n > report.MaxBuiltWindows {
 		return usage.Errorf("--from and --to: %d hours of FOCUS rows; expected at most %d (export a shorter range at a time)", n, report.MaxBuiltWindows)
 	}
-	windows, err := report.WindowsIn(from, to, *c.step, book.Zone())
+	windows, err := report.WindowsIn(from, to, req.Step, book.Zone())
 	if err != nil {
 		return usage.Wrap(fmt.Errorf("--step: %w", err))
 	}
@@ -102,22 +99,39 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	defer conn.Close()
-	o := attribution.Options{Samples: sampleSource(*c.samples), FromMinutes: *c.minutes, Neighbours: c.out.Output == "json", Presence: c.presence, Lines: c.out.By == "allocation"}
-	if c.out.FOCUS() {
-		return c.out.Run(ctx, focus.ForAttribution(conn, book, o, logger), from, to, c.stdout)
+	o := attribution.Options{Samples: sampleSource(*c.samples), FromMinutes: req.FromMinutes, Neighbours: req.Neighbours(), Presence: c.presence, Lines: req.Lines()}
+	if req.Format.FOCUS {
+		return c.out.focus.Write(ctx, focus.ForAttribution(conn, book, o, logger), from, to, c.stdout)
 	}
 	series, err := attribution.ReportSeries(ctx, conn, book, windows, o, logger)
 	if err != nil {
 		return err
 	}
-	f, err := report.ParseFormat(c.out.Output)
-	if err != nil {
-		return usage.Wrap(err)
-	}
-	if err := series.WriteBy(c.stdout, f, report.By(c.out.By)); err != nil {
+	if err := req.Format.Write(c.stdout, series, req.By); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}
 	return nil
+}
+
+// params are the request's parameters as the flags set them.
+func (c *reportCmd) params() url.Values {
+	p := url.Values{"format": {c.out.format}, "by": {c.out.by}, "step": {*c.step}, "encoding": {string(c.out.focus.FileFormat)}}
+	if *c.minutes {
+		p.Set("source", "minutes")
+	}
+	return p
+}
+
+// requestFlags name the request's parameters as the command's flags.
+var requestFlags = map[string]string{"format": "--format", "by": "--by", "source": "--from-minutes", "step": "--step", "encoding": "--focus.file-format"}
+
+// flagError names a request's bad parameter by its flag.
+func flagError(err error) error {
+	var e *request.Error
+	if errors.As(err, &e) {
+		return fmt.Errorf("%s: %w", requestFlags[e.Param], e.Err)
+	}
+	return err
 }
 
 // pricebookFlags choose the price book: a price book file, or the one a scenario carries.
@@ -127,8 +141,15 @@ type pricebookFlags struct {
 
 func addPricebookFlags(c *kingpin.CmdClause) *pricebookFlags {
 	p := &pricebookFlags{file: new(string), scenario: new(string)}
-	pricebook.SourceFlags(c, p.file, p.scenario)
+	pricebookSourceFlags(c, p.file, p.scenario)
 	return p
+}
+
+// pricebookSourceFlags adds --pricebook and --scenario, the two places
+// pricebook.LoadFileOrScenario reads a price book from.
+func pricebookSourceFlags(c *kingpin.CmdClause, file, scenario *string) {
+	c.Flag("pricebook", "Price book file (YAML: currency, prices, tiers, sla, costs).").StringVar(file)
+	c.Flag("scenario", "Take the price book from this scenario file instead.").StringVar(scenario)
 }
 
 func (p *pricebookFlags) load() (*pricebook.PriceBook, error) {

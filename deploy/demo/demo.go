@@ -21,6 +21,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/request"
 	"github.com/slicemeter/slicemeter/collector"
 	collectorsvc "github.com/slicemeter/slicemeter/collector/service"
 	"github.com/slicemeter/slicemeter/deploy/local"
@@ -144,11 +145,11 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("attributing: %w", err)
 	}
-	f, err := report.ParseFormat(cfg.Format)
-	if err != nil {
-		return usage.Wrap(err)
+	f, ok := request.Lookup(cfg.Format)
+	if !ok || f.Write == nil {
+		return usage.Errorf("report format %q: expected %s", cfg.Format, strings.Join(request.ReportFormats(), " or "))
 	}
-	if err := res.Report.Write(out, f); err != nil {
+	if err := f.Write(out, report.Series{res.Report}, report.ByTenant); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}
 	done := time.Now()

@@ -1,10 +1,8 @@
 package kubernetes
 
 import (
-	"os"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	k8sclient "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -15,7 +13,7 @@ import (
 // DefaultSocket is where the kubelet serves its PodResources API.
 const DefaultSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
 
-// Flags are the exporter's --kubernetes.* flags.
+// Flags are what the exporter's --kubernetes.* flags say (cmd/slicemeter registers them).
 type Flags struct {
 	Enabled    bool
 	Socket     string
@@ -25,21 +23,6 @@ type Flags struct {
 	ProcRoot   string
 	Refresh    time.Duration
 	StateDir   string // where the state file goes; the service sets it to --spool.dir
-}
-
-// AddFlags registers --kubernetes and its flags on the exporter's command.
-func AddFlags(c *kingpin.CmdClause) *Flags {
-	f := &Flags{}
-	c.Flag("kubernetes", "Discover allocations from this node's pods (kubelet PodResources API and the API server) and publish them; label instance series with their pods.").BoolVar(&f.Enabled)
-	c.Flag("kubernetes.pod-resources-socket", "The kubelet's PodResources v1 unix socket.").Default(DefaultSocket).StringVar(&f.Socket)
-	c.Flag("kubernetes.kubeconfig", "Kubeconfig file of the API server (default: the in-cluster service account).").StringVar(&f.Kubeconfig)
-	c.Flag("kubernetes.node-name", "This node's name in Kubernetes: its pods are watched and its allocations carry it (default: $NODE_NAME).").Default(os.Getenv("NODE_NAME")).StringVar(&f.NodeName)
-	c.Flag("kubernetes.tenant-label", "Pod label holding the tenant (default: the pod's namespace is the tenant).").StringVar(&f.Labels.Tenant)
-	c.Flag("kubernetes.tier-label", "Pod label holding the tier (default or absent: --kubernetes.default-tier).").StringVar(&f.Labels.Tier)
-	c.Flag("kubernetes.default-tier", "Tier of pods without the tier label; name one of the price book's tiers.").Default("default").StringVar(&f.Labels.DefaultTier)
-	c.Flag("kubernetes.proc-root", "Where the host's /proc is (the exporter needs hostPID): process cgroups map share replicas' processes to pods.").Default("/proc").StringVar(&f.ProcRoot)
-	c.Flag("kubernetes.refresh-interval", "How often the kubelet's PodResources API is read (pods come from a watch, at once).").Default("10s").DurationVar(&f.Refresh)
-	return f
 }
 
 // Check says what is wrong with the flags, as a usage error naming the flag.

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
@@ -76,28 +75,6 @@ func TestSecurityConfigLoad(t *testing.T) {
 				t.Fatalf("Load: %v; want a usage error containing %q", err, tc.want)
 			}
 		})
-	}
-}
-
-// The flags AddFlags registers fill the SecurityConfig, from the command line or the
-// environment (the binary's DefaultEnvars).
-func TestAddFlags(t *testing.T) {
-	app := kingpin.New("x", "")
-	app.DefaultEnvars()
-	var cfg kafkaconn.SecurityConfig
-	kafkaconn.AddFlags(app.Command("c", ""), &cfg)
-	t.Setenv("X_KAFKA_SASL_USERNAME", "from-env")
-	if _, err := app.Parse([]string{"c", "--kafka.tls.ca-file", "ca.pem", "--kafka.tls.server-name", "kafka.internal",
-		"--kafka.sasl.mechanism", "scram-sha-256", "--kafka.sasl.password-file", "pw", "--kafka.tls.insecure-skip-verify"}); err != nil {
-		t.Fatal(err)
-	}
-	want := kafkaconn.SecurityConfig{CAFile: "ca.pem", ServerName: "kafka.internal", InsecureSkipVerify: true,
-		Mechanism: "scram-sha-256", Username: "from-env", PasswordFile: "pw"}
-	if cfg != want {
-		t.Errorf("flags gave %+v, want %+v", cfg, want)
-	}
-	if _, err := app.Parse([]string{"c", "--kafka.sasl.mechanism", "md5"}); err == nil {
-		t.Error("an unknown mechanism was accepted")
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/alecthomas/units"
 
 	"github.com/slicemeter/slicemeter/internal/usage"
@@ -22,12 +21,6 @@ import (
 // "The binary"): above what the attribution API's caps let callers make it hold, with room
 // for a pass over 1000 instances.
 const Default = "2GiB"
-
-// AddFlag adds --memory.limit: the soft limit of the Go heap (runtime/debug.SetMemoryLimit).
-func AddFlag(c *kingpin.CmdClause) *string {
-	return c.Flag("memory.limit", "The service's memory budget: the Go runtime's soft memory limit (GOMEMLIMIT), e.g. 2GiB or 512MiB; "+
-		"0: none. Unset: GOMEMLIMIT if the environment sets it, else "+Default+".").PlaceHolder("BYTES").String()
-}
 
 // Set applies --memory.limit (or GOMEMLIMIT, or the default) and logs it.
 func Set(flag string, logger *slog.Logger) error {

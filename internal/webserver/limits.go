@@ -7,14 +7,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/exporter-toolkit/web"
-	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 	"golang.org/x/net/netutil"
 )
 
-// Flags are a process's web flags: exporter-toolkit's (listen addresses, web config file) and
-// the limits that keep it answering under abuse.
+// Flags are what a process's web flags say (cmd/slicemeter registers them): exporter-toolkit's
+// (listen addresses, web config file) and the limits that keep it answering under abuse.
 type Flags struct {
 	*web.FlagConfig
 	Limits Limits
@@ -44,20 +42,6 @@ func DefaultLimits() Limits {
 		MaxConnections:       4096,
 		MaxClientConnections: 512,
 	}
-}
-
-// AddFlags adds exporter-toolkit's web flags (--web.listen-address defaulting to address,
-// --web.config.file, --web.systemd-socket) and the limits' flags to c.
-func AddFlags(c *kingpin.CmdClause, address string) *Flags {
-	f := &Flags{FlagConfig: kingpinflag.AddFlags(c, address)}
-	d := DefaultLimits()
-	c.Flag("web.read-header-timeout", "Longest time to read a request's headers.").Default(d.ReadHeaderTimeout.String()).DurationVar(&f.Limits.ReadHeaderTimeout)
-	c.Flag("web.read-timeout", "Longest time to read a whole request, body included (a slower body is cut); 0: none.").Default(d.ReadTimeout.String()).DurationVar(&f.Limits.ReadTimeout)
-	c.Flag("web.write-timeout", "Longest time from the end of a request's headers to the end of its response; 0: none.").Default(d.WriteTimeout.String()).DurationVar(&f.Limits.WriteTimeout)
-	c.Flag("web.idle-timeout", "How long an idle keep-alive connection is kept; 0: the read timeout.").Default(d.IdleTimeout.String()).DurationVar(&f.Limits.IdleTimeout)
-	c.Flag("web.max-connections", "Most open connections; more wait to be accepted. 0: no cap.").Default(fmt.Sprint(d.MaxConnections)).IntVar(&f.Limits.MaxConnections)
-	c.Flag("web.max-client-connections", "Most open connections from one client IP; more are closed at once. 0: no cap.").Default(fmt.Sprint(d.MaxClientConnections)).IntVar(&f.Limits.MaxClientConnections)
-	return f
 }
 
 // check refuses negative limits.

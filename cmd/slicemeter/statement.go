@@ -1,4 +1,4 @@
-package statement
+package main
 
 import (
 	"bytes"
@@ -10,30 +10,35 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/statement"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
 
-// Flags are `slicemeter statement`'s flags.
-type Flags struct {
+// statementFlags are `slicemeter statement`'s flags.
+type statementFlags struct {
 	DSN, Pricebook, Scenario string
 	Tenant, Period           string
 	Format, Output           string
 	FromMinutes              bool
 }
 
-// AddFlags adds the statement command's flags to c.
-func AddFlags(c *kingpin.CmdClause) *Flags {
-	f := &Flags{}
-	migrations.DSNFlag(c, &f.DSN)
-	pricebook.SourceFlags(c, &f.Pricebook, &f.Scenario)
+// newStatementCmd is `slicemeter statement` (attribution/statement).
+func newStatementCmd(app *kingpin.Application, stdout io.Writer) command {
+	f := addStatementFlags(app.Command("statement", "A tenant's statement of a billing period: one self-contained HTML page (totals, daily cost chart, line items, SLA, corrections), or PDF with headless Chromium."))
+	return runFunc(func(ctx context.Context, logger *slog.Logger) error { return f.run(ctx, stdout, logger) })
+}
+
+func addStatementFlags(c *kingpin.CmdClause) *statementFlags {
+	f := &statementFlags{}
+	dsnFlagVar(c, &f.DSN)
+	pricebookSourceFlags(c, &f.Pricebook, &f.Scenario)
 	c.Flag("tenant", "The tenant whose statement to render.").Required().StringVar(&f.Tenant)
 	c.Flag("period", "The billing period: a calendar month YYYY-MM in the price book's timezone.").Required().StringVar(&f.Period)
 	c.Flag("format", "html: one self-contained page; pdf: that page printed on A4 by headless Chromium.").Default("html").EnumVar(&f.Format, "html", "pdf")
@@ -42,9 +47,8 @@ func AddFlags(c *kingpin.CmdClause) *Flags {
 	return f
 }
 
-// Run is `slicemeter statement`: the statement from what ClickHouse stores, on w or in the
-// output file.
-func Run(ctx context.Context, f *Flags, w io.Writer, logger *slog.Logger) error {
+// run writes the statement from what ClickHouse stores, on w or in the output file.
+func (f *statementFlags) run(ctx context.Context, w io.Writer, logger *slog.Logger) error {
 	m, err := period.Parse(f.Period)
 	if err != nil {
 		return usage.Errorf("--period: %w", err)
@@ -56,7 +60,7 @@ func Run(ctx context.Context, f *Flags, w io.Writer, logger *slog.Logger) error 
 		return usage.Errorf("--format pdf: give the PDF file with -o FILE")
 	}
 	if f.Format == "pdf" {
-		if _, err := Chromium(); err != nil {
+		if _, err := statement.Chromium(); err != nil {
 			return err
 		}
 	}
@@ -70,12 +74,12 @@ func Run(ctx context.Context, f *Flags, w io.Writer, logger *slog.Logger) error 
 	}
 	defer conn.Close()
 	logNotes := func(ctx context.Context, rep report.Report) { attribution.LogNotes(ctx, logger, rep) }
-	st, err := Build(ctx, DatabaseSource(conn, book, f.FromMinutes, logNotes), f.Tenant, m, time.Now())
+	st, err := statement.Build(ctx, statement.DatabaseSource(conn, book, f.FromMinutes, logNotes), f.Tenant, m, time.Now())
 	if err != nil {
 		return err
 	}
 	var page bytes.Buffer
-	if err := Render(&page, st); err != nil {
+	if err := statement.Render(&page, st); err != nil {
 		return err
 	}
 	switch {
@@ -102,43 +106,5 @@ func writePDF(ctx context.Context, page []byte, out string) error {
 	if err := os.WriteFile(html, page, 0o600); err != nil {
 		return fmt.Errorf("print the statement: %w", err)
 	}
-	return PDF(ctx, html, out)
-}
-
-// DatabaseSource is the statement's source over ClickHouse: the attribution's reports (from
-// the samples, or the stored minutes) and the periods' closes. logNotes gets the notes
-// (unpriced, unsampled, overlapping allocations), which a statement has no place for, of the
-// period's report, the one with lines: the days' reports would repeat them.
-func DatabaseSource(conn driver.Conn, book *pricebook.PriceBook, fromMinutes bool, logNotes func(context.Context, report.Report)) Source {
-	return Source{
-		Book: book,
-		Report: func(ctx context.Context, from, to time.Time, lines bool) (report.Report, error) {
-			res, err := attribution.Report(ctx, conn, book, attribution.Options{From: from, To: to, FromMinutes: fromMinutes, Lines: lines})
-			if lines {
-				logNotes(ctx, res.Report)
-			}
-			return res.Report, err
-		},
-		Closes: func(ctx context.Context, m period.Month) (period.Closed, []period.Line, bool, error) {
-			c, ok, err := period.Get(ctx, conn, m)
-			if err != nil || !ok {
-				return c, nil, ok, err
-			}
-			lines, err := period.Lines(ctx, conn, m)
-			return c, lines, true, err
-		},
-	}
-}
-
-// Page builds and renders the statement: the API's Statementer over a Source.
-func Page(src Source) func(ctx context.Context, tenant string, m period.Month) ([]byte, error) {
-	return func(ctx context.Context, tenant string, m period.Month) ([]byte, error) {
-		st, err := Build(ctx, src, tenant, m, time.Now())
-		if err != nil {
-			return nil, err
-		}
-		var b bytes.Buffer
-		err = Render(&b, st)
-		return b.Bytes(), err
-	}
+	return statement.PDF(ctx, html, out)
 }
