@@ -40,8 +40,12 @@ func TestDiffer(t *testing.T) {
 	}{
 		{name: "same", old: base(), new: base()},
 		{name: "same changes in another order",
-			old: with(func(b *pricebook.PriceBook) { b.Changes = []pricebook.Change{change(mar1, "A100", 1.7), change(apr1, "A100", 1.8)} }),
-			new: with(func(b *pricebook.PriceBook) { b.Changes = []pricebook.Change{change(apr1, "A100", 1.8), change(mar1, "A100", 1.7)} })},
+			old: with(func(b *pricebook.PriceBook) {
+				b.Changes = []pricebook.Change{change(mar1, "A100", 1.7), change(apr1, "A100", 1.8)}
+			}),
+			new: with(func(b *pricebook.PriceBook) {
+				b.Changes = []pricebook.Change{change(apr1, "A100", 1.8), change(mar1, "A100", 1.7)}
+			})},
 		{name: "a change that sets the price it had", old: base(), new: with(func(b *pricebook.PriceBook) { b.Changes = []pricebook.Change{change(mar1, "A100", 1.60)} })},
 		{name: "costs, jitter and zone are not stored", old: base(), new: with(func(b *pricebook.PriceBook) {
 			b.Costs = &pricebook.Costs{EnergyKWh: 0.2}
@@ -55,7 +59,9 @@ func TestDiffer(t *testing.T) {
 		{name: "cold start limit", old: base(), new: with(func(b *pricebook.PriceBook) { b.ColdStart = map[string]time.Duration{"pro": time.Minute} }),
 			differ: true, what: "sla.cold_start.pro"},
 		{name: "cold start limit written as the default", old: base(),
-			new: with(func(b *pricebook.PriceBook) { b.ColdStart = map[string]time.Duration{"pro": pricebook.DefaultColdStartSLA} })},
+			new: with(func(b *pricebook.PriceBook) {
+				b.ColdStart = map[string]time.Duration{"pro": pricebook.DefaultColdStartSLA}
+			})},
 		{name: "model newly priced", old: base(), new: with(func(b *pricebook.PriceBook) { b.Prices["L4"] = 0.8 }), differ: true, what: "prices.L4"},
 		{name: "model no longer priced", old: with(func(b *pricebook.PriceBook) { b.Prices["L4"] = 0.8 }), new: base(), differ: true, what: "prices.L4"},
 		{name: "retroactive change", old: base(), new: with(func(b *pricebook.PriceBook) { b.Changes = []pricebook.Change{change(mar15, "A100", 2)} }),
@@ -67,8 +73,12 @@ func TestDiffer(t *testing.T) {
 			old: with(func(b *pricebook.PriceBook) { b.Changes = []pricebook.Change{change(mar15, "A100", 2)} }),
 			new: with(func(b *pricebook.PriceBook) { b.Changes = []pricebook.Change{change(apr1, "A100", 2)} }), differ: true, from: mar15, what: "prices.A100"},
 		{name: "later change of the second of two",
-			old:    with(func(b *pricebook.PriceBook) { b.Changes = []pricebook.Change{change(mar1, "A100", 1.7), change(apr1, "H100", 2.6)} }),
-			new:    with(func(b *pricebook.PriceBook) { b.Changes = []pricebook.Change{change(mar1, "A100", 1.7), change(apr1, "H100", 2.7)} }),
+			old: with(func(b *pricebook.PriceBook) {
+				b.Changes = []pricebook.Change{change(mar1, "A100", 1.7), change(apr1, "H100", 2.6)}
+			}),
+			new: with(func(b *pricebook.PriceBook) {
+				b.Changes = []pricebook.Change{change(mar1, "A100", 1.7), change(apr1, "H100", 2.7)}
+			}),
 			differ: true, from: apr1, what: "prices.H100"},
 		{name: "change removed",
 			old: with(func(b *pricebook.PriceBook) { b.Changes = []pricebook.Change{change(mar1, "A100", 1.7)} }), new: base(), differ: true, from: mar1, what: "prices.A100"},

@@ -15,10 +15,11 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/period"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	attrpricebook "github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // Flags are `slicemeter statement`'s flags.
@@ -33,7 +34,7 @@ type Flags struct {
 func AddFlags(c *kingpin.CmdClause) *Flags {
 	f := &Flags{}
 	migrations.DSNFlag(c, &f.DSN)
-	pricebook.SourceFlags(c, &f.Pricebook, &f.Scenario)
+	attrpricebook.SourceFlags(c, &f.Pricebook, &f.Scenario)
 	c.Flag("tenant", "The tenant whose statement to render.").Required().StringVar(&f.Tenant)
 	c.Flag("period", "The billing period: a calendar month YYYY-MM in the price book's timezone.").Required().StringVar(&f.Period)
 	c.Flag("format", "html: one self-contained page; pdf: that page printed on A4 by headless Chromium.").Default("html").EnumVar(&f.Format, "html", "pdf")
@@ -60,7 +61,7 @@ func Run(ctx context.Context, f *Flags, w io.Writer, logger *slog.Logger) error 
 			return err
 		}
 	}
-	book, err := pricebook.LoadFileOrScenario(f.Pricebook, f.Scenario)
+	book, err := attrpricebook.LoadFileOrScenario(f.Pricebook, f.Scenario)
 	if err != nil {
 		return usage.Wrap(err)
 	}

@@ -12,11 +12,12 @@ import (
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/fleet"
 	"github.com/slicemeter/slicemeter/attribution/focus"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	attrpricebook "github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 type reportCmd struct {
@@ -127,12 +128,12 @@ type pricebookFlags struct {
 
 func addPricebookFlags(c *kingpin.CmdClause) *pricebookFlags {
 	p := &pricebookFlags{file: new(string), scenario: new(string)}
-	pricebook.SourceFlags(c, p.file, p.scenario)
+	attrpricebook.SourceFlags(c, p.file, p.scenario)
 	return p
 }
 
 func (p *pricebookFlags) load() (*pricebook.PriceBook, error) {
-	book, err := pricebook.LoadFileOrScenario(*p.file, *p.scenario)
+	book, err := attrpricebook.LoadFileOrScenario(*p.file, *p.scenario)
 	if err != nil {
 		return nil, usage.Wrap(err)
 	}
