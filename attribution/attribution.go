@@ -24,11 +24,11 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // withLineItems is the report of the window with its line items, failing unless they sum to

@@ -19,11 +19,11 @@ import (
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/schemas/hardware"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -67,7 +67,7 @@ func TestPropertyRandomScenarios(t *testing.T) {
 			insertWithClockSteps(t, conn, sc, rand.New(rand.NewPCG(uint64(seed), 11)))
 			chtest.InsertAllocations(t, conn, chtest.ScenarioAllocations(sc))
 			chtest.RollUp(t, conn)
-			book := pricebook.FromScenario(sc)
+			book := sc.Book
 			runner := service.NewRunner(conn, book, service.Passes{Backfill: sc.Duration, MaxMinutes: int(sc.Duration / time.Minute),
 				Samples: store.RawSamples}, nil, slog.New(slog.DiscardHandler))
 			runner.SetClock(func() time.Time { return sc.End() })
@@ -354,8 +354,8 @@ func groundTruth(sc *scenario.Scenario, from, to time.Duration) map[string]*trut
 				tr.whole = true
 			}
 			billed := hi - lo
-			list := sc.Prices[g.Model] * fraction * billed.Seconds() / 3600
-			cost := list * sc.Tiers[tn.Tier]
+			list := sc.Book.Prices[g.Model] * fraction * billed.Seconds() / 3600
+			cost := list * sc.Book.Tiers[tn.Tier]
 			var metered time.Duration
 			var effSum, oSum float64 // Σ per tick
 			// vGPU: per UTC minute of the tick, Σ share·interval, Σ fraction·(1 − o_tick)·interval
@@ -434,7 +434,7 @@ func groundTruth(sc *scenario.Scenario, from, to time.Duration) map[string]*trut
 					if tr.coldMax == nil || d > *tr.coldMax {
 						tr.coldMax = &d
 					}
-					if d > sc.ColdStartSLA[tn.Tier] {
+					if d > sc.Book.ColdStart[tn.Tier] {
 						tr.breaches++
 					}
 					break

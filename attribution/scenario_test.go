@@ -18,10 +18,10 @@ import (
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	"github.com/slicemeter/slicemeter/schemas/scenario/expected"
 )
@@ -54,7 +54,7 @@ func TestScenarios(t *testing.T) {
 			conn := newDatabase(t)
 			chtest.InsertScenario(t, conn, sc)
 			chtest.RollUp(t, conn)
-			book := pricebook.FromScenario(sc)
+			book := sc.Book
 
 			var raw report.Report
 			for _, source := range []store.Samples{store.RawSamples, store.SecondRollup, store.MinuteRollup} {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
@@ -165,7 +164,7 @@ func TestScenarioWithoutGPM(t *testing.T) {
 	conn := newDatabase(t)
 	chtest.InsertScenario(t, conn, sc)
 	chtest.RollUp(t, conn)
-	book := pricebook.FromScenario(sc)
+	book := sc.Book
 
 	// Per allocation (scenarioAllocations' ids): billed, metered, and the load of its measured
 	// time (-1: never measured). The outage [4m, 5m) falls in every allocation.

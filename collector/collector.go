@@ -29,6 +29,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/internal/lograte"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // Defaults for the zero values of Config.
@@ -71,10 +72,11 @@ type Config struct {
 	Retention         Retention
 	RetentionInterval time.Duration // default DefaultRetentionInterval
 
-	// Tiers, when not nil, are the price book's tiers: an allocation event at another tier
-	// is refused (dead-lettered, reason invalid, field tier) instead of stored, since it could
-	// not be priced. nil stores every tier (attribution reports an unknown one as unpriced).
-	Tiers map[string]float64
+	// Book, when not nil, is the price book (pricebook.Load): an allocation event at a tier
+	// it does not name is refused (dead-lettered, reason invalid, field tier) instead of
+	// stored, since it could not be priced. nil stores every tier (attribution reports an
+	// unknown one as unpriced).
+	Book *pricebook.PriceBook
 
 	// AllowTenantMoves stores an allocation event that changes a live allocation's tenant;
 	// without it such an event is dead-lettered (reason tenant_move): over HTTP only an

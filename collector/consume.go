@@ -209,7 +209,11 @@ func (c *Collector) processAllocation(msg kafka.Message, now time.Time) {
 		c.refuse(msg, &refusal{reason: reasonDecode, detail: "not an AllocationEvent: " + err.Error()})
 		return
 	}
-	if r := checkAllocation(&event, c.cfg.Tiers); r != nil {
+	var tiers map[string]float64 // nil: every tier is stored
+	if c.cfg.Book != nil {
+		tiers = c.cfg.Book.Tiers
+	}
+	if r := checkAllocation(&event, tiers); r != nil {
 		c.refuse(msg, &refusal{reason: r.reason, field: r.field, detail: fmt.Sprintf("allocation %q: %s", event.GetAllocationId(), r.detail)})
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -107,7 +108,7 @@ func TestUnknownTierIsDeadLetteredWithThePriceBooksTiers(t *testing.T) {
 			Node: "node-a", InstanceId: "gpu1", RequestedAtNs: allocT0 + 1, StartedAtNs: allocT0 + 2, Version: 1}),
 	)
 	c, reg, stop := startCollector(t, Config{Brokers: brokers, GroupID: "tiers", FlushInterval: 100 * time.Millisecond,
-		Tiers: map[string]float64{"pro": 1, "budget": 0.7}}, conn)
+		Book: &pricebook.PriceBook{Tiers: map[string]float64{"pro": 1, "budget": 0.7}}}, conn)
 	waitFor(t, 20*time.Second, "1 allocation stored", func() bool {
 		_, a := c.Stored()
 		return a == 1

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 

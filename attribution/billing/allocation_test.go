@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 const gib = 1 << 30

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // GPU is one physical GPU: the unit of capacity.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 func TestPresent(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // Billed is an allocation clipped to a window, with the terms it is priced at.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // What is valid but cannot be priced (a GPU model or a tier the price book lacks) is stored and

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 func unpricedBook() *pricebook.PriceBook {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/fleet"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/store"
 )
 
@@ -23,7 +22,7 @@ func TestFleetRefusesUnattributed(t *testing.T) {
 	}
 	ctx := context.Background()
 	sc := economics(t)
-	book := pricebook.FromScenario(sc)
+	book := sc.Book
 	half := sc.Start.Add(30 * time.Minute)
 	conn := attributedUntil(t, sc, half)
 	refused := func(t *testing.T, name string) {

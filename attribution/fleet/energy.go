@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // TenantEnergy splits the GPUs' energy of a window of whole minutes over the tenants (J, by

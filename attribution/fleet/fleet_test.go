@@ -7,8 +7,8 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // usd is an amount as the stored minutes hold it.

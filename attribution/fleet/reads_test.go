@@ -10,8 +10,8 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/fleet"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // TestComputeReadsFreshHoursOnly: over whole hours all rolled up, Compute reads no row of

@@ -18,11 +18,11 @@ import (
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/fleet"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 )
 
@@ -46,7 +46,7 @@ func economicsAttributed(t *testing.T) (*scenario.Scenario, *pricebook.PriceBook
 		t.Skip("simulates an hour of a fleet into ClickHouse")
 	}
 	sc := economics(t)
-	return sc, pricebook.FromScenario(sc), attributed(t, sc)
+	return sc, sc.Book, attributed(t, sc)
 }
 
 // attributed is a database holding the scenario's samples, their rollups and the minutes the
@@ -64,7 +64,7 @@ func attributedUntil(t *testing.T, sc *scenario.Scenario, end time.Time) driver.
 	chtest.RollUp(t, conn)
 	cfg := service.Passes{Delay: 30 * time.Second, Lookback: time.Hour, Backfill: time.Hour, MaxRecompute: time.Hour, MaxMinutes: 120,
 		Presence: time.Hour, Samples: store.SecondRollup}
-	runner := service.NewRunner(conn, pricebook.FromScenario(sc), cfg, nil, slog.New(slog.DiscardHandler))
+	runner := service.NewRunner(conn, sc.Book, cfg, nil, slog.New(slog.DiscardHandler))
 	runner.SetClock(func() time.Time { return end.Add(30 * time.Second) })
 	if p, err := runner.Once(context.Background()); err != nil || !p.Done.Equal(end) || end.Equal(sc.End()) && p.Fresh+p.Recomputed != 60 {
 		t.Fatalf("attributing the scenario up to %s: %+v, %v", end.Format(time.RFC3339), p, err)

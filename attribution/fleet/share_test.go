@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/slicemeter/slicemeter/attribution/fleet"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 )
 
@@ -22,7 +21,7 @@ func TestFleetShares(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn := attributed(t, sc)
-	rows, err := fleet.Compute(context.Background(), conn, pricebook.FromScenario(sc), fleet.Options{From: sc.Start, To: sc.End(), By: fleet.ByModel})
+	rows, err := fleet.Compute(context.Background(), conn, sc.Book, fleet.Options{From: sc.Start, To: sc.End(), By: fleet.ByModel})
 	if err != nil {
 		t.Fatal(err)
 	}

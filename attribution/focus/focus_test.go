@@ -20,7 +20,6 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/focus/focustest"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/deploy/local"
@@ -144,7 +143,7 @@ func TestScenarios(t *testing.T) {
 			ctx := context.Background()
 			conn := chtest.NewDatabase(t, nil)
 			chtest.InsertScenario(t, conn, sc)
-			book := pricebook.FromScenario(sc)
+			book := sc.Book
 			o := attribution.Options{Samples: store.RawSamples}
 			res, err := attribution.Report(ctx, conn, book, attribution.Options{From: sc.Start, To: sc.End(), Samples: store.RawSamples})
 			if err != nil {

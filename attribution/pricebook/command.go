@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/internal/usage"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // ExampleFile is `slicemeter pricebook example`: a commented starter price book that loads
@@ -21,7 +22,7 @@ var ExampleFile string
 
 // FleetCheck checks that a book prices the fleet of the ClickHouse at dsn (sampled within
 // since): attribution.CheckFleetPricedAt, passed in because attribution imports this package.
-type FleetCheck func(ctx context.Context, dsn string, book *PriceBook, since time.Duration) error
+type FleetCheck func(ctx context.Context, dsn string, book *pricebook.PriceBook, since time.Duration) error
 
 // Options are `slicemeter pricebook`'s subcommand and its arguments.
 type Options struct {
@@ -37,7 +38,7 @@ func Run(ctx context.Context, f *Options, fleet FleetCheck, w io.Writer) error {
 		_, err := io.WriteString(w, ExampleFile)
 		return err
 	}
-	book, err := Load(f.File)
+	book, err := pricebook.Load(f.File)
 	if err != nil {
 		return usage.Wrap(err)
 	}
@@ -56,7 +57,7 @@ func Run(ctx context.Context, f *Options, fleet FleetCheck, w io.Writer) error {
 // Describe writes what the book bills how: per GPU model the list price per GPU-hour and the
 // price at every tier, the contracts, the effective-dated changes in date order, the SLA,
 // the operator's costs and the billing zone.
-func Describe(w io.Writer, b *PriceBook) error {
+func Describe(w io.Writer, b *pricebook.PriceBook) error {
 	var s strings.Builder
 	cur := b.Currency
 	tiers := slices.Sorted(maps.Keys(b.Tiers))
@@ -86,7 +87,7 @@ func Describe(w io.Writer, b *PriceBook) error {
 		writeContracts(&s, b.Contracts, b.Prices, cur)
 	}
 	changes := slices.Clone(b.Changes)
-	slices.SortStableFunc(changes, func(a, c Change) int { return a.Effective.Compare(c.Effective) })
+	slices.SortStableFunc(changes, func(a, c pricebook.Change) int { return a.Effective.Compare(c.Effective) })
 	for _, c := range changes {
 		fmt.Fprintf(&s, "from %s (%s):\n", c.Effective.UTC().Format(time.RFC3339), c.Effective.In(b.Zone()).Format("2006-01-02 15:04 MST"))
 		for _, model := range slices.Sorted(maps.Keys(c.Prices)) {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // The starter file that `pricebook example` prints loads, and check passes on it and lists
@@ -22,7 +24,7 @@ func TestExampleLoadsAndChecks(t *testing.T) {
 	if err := os.WriteFile(path, out.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	book, err := Load(path)
+	book, err := pricebook.Load(path)
 	if err != nil {
 		t.Fatalf("the example does not load: %v", err)
 	}
@@ -72,8 +74,8 @@ func TestCheck(t *testing.T) {
 	}{
 		{"zone", Options{Sub: "check", File: good}, nil, "billing periods: calendar months in Europe/Berlin\n"},
 		{"bad file", Options{Sub: "check", File: bad}, nil, "prices.A100-SXM4-40GB"},
-		{"fleet checked", Options{Sub: "check", File: good, DSN: "clickhouse://x"}, func(context.Context, string, *PriceBook, time.Duration) error { return fleetErr }, "fleet has H100"},
-		{"fleet ok", Options{Sub: "check", File: good, DSN: "clickhouse://x"}, func(context.Context, string, *PriceBook, time.Duration) error { return nil }, "list 2 EUR/GPU-hour"},
+		{"fleet checked", Options{Sub: "check", File: good, DSN: "clickhouse://x"}, func(context.Context, string, *pricebook.PriceBook, time.Duration) error { return fleetErr }, "fleet has H100"},
+		{"fleet ok", Options{Sub: "check", File: good, DSN: "clickhouse://x"}, func(context.Context, string, *pricebook.PriceBook, time.Duration) error { return nil }, "list 2 EUR/GPU-hour"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer

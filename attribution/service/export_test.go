@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/slicemeter/slicemeter/attribution"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // SetReport replaces how the runner computes a minute (attribution.Report), for tests of what

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 )
@@ -32,7 +31,7 @@ func TestFleetGauges(t *testing.T) {
 	conn := chtest.NewDatabase(t, nil)
 	chtest.InsertScenario(t, conn, sc)
 	chtest.RollUp(t, conn)
-	book := pricebook.FromScenario(sc)
+	book := sc.Book
 	runner := NewRunner(conn, book, Passes{Delay: 30 * time.Second, Lookback: time.Hour, Backfill: time.Hour, MaxRecompute: time.Hour,
 		MaxMinutes: 120, Presence: time.Hour, Samples: store.SecondRollup}, nil, slog.New(slog.DiscardHandler))
 	runner.SetClock(func() time.Time { return sc.End().Add(30 * time.Second) })

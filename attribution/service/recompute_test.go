@@ -14,9 +14,9 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/period"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 	"github.com/slicemeter/slicemeter/schemas/tables"
@@ -56,7 +56,7 @@ func TestRecomputationSurvivesRestarts(t *testing.T) {
 	// for late only what was received after the last stored pass.
 	chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { chtest.InsertSamples(t, conn, node, samples) })
 	insertReceived(t, conn, sc.Start, chtest.ScenarioAllocations(sc))
-	book := pricebook.FromScenario(sc)
+	book := sc.Book
 	clock := sc.End().Add(30 * time.Second)
 	runner := func(c driver.Conn, maxMinutes int) *service.Runner {
 		cfg := service.Passes{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: time.Hour, MaxRecompute: 24 * time.Hour, MaxMinutes: maxMinutes}
@@ -230,7 +230,7 @@ func TestRecomputationSurvivesRebalance(t *testing.T) {
 	conn := chtest.NewDatabase(t, nil)
 	chtest.Simulate(t, sc, func(node string, samples []*pb.Sample) { chtest.InsertSamples(t, conn, node, samples) })
 	insertReceived(t, conn, sc.Start, chtest.ScenarioAllocations(sc))
-	book := pricebook.FromScenario(sc)
+	book := sc.Book
 	clock := sc.End().Add(30 * time.Second)
 	replica := func(shards service.Shards) *service.Runner {
 		cfg := service.Passes{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: time.Hour, MaxRecompute: 24 * time.Hour, MaxMinutes: 10,

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/period"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	attrpricebook "github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // Price book changes (README.md, "Price book changes").
@@ -19,7 +20,7 @@ import (
 // Stored minutes carry the money of the book they were attributed with, and a period closed
 // from them is corrected only where minutes were stored again (period.Closer). So at its
 // first pass the runner records its book in price_books when it is not the latest recorded,
-// and when the two bill something differently (pricebook.Differ) it attributes again the
+// and when the two bill something differently (attrpricebook.Differ) it attributes again the
 // stored minutes from the first instant they do, through the passes' recomputation (redo),
 // MaxMinutes a pass: no further back than the closed periods that the next close corrects
 // (period.DefaultLookback) and the first stored minute. The re-attribution is a recomputation
@@ -97,7 +98,7 @@ func (r *Runner) repriceRange(ctx context.Context, last store.BookRecord) (from,
 	if old, err := pricebook.FromCanonical(last.Book); err != nil {
 		r.logger.WarnContext(ctx, "the price book recorded last cannot be read: every stored minute within reach is attributed again", "err", err)
 		from, reason = time.Time{}, "the previous book cannot be read"
-	} else if d, differ := pricebook.Differ(old, r.book); differ {
+	} else if d, differ := attrpricebook.Differ(old, r.book); differ {
 		from, reason = d.From.Truncate(time.Minute), d.What
 	}
 	if last.Pending() {

@@ -16,10 +16,11 @@ import (
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/period"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	attrpricebook "github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -139,7 +140,7 @@ func TestPriceChangeCorrectsClosedPeriod(t *testing.T) {
 		t.Fatalf("book B's record after a pass: %+v, %v, %v (repricing %v)", recB, ok, err, rb.Repricing())
 	}
 	book, err := pricebook.FromCanonical(recB.Book)
-	if d, differ := pricebook.Differ(book, bookB); err != nil || differ {
+	if d, differ := attrpricebook.Differ(book, bookB); err != nil || differ {
 		t.Errorf("book B as recorded differs: %+v, %v", d, err)
 	}
 

@@ -14,10 +14,10 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/billing"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/lograte"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // Passes says which minutes a pass attributes.

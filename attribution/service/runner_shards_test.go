@@ -17,10 +17,10 @@ import (
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -66,7 +66,7 @@ func TestReplicasStoreTheMinutesOfOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	book := pricebook.FromScenario(sc)
+	book := sc.Book
 	hour := sc.Start.Truncate(time.Hour)
 	from, to := hour, sc.End() // a whole hour (rolled up) and 10 minutes
 	one, oneReport := runReplicas(t, sc, book, replicaRun{n: 0}, from, to)

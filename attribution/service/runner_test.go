@@ -17,11 +17,11 @@ import (
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -52,7 +52,7 @@ func TestContinuousMinutesSumToReports(t *testing.T) {
 	}
 	conn := chtest.NewDatabase(t, nil)
 	chtest.InsertScenario(t, conn, sc)
-	book := pricebook.FromScenario(sc)
+	book := sc.Book
 
 	clock := sc.End().Add(30 * time.Second)
 	cfg := service.Passes{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: time.Hour, MaxRecompute: 24 * time.Hour, MaxMinutes: 120}
@@ -179,7 +179,7 @@ func TestContinuousScenarios(t *testing.T) {
 			conn := chtest.NewDatabase(t, nil)
 			chtest.InsertScenario(t, conn, sc)
 			chtest.RollUp(t, conn)
-			book := pricebook.FromScenario(sc)
+			book := sc.Book
 			clock := sc.End().Add(30 * time.Second)
 			pass := func(presence time.Duration, source store.Samples) float64 {
 				t.Helper()
@@ -246,7 +246,7 @@ func TestContinuousUnmeasured(t *testing.T) {
 	}
 	conn := chtest.NewDatabase(t, nil)
 	chtest.InsertScenario(t, conn, sc)
-	book := pricebook.FromScenario(sc)
+	book := sc.Book
 	cfg := service.Passes{Delay: 30 * time.Second, Lookback: 10 * time.Minute, Backfill: 10 * time.Minute, MaxRecompute: time.Hour, MaxMinutes: 120}
 	runner := service.NewRunner(conn, book, cfg, nil, slog.New(slog.DiscardHandler))
 	runner.SetClock(func() time.Time { return sc.End().Add(30 * time.Second) })
@@ -282,7 +282,7 @@ func checkPassByPass(t *testing.T, sc *scenario.Scenario) {
 	ctx := context.Background()
 	conn := chtest.NewDatabase(t, nil)
 	chtest.InsertScenario(t, conn, sc)
-	book := pricebook.FromScenario(sc)
+	book := sc.Book
 	cfg := service.Passes{Delay: 30 * time.Second, Lookback: 2 * time.Minute, Backfill: time.Minute, MaxRecompute: time.Hour, MaxMinutes: 120, Presence: time.Hour}
 	runner := service.NewRunner(conn, book, cfg, nil, slog.New(slog.DiscardHandler))
 	for clock := sc.Start.Add(time.Minute + 30*time.Second); !clock.After(sc.End().Add(30 * time.Second)); clock = clock.Add(time.Minute) {

@@ -24,7 +24,6 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/fleet"
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/period"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/statement"
 	"github.com/slicemeter/slicemeter/attribution/store"
@@ -33,6 +32,7 @@ import (
 	"github.com/slicemeter/slicemeter/internal/webserver"
 	"github.com/slicemeter/slicemeter/schemas/audit"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // Config is what the service runs with.

@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 func TestSLAMetricsExposition(t *testing.T) {

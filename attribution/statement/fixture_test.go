@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/period"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // fixture is a month of allocations priced at a flat rate: its reports are computed from the

@@ -9,8 +9,8 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/period"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // DatabaseSource is the statement's source over ClickHouse: the attribution's reports (from

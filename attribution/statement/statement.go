@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/period"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // Reporter computes the tenant report of [from, to), with its line items when lines is set

@@ -11,8 +11,8 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 

@@ -12,9 +12,9 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution/allocations"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // allocationsCmd is `slicemeter allocations import FILE`: allocations from a CSV or JSON file

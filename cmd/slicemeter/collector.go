@@ -6,10 +6,10 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/collector/service"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // collectorCmd is `slicemeter collector`: its flags fill a service.Config.
@@ -49,7 +49,7 @@ func (c *collectorCmd) run(ctx context.Context, logger *slog.Logger) error {
 		if err != nil {
 			return usage.Wrap(err)
 		}
-		cfg.Collector.Tiers = book.Tiers
+		cfg.Collector.Book = book
 	}
 	return service.Run(ctx, cfg, webserver.NewRegistry(), logger)
 }

@@ -13,12 +13,13 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/focus"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	attrpricebook "github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/request"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 type reportCmd struct {
@@ -153,7 +154,7 @@ func pricebookSourceFlags(c *kingpin.CmdClause, file, scenario *string) {
 }
 
 func (p *pricebookFlags) load() (*pricebook.PriceBook, error) {
-	book, err := pricebook.LoadFileOrScenario(*p.file, *p.scenario)
+	book, err := attrpricebook.LoadFileOrScenario(*p.file, *p.scenario)
 	if err != nil {
 		return nil, usage.Wrap(err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/period"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	attrpricebook "github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/statement"
 	"github.com/slicemeter/slicemeter/internal/usage"
@@ -64,7 +64,7 @@ func (f *statementFlags) run(ctx context.Context, w io.Writer, logger *slog.Logg
 			return err
 		}
 	}
-	book, err := pricebook.LoadFileOrScenario(f.Pricebook, f.Scenario)
+	book, err := attrpricebook.LoadFileOrScenario(f.Pricebook, f.Scenario)
 	if err != nil {
 		return usage.Wrap(err)
 	}

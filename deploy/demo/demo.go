@@ -19,7 +19,6 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/allocations"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/request"
 	"github.com/slicemeter/slicemeter/collector"
@@ -89,7 +88,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 
 	col, err := collectorsvc.New(ctx, collectorsvc.Config{Brokers: strings.Join(brokers, ","), Kafka: cfg.Kafka, Partitions: cfg.Partitions, DSN: dsn,
 		Collector: collector.Config{GroupID: "slicemeter-demo-" + sc.Name, FlushRows: 200000, FlushInterval: 100 * time.Millisecond,
-			Tiers: pricebook.FromScenario(sc).Tiers}}, reg, logger)
+			Book: sc.Book}}, reg, logger)
 	if err != nil {
 		return err
 	}
@@ -139,7 +138,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 
 	// Every sample of the simulated window is stored by now, even where --sim.start put the
 	// window ahead of the wall clock (a fast live demo): its end is the demo's present.
-	res, err := attribution.Report(ctx, col.Conn(), pricebook.FromScenario(sc), attribution.Options{From: sc.Start, To: sc.End(),
+	res, err := attribution.Report(ctx, col.Conn(), sc.Book, attribution.Options{From: sc.Start, To: sc.End(),
 		Now: later(time.Now(), sc.End()), Delay: -1})
 	attribution.LogNotes(ctx, logger, res.Report)
 	if err != nil {

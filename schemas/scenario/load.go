@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/slicemeter/slicemeter/schemas/hardware"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
@@ -25,6 +26,17 @@ type Error struct {
 	File  string
 	Field string
 	Msg   string
+	// Book is the price book's error that this one words as the scenario's, for a field of
+	// the price book the scenario carries (errors.As finds it).
+	Book *pricebook.Error
+}
+
+// Unwrap is the price book's error, if any.
+func (e *Error) Unwrap() error {
+	if e.Book == nil {
+		return nil
+	}
+	return e.Book
 }
 
 func (e *Error) Error() string {
@@ -36,26 +48,22 @@ func (e *Error) Error() string {
 
 // Raw shapes of the YAML. Scalars are read as strings so that errors can quote what was written.
 type rawScenario struct {
-	Version  *int              `yaml:"version"`
-	Name     string            `yaml:"name"`
-	Start    string            `yaml:"start"`
-	Duration string            `yaml:"duration"`
-	Interval string            `yaml:"interval"`
-	Loop     string            `yaml:"loop"`
-	IDs      string            `yaml:"ids"`
-	Currency string            `yaml:"currency"`
-	Prices   map[string]string `yaml:"prices"`
-	Tiers    map[string]string `yaml:"tiers"`
-	SLA      struct {
-		ColdStart map[string]string `yaml:"cold_start"`
-		JitterP99 map[string]string `yaml:"jitter_p99"`
-	} `yaml:"sla"`
-	Costs *struct {
-		GPUHour   map[string]string `yaml:"gpu_hour"`
-		EnergyKWh string            `yaml:"energy_kwh"`
-	} `yaml:"costs"`
-	Nodes   []rawNode   `yaml:"nodes"`
-	Tenants []rawTenant `yaml:"tenants"`
+	Version  *int   `yaml:"version"`
+	Name     string `yaml:"name"`
+	Start    string `yaml:"start"`
+	Duration string `yaml:"duration"`
+	Interval string `yaml:"interval"`
+	Loop     string `yaml:"loop"`
+	IDs      string `yaml:"ids"`
+	// The price book's fields (pricebook.ScenarioFields), read by pricebook.ParseFields; here
+	// only so that the decoder knows them.
+	Currency yaml.Node   `yaml:"currency"`
+	Prices   yaml.Node   `yaml:"prices"`
+	Tiers    yaml.Node   `yaml:"tiers"`
+	SLA      yaml.Node   `yaml:"sla"`
+	Costs    yaml.Node   `yaml:"costs"`
+	Nodes    []rawNode   `yaml:"nodes"`
+	Tenants  []rawTenant `yaml:"tenants"`
 }
 
 type rawNode struct {
@@ -123,8 +131,12 @@ func Parse(name string, data []byte) (*Scenario, error) {
 	if err := dec.Decode(&raw); err != nil {
 		return nil, &Error{File: name, Msg: "not a valid scenario (YAML, version 1): " + strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return nil, &Error{File: name, Msg: fmt.Sprintf("not a valid scenario (YAML, version 1): %v", err)}
+	}
 	v := validator{file: name}
-	s := v.scenario(&raw)
+	s := v.scenario(&raw, doc.Content[0])
 	if len(v.errs) > 0 {
 		return nil, errors.Join(v.errs...)
 	}
@@ -203,8 +215,40 @@ func (v *validator) number(field, s string, lo, hi float64, what string) float64
 	return f
 }
 
-func (v *validator) scenario(raw *rawScenario) *Scenario {
-	s := &Scenario{Name: raw.Name, Currency: raw.Currency}
+// book reads the price book the scenario carries; its errors are the scenario's, worded as
+// the scenario's are (field: what was written: expected what), an unknown field as the YAML
+// decoder words the scenario's own.
+func (v *validator) book(doc *yaml.Node) *pricebook.PriceBook {
+	book, err := pricebook.ParseFields(v.file, doc)
+	if err == nil {
+		for tier := range book.Tiers {
+			if _, ok := book.ColdStart[tier]; !ok {
+				book.ColdStart[tier] = pricebook.DefaultColdStartSLA
+			}
+		}
+		return book
+	}
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
+	for _, err := range errs {
+		e, ok := err.(*pricebook.Error)
+		if !ok {
+			v.errs = append(v.errs, &Error{File: v.file, Msg: err.Error()})
+			continue
+		}
+		msg := e.Got + ": expected " + e.Expected
+		if e.Got == "unknown field" {
+			msg = fmt.Sprintf("line %d: field %s not found; expected %s", e.Line, e.Field[strings.LastIndex(e.Field, ".")+1:], e.Expected)
+		}
+		v.errs = append(v.errs, &Error{File: v.file, Field: e.Field, Msg: msg, Book: e})
+	}
+	return nil
+}
+
+func (v *validator) scenario(raw *rawScenario, doc *yaml.Node) *Scenario {
+	s := &Scenario{Name: raw.Name}
 	switch {
 	case raw.Version == nil:
 		v.fail("version", "missing; expected 1")
@@ -256,58 +300,7 @@ func (v *validator) scenario(raw *rawScenario) *Scenario {
 	default:
 		v.fail("ids", "%q: expected index (gpuN/migM, the default) or uuid (as on real hardware)", raw.IDs)
 	}
-	if !regexp.MustCompile(`^[A-Z]{3}$`).MatchString(s.Currency) {
-		v.fail("currency", "%q: expected an ISO 4217 code such as USD", s.Currency)
-	}
-	s.Prices = map[string]float64{}
-	for _, model := range sortedKeys(raw.Prices) {
-		s.Prices[model] = v.number("prices."+model, raw.Prices[model], 1e-12, 1e12, "a price per GPU-hour > 0")
-	}
-	if raw.Costs != nil {
-		s.Costs = &Costs{GPUHour: map[string]float64{}}
-		for _, model := range sortedKeys(raw.Costs.GPUHour) {
-			field := "costs.gpu_hour." + model
-			if _, ok := s.Prices[model]; !ok {
-				v.fail(field, "model %q is not in prices", model)
-			}
-			s.Costs.GPUHour[model] = v.number(field, raw.Costs.GPUHour[model], 0, 1e12, "the operator's cost of one whole GPU for one hour, ≥ 0")
-		}
-		if raw.Costs.EnergyKWh != "" {
-			s.Costs.EnergyKWh = v.number("costs.energy_kwh", raw.Costs.EnergyKWh, 0, 1e6, "a price per kWh ≥ 0")
-		}
-	}
-	s.Tiers = map[string]float64{}
-	if len(raw.Tiers) == 0 {
-		v.fail("tiers", "missing; expected at least one tier with its multiplier, e.g. {pro: 1.0}")
-	}
-	for _, tier := range sortedKeys(raw.Tiers) {
-		s.Tiers[tier] = v.number("tiers."+tier, raw.Tiers[tier], 1e-12, 1e6, "a multiplier > 0")
-	}
-	s.ColdStartSLA = map[string]time.Duration{}
-	for _, tier := range sortedKeys(raw.SLA.ColdStart) {
-		field := "sla.cold_start." + tier
-		if _, ok := raw.Tiers[tier]; !ok {
-			v.fail(field, "tier %q is not in tiers", tier)
-		}
-		s.ColdStartSLA[tier] = v.duration(field, raw.SLA.ColdStart[tier], true)
-	}
-	s.JitterP99SLA = map[string]time.Duration{}
-	for _, tier := range sortedKeys(raw.SLA.JitterP99) {
-		field := "sla.jitter_p99." + tier
-		if _, ok := raw.Tiers[tier]; !ok {
-			v.fail(field, "tier %q is not in tiers", tier)
-		}
-		if d := v.duration(field, raw.SLA.JitterP99[tier], true); d > 0 {
-			s.JitterP99SLA[tier] = d
-		} else if raw.SLA.JitterP99[tier] != "" {
-			v.fail(field, "%q: expected a duration > 0", raw.SLA.JitterP99[tier])
-		}
-	}
-	for tier := range s.Tiers {
-		if _, ok := s.ColdStartSLA[tier]; !ok {
-			s.ColdStartSLA[tier] = DefaultColdStartSLA
-		}
-	}
+	s.Book = v.book(doc)
 	s.Nodes = v.nodes(raw.Nodes, s)
 	s.Tenants = v.tenants(raw.Tenants, s)
 	return s
@@ -360,8 +353,10 @@ func (v *validator) nodes(raw []rawNode, s *Scenario) []Node {
 			if !ok {
 				v.fail(gf+".model", "%q is not a known GPU model; expected one of %s", rg.Model, strings.Join(hardware.Names(), ", "))
 			}
-			if _, priced := s.Prices[rg.Model]; !priced && rg.Model != "" {
-				v.fail("prices", "no price for GPU model %q used by %s", rg.Model, gf)
+			if s.Book != nil && rg.Model != "" { // a book refused has said why already
+				if _, priced := s.Book.Prices[rg.Model]; !priced {
+					v.fail("prices", "no price for GPU model %q used by %s", rg.Model, gf)
+				}
 			}
 			if n := boolCount(len(rg.MIG) > 0, rg.VGPU != nil, rg.Share != nil); n > 1 {
 				v.fail(gf, "a GPU is split into MIG instances, hosts vGPUs or is shared as replicas: one of mig, vgpu and share, not %d", n)
@@ -527,8 +522,10 @@ func (v *validator) tenants(raw []rawTenant, s *Scenario) []Tenant {
 			v.fail(f+".name", "%q is used by another tenant", rt.Name)
 		}
 		seen[rt.Name] = true
-		if _, ok := s.Tiers[rt.Tier]; !ok {
-			v.fail(f+".tier", "%q is not in tiers (%s)", rt.Tier, strings.Join(sortedKeys(s.Tiers), ", "))
+		if s.Book != nil {
+			if _, ok := s.Book.Tiers[rt.Tier]; !ok {
+				v.fail(f+".tier", "%q is not in tiers (%s)", rt.Tier, strings.Join(sortedKeys(s.Book.Tiers), ", "))
+			}
 		}
 		for j, ra := range rt.Allocations {
 			af := fmt.Sprintf("%s.allocations[%d]", f, j)

@@ -1,12 +1,15 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 func TestLoadPublicScenarios(t *testing.T) {
@@ -31,7 +34,7 @@ func TestLoadDemoFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.JitterP99SLA["pro"] != 5*time.Millisecond || len(s.Nodes) != 2 {
+	if s.Book.JitterP99["pro"] != 5*time.Millisecond || len(s.Nodes) != 2 {
 		t.Errorf("demo fleet: %+v", s)
 	}
 }
@@ -52,8 +55,8 @@ func TestLoadMIGBasic(t *testing.T) {
 	if got := a.Workload.SMAt(30 * time.Minute); got != 0.6 {
 		t.Errorf("SMAt(30m) = %v, want 0.6", got)
 	}
-	if s.ColdStartSLA["budget"] != 120*time.Second {
-		t.Errorf("budget SLA = %v", s.ColdStartSLA["budget"])
+	if s.Book.ColdStart["budget"] != 120*time.Second {
+		t.Errorf("budget SLA = %v", s.Book.ColdStart["budget"])
 	}
 	if acme := s.Tenants[0].Allocations[0].Target; acme.Instance != "gpu0/mig0" || acme.Kind != "mig" {
 		t.Errorf("acme target %+v", acme)
@@ -141,7 +144,7 @@ func TestParseErrors(t *testing.T) {
 		{"target index", "target: n/gpu0/mig1", "target: n/gpu0/mig2", "gpu0 has 2 MIG instance(s)"},
 		{"target node", "target: n/gpu0/mig1", "target: m/gpu0/mig1", `no node named "m"`},
 		{"tier", "tier: pro", "tier: gold", `tenants[0].tier: "gold" is not in tiers`},
-		{"cost unpriced model", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}\ncosts: {gpu_hour: {L40S: 1}}", `costs.gpu_hour.L40S: model "L40S" is not in prices`},
+		{"cost unpriced model", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}\ncosts: {gpu_hour: {L40S: 1}}", `costs.gpu_hour.L40S: model not in prices`},
 		{"cost negative", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}\ncosts: {gpu_hour: {A100-SXM4-40GB: -1}}", `costs.gpu_hour.A100-SXM4-40GB: "-1": expected the operator's cost`},
 		{"energy not a number", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}\ncosts: {energy_kwh: cheap}", `costs.energy_kwh: "cheap": expected a price per kWh`},
 		{"costs unknown field", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}", "prices: {A100-SXM4-40GB: 1.60, H100-SXM5-80GB: 2.40}\ncosts: {rent: 1}", "field rent not found"},
@@ -300,4 +303,25 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted an invalid scenario: %+v", s)
 		}
 	})
+}
+
+// A scenario's price book: what its sla names, and the default cold-start limit written in
+// for every other tier (pricebook.FromScenario's test, before the scenario carried the book).
+func TestScenarioBook(t *testing.T) {
+	s, err := Parse("book.yaml", []byte(strings.Replace(valid, "tiers: {pro: 1.0}", "tiers: {pro: 1.0, budget: 0.7}\nsla: {cold_start: {budget: 2m}}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.Book.Price("H100-SXM5-80GB"); err != nil || p != 2.40 {
+		t.Errorf("Price = %v, %v; want 2.40", p, err)
+	}
+	if s.Book.ColdStartSLA("budget") != 2*time.Minute || s.Book.ColdStartSLA("pro") != pricebook.DefaultColdStartSLA ||
+		s.Book.ColdStart["pro"] != pricebook.DefaultColdStartSLA {
+		t.Errorf("cold-start SLAs: got %v", s.Book.ColdStart)
+	}
+	_, err = Parse("bad.yaml", []byte(strings.Replace(valid, "currency: USD", "currency: usd", 1)))
+	var e *pricebook.Error
+	if !errors.As(err, &e) || e.Field != "currency" || e.Got != `"usd"` {
+		t.Errorf("a scenario's book refused: %v, want a *pricebook.Error for currency", err)
+	}
 }

@@ -4,6 +4,8 @@ package scenario
 
 import (
 	"time"
+
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // Scenario is a validated scenario file. Offsets are relative to Start.
@@ -22,30 +24,15 @@ type Scenario struct {
 	// instances as on real hardware: GPU-, MIG- and vGPU UUIDs, replicas GPU-<uuid>::<n> (the
 	// device ids of NVIDIA's Kubernetes device plugin), instead of gpuN/migM. The scenario's own
 	// targets still name instances by index; they only drive the workloads.
-	UUIDs    bool
-	Currency string
-	Prices   map[string]float64 // GPU model -> price of one whole GPU for one hour
-	Tiers    map[string]float64 // tier -> multiplier
-	// ColdStartSLA is the cold-start limit per tier; tiers without one get DefaultColdStartSLA.
-	ColdStartSLA map[string]time.Duration
-	// JitterP99SLA is the limit on a tenant's p99 scheduling jitter per tier; a tier without
-	// one has no jitter SLA.
-	JitterP99SLA map[string]time.Duration
-	// Costs is what the operator pays (YAML costs, optional): the fleet report's operator cost.
-	Costs   *Costs
+	UUIDs bool
+	// Book is the price book the scenario carries (its fields currency, prices, tiers, sla and
+	// costs, read by pricebook.ParseFields). Its ColdStart names every tier: a tier the sla
+	// section does not name has pricebook.DefaultColdStartSLA written in, as scenarios always
+	// have had (the canonical hash of a scenario's book depends on it).
+	Book    *pricebook.PriceBook
 	Nodes   []Node
 	Tenants []Tenant
 }
-
-// Costs is the operator's side of a price book: a cost per whole GPU-hour of capacity per GPU
-// model, and a price per kWh of the GPUs' energy.
-type Costs struct {
-	GPUHour   map[string]float64
-	EnergyKWh float64
-}
-
-// DefaultColdStartSLA applies to tiers that the scenario's sla section does not name.
-const DefaultColdStartSLA = 30 * time.Second
 
 // End is the end of the scenario's window.
 func (s *Scenario) End() time.Time { return s.Start.Add(s.Duration) }

@@ -3,7 +3,7 @@ package chtest
 import (
 	"time"
 
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
+	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 

@@ -1,6 +1,8 @@
-// Package pricebook holds what an hour of a GPU costs (README.md, "The price book"): a list price
-// per GPU model for one whole GPU and one hour, a multiplier per tier and the cold-start SLA
-// per tier, and the rules that turn an instance into a billed fraction of its GPU.
+// Package pricebook is the price book, the contract of what an hour of a GPU costs
+// (attribution/pricebook/README.md): its type, the one parser of its YAML (a price book file,
+// or the fields a scenario carries), its bounds, its canonical form, and the rules that read
+// it: a list price per GPU model for one whole GPU and one hour, a multiplier per tier, the
+// SLA per tier, contracts, effective-dated changes, and the billed fraction of an instance.
 package pricebook
 
 import (
@@ -10,12 +12,10 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/slicemeter/slicemeter/schemas/scenario"
 )
 
 // DefaultColdStartSLA applies to tiers that the price book's sla section does not name.
-const DefaultColdStartSLA = scenario.DefaultColdStartSLA
+const DefaultColdStartSLA = 30 * time.Second
 
 // ErrNoPrice and ErrUnknownTier are wrapped by the lookup errors, for errors.Is.
 var (
@@ -23,35 +23,42 @@ var (
 	ErrUnknownTier = errors.New("unknown tier")
 )
 
-// PriceBook is a validated price book. Build one with Load, Parse or FromScenario.
+// PriceBook is a validated price book. Build one with Load or Parse (a file), ParseFields (the
+// fields a scenario carries) or FromCanonical (a recorded one).
+//
+// The json tags are the canonical form (Canonical) that the attribution service records and
+// compares: a new field is in it by being here. The names and omitempty of the fields that
+// exist are fixed: changing them changes the hash of every recorded book (canonical_test.go).
 type PriceBook struct {
-	Currency string
+	Currency string `json:"currency"`
 	// Prices is the list price of one whole GPU for one hour, per GPU model.
-	Prices map[string]float64
+	Prices map[string]float64 `json:"prices"`
 	// Tiers is the multiplier applied to the list cost, per tier.
-	Tiers map[string]float64
+	Tiers map[string]float64 `json:"tiers"`
 	// ColdStart is the cold-start limit per tier; tiers not named get DefaultColdStartSLA.
-	ColdStart map[string]time.Duration
+	ColdStart map[string]time.Duration `json:"cold_start,omitempty"`
 	// JitterP99 is the p99 scheduling jitter limit per tier; tiers not named have none.
-	JitterP99 map[string]time.Duration
+	JitterP99 map[string]time.Duration `json:"jitter_p99,omitempty"`
 	// Contracts: tenant → GPU model → the tenant's price for one whole GPU and one hour, in
 	// place of list price × tier multiplier (list cost stays at list price).
-	Contracts map[string]map[string]float64
+	Contracts map[string]map[string]float64 `json:"contracts,omitempty"`
 	// Changes are effective-dated changes of prices and contracts (see CostsBetween).
-	Changes []Change
+	Changes []Change `json:"changes,omitempty"`
 	// Costs is what the operator pays (field costs, optional): `slicemeter fleet`'s operator
 	// cost and margin. Nil: not given (the fleet report leaves them empty).
-	Costs *Costs
+	Costs *Costs `json:"costs,omitempty"`
 	// Location is the time zone whose calendar months are the billing periods and the
-	// windows of `report --step month` (field timezone, an IANA name); nil: UTC.
-	Location *time.Location
+	// windows of `report --step month` (field timezone, an IANA name); nil: UTC. Canonical
+	// writes it by name (a *time.Location has no JSON of its own).
+	Location *time.Location `json:"timezone,omitempty"`
 }
 
 // Costs is a cost per whole GPU-hour of capacity, per GPU model (a model it does not name
-// costs 0), and a price per kWh of the GPUs' energy.
+// costs 0), and a price per kWh of the GPUs' energy. The JSON names are the Go names: that is
+// how the canonical form has always written them.
 type Costs struct {
-	GPUHour   map[string]float64
-	EnergyKWh float64
+	GPUHour   map[string]float64 `json:"GPUHour"`
+	EnergyKWh float64            `json:"EnergyKWh"`
 }
 
 // Zone is the price book's time zone (Location), UTC when it names none.
@@ -60,26 +67,6 @@ func (pb *PriceBook) Zone() *time.Location {
 		return time.UTC
 	}
 	return pb.Location
-}
-
-// FromScenario takes the price book a scenario carries (its currency, prices, tiers and sla keys).
-// The scenario loader has validated them already.
-func FromScenario(s *scenario.Scenario) *PriceBook {
-	return &PriceBook{
-		Currency:  s.Currency,
-		Prices:    maps.Clone(s.Prices),
-		Tiers:     maps.Clone(s.Tiers),
-		ColdStart: maps.Clone(s.ColdStartSLA),
-		JitterP99: maps.Clone(s.JitterP99SLA),
-		Costs:     scenarioCosts(s.Costs),
-	}
-}
-
-func scenarioCosts(c *scenario.Costs) *Costs {
-	if c == nil {
-		return nil
-	}
-	return &Costs{GPUHour: maps.Clone(c.GPUHour), EnergyKWh: c.EnergyKWh}
 }
 
 // Price is the list price of one whole GPU of the model for one hour.

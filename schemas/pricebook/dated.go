@@ -12,34 +12,34 @@ import (
 // Prices (list price, one whole GPU, one hour) and the tenants it names pay Contracts. What it
 // does not name keeps its earlier price.
 type Change struct {
-	Effective time.Time
-	Prices    map[string]float64
+	Effective time.Time          `json:"effective"`
+	Prices    map[string]float64 `json:"prices,omitempty"`
 	// Contracts: tenant → GPU model → contract price for one whole GPU and one hour.
+	Contracts map[string]map[string]float64 `json:"contracts,omitempty"`
+}
+
+// Period is the price book in force over [From, the next period's From); the first period
+// starts at the beginning of time.
+type Period struct {
+	From      time.Time // zero for the first
+	Prices    map[string]float64
 	Contracts map[string]map[string]float64
 }
 
-// period is the price book in force over [from, next period's from); the first period starts
-// at the beginning of time.
-type period struct {
-	from      time.Time // zero for the first
-	prices    map[string]float64
-	contracts map[string]map[string]float64
-}
-
-// periods applies the changes, in effective order, to the base prices and contracts.
-func (pb *PriceBook) periods() []period {
-	cur := period{prices: maps.Clone(pb.Prices), contracts: cloneContracts(pb.Contracts)}
-	out := []period{cur}
+// Periods applies the changes, in effective order, to the base prices and contracts.
+func (pb *PriceBook) Periods() []Period {
+	cur := Period{Prices: maps.Clone(pb.Prices), Contracts: cloneContracts(pb.Contracts)}
+	out := []Period{cur}
 	changes := slices.Clone(pb.Changes)
 	sort.SliceStable(changes, func(i, j int) bool { return changes[i].Effective.Before(changes[j].Effective) })
 	for _, c := range changes {
-		next := period{from: c.Effective, prices: maps.Clone(cur.prices), contracts: cloneContracts(cur.contracts)}
-		maps.Copy(next.prices, c.Prices)
+		next := Period{From: c.Effective, Prices: maps.Clone(cur.Prices), Contracts: cloneContracts(cur.Contracts)}
+		maps.Copy(next.Prices, c.Prices)
 		for tenant, prices := range c.Contracts {
-			if next.contracts[tenant] == nil {
-				next.contracts[tenant] = map[string]float64{}
+			if next.Contracts[tenant] == nil {
+				next.Contracts[tenant] = map[string]float64{}
 			}
-			maps.Copy(next.contracts[tenant], prices)
+			maps.Copy(next.Contracts[tenant], prices)
 		}
 		out = append(out, next)
 		cur = next
@@ -57,22 +57,22 @@ func cloneContracts(c map[string]map[string]float64) map[string]map[string]float
 
 // segment is the part of [from, to) that one period covers.
 type segment struct {
-	period
+	Period
 	d time.Duration
 }
 
 // split cuts [from, to) at the effective times of the changes, to the nanosecond.
 func (pb *PriceBook) split(from, to time.Time) []segment {
-	ps := pb.periods()
+	ps := pb.Periods()
 	var out []segment
 	for i, p := range ps {
 		start := from
-		if !p.from.IsZero() && p.from.After(start) {
-			start = p.from
+		if !p.From.IsZero() && p.From.After(start) {
+			start = p.From
 		}
 		end := to
-		if i+1 < len(ps) && ps[i+1].from.Before(end) {
-			end = ps[i+1].from
+		if i+1 < len(ps) && ps[i+1].From.Before(end) {
+			end = ps[i+1].From
 		}
 		if end.After(start) {
 			out = append(out, segment{p, end.Sub(start)})
@@ -104,9 +104,9 @@ func (pb *PriceBook) CostsBetween(tenant, tier, model string, fraction float64, 
 		}
 	}
 	for _, s := range pb.split(from, to) {
-		l := ListCost(s.prices[model], fraction, s.d)
+		l := ListCost(s.Prices[model], fraction, s.d)
 		list += l
-		if contract, ok := s.contracts[tenant][model]; ok && tenant != "" {
+		if contract, ok := s.Contracts[tenant][model]; ok && tenant != "" {
 			cost += ListCost(contract, fraction, s.d)
 		} else {
 			cost += l * multiplier

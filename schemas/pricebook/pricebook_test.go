@@ -8,12 +8,14 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/slicemeter/slicemeter/schemas/scenario"
 )
 
+// publicBook is the public scenarios' price book (README.md), kept beside the command that the
+// commands' tests run.
+const publicBook = "../../attribution/pricebook/testdata/prices.yaml"
+
 func TestLoad(t *testing.T) {
-	book, err := Load(filepath.Join("testdata", "prices.yaml"))
+	book, err := Load(publicBook)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,23 +155,6 @@ func TestParseAcceptsIntegersAndAliases(t *testing.T) {
 	}
 	if book.Prices["L40S"] != 1 || book.Tiers["free"] != 1 || book.Currency != "EUR" {
 		t.Errorf("got %+v", book)
-	}
-}
-
-func TestFromScenario(t *testing.T) {
-	s := &scenario.Scenario{
-		Currency:     "USD",
-		Prices:       map[string]float64{"H100-SXM5-80GB": 2.40},
-		Tiers:        map[string]float64{"pro": 1, "budget": 0.7},
-		ColdStartSLA: map[string]time.Duration{"budget": 2 * time.Minute},
-	}
-	book := FromScenario(s)
-	s.Prices["H100-SXM5-80GB"] = 99 // the book is a copy
-	if p, err := book.Price("H100-SXM5-80GB"); err != nil || p != 2.40 {
-		t.Errorf("Price = %v, %v; want 2.40", p, err)
-	}
-	if book.ColdStartSLA("budget") != 2*time.Minute || book.ColdStartSLA("pro") != DefaultColdStartSLA {
-		t.Errorf("cold-start SLAs: got %v", book.ColdStart)
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/slicemeter/slicemeter/schemas/scenario"
 	"github.com/slicemeter/slicemeter/schemas/validate"
 
 	// The IANA zones inside the binary: a price book's timezone must not depend on the
@@ -24,8 +23,9 @@ import (
 	_ "time/tzdata"
 )
 
-// Error is one thing wrong in a price book file: where, which field, what was written there
-// and what was expected. Callers treat it as a usage error (exit status 2).
+// Error is one thing wrong in a price book, in its own file or in the fields a scenario
+// carries: where, which field, what was written there and what was expected. Callers treat it
+// as a usage error (exit status 2).
 type Error struct {
 	File     string
 	Line     int    // 0 when there is no line to point at (a missing field)
@@ -67,26 +67,6 @@ func Load(path string) (*PriceBook, error) {
 	return Parse(path, data)
 }
 
-// LoadFileOrScenario is the price book of a file (Load) or the one a scenario file carries
-// (FromScenario): exactly one of the two is given, as the commands' --pricebook and
-// --scenario flags are.
-func LoadFileOrScenario(file, scenarioFile string) (*PriceBook, error) {
-	switch {
-	case file != "" && scenarioFile != "":
-		return nil, errors.New("give --pricebook or --scenario, not both")
-	case file != "":
-		return Load(file)
-	case scenarioFile != "":
-		sc, err := scenario.Load(scenarioFile)
-		if err != nil {
-			return nil, err
-		}
-		return FromScenario(sc), nil
-	default:
-		return nil, errors.New("a price book is required: --pricebook FILE or --scenario FILE")
-	}
-}
-
 // timezone is the IANA zone a timezone field names. "Local" and "" are refused: the billing
 // month must not depend on the host.
 func (p *parser) timezone(val *yaml.Node) *time.Location {
@@ -118,8 +98,24 @@ func Parse(file string, data []byte) (*PriceBook, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, &Error{File: file, Line: extra.Line, Got: "a second YAML document", Expected: "one document"}
 	}
-	p := parser{file: file}
+	p := parser{file: file, fields: fileFields, expected: expectedBook}
 	book := p.book(doc.Content[0])
+	if len(p.errs) > 0 {
+		return nil, errors.Join(p.errs...)
+	}
+	return book, nil
+}
+
+// ScenarioFields are the fields of a price book that a scenario carries beside its own
+// (schemas/README.md, "Scenario files"); the scenario's version is the scenario's.
+var ScenarioFields = []string{"currency", "prices", "tiers", "sla", "costs"}
+
+// ParseFields reads the price book that the mapping doc carries among other fields (a
+// scenario's): the fields of ScenarioFields, read and bounded as in a price book file; the
+// other keys of doc are the caller's to check. The errors are *Error, as Parse's.
+func ParseFields(file string, doc *yaml.Node) (*PriceBook, error) {
+	p := parser{file: file, fields: ScenarioFields, expected: "a mapping with currency, prices, tiers and optionally sla, costs"}
+	book := p.book(doc)
 	if len(p.errs) > 0 {
 		return nil, errors.Join(p.errs...)
 	}
@@ -128,11 +124,24 @@ func Parse(file string, data []byte) (*PriceBook, error) {
 
 const expectedBook = "a mapping with version: 1, currency, prices, tiers and optionally sla, contracts, timezone, changes, costs"
 
+// fileFields are the fields of a price book file.
+var fileFields = []string{"version", "currency", "prices", "tiers", "sla", "contracts", "timezone", "changes", "costs"}
+
+// Bounds of the amounts, far above any real price, so that a typo (a price in cents, an
+// exponent) is refused with the field named rather than billed: README.md, "Fields".
+const (
+	MaxPrice      = 1e12 // a list or contract price, or an operator's cost, of one GPU-hour
+	MaxMultiplier = 1e6  // a tier's multiplier
+	MaxEnergyKWh  = 1e6  // the operator's price of a kWh
+)
+
 var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
 
 type parser struct {
-	file string
-	errs []error
+	file     string
+	fields   []string // the fields read (fileFields or ScenarioFields)
+	expected string   // what the whole is expected to be, for its errors
+	errs     []error
 }
 
 func (p *parser) fail(n *yaml.Node, field, got, expected string) {
@@ -148,7 +157,11 @@ func (p *parser) book(root *yaml.Node) *PriceBook {
 	var coldStart, jitter []namedNode // checked against the tiers once both are read
 	var costsNode *yaml.Node          // checked against the prices once both are read
 	seen := map[string]bool{}
-	for key, val := range p.mapping(root, "", expectedBook) {
+	embedded := !slices.Contains(p.fields, "version")
+	for key, val := range p.mapping(root, "", p.expected) {
+		if embedded && !slices.Contains(p.fields, key.Value) {
+			continue // the scenario's own field
+		}
 		seen[key.Value] = true
 		switch key.Value {
 		case "version":
@@ -157,13 +170,13 @@ func (p *parser) book(root *yaml.Node) *PriceBook {
 			}
 		case "currency":
 			if val.Kind != yaml.ScalarNode || !currencyCode.MatchString(val.Value) {
-				p.fail(val, "currency", quote(val), "a 3-letter ISO 4217 code such as USD")
+				p.fail(val, "currency", quote(val), "an ISO 4217 code such as USD (three capital letters)")
 			}
 			book.Currency = val.Value
 		case "prices":
-			book.Prices = p.positives(val, "prices", "GPU model", "a list price > 0 for one whole GPU and one hour")
+			book.Prices = p.positives(val, "prices", "GPU model", MaxPrice, "a list price > 0 for one whole GPU and one hour")
 		case "tiers":
-			book.Tiers = p.positives(val, "tiers", "tier", "a multiplier > 0")
+			book.Tiers = p.positives(val, "tiers", "tier", MaxMultiplier, "a multiplier > 0")
 		case "sla":
 			coldStart, jitter = p.sla(val)
 		case "contracts":
@@ -175,12 +188,12 @@ func (p *parser) book(root *yaml.Node) *PriceBook {
 		case "costs":
 			book.Costs, costsNode = p.costs(val), val
 		default:
-			p.fail(key, key.Value, "unknown field", "one of version, currency, prices, tiers, sla, contracts, timezone, changes, costs")
+			p.fail(key, key.Value, "unknown field", "one of "+strings.Join(p.fields, ", "))
 		}
 	}
 	for _, field := range []string{"version", "currency", "prices", "tiers"} {
-		if !seen[field] && root.Kind == yaml.MappingNode {
-			p.fail(nil, field, "missing", expectedBook)
+		if !seen[field] && resolve(root).Kind == yaml.MappingNode && slices.Contains(p.fields, field) {
+			p.fail(nil, field, "missing", p.expected)
 		}
 	}
 	p.checkPriced(book)
@@ -233,18 +246,13 @@ func (p *parser) sla(n *yaml.Node) (coldStart, jitter []namedNode) {
 	return coldStart, jitter
 }
 
-// positives reads a mapping of names to numbers > 0 (prices, tiers).
-func (p *parser) positives(n *yaml.Node, field, keyName, expected string) map[string]float64 {
+// positives reads a mapping of names to numbers > 0 and ≤ most (prices, tiers).
+func (p *parser) positives(n *yaml.Node, field, keyName string, most float64, expected string) map[string]float64 {
 	out := map[string]float64{}
 	for key, val := range p.mapping(n, field, "a mapping of "+keyName+" to number") {
-		f := field + "." + key.Value
-		var v float64
-		if val.Kind != yaml.ScalarNode || (val.Tag != "!!int" && val.Tag != "!!float") || val.Decode(&v) != nil ||
-			math.IsInf(v, 0) || math.IsNaN(v) || v <= 0 {
-			p.fail(val, f, quote(val), expected)
-			continue
+		if v, ok := p.number(val, field+"."+key.Value, 0, false, most, expected); ok {
+			out[key.Value] = v
 		}
-		out[key.Value] = v
 	}
 	if len(out) == 0 && n.Kind == yaml.MappingNode && len(n.Content) == 0 {
 		p.fail(n, field, "empty", "at least one "+keyName)
@@ -311,7 +319,7 @@ func quote(n *yaml.Node) string {
 func (p *parser) contracts(n *yaml.Node, field string) map[string]map[string]float64 {
 	out := map[string]map[string]float64{}
 	for tenant, prices := range p.mapping(n, field, "a mapping of tenant to {GPU model: price}") {
-		out[tenant.Value] = p.positives(prices, field+"."+tenant.Value, "GPU model", "a contract price > 0 for one whole GPU and one hour")
+		out[tenant.Value] = p.positives(prices, field+"."+tenant.Value, "GPU model", MaxPrice, "a contract price > 0 for one whole GPU and one hour")
 	}
 	return out
 }
@@ -351,7 +359,7 @@ func (p *parser) changes(n *yaml.Node) []Change {
 				}
 				seen[c.Effective] = i
 			case "prices":
-				c.Prices = p.positives(val, field+".prices", "GPU model", "a list price > 0 for one whole GPU and one hour")
+				c.Prices = p.positives(val, field+".prices", "GPU model", MaxPrice, "a list price > 0 for one whole GPU and one hour")
 			case "contracts":
 				c.Contracts = p.contracts(val, field+".contracts")
 			default:
@@ -414,7 +422,7 @@ func (p *parser) checkCosted(book *PriceBook, n *yaml.Node) {
 	}
 }
 
-const expectedCosts = "a mapping with gpu_hour ({GPU model: cost ≥ 0 of one whole GPU for one hour}) and/or energy_kwh (a price ≥ 0 per kWh)"
+const expectedCosts = "a mapping with gpu_hour ({GPU model: the operator's cost ≥ 0 of one whole GPU for one hour}) and/or energy_kwh (a price per kWh ≥ 0)"
 
 // costs reads the operator's costs: per model a GPU-hour cost (0 allowed: a GPU paid off) and
 // a price per kWh.
@@ -424,12 +432,12 @@ func (p *parser) costs(n *yaml.Node) *Costs {
 		switch key.Value {
 		case "gpu_hour":
 			for model, v := range p.mapping(val, "costs.gpu_hour", "a mapping of GPU model to cost") {
-				if f, ok := p.nonNegative(v, "costs.gpu_hour."+model.Value, "a cost ≥ 0 of one whole GPU for one hour"); ok {
+				if f, ok := p.number(v, "costs.gpu_hour."+model.Value, 0, true, MaxPrice, "the operator's cost ≥ 0 of one whole GPU for one hour"); ok {
 					out.GPUHour[model.Value] = f
 				}
 			}
 		case "energy_kwh":
-			if f, ok := p.nonNegative(val, "costs.energy_kwh", "a price ≥ 0 per kWh"); ok {
+			if f, ok := p.number(val, "costs.energy_kwh", 0, true, MaxEnergyKWh, "a price per kWh ≥ 0"); ok {
 				out.EnergyKWh = f
 			}
 		default:
@@ -439,13 +447,24 @@ func (p *parser) costs(n *yaml.Node) *Costs {
 	return out
 }
 
-// nonNegative reads a finite number ≥ 0.
-func (p *parser) nonNegative(val *yaml.Node, field, expected string) (float64, bool) {
+// number reads a finite number above least (or equal to it, where orEqual) and at most most.
+// A bound broken is named after what was expected; NaN and infinities, which YAML can write
+// (.nan, .inf), are called what they are.
+func (p *parser) number(val *yaml.Node, field string, least float64, orEqual bool, most float64, expected string) (float64, bool) {
 	var v float64
-	if val.Kind != yaml.ScalarNode || (val.Tag != "!!int" && val.Tag != "!!float") || val.Decode(&v) != nil ||
-		math.IsInf(v, 0) || math.IsNaN(v) || v < 0 {
-		p.fail(val, field, quote(val), expected)
-		return 0, false
+	switch {
+	case val.Kind != yaml.ScalarNode || (val.Tag != "!!int" && val.Tag != "!!float") || val.Decode(&v) != nil:
+		if f, err := strconv.ParseFloat(val.Value, 64); val.Kind == yaml.ScalarNode && err == nil && (math.IsNaN(f) || math.IsInf(f, 0)) {
+			expected = "a finite number, " + expected
+		}
+	case math.IsInf(v, 0) || math.IsNaN(v):
+		expected = "a finite number, " + expected
+	case v < least || (v == least && !orEqual):
+	case v > most:
+		expected = fmt.Sprintf("%s, at most %g", expected, most)
+	default:
+		return v, true
 	}
-	return v, true
+	p.fail(val, field, quote(val), expected)
+	return 0, false
 }

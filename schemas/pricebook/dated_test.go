@@ -62,7 +62,7 @@ func TestCostsBetween(t *testing.T) {
 
 // A book without contracts or changes prices exactly as ListCost × multiplier.
 func TestCostsBetweenUndated(t *testing.T) {
-	book, err := Load("testdata/prices.yaml")
+	book, err := Load(publicBook)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestParseDatedErrors(t *testing.T) {
 }
 
 func TestCheckModels(t *testing.T) {
-	book, err := Load("testdata/prices.yaml")
+	book, err := Load(publicBook)
 	if err != nil {
 		t.Fatal(err)
 	}
