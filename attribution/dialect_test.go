@@ -77,9 +77,6 @@ func TestCurrentClickHouseDialect(t *testing.T) {
 		runner = service.NewRunner(conn, book, service.Passes{Lookback: time.Minute, MaxMinutes: 2}, nil, slog.New(slog.DiscardHandler))
 		runner.SetClock(func() time.Time { return t0.Add(2 * time.Minute) })
 	}
-	if _, err := store.Totals(ctx, conn, t0, t0.Add(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := store.FromMinutes(ctx, conn, t0, t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}

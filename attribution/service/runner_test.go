@@ -92,7 +92,7 @@ func TestContinuousMinutesSumToReports(t *testing.T) {
 }
 
 // checkSums compares the stored minutes of [from, to) with Compute's report of the window.
-func checkSums(t *testing.T, c driver.Conn, book *pricebook.PriceBook, from, to time.Time) map[string]store.Total {
+func checkSums(t *testing.T, c driver.Conn, book *pricebook.PriceBook, from, to time.Time) map[string]total {
 	t.Helper()
 	ctx := context.Background()
 	rep, err := reportOf(ctx, c, from, to, book, store.RawSamples)
@@ -102,11 +102,11 @@ func checkSums(t *testing.T, c driver.Conn, book *pricebook.PriceBook, from, to 
 	if errs := billing.CheckInvariants(rep); len(errs) > 0 {
 		t.Errorf("invariants: %v", errs)
 	}
-	totals, err := store.Totals(ctx, c, from, to)
+	totals, err := storedTotals(ctx, c, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byTenant := map[string]store.Total{}
+	byTenant := map[string]total{}
 	for _, x := range totals {
 		byTenant[x.Tenant] = x
 	}
@@ -192,7 +192,7 @@ func TestContinuousScenarios(t *testing.T) {
 				if p, err := runner.Once(ctx); err != nil || p.Fresh+p.Recomputed != 60 || !p.From.Equal(sc.Start) {
 					t.Fatalf("pass with presence %s from %s: %+v, %v; want the scenario's 60 minutes", presence, source, p, err)
 				}
-				totals, err := store.Totals(ctx, conn, sc.Start, sc.End())
+				totals, err := storedTotals(ctx, conn, sc.Start, sc.End())
 				if err != nil {
 					t.Fatal(err)
 				}
