@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -38,24 +39,14 @@ var latestHourRows = `
 // hoursQuery is minutesQuery over the roll-ups of a range of whole hours: the same columns,
 // summed per allocation.
 var hoursQuery = `
-SELECT tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max(sliced),
-    sum(billed_ns), sum(metered_ns), sum(active_ns), sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
-    sum(efficiency_ns), max(cold_start_ns), any(cold_start_sla_ns), any(currency),
-    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), sum(minutes),
-    sum(overhead_ns), any(model), any(profile), max(fraction), any(node), any(instance_id),
-    sum(mem_used_ns), sum(mem_ns), sum(energy_j)
+SELECT tenant, allocation_id, ` + tables.MinuteSums("sum(minutes)") + `
 FROM (` + latestHourRows + `
 )
 GROUP BY tenant, allocation_id`
 
 // hourlyHoursQuery is hourlyQuery over the roll-ups: per hour and allocation, in hour order.
 var hourlyHoursQuery = `
-SELECT hour, tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max(sliced),
-    sum(billed_ns), sum(metered_ns), sum(active_ns), sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
-    sum(efficiency_ns), max(cold_start_ns), any(cold_start_sla_ns), any(currency),
-    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), sum(minutes),
-    sum(overhead_ns), any(model), any(profile), max(fraction), any(node), any(instance_id),
-    sum(mem_used_ns), sum(mem_ns), sum(energy_j)
+SELECT hour, tenant, allocation_id, ` + tables.MinuteSums("sum(minutes)") + `
 FROM (` + latestHourRows + `
 )
 GROUP BY hour, tenant, allocation_id
@@ -187,12 +178,7 @@ func (s span) args() []any {
 // rollupHoursQuery sums the latest pass of each minute of an hour per allocation and target
 // (arguments: the roll-up's source_ns and source_minutes, then from, to, from, to).
 var rollupHoursQuery = tables.Insert(tables.AttributionHours, tables.AttributionHourColumns) + `
-SELECT ` + hourOf("minute") + ` AS hour, tenant, allocation_id, any(tier), node, instance_id, any(requested_ns), any(started_ns),
-    max(sliced), sum(billed_ns), sum(metered_ns), sum(active_ns), sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
-    sum(efficiency_ns), sum(overhead_ns), max(cold_start_ns), any(cold_start_sla_ns),
-    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), any(currency),
-    any(model), any(profile), max(fraction), count(), toUInt64(?), toUInt64(?),
-    sum(mem_used_ns), sum(mem_ns), sum(energy_j)
+SELECT ` + rollupHourSums() + `
 FROM (
     SELECT ` + tables.List(tables.AttributionMinuteColumns) + `
     FROM ` + tables.AttributionMinutes + `
@@ -200,6 +186,29 @@ FROM (
     LIMIT 1 BY minute, tenant, allocation_id
 )
 GROUP BY hour, tenant, allocation_id, node, instance_id`
+
+// rollupHourSums is the select list of rollupHoursQuery, in the order of the columns of
+// attribution_hours: its keys, the count of minutes and what they were stored by, and every
+// other column summed as the readers sum it (tables.MinuteSum; tables' test checks that it
+// sums every one).
+func rollupHourSums() string {
+	var out []string
+	for _, c := range tables.AttributionHourColumns {
+		switch sum, ok := tables.MinuteSum(c); {
+		case c == "hour":
+			out = append(out, hourOf("minute")+" AS hour")
+		case c == "minutes":
+			out = append(out, "count()")
+		case c == "source_ns", c == "source_minutes":
+			out = append(out, "toUInt64(?)")
+		case c == "tenant", c == "allocation_id", c == "node", c == "instance_id", !ok:
+			out = append(out, c) // grouped by
+		default:
+			out = append(out, sum)
+		}
+	}
+	return strings.Join(out, ", ")
+}
 
 // rollupHostsQuery is, per node, the most tenants billed on it in one minute of the hour, as
 // tenantsPerHostQuery counts them (arguments: source_ns, then from, to, from, to).

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -29,27 +30,26 @@ import (
 // chunks of a window add up to the window's (FromMinutes reads a long window by chunks). node
 // is grouped by, not aliased: an alias named node would replace the column in LatestPass.
 var minutesQuery = `
-SELECT tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max(sliced),
-    sum(billed_ns), ` + tables.Metered + `, ` + tables.Active + `, sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
-    sum(efficiency_ns), max(cold_start_ns), any(cold_start_sla_ns), any(currency),
-    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), uniqExact(minute),
-    sum(overhead_ns), any(model), any(profile), max(fraction), any(node), any(instance_id),
-    sum(mem_used_ns), sum(mem_ns), sum(energy_j)
+SELECT tenant, allocation_id, ` + tables.MinuteSums("uniqExact(minute)") + `
 FROM (
-    SELECT minute, tenant, allocation_id, any(tier) AS tier, any(requested_ns) AS requested_ns, any(started_ns) AS started_ns,
-        any(sliced) AS sliced, any(billed_ns) AS billed_ns, any(metered_ns) AS metered_ns, any(active_ns) AS active_ns,
-        any(list_cost) AS list_cost,
-        any(cost) AS cost, any(waste_cost) AS waste_cost, any(overhead_cost) AS overhead_cost, any(efficiency_ns) AS efficiency_ns,
-        any(cold_start_ns) AS cold_start_ns, any(cold_start_sla_ns) AS cold_start_sla_ns, any(currency) AS currency,
-        any(wait_ns) AS wait_ns, any(wait_count) AS wait_count, any(overhead_ns) AS overhead_ns,
-        any(model) AS model, any(profile) AS profile, any(fraction) AS fraction,
-        node, any(instance_id) AS instance_id,
-        any(mem_used_ns) AS mem_used_ns, any(mem_ns) AS mem_ns, any(energy_j) AS energy_j
+    SELECT minute, tenant, allocation_id, node, ` + anyOfEach(tables.MinuteSumColumns(), "node") + `
     FROM ` + tables.AttributionMinutes + `
     WHERE ` + tables.LatestPass(tables.MinuteWindow) + `
     GROUP BY minute, tenant, allocation_id, node
 )
 GROUP BY tenant, allocation_id`
+
+// anyOfEach is "any(c) AS c" of each of columns but except, for a query whose groups hold
+// copies of one row.
+func anyOfEach(columns []string, except string) string {
+	var out []string
+	for _, c := range columns {
+		if c != except {
+			out = append(out, "any("+c+") AS "+c)
+		}
+	}
+	return strings.Join(out, ", ")
+}
 
 // ErrNotAttributed is what a report from stored minutes wraps when some of its minutes are
 // not stored yet: it can be asked again later (the API answers 409).
