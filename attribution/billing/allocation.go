@@ -130,7 +130,7 @@ type Usage struct {
 	MemUsedNS, MemNS float64
 	// EnergyJ is the allocation's share of its GPU's energy (J): per UTC minute, the GPU's
 	// mean power × the time the instance's samples cover in it × the billed fraction × the
-	// share of the minute billed, as attribution/fleet's TenantEnergy splits it.
+	// share of the minute billed (store's memenergy.go).
 	EnergyJ float64
 }
 

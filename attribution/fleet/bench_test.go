@@ -57,7 +57,6 @@ func BenchmarkFleetMonth(b *testing.B) {
 		{"instances", func() error { _, err := store.FleetInstances(ctx, conn, start, end); return err }},
 		{"held", func() error { _, err := store.HeldInstances(ctx, conn, start, end); return err }},
 		{"tenants-per-host", func() error { _, err := store.TenantsPerHost(ctx, conn, start, end); return err }},
-		{"tenant-energy", func() error { _, err := fleet.TenantEnergy(ctx, conn, start, end); return err }},
 	}
 	// Each read alone, one after the other: which one the month's time is.
 	readEach := func(b *testing.B) {
@@ -88,13 +87,7 @@ func BenchmarkFleetMonth(b *testing.B) {
 	// Before the fleet's roll-up, samples_1m is read minute by minute (what a month of
 	// changed hours would cost); SLICEMETER_BENCH_MINUTES=0 skips it.
 	if os.Getenv("SLICEMETER_BENCH_MINUTES") != "0" {
-		b.Run("minutes/reads", func(b *testing.B) {
-			// Without the energy split: its per-minute join of a month takes minutes.
-			saved := reads
-			reads = reads[:len(reads)-1]
-			defer func() { reads = saved }()
-			readEach(b)
-		})
+		b.Run("minutes/reads", readEach)
 		b.Run("minutes/model", compute(fleet.ByModel))
 	}
 	// The service rolls up the fleet's reads of samples_1m beside the stored hours

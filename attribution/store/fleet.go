@@ -149,7 +149,7 @@ func FleetInstances(ctx context.Context, conn Querier, from, to time.Time) ([]Fl
 		return scan(&x.Node, &x.Instance, &x.GPU.UUID, &x.Facts.Model, &x.Facts.Kind, &x.Facts.Profile, &x.Facts.ComputeSlices,
 			&x.Facts.SMCount, &x.Facts.GPUSMCount, &x.Facts.MemTotalBytes, &x.Facts.GPUMemTotalBytes, &x.Facts.ShareReplicas, last)
 	}
-	parts, err := fleetSpans(ctx, conn, from, to, false)
+	parts, err := fleetSpans(ctx, conn, from, to)
 	for _, sp := range parts {
 		if err != nil {
 			break
@@ -208,7 +208,6 @@ type Held struct {
 	Tenant                       string
 	Billed                       time.Duration
 	ListCost, Cost, OverheadCost decimal.Decimal
-	Energy                       float64 // J; filled by TenantEnergy only
 }
 
 // heldQuery sums the latest pass of each minute of [from, to) per instance and tenant (its
@@ -360,69 +359,5 @@ func (h *StoredHours) TenantsPerHost(ctx context.Context, conn Querier) (map[str
 	if err != nil {
 		return nil, fmt.Errorf("count the tenants per host in the stored minutes of [%s, %s): %w", h.from.Format(time.RFC3339), h.to.Format(time.RFC3339), err)
 	}
-	return out, nil
-}
-
-// tenantEnergySource is, per minute of [from, to), instance and tenant, the instance's GPU
-// power × covered time (j, J) and the ns of the minute the tenant is billed there (b; its
-// arguments: from, to for the rollup, then from, to, from, to for the minutes).
-var tenantEnergySource = `(
-    SELECT time AS minute, node, instance_id, if(samples > 0, power_watts_sum / samples, 0.) * covered_ns / 1e9 AS j
-    FROM ` + tables.Final(tables.Samples1m) + `
-    PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
-) AS s ALL INNER JOIN (
-    SELECT minute, node, instance_id, tenant, sum(b1) AS b
-    FROM (
-        SELECT minute, tenant, allocation_id, node, any(instance_id) AS instance_id, any(billed_ns) AS b1
-        FROM ` + tables.AttributionMinutes + `
-        WHERE ` + tables.LatestPass(tables.MinuteWindow) + ` AND tenant != '` + report.Unallocated + `'
-        GROUP BY minute, tenant, allocation_id, node
-    ) AS r
-    GROUP BY minute, node, instance_id, tenant
-) AS m USING (minute, node, instance_id)`
-
-// tenantEnergyQuery is, per instance and tenant, Σ over the minutes of [from, to) of the
-// instance's GPU power × covered time (J) × the share of the minute the tenant is billed
-// (tenantEnergySource's arguments). The caller multiplies by the instance's billed fraction.
-var tenantEnergyQuery = `
-SELECT node, instance_id, tenant, sum(j * b / 60e9)
-FROM ` + tenantEnergySource + `
-GROUP BY node, instance_id, tenant`
-
-// TenantEnergy is, per instance and tenant, the energy (J) of the instance's GPU in the
-// minutes the tenant is billed there, before the instance's billed fraction is applied: per
-// minute the GPU's power × the time covered × the share of the minute billed. Whole hours
-// fresh for it come from their roll-ups (fleet_hour_tenants), the other minutes from
-// samples_1m and the stored minutes. Sorted by node, instance and tenant.
-func TenantEnergy(ctx context.Context, conn Querier, from, to time.Time) ([]Held, error) {
-	type key struct{ node, instance, tenant string }
-	by := map[key]float64{}
-	parts, err := fleetSpans(ctx, conn, from, to, true)
-	for _, sp := range parts {
-		if err != nil {
-			break
-		}
-		query, args := tenantEnergyQuery, []any{sp.from.Unix(), sp.to.Unix(), sp.from.Unix(), sp.to.Unix(), sp.from.Unix(), sp.to.Unix()}
-		if sp.hours {
-			query, args = tenantEnergyHoursQuery, sp.args()
-		}
-		err = queryEach(ctx, conn, query, args, func(scan func(...any) error) error {
-			var (
-				k key
-				j float64
-			)
-			err := scan(&k.node, &k.instance, &k.tenant, &j)
-			by[k] += j
-			return err
-		})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("split the GPUs' energy of [%s, %s) over the tenants: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
-	}
-	out := make([]Held, 0, len(by))
-	for k, j := range by {
-		out = append(out, Held{Target: billing.Target{Node: k.node, Instance: k.instance}, Tenant: k.tenant, Energy: j})
-	}
-	sortHeld(out)
 	return out, nil
 }

@@ -13,20 +13,20 @@ import (
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
-// The hourly roll-up of what the fleet reads of samples_1m (fleet_hours, fleet_hour_gpus,
-// fleet_hour_tenants): the attribution service rolls up every whole hour a pass completes, and
-// recent hours whose samples_1m parts changed since (RollupFleetHours); FleetInstances,
-// FleetPresence and TenantEnergy read each whole hour whose latest roll-up still matches its
+// The hourly roll-up of what the fleet reads of samples_1m (fleet_hours, fleet_hour_gpus):
+// the attribution service rolls up every whole hour a pass completes, and
+// recent hours whose samples_1m parts changed since (RollupFleetHours); FleetInstances
+// and FleetPresence read each whole hour whose latest roll-up still matches its
 // sources (freshFleetHours) from it,
 // and every other minute from samples_1m as before. A roll-up holds the sums the readers
 // would take of the minutes, so the figures are the same whichever is read (to the rounding
 // of Float64 sums taken in another order).
 //
 // Fresh means: the parts of samples_1m with rows of the hour say the same as when it was rolled
-// up (sampleSources: their highest block number, the first and last row time within the hour),
-// and, for the energy split, its stored minutes have the same latest pass and number
-// (hourSources). What FINAL reads of an hour changes only when rows of it are inserted (a late
-// sample's recomputed row), mutated or dropped, each of which changes those; they are the
+// up (sampleSources: their highest block number, the first and last row time within the hour).
+// (The roll-up also records its stored minutes' latest pass and number, hourSources, which
+// the tenants' energy split compared until it was dropped, migration 0059.) What FINAL reads
+// of an hour changes only when rows of it are inserted (a late sample's recomputed row), mutated or dropped, each of which changes those; they are the
 // parts' metadata (system.parts), so checking a month costs nothing next to reading it, where
 // a count and hash of a month's rows of 1000 instances took 7 to 16 s under load.
 
@@ -129,22 +129,19 @@ func fleetRolled(ctx context.Context, conn Querier, from, to time.Time) (map[int
 }
 
 // freshFleetHours is the set (Unix seconds) of the whole hours of [from, to) whose latest
-// fleet roll-up was made from the samples_1m rows stored now and, if minutes, from the stored
-// minutes stored now.
-func freshFleetHours(ctx context.Context, conn Querier, from, to time.Time, minutes bool) (map[int64]bool, error) {
+// fleet roll-up was made from the samples_1m rows stored now.
+func freshFleetHours(ctx context.Context, conn Querier, from, to time.Time) (map[int64]bool, error) {
 	_, rolled, err := fleetRolled(ctx, conn, from, to)
 	if err != nil || len(rolled) == 0 {
 		return nil, err
 	}
-	now, err := fleetSources(ctx, conn, from, to, minutes)
+	now, err := fleetSources(ctx, conn, from, to, false)
 	if err != nil {
 		return nil, err
 	}
 	fresh := map[int64]bool{}
 	for h, r := range rolled {
-		if !minutes {
-			r.minutes = hourSource{}
-		}
+		r.minutes = hourSource{} // recorded by the roll-up, read by none since the energy split went
 		if s, ok := now[h]; ok && s == r {
 			fresh[h] = true
 		}
@@ -152,10 +149,9 @@ func freshFleetHours(ctx context.Context, conn Querier, from, to time.Time, minu
 	return fresh, nil
 }
 
-// fleetSpans cuts [from, to) (whole minutes) into runs of whole hours fresh for the fleet (and,
-// if minutes, for the energy split) and of minutes, in time order, as spans does for the
-// stored minutes.
-func fleetSpans(ctx context.Context, conn Querier, from, to time.Time, minutes bool) ([]span, error) {
+// fleetSpans cuts [from, to) (whole minutes) into runs of whole hours fresh for the fleet and
+// of minutes, in time order, as spans does for the stored minutes.
+func fleetSpans(ctx context.Context, conn Querier, from, to time.Time) ([]span, error) {
 	first, last := from.Truncate(time.Hour), to.Truncate(time.Hour)
 	if first.Before(from) {
 		first = first.Add(time.Hour)
@@ -163,7 +159,7 @@ func fleetSpans(ctx context.Context, conn Querier, from, to time.Time, minutes b
 	if !first.Before(last) {
 		return []span{{from: from, to: to}}, nil
 	}
-	fresh, err := freshFleetHours(ctx, conn, first, last, minutes)
+	fresh, err := freshFleetHours(ctx, conn, first, last)
 	if err != nil {
 		return nil, fmt.Errorf("read which hours of [%s, %s) of %s are rolled up: %w", first.Format(time.RFC3339), last.Format(time.RFC3339), tables.Samples1m, err)
 	}
@@ -185,17 +181,6 @@ func fleetSpans(ctx context.Context, conn Querier, from, to time.Time, minutes b
 		joined = append(joined, s)
 	}
 	return joined, nil
-}
-
-// latestFleetRows is table's rows of the latest fleet roll-up of each hour of [from, to)
-// (arguments from, to, from, to), one per key (a roll-up written twice counted once).
-func latestFleetRows(table string, columns []string, key string) string {
-	return `
-    SELECT ` + tables.List(columns) + `
-    FROM ` + table + `
-    WHERE ` + hourWindow + ` AND (hour, rolled_ns) IN (
-        SELECT hour, max(rolled_ns) FROM ` + tables.FleetHours + ` WHERE ` + hourWindow + ` GROUP BY hour)
-    LIMIT 1 BY ` + key
 }
 
 // latestFleetHours is the condition on a fleet roll-up table of the rows of the latest roll-up
@@ -221,22 +206,13 @@ GROUP BY node, instance_id`
 // (arguments from, to, from, to). FINAL keeps one row of a roll-up written twice, in key order
 // (the key LIMIT 1 BY hour, node, instance_id would hash for every row); the condition keeps
 // the same rows whether it applies before or after FINAL's merge, as a key's row of the
-// highest rolled_ns is that of its hour's latest roll-up if it has one there. (Not so for
-// fleet_hour_tenants, whose rows of a roll-up are written before its fleet_hours rows.) Apart
+// highest rolled_ns is that of its hour's latest roll-up if it has one there. Apart
 // from the facts: their argMax on FINAL's single stream took twice as long as the sums.
 var fleetHourSumsQuery = `
 SELECT node, instance_id, sum(covered_ns), sum(sm_active_ns), sum(mem_used_ns), sum(mem_held), sum(attached), sum(energy_j)
 FROM ` + tables.Final(tables.FleetHours) + `
 WHERE ` + latestFleetHours + `
 GROUP BY node, instance_id`
-
-// tenantEnergyHoursQuery is tenantEnergyQuery over the roll-ups of whole hours (arguments
-// from, to, from, to).
-var tenantEnergyHoursQuery = `
-SELECT node, instance_id, tenant, sum(energy_j)
-FROM (` + latestFleetRows(tables.FleetHourTenants, tables.FleetHourTenantColumns, "hour, node, instance_id, tenant") + `
-)
-GROUP BY node, instance_id, tenant`
 
 // rollupFleetGPUsQuery is, per hour of a run of whole hours and GPU, the first and last
 // sample's ts_ns of the hour's rows, as the presence reads them (arguments: rolled_ns, from and
@@ -297,7 +273,7 @@ func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, p
 		return ReadPresence(ctx, conn, MinuteRollup, window, period)
 	}
 	by := map[billing.GPU]map[int64]billing.Span{} // per GPU and bucket
-	parts, err := fleetSpans(ctx, conn, from, to, false)
+	parts, err := fleetSpans(ctx, conn, from, to)
 	for _, sp := range parts {
 		if err != nil {
 			break
@@ -372,18 +348,10 @@ FROM (
     GROUP BY h, node, instance_id
 )`
 
-// rollupFleetTenantsQuery is tenantEnergyQuery per whole hour of its window, written with its
-// roll-up's rolled_ns (arguments: rolled_ns, then tenantEnergyQuery's).
-var rollupFleetTenantsQuery = tables.Insert(tables.FleetHourTenants, tables.FleetHourTenantColumns) + `
-SELECT ` + hourOf("minute") + ` AS h, node, instance_id, tenant, sum(j * b / 60e9), toUInt64(?)
-FROM ` + tenantEnergySource + `
-GROUP BY h, node, instance_id, tenant`
-
 // rollupRun is the most hours one roll-up of the instances and GPUs reads at once. samples_1m
 // is sorted by instance before time, so every granule of a day's partition holds rows of each
 // of its hours: an hour read alone costs about as much as its day's partition, and so does a
-// run of hours read at once. (The energy split is rolled up an hour at a time: its join holds
-// the stored minutes it reads in memory, 30 MB an hour for 1000 instances.)
+// run of hours read at once.
 const rollupRun = 6
 
 // RollupFleetHours rolls up the fleet's reads of samples_1m for every whole UTC hour that
@@ -394,8 +362,8 @@ const rollupRun = 6
 // in one. (A recomputed minute is stored by a pass, which rolls its hour up itself; an hour
 // never rolled up, stored before migration 0049, is read from its minutes.) An hour is rolled
 // up from what is stored when it runs, its sources read first, so that rows stored meanwhile
-// make it stale rather than fresh, and its tenants' energy and GPUs before its instances, so
-// that an hour cut short between them is never read.
+// make it stale rather than fresh, and its GPUs before its instances, so that an hour cut
+// short between them is never read.
 func RollupFleetHours(ctx context.Context, conn driver.Conn, from, to time.Time) error {
 	last := to.Truncate(time.Hour)
 	var order []int64
@@ -469,15 +437,6 @@ func rollupFleetRun(ctx context.Context, conn driver.Conn, run []int64) error {
 	}
 	if !some {
 		return nil
-	}
-	// The energy split an hour at a time: its join holds the stored minutes it reads in memory.
-	for i, h := range run {
-		if blocks[i] == 0 {
-			continue
-		}
-		if err := conn.Exec(ctx, rollupFleetTenantsQuery, rolled, h, h+3600, h, h+3600, h, h+3600); err != nil {
-			return fmt.Errorf("roll up the tenants' energy of the hour %s: %w", time.Unix(h, 0).UTC().Format(time.RFC3339), err)
-		}
 	}
 	f, t := first.Unix(), end.Unix()
 	if err := conn.Exec(ctx, rollupFleetGPUsQuery, rolled, f, t); err != nil {

@@ -57,10 +57,6 @@ func fleetReadings(ctx context.Context, t *testing.T, conn driver.Conn, from, to
 	if err != nil {
 		t.Fatal(err)
 	}
-	energy, err := store.TenantEnergy(ctx, conn, from, to)
-	if err != nil {
-		t.Fatal(err)
-	}
 	window := billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}
 	capacity := map[string][]billing.Interval{}
 	for _, read := range []func() (*store.Presence, error){
@@ -87,7 +83,7 @@ func fleetReadings(ctx context.Context, t *testing.T, conn driver.Conn, from, to
 			t.Errorf("[%s, %s): the fleet's presence %v ≠ ReadPresence's %v", from.Format(time.Kitchen), to.Format(time.Kitchen), capacity, got)
 		}
 	}
-	raw, err := json.Marshal(map[string]any{"instances": instances, "energy": energy, "capacity": capacity})
+	raw, err := json.Marshal(map[string]any{"instances": instances, "capacity": capacity})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +97,7 @@ func fleetReadings(ctx context.Context, t *testing.T, conn driver.Conn, from, to
 // TestFleetHoursAreTheMinutes: samples_1m rows over 3 h 25 min (incomplete versions, rows
 // written twice, minutes missing) and stored minutes are written to two databases alike; one
 // is rolled up by hour (store.RollupFleetHours) at some steps, the other never. The fleet's
-// instances, energy split and capacity (FleetPresence, also against ReadPresence) are the same
+// instances and capacity (FleetPresence, also against ReadPresence) are the same
 // (to 1e-9; capacity to the ns) from both, for windows with and without
 // partial hours: after a roll-up, while an hour is stale (late samples_1m rows, recomputed
 // minutes, a merge joining its parts with later ones), and after the roll-up that follows. A row only the roll-up holds shows
@@ -190,14 +186,12 @@ func TestFleetHoursAreTheMinutes(t *testing.T) {
 	}
 	check("merged, rolled up again")
 
-	// A ghost instance and tenant only the latest roll-up of 01:00 holds: read while the hour
+	// A ghost instance only the latest roll-up of 01:00 holds: read while the hour
 	// is fresh, not once a late row makes it stale.
 	ghosts := []string{
 		`INSERT INTO fleet_hours (hour, node, instance_id, last_time, model, covered_ns, rolled_ns, sample_block, sample_first, sample_last, source_ns, source_minutes)
 SELECT hour, 'ghost', 'g', hour, 'A100-SXM4-40GB', 60000000000, rolled_ns, sample_block, sample_first, sample_last, source_ns, source_minutes
 FROM fleet_hours WHERE hour = toDateTime(?) ORDER BY rolled_ns DESC LIMIT 1`,
-		`INSERT INTO fleet_hour_tenants (hour, node, instance_id, tenant, energy_j, rolled_ns)
-SELECT hour, 'ghost', 'g', 'ghost', 1., rolled_ns FROM fleet_hours WHERE hour = toDateTime(?) ORDER BY rolled_ns DESC LIMIT 1`,
 	}
 	h := start.Add(time.Hour)
 	for _, q := range ghosts {
@@ -205,29 +199,24 @@ SELECT hour, 'ghost', 'g', 'ghost', 1., rolled_ns FROM fleet_hours WHERE hour = 
 			t.Fatal(err)
 		}
 	}
-	seen := func() (instance, tenant bool) {
+	seen := func() bool {
 		t.Helper()
 		instances, err := store.FleetInstances(ctx, rolled, start, end)
 		if err != nil {
 			t.Fatal(err)
 		}
-		energy, err := store.TenantEnergy(ctx, rolled, start, end)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return slices.ContainsFunc(instances, func(x store.FleetInstance) bool { return x.Node == "ghost" }),
-			slices.ContainsFunc(energy, func(x store.Held) bool { return x.Tenant == "ghost" })
+		return slices.ContainsFunc(instances, func(x store.FleetInstance) bool { return x.Node == "ghost" })
 	}
-	if i, e := seen(); !i || !e {
-		t.Errorf("fresh hour 01:00: ghost instance read %v, ghost energy read %v; want both from the roll-up", i, e)
+	if !seen() {
+		t.Errorf("fresh hour 01:00: ghost instance not read; want it from the roll-up")
 	}
-	write(all[70:71]) // a recomputed minute: the energy split is stale, the instances not
-	if i, e := seen(); !i || e {
-		t.Errorf("hour 01:00 with a recomputed minute: ghost instance read %v, ghost energy read %v; want the instance only", i, e)
+	write(all[70:71]) // a recomputed minute: the instances' roll-up stays fresh
+	if !seen() {
+		t.Errorf("hour 01:00 with a recomputed minute: ghost instance not read; want it from the roll-up")
 	}
 	fleetRollupRows(ctx, t, rolled, h, h.Add(time.Hour), 3, -6, "i = 2") // late samples
-	if i, e := seen(); i || e {
-		t.Errorf("hour 01:00 with a late row: ghost instance read %v, ghost energy read %v; want neither", i, e)
+	if seen() {
+		t.Errorf("hour 01:00 with a late row: ghost instance read; want it not")
 	}
 }
 
@@ -254,10 +243,6 @@ func TestFleetHoursQueriesCurrentDialect(t *testing.T) {
 	instances, err := store.FleetInstances(ctx, conn, start, start.Add(65*time.Minute))
 	if err != nil || len(instances) != 8 {
 		t.Fatalf("instances %+v, %v: want 8", instances, err)
-	}
-	energy, err := store.TenantEnergy(ctx, conn, start, start.Add(65*time.Minute))
-	if err != nil || len(energy) == 0 {
-		t.Fatalf("energy %+v, %v: want the tenants'", energy, err)
 	}
 	var queries []string
 	for _, q := range recorder.All()[before:] {
