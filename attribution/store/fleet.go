@@ -11,6 +11,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/schemas/tables"
@@ -45,7 +46,7 @@ ORDER BY cur_tier`
 // FleetTiers returns the tiers of the allocations billed since the time, sorted.
 func FleetTiers(ctx context.Context, conn Querier, since time.Time) ([]string, error) {
 	var out []string
-	err := queryEach(ctx, conn, fleetTiersQuery, []any{since.UnixNano()}, func(scan func(...any) error) error {
+	err := chquery.Each(ctx, conn, fleetTiersQuery, []any{since.UnixNano()}, func(scan func(...any) error) error {
 		var tier string
 		err := scan(&tier)
 		out = append(out, tier)
@@ -161,7 +162,7 @@ func FleetInstances(ctx context.Context, conn Querier, from, to time.Time) ([]Fl
 			factsQuery, sumsQuery, args = fleetHourFactsQuery, fleetHourSumsQuery, sp.args()
 		}
 		in := map[billing.Target]*FleetInstance{}
-		err = queryEach(ctx, conn, factsQuery, args, func(scan func(...any) error) error {
+		err = chquery.Each(ctx, conn, factsQuery, args, func(scan func(...any) error) error {
 			var (
 				x    FleetInstance
 				last time.Time
@@ -171,7 +172,7 @@ func FleetInstances(ctx context.Context, conn Querier, from, to time.Time) ([]Fl
 			return err
 		})
 		if err == nil {
-			err = queryEach(ctx, conn, sumsQuery, args, func(scan func(...any) error) error {
+			err = chquery.Each(ctx, conn, sumsQuery, args, func(scan func(...any) error) error {
 				var (
 					t       billing.Target
 					covered uint64
@@ -277,7 +278,7 @@ func (h *StoredHours) Held(ctx context.Context, conn Querier) ([]Held, error) {
 		if sp.hours {
 			query = heldHoursQuery
 		}
-		err = queryEach(ctx, conn, query, sp.args(), func(scan func(...any) error) error {
+		err = chquery.Each(ctx, conn, query, sp.args(), func(scan func(...any) error) error {
 			var (
 				k key
 				x sums
@@ -343,7 +344,7 @@ func (h *StoredHours) TenantsPerHost(ctx context.Context, conn Querier) (map[str
 		if sp.hours {
 			query = hostsHoursQuery
 		}
-		err = queryEach(ctx, conn, query, sp.args(), func(scan func(...any) error) error {
+		err = chquery.Each(ctx, conn, query, sp.args(), func(scan func(...any) error) error {
 			var (
 				node string
 				n    uint64

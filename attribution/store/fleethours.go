@@ -10,6 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -76,7 +77,7 @@ type fleetSource struct {
 func sampleSources(ctx context.Context, conn Querier, from, to time.Time) (map[int64]fleetSource, error) {
 	out := map[int64]fleetSource{}
 	lo, hi := uint64(from.Unix()), uint64(to.Unix())
-	err := queryEach(ctx, conn, samplePartsQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
+	err := chquery.Each(ctx, conn, samplePartsQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
 		var first, last, block uint64
 		if err := scan(&first, &last, &block); err != nil {
 			return err
@@ -115,7 +116,7 @@ func fleetSources(ctx context.Context, conn Querier, from, to time.Time, minutes
 // fleetRolled is, per hour of [from, to) rolled up, its latest roll-up's rolled_ns and sources.
 func fleetRolled(ctx context.Context, conn Querier, from, to time.Time) (map[int64]uint64, map[int64]fleetSource, error) {
 	ids, out := map[int64]uint64{}, map[int64]fleetSource{}
-	err := queryEach(ctx, conn, fleetRolledQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
+	err := chquery.Each(ctx, conn, fleetRolledQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
 		var (
 			h  time.Time
 			id uint64
@@ -265,7 +266,7 @@ func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, p
 		return nil, fmt.Errorf("read the presence of [%s, %s): expected the start before the end", billing.UTC(window.Start), billing.UTC(window.End))
 	}
 	bucket := int64(period)
-	p := &Presence{period: period, source: MinuteRollup, bucket: bucket, from: floorTo(window.Start-int64(period), bucket), to: window.End,
+	p := &Presence{period: period, source: MinuteRollup, bucket: bucket, from: chquery.FloorTo(window.Start-int64(period), bucket), to: window.End,
 		spans: map[billing.GPU][]billing.Span{}}
 	// Rows whose minute starts in [from, to) are those the presence query reads from whole minutes.
 	from, to := billing.UTC(p.from), billing.UTC(p.to).Truncate(time.Minute)
@@ -282,7 +283,7 @@ func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, p
 		if sp.hours {
 			query, args = fleetGPUsHoursQuery, append([]any{bucket / int64(time.Second)}, sp.args()...)
 		}
-		err = queryEach(ctx, conn, query, args, func(scan func(...any) error) error {
+		err = chquery.Each(ctx, conn, query, args, func(scan func(...any) error) error {
 			var (
 				g                 billing.GPU
 				at, firsts, lasts []int64 // the buckets, their first and last ts_ns

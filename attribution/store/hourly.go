@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -69,7 +70,7 @@ func HourlyLines(ctx context.Context, conn Querier, from, to time.Time, each fun
 		if c.hours {
 			query = hourlyHoursQuery
 		}
-		err := queryEach(ctx, conn, query, c.args(), func(scan func(...any) error) error {
+		err := chquery.Each(ctx, conn, query, c.args(), func(scan func(...any) error) error {
 			var at time.Time
 			r, err := scanMinuteSums(scan, &at)
 			if err != nil {

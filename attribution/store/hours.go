@@ -8,6 +8,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -85,7 +86,7 @@ type hourSource struct{ computed, minutes uint64 }
 
 func hourSources(ctx context.Context, conn Querier, query string, from, to time.Time) (map[int64]hourSource, error) {
 	out := map[int64]hourSource{}
-	err := queryEach(ctx, conn, query, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
+	err := chquery.Each(ctx, conn, query, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
 		var (
 			h time.Time
 			s hourSource
@@ -255,7 +256,7 @@ func (s span) sumLines(ctx context.Context, conn Querier, each func(summed)) err
 	if s.hours {
 		query = hoursQuery
 	}
-	return queryEach(ctx, conn, query, s.args(), func(scan func(...any) error) error {
+	return chquery.Each(ctx, conn, query, s.args(), func(scan func(...any) error) error {
 		r, err := scanMinuteSums(scan)
 		if err == nil {
 			each(r)

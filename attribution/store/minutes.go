@@ -14,6 +14,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 	"github.com/slicemeter/slicemeter/schemas/tables"
@@ -419,7 +420,7 @@ func appendUnallocated(batch driver.Batch, m Minute, version uint64) error {
 
 // LastMinute is the start of the latest minute stored, zero when none.
 func LastMinute(ctx context.Context, conn driver.Conn) (time.Time, error) {
-	return latest(ctx, conn, `SELECT count(), max(minute) FROM attribution_minutes`, "the latest attributed minute")
+	return chquery.Latest(ctx, conn, `SELECT count(), max(minute) FROM attribution_minutes`, "the latest attributed minute")
 }
 
 // LastComputed is when the latest stored pass ran, zero when none.
@@ -451,5 +452,5 @@ func LastPassIn(ctx context.Context, conn driver.Conn, from, to time.Time) (time
 
 // FirstMinute is the start of the earliest minute stored, zero when none.
 func FirstMinute(ctx context.Context, conn driver.Conn) (time.Time, error) {
-	return latest(ctx, conn, `SELECT count(), min(minute) FROM attribution_minutes`, "the earliest attributed minute")
+	return chquery.Latest(ctx, conn, `SELECT count(), min(minute) FROM attribution_minutes`, "the earliest attributed minute")
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -34,7 +35,7 @@ GROUP BY node`
 // up from there on those behind.
 func NodeEnds(ctx context.Context, conn Querier, since time.Time) (ends map[string]NodeEnd, first time.Time, err error) {
 	ends = map[string]NodeEnd{}
-	err = queryEach(ctx, conn, nodeEndsQuery, []any{since.Unix()}, func(scan func(...any) error) error {
+	err = chquery.Each(ctx, conn, nodeEndsQuery, []any{since.Unix()}, func(scan func(...any) error) error {
 		var (
 			node        string
 			last, start time.Time
@@ -61,7 +62,7 @@ func NodeEnds(ctx context.Context, conn Querier, since time.Time) (ends map[stri
 // (Minute.Stale), or their older rows would stay their latest pass.
 func StoredNodes(ctx context.Context, conn Querier, from, to time.Time) (map[int64][]string, error) {
 	out := map[int64][]string{}
-	err := queryEach(ctx, conn, `SELECT DISTINCT minute, node FROM `+tables.AttributionMinutes+` WHERE `+tables.MinuteWindow+` AND node != ''`,
+	err := chquery.Each(ctx, conn, `SELECT DISTINCT minute, node FROM `+tables.AttributionMinutes+` WHERE `+tables.MinuteWindow+` AND node != ''`,
 		[]any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
 			var (
 				m    time.Time
@@ -85,7 +86,7 @@ func StoredNodes(ctx context.Context, conn Querier, from, to time.Time) (map[int
 // node it left as well as of the one it is on.
 func AllocationNodes(ctx context.Context, conn Querier, since time.Time) (map[string][]string, error) {
 	out := map[string][]string{}
-	err := queryEach(ctx, conn, `
+	err := chquery.Each(ctx, conn, `
 SELECT allocation_id, groupUniqArray(node)
 FROM allocations
 WHERE allocation_id IN (SELECT allocation_id FROM allocations WHERE received >= toDateTime(?))
@@ -156,7 +157,7 @@ func (n Nodes) none() bool { return n.only && len(n.list) == 0 }
 
 // nodesTable is a set of nodes, bound as one packed array (packStrings): a replica owns
 // hundreds of nodes at cloud scale, and a packed literal parses like any other on 18.16.
-const nodesTable = `SELECT arrayJoin(` + stringArray + `)`
+const nodesTable = `SELECT arrayJoin(` + chquery.StringArray + `)`
 
 // clause is the condition on the node column that limits a query to n, to follow another
 // condition (empty for every node), and its arguments.
@@ -164,5 +165,5 @@ func (n Nodes) clause() (string, []any) {
 	if !n.only {
 		return "", nil
 	}
-	return " AND node IN (" + nodesTable + ")", []any{packStrings(n.list)}
+	return " AND node IN (" + nodesTable + ")", []any{chquery.PackStrings(n.list)}
 }
