@@ -15,6 +15,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 )
 
 // BenchmarkFleetMonth: `slicemeter fleet` over February (28 days) from what is stored, for
@@ -40,9 +41,9 @@ func BenchmarkFleetMonth(b *testing.B) {
 	generateMonth(ctx, b, conn, start, end, instances)
 	b.Logf("%d instances × %d minutes: %d samples_1m and %d stored minute rows, generated in %s",
 		instances, minutes, instances*minutes, (instances+1)*minutes, time.Since(began).Round(time.Millisecond))
-	// The attribution service rolls up every hour after storing its minutes (store.RollupHours).
+	// The attribution service rolls up every hour after storing its minutes (stored.RollupHours).
 	began = time.Now()
-	if err := store.RollupHours(ctx, conn, start, end); err != nil {
+	if err := stored.RollupHours(ctx, conn, start, end); err != nil {
 		b.Fatalf("roll up the stored minutes by hour: %v", err)
 	}
 	b.Logf("rolled up by hour in %s", time.Since(began).Round(time.Millisecond))
@@ -55,8 +56,8 @@ func BenchmarkFleetMonth(b *testing.B) {
 	}{
 		{"presence", func() error { _, err := store.FleetPresence(ctx, conn, window, time.Hour); return err }},
 		{"instances", func() error { _, err := store.FleetInstances(ctx, conn, start, end); return err }},
-		{"held", func() error { _, err := store.HeldInstances(ctx, conn, start, end); return err }},
-		{"tenants-per-host", func() error { _, err := store.TenantsPerHost(ctx, conn, start, end); return err }},
+		{"held", func() error { _, err := stored.HeldInstances(ctx, conn, start, end); return err }},
+		{"tenants-per-host", func() error { _, err := stored.TenantsPerHost(ctx, conn, start, end); return err }},
 	}
 	// Each read alone, one after the other: which one the month's time is.
 	readEach := func(b *testing.B) {
@@ -128,7 +129,7 @@ FROM (SELECT %d + number %% %d AS m, intDiv(number, %d) AS inst, toUInt64(%d + m
 		if err := conn.Exec(ctx, rollup); err != nil {
 			tb.Fatalf("generate samples_1m: %v", err)
 		}
-		stored := fmt.Sprintf(`INSERT INTO attribution_minutes (minute, tenant, allocation_id, tier, node, instance_id,
+		insertMinutes := fmt.Sprintf(`INSERT INTO attribution_minutes (minute, tenant, allocation_id, tier, node, instance_id,
     requested_ns, started_ns, sliced, billed_ns, metered_ns, list_cost, cost, waste_cost, overhead_cost, efficiency_ns,
     cold_start_ns, cold_start_sla_ns, wait_ns, wait_count, currency, computed_ns)
 SELECT toDateTime(%d + m * 60), if(inst < %d, concat('tenant-', toString(inst %% 10)), '__unallocated__'),
@@ -140,7 +141,7 @@ SELECT toDateTime(%d + m * 60), if(inst < %d, concat('tenant-', toString(inst %%
     emptyArrayUInt64(), emptyArrayUInt64(), 'USD', toUInt64(1)
 FROM (SELECT %d + number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers LIMIT %d)`,
 			start.Unix(), instances, instances, instances, instances, start.UnixNano(), start.UnixNano(), first, day, day, (instances+1)*day)
-		if err := conn.Exec(ctx, stored); err != nil {
+		if err := conn.Exec(ctx, insertMinutes); err != nil {
 			tb.Fatalf("generate attribution_minutes: %v", err)
 		}
 	}

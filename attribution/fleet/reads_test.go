@@ -12,6 +12,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 )
 
 // TestComputeReadsFreshHoursOnly: over whole hours all rolled up, Compute reads no row of
@@ -30,7 +31,7 @@ func TestComputeReadsFreshHoursOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := store.RollupHours(ctx, conn, start, start.Add(6*time.Hour)); err != nil {
+	if err := stored.RollupHours(ctx, conn, start, start.Add(6*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.RollupFleetHours(ctx, conn, start, start.Add(6*time.Hour)); err != nil {

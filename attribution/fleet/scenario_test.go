@@ -22,6 +22,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 )
@@ -244,7 +245,7 @@ func TestFleetScenario(t *testing.T) {
 			sum *decimal.Decimal
 			v   float64
 		}{{&tenantCost, r.Cost}, {&tenantList, r.ListCost}} {
-			d, err := store.Money(m.v)
+			d, err := stored.Money(m.v)
 			if err != nil {
 				t.Fatal(err)
 			}

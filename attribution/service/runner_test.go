@@ -21,6 +21,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
@@ -67,7 +68,7 @@ func TestContinuousMinutesSumToReports(t *testing.T) {
 	}
 	checkSums(t, conn, book, sc.Start, sc.End())
 	checkSums(t, conn, book, sc.Start.Add(10*time.Minute), sc.Start.Add(41*time.Minute))
-	if _, err := store.FromMinutes(ctx, conn, sc.Start, sc.End().Add(5*time.Minute)); err == nil || !strings.Contains(err.Error(), "5 of its 65 minutes are not attributed yet") {
+	if _, err := stored.FromMinutes(ctx, conn, sc.Start, sc.End().Add(5*time.Minute)); err == nil || !strings.Contains(err.Error(), "5 of its 65 minutes are not attributed yet") {
 		t.Errorf("a window beyond the attributed minutes: %v", err)
 	}
 
@@ -132,7 +133,7 @@ func checkSums(t *testing.T, c driver.Conn, book *pricebook.PriceBook, from, to 
 	}
 	near("unallocated", byTenant[report.Unallocated].ListCost, rep.UnallocatedListCost)
 	// The whole report, from the stored minutes alone.
-	fromMinutes, err := store.FromMinutes(ctx, c, from, to)
+	fromMinutes, err := stored.FromMinutes(ctx, c, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +429,7 @@ func TestContinuousUnpricedAndFailingMinute(t *testing.T) {
 		}
 	}
 	// The stored minutes bill acme alone.
-	rep, err := store.FromMinutes(ctx, conn, at(0), at(7*time.Minute))
+	rep, err := stored.FromMinutes(ctx, conn, at(0), at(7*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,17 +440,17 @@ func TestContinuousUnpricedAndFailingMinute(t *testing.T) {
 	if errs := billing.CheckInvariants(rep); len(errs) > 0 {
 		t.Errorf("invariants: %v", errs)
 	}
-	if _, err := store.FromMinutes(ctx, conn, at(8*time.Minute), at(11*time.Minute)); err != nil {
+	if _, err := stored.FromMinutes(ctx, conn, at(8*time.Minute), at(11*time.Minute)); err != nil {
 		t.Errorf("stored minutes 8-10: %v", err)
 	}
 }
 
 // minuteRecorder is an Observer that keeps the minutes as last attributed.
-type minuteRecorder struct{ minutes map[time.Time]store.Minute }
+type minuteRecorder struct{ minutes map[time.Time]stored.Minute }
 
-func (r *minuteRecorder) Minute(m store.Minute, _ bool, _ []error) {
+func (r *minuteRecorder) Minute(m stored.Minute, _ bool, _ []error) {
 	if r.minutes == nil {
-		r.minutes = map[time.Time]store.Minute{}
+		r.minutes = map[time.Time]stored.Minute{}
 	}
 	r.minutes[m.Start] = m
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -58,7 +59,7 @@ var fleetRolledQuery = `
 SELECT hour, max(rolled_ns), argMax(sample_block, rolled_ns), argMax(sample_first, rolled_ns),
     argMax(sample_last, rolled_ns), argMax(source_ns, rolled_ns), argMax(source_minutes, rolled_ns)
 FROM ` + tables.FleetHours + `
-WHERE ` + hourWindow + `
+WHERE ` + chquery.HourWindow + `
 GROUP BY hour`
 
 // fleetSource is what an hour's fleet roll-up is made from.
@@ -66,7 +67,7 @@ type fleetSource struct {
 	// Of the parts of samples_1m with rows of the hour (by their first and last row time): the
 	// highest block number, and the first and last row time within the hour.
 	block, first, last uint64
-	minutes            hourSource // of its stored minutes (attribution_minutes)
+	minutes            stored.HourSource // of its stored minutes (attribution_minutes)
 }
 
 // sampleSources is, per whole hour (Unix seconds) of [from, to) with a part of samples_1m
@@ -101,11 +102,11 @@ func fleetSources(ctx context.Context, conn Querier, from, to time.Time, minutes
 	if err != nil || !minutes {
 		return out, err
 	}
-	stored, err := hourSources(ctx, conn, hourSourcesQuery, from, to)
+	hours, err := stored.HourSources(ctx, conn, from, to)
 	if err != nil {
 		return nil, err
 	}
-	for h, s := range stored {
+	for h, s := range hours {
 		x := out[h]
 		x.minutes = s
 		out[h] = x
@@ -122,7 +123,7 @@ func fleetRolled(ctx context.Context, conn Querier, from, to time.Time) (map[int
 			id uint64
 			s  fleetSource
 		)
-		err := scan(&h, &id, &s.block, &s.first, &s.last, &s.minutes.computed, &s.minutes.minutes)
+		err := scan(&h, &id, &s.block, &s.first, &s.last, &s.minutes.Computed, &s.minutes.Minutes)
 		ids[h.Unix()], out[h.Unix()] = id, s
 		return err
 	})
@@ -142,12 +143,25 @@ func freshFleetHours(ctx context.Context, conn Querier, from, to time.Time) (map
 	}
 	fresh := map[int64]bool{}
 	for h, r := range rolled {
-		r.minutes = hourSource{} // recorded by the roll-up, read by none since the energy split went
+		r.minutes = stored.HourSource{} // recorded by the roll-up, read by none since the energy split went
 		if s, ok := now[h]; ok && s == r {
 			fresh[h] = true
 		}
 	}
 	return fresh, nil
+}
+
+// span is a part of a window that the fleet reads: whole hours from their roll-ups
+// (fleet_hours), or minutes from samples_1m.
+type span struct {
+	from, to time.Time
+	hours    bool
+}
+
+// args are the arguments of the span's queries (from, to, from, to).
+func (s span) args() []any {
+	f, t := s.from.Unix(), s.to.Unix()
+	return []any{f, t, f, t}
 }
 
 // fleetSpans cuts [from, to) (whole minutes) into runs of whole hours fresh for the fleet and
@@ -187,8 +201,8 @@ func fleetSpans(ctx context.Context, conn Querier, from, to time.Time) ([]span, 
 // latestFleetHours is the condition on a fleet roll-up table of the rows of the latest roll-up
 // of each hour of [from, to) (arguments from, to, from, to): those with its hour's highest
 // rolled_ns in fleet_hours, written last.
-var latestFleetHours = hourWindow + ` AND (hour, rolled_ns) IN (
-    SELECT hour, max(rolled_ns) FROM ` + tables.FleetHours + ` WHERE ` + hourWindow + ` GROUP BY hour)`
+var latestFleetHours = chquery.HourWindow + ` AND (hour, rolled_ns) IN (
+    SELECT hour, max(rolled_ns) FROM ` + tables.FleetHours + ` WHERE ` + chquery.HourWindow + ` GROUP BY hour)`
 
 // fleetHourFactsQuery is, per instance with a roll-up row in the whole hours of [from, to),
 // the facts of its latest one and the time of that: fleetFactsQuery over the roll-ups
@@ -219,7 +233,7 @@ GROUP BY node, instance_id`
 // sample's ts_ns of the hour's rows, as the presence reads them (arguments: rolled_ns, from and
 // to in seconds).
 var rollupFleetGPUsQuery = tables.Insert(tables.FleetHourGPUs, tables.FleetHourGPUColumns) + `
-SELECT ` + hourOf("time") + ` AS h, node, gpu_uuid, model, min(toInt64(first_ns)), max(toInt64(last_ns)), toUInt64(?)
+SELECT ` + chquery.HourOf("time") + ` AS h, node, gpu_uuid, model, min(toInt64(first_ns)), max(toInt64(last_ns)), toUInt64(?)
 FROM ` + tables.Samples1m + `
 PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
 GROUP BY h, node, gpu_uuid, model`
@@ -337,7 +351,7 @@ SELECT h, node, instance_id, r_last_time, r_gpu_uuid, r_model, r_kind, r_profile
     rolled, toUInt64(arrayElement(?, i)), toUInt64(arrayElement(?, i)), toUInt64(arrayElement(?, i)),
     toUInt64(arrayElement(?, i)), toUInt64(arrayElement(?, i))
 FROM (
-    SELECT ` + hourOf("time") + ` AS h, toUInt32(intDiv(toUInt32(h) - toUInt32(?), 3600) + 1) AS i, toUInt64(?) AS rolled,
+    SELECT ` + chquery.HourOf("time") + ` AS h, toUInt32(intDiv(toUInt32(h) - toUInt32(?), 3600) + 1) AS i, toUInt64(?) AS rolled,
         node, instance_id, max(time) AS r_last_time, argMax(gpu_uuid, time) AS r_gpu_uuid, argMax(model, time) AS r_model,
         argMax(kind, time) AS r_kind, argMax(profile, time) AS r_profile, argMax(compute_slices, time) AS r_compute_slices,
         argMax(sm_count, time) AS r_sm_count, argMax(gpu_sm_count, time) AS r_gpu_sm_count,
@@ -434,7 +448,7 @@ func rollupFleetRun(ctx context.Context, conn driver.Conn, run []int64) error {
 		// An hour without samples_1m rows gets none: nothing to read from it, and no roll-up is fresh.
 		some = some || src.block != 0
 		blocks, firsts, lasts = append(blocks, src.block), append(firsts, src.first), append(lasts, src.last)
-		computed, minutes = append(computed, src.minutes.computed), append(minutes, src.minutes.minutes)
+		computed, minutes = append(computed, src.minutes.Computed), append(minutes, src.minutes.Minutes)
 	}
 	if !some {
 		return nil
@@ -448,11 +462,4 @@ func rollupFleetRun(ctx context.Context, conn driver.Conn, run []int64) error {
 		return fmt.Errorf("roll up the instances of the fleet of the hours [%s, %s): %w", first.Format(time.RFC3339), end.Format(time.RFC3339), err)
 	}
 	return nil
-}
-
-// sortHeld sorts by node, instance and tenant.
-func sortHeld(hs []Held) {
-	slices.SortFunc(hs, func(a, b Held) int {
-		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Instance, b.Instance), cmp.Compare(a.Tenant, b.Tenant))
-	})
 }

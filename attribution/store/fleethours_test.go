@@ -17,6 +17,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 )
 
@@ -121,18 +122,18 @@ func TestFleetHoursAreTheMinutes(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(5, 1))
 	pass := start.Add(5 * time.Hour)
-	write := func(minutes []store.Minute) {
+	write := func(minutes []stored.Minute) {
 		t.Helper()
 		pass = pass.Add(time.Second)
 		for _, conn := range both {
-			if err := store.WriteMinutes(ctx, conn, minutes, pass); err != nil {
+			if err := stored.WriteMinutes(ctx, conn, minutes, pass); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	var all []store.Minute
+	var all []stored.Minute
 	for m := start; m.Before(end); m = m.Add(time.Minute) {
-		all = append(all, randomMinute(r, m, start.Add(-time.Hour), 6))
+		all = append(all, chtest.RandomMinute(r, m, start.Add(-time.Hour), 6))
 	}
 	write(all)
 	check := func(step string) {
@@ -142,7 +143,7 @@ func TestFleetHoursAreTheMinutes(t *testing.T) {
 			{start.Add(time.Hour), start.Add(2 * time.Hour)}, {start.Add(59 * time.Minute), start.Add(3*time.Hour + time.Minute)},
 		} {
 			want, got := fleetReadings(ctx, t, plain, w[0], w[1]), fleetReadings(ctx, t, rolled, w[0], w[1])
-			if d := differences("", want, got); len(d) > 0 {
+			if d := chtest.Differences("", want, got); len(d) > 0 {
 				t.Errorf("%s, [%s, %s): rolled up ≠ minutes: %v", step, w[0].Format(time.Kitchen), w[1].Format(time.Kitchen), d[:min(len(d), 8)])
 			}
 		}
@@ -162,9 +163,9 @@ func TestFleetHoursAreTheMinutes(t *testing.T) {
 	for _, conn := range both {
 		fleetRollupRows(ctx, t, conn, start.Add(time.Hour), start.Add(2*time.Hour), 2, -4, "m % 5 = 1")
 	}
-	var again []store.Minute
+	var again []stored.Minute
 	for _, m := range all[120:180] {
-		n := randomMinute(r, m.Start, start.Add(-time.Hour), 6)
+		n := chtest.RandomMinute(r, m.Start, start.Add(-time.Hour), 6)
 		n.Lines = n.Lines[1:]
 		again = append(again, n)
 	}
@@ -229,11 +230,11 @@ func TestFleetHoursQueriesCurrentDialect(t *testing.T) {
 	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	fleetRollupRows(ctx, t, conn, start, start.Add(65*time.Minute), 1, 0, "1")
 	r := rand.New(rand.NewPCG(6, 1))
-	var minutes []store.Minute
+	var minutes []stored.Minute
 	for m := start; m.Before(start.Add(65 * time.Minute)); m = m.Add(time.Minute) {
-		minutes = append(minutes, randomMinute(r, m, start, 3))
+		minutes = append(minutes, chtest.RandomMinute(r, m, start, 3))
 	}
-	if err := store.WriteMinutes(ctx, conn, minutes, start.Add(2*time.Hour)); err != nil {
+	if err := stored.WriteMinutes(ctx, conn, minutes, start.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	before := len(recorder.All())

@@ -1,7 +1,8 @@
-// Package store is attribution's ClickHouse side: every query that reads the samples, their
-// rollups and the allocations for a report (one file per table or concern), the presence of
-// the GPUs (the capacity), the fleet's models, the noisy-neighbour signal, and both sides of
-// attribution_minutes (the service's writer and the report's reader).
+// Package store is what attribution reads of the samples for a bill: every query that reads
+// the samples, their rollups and the allocations for a report (one file per table or
+// concern), the presence of the GPUs (the capacity), the noisy-neighbour signal, memory and
+// energy; and the fleet's reads of samples_1m with their hourly roll-up (fleet.go,
+// fleethours.go). What the attribution service stores is attribution/stored's.
 package store
 
 // How the SQL is structured

@@ -122,3 +122,12 @@ func FloorTo(ns, d int64) int64 {
 	}
 	return ns - r
 }
+
+// HourOf is the UTC hour of a DateTime column, whatever the server's time zone.
+func HourOf(column string) string {
+	return "toDateTime(intDiv(toUInt32(" + column + "), 3600) * 3600)"
+}
+
+// HourWindow is the condition on an hourly roll-up's hour column of the hours of [from, to)
+// (seconds).
+const HourWindow = "hour >= toDateTime(?) AND hour < toDateTime(?)"

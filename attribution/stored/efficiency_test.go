@@ -1,4 +1,4 @@
-package store_test
+package stored_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/report"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -29,7 +29,7 @@ func TestEfficiencyIsTheGoDefinition(t *testing.T) {
 	r := rand.New(rand.NewPCG(24, 1))
 	const allocations = 6
 	var (
-		minutes       []store.Minute
+		minutes       []stored.Minute
 		effNS, active [allocations]float64
 	)
 	for m := range 30 {
@@ -52,9 +52,9 @@ func TestEfficiencyIsTheGoDefinition(t *testing.T) {
 			active[i] += float64(l.Active)
 			lines = append(lines, l)
 		}
-		minutes = append(minutes, store.Minute{Start: start.Add(time.Duration(m) * time.Minute), Report: report.Report{Currency: "USD"}, Lines: lines})
+		minutes = append(minutes, stored.Minute{Start: start.Add(time.Duration(m) * time.Minute), Report: report.Report{Currency: "USD"}, Lines: lines})
 	}
-	if err := store.WriteMinutes(ctx, conn, minutes, start.Add(time.Hour)); err != nil {
+	if err := stored.WriteMinutes(ctx, conn, minutes, start.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := conn.Query(ctx, `SELECT allocation_id, `+tables.Efficiency+` FROM `+tables.AttributionMinutes+
@@ -83,7 +83,7 @@ func TestEfficiencyIsTheGoDefinition(t *testing.T) {
 	if n != allocations {
 		t.Fatalf("%d allocations read, %d written", n, allocations)
 	}
-	_, lines, err := store.FromMinutesLines(ctx, conn, start, start.Add(30*time.Minute))
+	_, lines, err := stored.FromMinutesLines(ctx, conn, start, start.Add(30*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package store
+package stored
 
 import (
 	"context"
@@ -37,8 +37,8 @@ const markerCondition = `tenant = '` + report.Unallocated + `' AND allocation_id
 var markerHoursQuery = `
 SELECT hour, max(minutes)
 FROM ` + tables.Final(tables.AttributionHours) + `
-WHERE ` + hourWindow + ` AND ` + markerCondition + ` AND (hour, source_ns) IN (
-    SELECT hour, max(source_ns) FROM ` + tables.AttributionHours + ` WHERE ` + hourWindow + ` GROUP BY hour)
+WHERE ` + chquery.HourWindow + ` AND ` + markerCondition + ` AND (hour, source_ns) IN (
+    SELECT hour, max(source_ns) FROM ` + tables.AttributionHours + ` WHERE ` + chquery.HourWindow + ` GROUP BY hour)
 GROUP BY hour`
 
 // markerMinutesQuery is the minutes with a marker row under a condition on minute (which

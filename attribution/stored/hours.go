@@ -1,4 +1,4 @@
-package store
+package stored
 
 import (
 	"context"
@@ -20,21 +20,13 @@ import (
 // and every other minute from attribution_minutes as before. The roll-up holds the same sums
 // the readers would take of the minutes, so the figures are the same whichever is read.
 
-// hourOf is the UTC hour of a DateTime column, whatever the server's time zone.
-func hourOf(column string) string {
-	return "toDateTime(intDiv(toUInt32(" + column + "), 3600) * 3600)"
-}
-
-// hourWindow is the condition on attribution_hours of the hours of [from, to) (seconds).
-const hourWindow = "hour >= toDateTime(?) AND hour < toDateTime(?)"
-
 // latestHourRows are the rows of attribution_hours of [from, to) of each hour's latest roll-up
 // (arguments from, to, from, to), one per key (a roll-up written twice counted once).
 var latestHourRows = `
     SELECT ` + tables.List(tables.AttributionHourColumns) + `
     FROM ` + tables.AttributionHours + `
-    WHERE ` + hourWindow + ` AND (hour, source_ns) IN (
-        SELECT hour, max(source_ns) FROM ` + tables.AttributionHours + ` WHERE ` + hourWindow + ` GROUP BY hour)
+    WHERE ` + chquery.HourWindow + ` AND (hour, source_ns) IN (
+        SELECT hour, max(source_ns) FROM ` + tables.AttributionHours + ` WHERE ` + chquery.HourWindow + ` GROUP BY hour)
     LIMIT 1 BY hour, tenant, allocation_id, node, instance_id`
 
 // hoursQuery is minutesQuery over the roll-ups of a range of whole hours: the same columns,
@@ -58,15 +50,15 @@ ORDER BY hour, tenant, allocation_id`
 var hostsHoursQuery = `
 SELECT node, max(max_tenants)
 FROM ` + tables.AttributionHosts + `
-WHERE ` + hourWindow + ` AND (hour, source_ns) IN (
-    SELECT hour, max(source_ns) FROM ` + tables.AttributionHours + ` WHERE ` + hourWindow + ` GROUP BY hour)
+WHERE ` + chquery.HourWindow + ` AND (hour, source_ns) IN (
+    SELECT hour, max(source_ns) FROM ` + tables.AttributionHours + ` WHERE ` + chquery.HourWindow + ` GROUP BY hour)
 GROUP BY node`
 
 // hourSourcesQuery is, per hour of the minutes of [from, to), its highest computed_ns and its
 // number of stored minutes: what a roll-up of it must have been made from. Per minute first:
 // a hash of the hour's minutes per row took 1.5 times as long over a month.
 var hourSourcesQuery = `
-SELECT ` + hourOf("m") + ` AS h, max(c), count()
+SELECT ` + chquery.HourOf("m") + ` AS h, max(c), count()
 FROM (
     SELECT minute AS m, max(computed_ns) AS c
     FROM ` + tables.AttributionMinutes + `
@@ -79,19 +71,26 @@ GROUP BY h`
 var rolledSourcesQuery = `
 SELECT hour, max(source_ns), argMax(source_minutes, source_ns)
 FROM ` + tables.AttributionHours + `
-WHERE ` + hourWindow + `
+WHERE ` + chquery.HourWindow + `
 GROUP BY hour`
 
-type hourSource struct{ computed, minutes uint64 }
+// HourSource is what the stored minutes of an hour were stored by: the latest pass
+// (computed_ns) and the number of minutes, which a roll-up of the hour records.
+type HourSource struct{ Computed, Minutes uint64 }
 
-func hourSources(ctx context.Context, conn Querier, query string, from, to time.Time) (map[int64]hourSource, error) {
-	out := map[int64]hourSource{}
+// HourSources is, per hour of the stored minutes of [from, to), its HourSource.
+func HourSources(ctx context.Context, conn Querier, from, to time.Time) (map[int64]HourSource, error) {
+	return hourSources(ctx, conn, hourSourcesQuery, from, to)
+}
+
+func hourSources(ctx context.Context, conn Querier, query string, from, to time.Time) (map[int64]HourSource, error) {
+	out := map[int64]HourSource{}
 	err := chquery.Each(ctx, conn, query, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
 		var (
 			h time.Time
-			s hourSource
+			s HourSource
 		)
-		err := scan(&h, &s.computed, &s.minutes)
+		err := scan(&h, &s.Computed, &s.Minutes)
 		out[h.Unix()] = s
 		return err
 	})
@@ -197,7 +196,7 @@ func rollupHourSums() string {
 	for _, c := range tables.AttributionHourColumns {
 		switch sum, ok := tables.MinuteSum(c); {
 		case c == "hour":
-			out = append(out, hourOf("minute")+" AS hour")
+			out = append(out, chquery.HourOf("minute")+" AS hour")
 		case c == "minutes":
 			out = append(out, "count()")
 		case c == "source_ns", c == "source_minutes":
@@ -214,7 +213,7 @@ func rollupHourSums() string {
 // rollupHostsQuery is, per node, the most tenants billed on it in one minute of the hour, as
 // tenantsPerHostQuery counts them (arguments: source_ns, then from, to, from, to).
 var rollupHostsQuery = tables.Insert(tables.AttributionHosts, tables.AttributionHostColumns) + `
-SELECT ` + hourOf("minute") + ` AS hour, node, max(n), toUInt64(?)
+SELECT ` + chquery.HourOf("minute") + ` AS hour, node, max(n), toUInt64(?)
 FROM (
     SELECT node, minute, uniqExact(tenant) AS n
     FROM ` + tables.AttributionMinutes + `
@@ -239,10 +238,10 @@ func RollupHours(ctx context.Context, conn driver.Conn, from, to time.Time) erro
 			continue // nothing stored
 		}
 		f, t := h.Unix(), h.Add(time.Hour).Unix()
-		if err := conn.Exec(ctx, rollupHostsQuery, src.computed, f, t, f, t); err != nil {
+		if err := conn.Exec(ctx, rollupHostsQuery, src.Computed, f, t, f, t); err != nil {
 			return fmt.Errorf("roll up the tenants per host of the hour %s: %w", h.Format(time.RFC3339), err)
 		}
-		if err := conn.Exec(ctx, rollupHoursQuery, src.computed, src.minutes, f, t, f, t); err != nil {
+		if err := conn.Exec(ctx, rollupHoursQuery, src.Computed, src.Minutes, f, t, f, t); err != nil {
 			return fmt.Errorf("roll up the stored minutes of the hour %s: %w", h.Format(time.RFC3339), err)
 		}
 	}
