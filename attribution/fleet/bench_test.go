@@ -12,9 +12,9 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/fleet"
+	"github.com/slicemeter/slicemeter/attribution/fleet/fleetstore"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
-	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/attribution/stored"
 )
 
@@ -24,7 +24,7 @@ import (
 // month; samples_1m holds one row per instance and minute, attribution_minutes one per
 // allocation and minute and the unallocated row, all generated inside ClickHouse. Sub-benchmarks
 // minutes/*: samples_1m read minute by minute (no fleet roll-up yet); hours/*: after
-// store.RollupFleetHours, as the service leaves it.
+// fleetstore.RollupFleetHours, as the service leaves it.
 //
 //	SLICEMETER_BENCH_INSTANCES=1000 go test -run '^$' -bench FleetMonth -benchtime 1x -timeout 60m ./attribution/fleet/
 func BenchmarkFleetMonth(b *testing.B) {
@@ -54,8 +54,8 @@ func BenchmarkFleetMonth(b *testing.B) {
 		name string
 		read func() error
 	}{
-		{"presence", func() error { _, err := store.FleetPresence(ctx, conn, window, time.Hour); return err }},
-		{"instances", func() error { _, err := store.FleetInstances(ctx, conn, start, end); return err }},
+		{"presence", func() error { _, err := fleetstore.FleetPresence(ctx, conn, window, time.Hour); return err }},
+		{"instances", func() error { _, err := fleetstore.FleetInstances(ctx, conn, start, end); return err }},
 		{"held", func() error { _, err := stored.HeldInstances(ctx, conn, start, end); return err }},
 		{"tenants-per-host", func() error { _, err := stored.TenantsPerHost(ctx, conn, start, end); return err }},
 	}
@@ -92,9 +92,9 @@ func BenchmarkFleetMonth(b *testing.B) {
 		b.Run("minutes/model", compute(fleet.ByModel))
 	}
 	// The service rolls up the fleet's reads of samples_1m beside the stored hours
-	// (store.RollupFleetHours), in runs of up to 6 hours.
+	// (fleetstore.RollupFleetHours), in runs of up to 6 hours.
 	began = time.Now()
-	if err := store.RollupFleetHours(ctx, conn, start, end); err != nil {
+	if err := fleetstore.RollupFleetHours(ctx, conn, start, end); err != nil {
 		b.Fatalf("roll up samples_1m by hour: %v", err)
 	}
 	b.Logf("fleet rolled up by hour in %s (%s an hour)", time.Since(began).Round(time.Millisecond),

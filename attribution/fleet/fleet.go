@@ -23,6 +23,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/fleet/fleetstore"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/attribution/stored"
@@ -87,7 +88,7 @@ type Row struct {
 // Inputs are what the store holds for a window: Compute reads them, Build uses them.
 type Inputs struct {
 	From, To  time.Time
-	Instances []store.FleetInstance
+	Instances []fleetstore.FleetInstance
 	// Capacity is each GPU's presence in the window (billing.Present).
 	Capacity map[billing.GPU][]billing.Interval
 	Energy   map[billing.GPU]float64 // J
@@ -165,13 +166,13 @@ func Read(ctx context.Context, conn store.Querier, from, to time.Time, presence 
 	// which hours of attribution_hours are fresh once, for both.
 	err := parallel(
 		func() error {
-			p, err := store.FleetPresence(ctx, conn, window, presence)
+			p, err := fleetstore.FleetPresence(ctx, conn, window, presence)
 			if err == nil {
 				in.Capacity, err = p.Capacity(window)
 			}
 			return err
 		},
-		func() (err error) { in.Instances, err = store.FleetInstances(ctx, conn, from, to); return err },
+		func() (err error) { in.Instances, err = fleetstore.FleetInstances(ctx, conn, from, to); return err },
 		func() error {
 			hours, err := stored.ReadStoredHours(ctx, conn, from, to)
 			if err != nil {
@@ -209,8 +210,8 @@ func parallel(reads ...func() error) error {
 // Energy is each GPU's energy (J): its power integrated over the samples of its instance
 // sampled longest (every instance of a GPU reports the GPU's power, and they are sampled
 // together).
-func Energy(instances []store.FleetInstance) map[billing.GPU]float64 {
-	longest := map[billing.GPU]store.FleetInstance{}
+func Energy(instances []fleetstore.FleetInstance) map[billing.GPU]float64 {
+	longest := map[billing.GPU]fleetstore.FleetInstance{}
 	for _, x := range instances {
 		if l, ok := longest[x.GPU]; !ok || x.Covered > l.Covered || x.Covered == l.Covered && x.Instance < l.Instance {
 			longest[x.GPU] = x
@@ -301,7 +302,7 @@ func Build(in *Inputs, book *pricebook.PriceBook, by By, limit int) []Row {
 			s.energyJ += j
 		}
 	}
-	instances := map[instanceKey]store.FleetInstance{}
+	instances := map[instanceKey]fleetstore.FleetInstance{}
 	for _, x := range in.Instances {
 		instances[x.Target] = x
 		for _, s := range get(x.GPU) {

@@ -9,9 +9,9 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/slicemeter/slicemeter/attribution/fleet"
+	"github.com/slicemeter/slicemeter/attribution/fleet/fleetstore"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
-	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/attribution/stored"
 )
 
@@ -34,7 +34,7 @@ func TestComputeReadsFreshHoursOnly(t *testing.T) {
 	if err := stored.RollupHours(ctx, conn, start, start.Add(6*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.RollupFleetHours(ctx, conn, start, start.Add(6*time.Hour)); err != nil {
+	if err := fleetstore.RollupFleetHours(ctx, conn, start, start.Add(6*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	book := &pricebook.PriceBook{Currency: "USD", Prices: map[string]float64{"A100-SXM4-40GB": 1.6}, Tiers: map[string]float64{"pro": 1}}

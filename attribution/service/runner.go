@@ -14,6 +14,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/fleet/fleetstore"
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
@@ -241,7 +242,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	// before it is stale (NextPass: the later write has a later version) and not read.
 	if len(minutes) > 0 {
 		from, to := minutes[0].Start, minutes[len(minutes)-1].Start.Add(time.Minute)
-		if err := errors.Join(stored.RollupHours(ctx, r.conn, from, to), store.RollupFleetHours(ctx, r.conn, from, to)); err != nil {
+		if err := errors.Join(stored.RollupHours(ctx, r.conn, from, to), fleetstore.RollupFleetHours(ctx, r.conn, from, to)); err != nil {
 			if ctx.Err() != nil {
 				return p, err
 			}

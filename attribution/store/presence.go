@@ -31,6 +31,14 @@ type Presence struct {
 	spans    map[billing.GPU][]billing.Span // ascending by First
 }
 
+// PresenceOf is the presence of the given spans of each GPU (ascending by First), read from
+// src in buckets of bucket ns over the samples of [from, to) (ts_ns) for period: what a
+// reader of the presence from elsewhere (the fleet's hourly roll-up) gives as ReadPresence
+// would.
+func PresenceOf(period time.Duration, src Samples, bucket, from, to int64, spans map[billing.GPU][]billing.Span) *Presence {
+	return &Presence{period: period, source: src, bucket: bucket, from: from, to: to, spans: spans}
+}
+
 // presenceQueries read (node, gpu_uuid, model, first ts_ns, last ts_ns) for every bucket of a
 // GPU with a sample in [from, to); their arguments: the first and the last second of the time
 // column to read (dateTimeArg: from less the source's row length, and to), from and to in ns,

@@ -1,8 +1,8 @@
 // Package store is what attribution reads of the samples for a bill: every query that reads
 // the samples, their rollups and the allocations for a report (one file per table or
 // concern), the presence of the GPUs (the capacity), the noisy-neighbour signal, memory and
-// energy; and the fleet's reads of samples_1m with their hourly roll-up (fleet.go,
-// fleethours.go). What the attribution service stores is attribution/stored's.
+// energy, the models and tiers billed. What the attribution service stores is
+// attribution/stored's; what the fleet report reads, attribution/fleet/fleetstore's.
 package store
 
 // How the SQL is structured

@@ -1,4 +1,4 @@
-package store_test
+package fleetstore_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/fleet/fleetstore"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/attribution/stored"
@@ -54,14 +55,14 @@ WHERE cityHash64(i, m) %% 13 != 0 AND NOT (i = 6 AND m BETWEEN 80 AND 150) AND (
 // fleetReadings are what the fleet reads of samples_1m for a window, as JSON values.
 func fleetReadings(ctx context.Context, t *testing.T, conn driver.Conn, from, to time.Time) any {
 	t.Helper()
-	instances, err := store.FleetInstances(ctx, conn, from, to)
+	instances, err := fleetstore.FleetInstances(ctx, conn, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
 	window := billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}
 	capacity := map[string][]billing.Interval{}
 	for _, read := range []func() (*store.Presence, error){
-		func() (*store.Presence, error) { return store.FleetPresence(ctx, conn, window, time.Hour) },
+		func() (*store.Presence, error) { return fleetstore.FleetPresence(ctx, conn, window, time.Hour) },
 		func() (*store.Presence, error) {
 			return store.ReadPresence(ctx, conn, store.MinuteRollup, window, time.Hour)
 		},
@@ -97,7 +98,7 @@ func fleetReadings(ctx context.Context, t *testing.T, conn driver.Conn, from, to
 
 // TestFleetHoursAreTheMinutes: samples_1m rows over 3 h 25 min (incomplete versions, rows
 // written twice, minutes missing) and stored minutes are written to two databases alike; one
-// is rolled up by hour (store.RollupFleetHours) at some steps, the other never. The fleet's
+// is rolled up by hour (fleetstore.RollupFleetHours) at some steps, the other never. The fleet's
 // instances and capacity (FleetPresence, also against ReadPresence) are the same
 // (to 1e-9; capacity to the ns) from both, for windows with and without
 // partial hours: after a roll-up, while an hour is stale (late samples_1m rows, recomputed
@@ -150,7 +151,7 @@ func TestFleetHoursAreTheMinutes(t *testing.T) {
 	}
 	rollup := func(from, to time.Time) {
 		t.Helper()
-		if err := store.RollupFleetHours(ctx, rolled, from, to); err != nil {
+		if err := fleetstore.RollupFleetHours(ctx, rolled, from, to); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -202,11 +203,11 @@ FROM fleet_hours WHERE hour = toDateTime(?) ORDER BY rolled_ns DESC LIMIT 1`,
 	}
 	seen := func() bool {
 		t.Helper()
-		instances, err := store.FleetInstances(ctx, rolled, start, end)
+		instances, err := fleetstore.FleetInstances(ctx, rolled, start, end)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return slices.ContainsFunc(instances, func(x store.FleetInstance) bool { return x.Node == "ghost" })
+		return slices.ContainsFunc(instances, func(x fleetstore.FleetInstance) bool { return x.Node == "ghost" })
 	}
 	if !seen() {
 		t.Errorf("fresh hour 01:00: ghost instance not read; want it from the roll-up")
@@ -238,10 +239,10 @@ func TestFleetHoursQueriesCurrentDialect(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := len(recorder.All())
-	if err := store.RollupFleetHours(ctx, conn, start, start.Add(65*time.Minute)); err != nil {
+	if err := fleetstore.RollupFleetHours(ctx, conn, start, start.Add(65*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	instances, err := store.FleetInstances(ctx, conn, start, start.Add(65*time.Minute))
+	instances, err := fleetstore.FleetInstances(ctx, conn, start, start.Add(65*time.Minute))
 	if err != nil || len(instances) != 8 {
 		t.Fatalf("instances %+v, %v: want 8", instances, err)
 	}

@@ -1,4 +1,4 @@
-package store
+package fleetstore
 
 import (
 	"cmp"
@@ -13,47 +13,6 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
-
-// FleetModels returns the GPU models sampled since the time, sorted.
-func FleetModels(ctx context.Context, conn Querier, since time.Time) ([]string, error) {
-	rows, err := conn.Query(ctx, `SELECT DISTINCT model FROM samples WHERE time >= toDateTime(?) ORDER BY model`, since.Unix())
-	if err != nil {
-		return nil, fmt.Errorf("read the GPU models sampled since %s: %w", since.UTC().Format(time.RFC3339), err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var m string
-		if err := rows.Scan(&m); err != nil {
-			return nil, fmt.Errorf("read the GPU models sampled: %w", err)
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
-}
-
-// fleetTiersQuery: the tiers of the allocations (current versions, not deleted) billed at or
-// after its argument (ns).
-var fleetTiersQuery = `
-SELECT DISTINCT cur_tier
-FROM (` + tables.LatestAllocations("") + `)
-WHERE cur_deleted = 0 AND cur_started_ns > 0 AND (cur_ended_ns = 0 OR cur_ended_ns > ?)
-ORDER BY cur_tier`
-
-// FleetTiers returns the tiers of the allocations billed since the time, sorted.
-func FleetTiers(ctx context.Context, conn Querier, since time.Time) ([]string, error) {
-	var out []string
-	err := chquery.Each(ctx, conn, fleetTiersQuery, []any{since.UnixNano()}, func(scan func(...any) error) error {
-		var tier string
-		err := scan(&tier)
-		out = append(out, tier)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read the tiers of the allocations billed since %s: %w", since.UTC().Format(time.RFC3339), err)
-	}
-	return out, nil
-}
 
 // FleetInstance is what the per-minute rollup says about one instance over a window of whole
 // minutes: its facts (the latest row's) and the sums the fleet report needs.
@@ -120,7 +79,7 @@ GROUP BY node, instance_id`
 // FleetInstances reads every instance with a per-minute rollup row in [from, to), sorted by
 // node and instance: fresh whole hours from their roll-ups (fleet_hours), the other minutes
 // from samples_1m, each instance's facts those of its latest row.
-func FleetInstances(ctx context.Context, conn Querier, from, to time.Time) ([]FleetInstance, error) {
+func FleetInstances(ctx context.Context, conn chquery.Querier, from, to time.Time) ([]FleetInstance, error) {
 	byTarget := map[billing.Target]*FleetInstance{}
 	latest := map[billing.Target]time.Time{}
 	// facts notes an instance's facts as of its latest row at last.

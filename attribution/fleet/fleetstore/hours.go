@@ -1,4 +1,4 @@
-package store
+package fleetstore
 
 import (
 	"cmp"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
+	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -75,7 +76,7 @@ type fleetSource struct {
 // hour: rows added to the hour raise the first, rows dropped (a partition, a TTL) move the
 // others; a merge that joins a part of the hour with a later one raises it too, the hour then
 // reads as stale (its minutes are read) until it is rolled up again.
-func sampleSources(ctx context.Context, conn Querier, from, to time.Time) (map[int64]fleetSource, error) {
+func sampleSources(ctx context.Context, conn chquery.Querier, from, to time.Time) (map[int64]fleetSource, error) {
 	out := map[int64]fleetSource{}
 	lo, hi := uint64(from.Unix()), uint64(to.Unix())
 	err := chquery.Each(ctx, conn, samplePartsQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
@@ -97,7 +98,7 @@ func sampleSources(ctx context.Context, conn Querier, from, to time.Time) (map[i
 }
 
 // fleetSources is sampleSources with, if minutes, the sources of the hours' stored minutes.
-func fleetSources(ctx context.Context, conn Querier, from, to time.Time, minutes bool) (map[int64]fleetSource, error) {
+func fleetSources(ctx context.Context, conn chquery.Querier, from, to time.Time, minutes bool) (map[int64]fleetSource, error) {
 	out, err := sampleSources(ctx, conn, from, to)
 	if err != nil || !minutes {
 		return out, err
@@ -115,7 +116,7 @@ func fleetSources(ctx context.Context, conn Querier, from, to time.Time, minutes
 }
 
 // fleetRolled is, per hour of [from, to) rolled up, its latest roll-up's rolled_ns and sources.
-func fleetRolled(ctx context.Context, conn Querier, from, to time.Time) (map[int64]uint64, map[int64]fleetSource, error) {
+func fleetRolled(ctx context.Context, conn chquery.Querier, from, to time.Time) (map[int64]uint64, map[int64]fleetSource, error) {
 	ids, out := map[int64]uint64{}, map[int64]fleetSource{}
 	err := chquery.Each(ctx, conn, fleetRolledQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
 		var (
@@ -132,7 +133,7 @@ func fleetRolled(ctx context.Context, conn Querier, from, to time.Time) (map[int
 
 // freshFleetHours is the set (Unix seconds) of the whole hours of [from, to) whose latest
 // fleet roll-up was made from the samples_1m rows stored now.
-func freshFleetHours(ctx context.Context, conn Querier, from, to time.Time) (map[int64]bool, error) {
+func freshFleetHours(ctx context.Context, conn chquery.Querier, from, to time.Time) (map[int64]bool, error) {
 	_, rolled, err := fleetRolled(ctx, conn, from, to)
 	if err != nil || len(rolled) == 0 {
 		return nil, err
@@ -166,7 +167,7 @@ func (s span) args() []any {
 
 // fleetSpans cuts [from, to) (whole minutes) into runs of whole hours fresh for the fleet and
 // of minutes, in time order, as spans does for the stored minutes.
-func fleetSpans(ctx context.Context, conn Querier, from, to time.Time) ([]span, error) {
+func fleetSpans(ctx context.Context, conn chquery.Querier, from, to time.Time) ([]span, error) {
 	first, last := from.Truncate(time.Hour), to.Truncate(time.Hour)
 	if first.Before(from) {
 		first = first.Add(time.Hour)
@@ -268,24 +269,24 @@ var fleetGPUsMinutesQuery = perGPU(`
     PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
     GROUP BY node, gpu_uuid, model, b`)
 
-// FleetPresence is ReadPresence of samples_1m (MinuteRollup) for the fleet: where the period
+// FleetPresence is store.ReadPresence of samples_1m (store.MinuteRollup) for the fleet: where the period
 // is a whole number of hours, its buckets are too, and the whole hours fresh for the fleet
 // are read from their roll-ups (fleet_hour_gpus), the rest from samples_1m; the same presence
 // to the ns either way.
-func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, period time.Duration) (*Presence, error) {
-	if err := CheckPresence(period); err != nil || period%time.Hour != 0 {
-		return ReadPresence(ctx, conn, MinuteRollup, window, period)
+func FleetPresence(ctx context.Context, conn chquery.Querier, window billing.Interval, period time.Duration) (*store.Presence, error) {
+	if err := store.CheckPresence(period); err != nil || period%time.Hour != 0 {
+		return store.ReadPresence(ctx, conn, store.MinuteRollup, window, period)
 	}
 	if window.Start >= window.End {
 		return nil, fmt.Errorf("read the presence of [%s, %s): expected the start before the end", billing.UTC(window.Start), billing.UTC(window.End))
 	}
 	bucket := int64(period)
-	p := &Presence{period: period, source: MinuteRollup, bucket: bucket, from: chquery.FloorTo(window.Start-int64(period), bucket), to: window.End,
-		spans: map[billing.GPU][]billing.Span{}}
+	readFrom, readTo := chquery.FloorTo(window.Start-int64(period), bucket), window.End
+	spans := map[billing.GPU][]billing.Span{}
 	// Rows whose minute starts in [from, to) are those the presence query reads from whole minutes.
-	from, to := billing.UTC(p.from), billing.UTC(p.to).Truncate(time.Minute)
-	if !billing.UTC(p.to).Equal(to) {
-		return ReadPresence(ctx, conn, MinuteRollup, window, period)
+	from, to := billing.UTC(readFrom), billing.UTC(readTo).Truncate(time.Minute)
+	if !billing.UTC(readTo).Equal(to) {
+		return store.ReadPresence(ctx, conn, store.MinuteRollup, window, period)
 	}
 	by := map[billing.GPU]map[int64]billing.Span{} // per GPU and bucket
 	parts, err := fleetSpans(ctx, conn, from, to)
@@ -332,12 +333,12 @@ func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, p
 		for _, s := range buckets {
 			ss = append(ss, s)
 		}
-		p.spans[g] = ss
+		spans[g] = ss
 	}
-	for _, ss := range p.spans {
+	for _, ss := range spans {
 		slices.SortFunc(ss, func(a, b billing.Span) int { return cmp.Compare(a.First, b.First) })
 	}
-	return p, nil
+	return store.PresenceOf(period, store.MinuteRollup, bucket, readFrom, readTo, spans), nil
 }
 
 // rollupFleetHourQuery sums each hour's samples_1m rows of a run of whole hours per instance
