@@ -23,8 +23,9 @@ type Querier interface {
 }
 
 // ChunkSize bounds the targets per query of a list of targets, and the allocations of a chunk
-// read without raising max_query_size (measure.go): each adds a few hundred bytes of query
-// text and ClickHouse parses at most max_query_size (256 KiB by default).
+// read without raising max_query_size (attribution/store's measure.go): each adds a few
+// hundred bytes of query text and ClickHouse parses at most max_query_size (256 KiB by
+// default).
 const ChunkSize = 400
 
 // TargetsTable is a set of targets, bound as two packed arrays (PackStrings).
