@@ -26,6 +26,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
@@ -165,7 +166,7 @@ func Report(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, 
 	}
 	o.To = to
 	if o.FromMinutes {
-		res.Report, res.Lines, err = store.FromMinutesLines(ctx, conn, o.From, o.To)
+		res.Report, res.Lines, err = stored.FromMinutesLines(ctx, conn, o.From, o.To)
 	} else {
 		res.Report, res.Lines, err = compute(ctx, conn, o, book)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/shard"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -133,7 +134,7 @@ FROM (SELECT {{first}} + intDiv(number, %d) AS tick, number %% %d AS inst, toUIn
 	}
 	// The attribution service's stored minutes: one row per allocation and minute, and the
 	// unallocated row of each minute.
-	stored := fmt.Sprintf(`INSERT INTO attribution_minutes (minute, tenant, allocation_id, tier, node, instance_id,
+	insertMinutes := fmt.Sprintf(`INSERT INTO attribution_minutes (minute, tenant, allocation_id, tier, node, instance_id,
     requested_ns, started_ns, sliced, billed_ns, metered_ns, list_cost, cost, waste_cost, overhead_cost, efficiency_ns,
     cold_start_ns, cold_start_sla_ns, wait_ns, wait_count, currency, computed_ns)
 SELECT toDateTime(intDiv(%d, 1000000000) + m * 60), if(inst < %d, concat('tenant-', toString(inst %% 10)), '__unallocated__'),
@@ -143,7 +144,7 @@ SELECT toDateTime(intDiv(%d, 1000000000) + m * 60), if(inst < %d, concat('tenant
 FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers LIMIT %d)`,
 		start, f.instances, f.instances, start, start, f.seconds/60, f.seconds/60, (f.instances+1)*(f.seconds/60))
 	if f.storedMinute {
-		if err := f.conn.Exec(ctx, stored); err != nil {
+		if err := f.conn.Exec(ctx, insertMinutes); err != nil {
 			b.Fatalf("generate attribution_minutes: %v", err)
 		}
 	}
@@ -183,7 +184,7 @@ func BenchmarkReport(b *testing.B) {
 			b.Skip("SLICEMETER_BENCH_STORED=0")
 		}
 		for b.Loop() {
-			rep, err := store.FromMinutes(context.Background(), f.conn, f.start, to)
+			rep, err := stored.FromMinutes(context.Background(), f.conn, f.start, to)
 			if err != nil || len(rep.Tenants) != min(10, f.instances) {
 				b.Fatalf("report from stored minutes: %d tenants, %v", len(rep.Tenants), err)
 			}

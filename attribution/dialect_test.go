@@ -13,6 +13,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
 	"github.com/slicemeter/slicemeter/schemas/audit"
@@ -77,16 +78,13 @@ func TestCurrentClickHouseDialect(t *testing.T) {
 		runner = service.NewRunner(conn, book, service.Passes{Lookback: time.Minute, MaxMinutes: 2}, nil, slog.New(slog.DiscardHandler))
 		runner.SetClock(func() time.Time { return t0.Add(2 * time.Minute) })
 	}
-	if _, err := store.Totals(ctx, conn, t0, t0.Add(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.FromMinutes(ctx, conn, t0, t0.Add(time.Minute)); err != nil {
+	if _, err := stored.FromMinutes(ctx, conn, t0, t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	// Two minutes of the hour are stored: the hourly stream reads them, then names the others.
 	h := t0.Truncate(time.Hour)
-	if err := store.HourlyLines(ctx, conn, h, h.Add(time.Hour), func(time.Time, []billing.Line) error { return nil }); err == nil ||
-		!errors.Is(err, store.ErrNotAttributed) {
+	if err := stored.HourlyLines(ctx, conn, h, h.Add(time.Hour), func(time.Time, []billing.Line) error { return nil }); err == nil ||
+		!errors.Is(err, stored.ErrNotAttributed) {
 		t.Fatalf("hourly lines of a partly stored hour: %v", err)
 	}
 	if _, err := store.NoisyNeighbours(ctx, conn, t0, t0.Add(time.Minute)); err != nil {

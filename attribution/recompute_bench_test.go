@@ -8,6 +8,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 )
 
 // BenchmarkResumeRecomputation: the time a restarted attribution service takes to finish a
@@ -63,7 +64,7 @@ func BenchmarkResumeRecomputation(b *testing.B) {
 		b.ReportMetric(took.Seconds(), "resume-s")
 		b.Logf("%d instances: the restarted runner attributed the %d minutes left in %d passes in %s (%.3f s a minute)", f.instances, left, passes,
 			took.Round(time.Millisecond), took.Seconds()/float64(left))
-		if err := store.CheckAttributed(ctx, f.conn, f.start, end); err != nil {
+		if err := stored.CheckAttributed(ctx, f.conn, f.start, end); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -116,7 +117,7 @@ func TestComputeUnmeasured(t *testing.T) {
 		{"samples_1m", func() (report.Report, error) {
 			return reportOf(ctx, conn, t0, t0.Add(window), book, store.MinuteRollup)
 		}, 0},
-		{"attribution_minutes", func() (report.Report, error) { return store.FromMinutes(ctx, conn, t0, t0.Add(window)) }, 1e-11},
+		{"attribution_minutes", func() (report.Report, error) { return stored.FromMinutes(ctx, conn, t0, t0.Add(window)) }, 1e-11},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

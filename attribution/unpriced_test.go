@@ -18,6 +18,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -116,7 +117,7 @@ func TestReportUnpriced(t *testing.T) {
 			if err != nil || p.Fresh != 10 || len(p.Failed) > 0 {
 				t.Fatalf("service pass: %+v, %v; want 10 fresh minutes", p, err)
 			}
-			got, err := store.FromMinutes(ctx, conn, t0, t0.Add(window))
+			got, err := stored.FromMinutes(ctx, conn, t0, t0.Add(window))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,7 +13,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/slicemeter/slicemeter/attribution/period"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/audit"
 )
 
@@ -59,7 +59,7 @@ func (memPeriods) Close(_ context.Context, m period.Month, _ time.Time) (period.
 	case "2026-03":
 		return period.Closed{}, fmt.Errorf("close %s: %w", m, period.ErrNotOver)
 	case "2025-12":
-		return period.Closed{}, fmt.Errorf("close %s: 5 of its minutes are %w", m, store.ErrNotAttributed)
+		return period.Closed{}, fmt.Errorf("close %s: 5 of its minutes are %w", m, stored.ErrNotAttributed)
 	case "2025-11":
 		return period.Closed{}, fmt.Errorf("close %s: the database is gone", m)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/fleet"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 )
 
 // FleetQuery is a request of the fleet report: one window of whole minutes, one grouping.
@@ -79,7 +79,7 @@ func (s *Server) getFleet(w http.ResponseWriter, r *http.Request) {
 	rows, err := s.Fleet(r.Context(), FleetQuery{From: times[0], To: times[1], By: by})
 	if err != nil {
 		err = fmt.Errorf("fleet report of [%s, %s): %w", times[0].Format(time.RFC3339), times[1].Format(time.RFC3339), err)
-		if errors.Is(err, store.ErrNotAttributed) {
+		if errors.Is(err, stored.ErrNotAttributed) {
 			// The window's stored minutes are not all there yet: ask again later.
 			s.fail(w, http.StatusConflict, err)
 			return

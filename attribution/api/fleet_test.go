@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/fleet"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 )
 
 // TestFleetRoles: GET /api/v1/fleet is for the roles that read every tenant; the others are
@@ -22,7 +22,7 @@ func TestFleetRoles(t *testing.T) {
 	notYet := time.Date(2026, 1, 6, 0, 0, 0, 0, time.UTC)
 	s := &Server{Auth: headerAuth{}, Fleet: func(_ context.Context, q FleetQuery) ([]fleet.Row, error) {
 		if q.From.Equal(notYet) {
-			return nil, &store.NotAttributedError{From: q.From, To: q.To, First: q.From.Add(30 * time.Minute), Last: q.To.Add(-time.Minute), Missing: 30}
+			return nil, &stored.NotAttributedError{From: q.From, To: q.To, First: q.From.Add(30 * time.Minute), Last: q.To.Add(-time.Minute), Missing: 30}
 		}
 		asked = q
 		return []fleet.Row{{Group: "A100-SXM4-40GB", WindowStart: q.From, WindowEnd: q.To, CapacityGPUHours: 1, Currency: "USD"},

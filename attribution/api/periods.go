@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/period"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 )
 
 // Periods lists and closes billing periods (attribution/period over the database and the
@@ -108,7 +108,7 @@ func (s *Server) closePeriod(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	closed, err := s.Periods.Close(r.Context(), m, time.Now())
 	switch {
-	case errors.Is(err, period.ErrClosed), errors.Is(err, period.ErrNotOver), errors.Is(err, period.ErrOutOfOrder), errors.Is(err, store.ErrNotAttributed),
+	case errors.Is(err, period.ErrClosed), errors.Is(err, period.ErrNotOver), errors.Is(err, period.ErrOutOfOrder), errors.Is(err, stored.ErrNotAttributed),
 		errors.Is(err, period.ErrOwed):
 		s.fail(w, http.StatusConflict, err)
 		return

@@ -130,7 +130,7 @@ type Usage struct {
 	MemUsedNS, MemNS float64
 	// EnergyJ is the allocation's share of its GPU's energy (J): per UTC minute, the GPU's
 	// mean power × the time the instance's samples cover in it × the billed fraction × the
-	// share of the minute billed, as attribution/fleet's TenantEnergy splits it.
+	// share of the minute billed (store's memenergy.go).
 	EnergyJ float64
 }
 
@@ -163,11 +163,9 @@ func attribute(billed time.Duration, t Terms, u Usage) line {
 	l.listCost = pricebook.ListCost(t.ListPrice, t.Fraction, billed)
 	l.cost = l.listCost * t.Multiplier
 	if u.Metered > 0 && t.TimeSliced {
-		l.overhead = clamp01(u.SwitchNS / float64(u.Metered))
+		l.overhead = TimeMean(u.SwitchNS, u.Metered)
 	}
-	if u.Active > 0 {
-		l.efficiency = clamp01(u.EfficiencyNS / float64(u.Active))
-	}
+	l.efficiency = TimeMean(u.EfficiencyNS, u.Active)
 	l.wasteCost, l.overheadCost = Charges(l.cost, l.overhead, l.efficiency, l.active, billed)
 	return l
 }
@@ -185,4 +183,15 @@ func Charges(cost, o, efficiency float64, active, billed time.Duration) (waste, 
 	return waste, cost * o
 }
 
-func clamp01(v float64) float64 { return min(1, max(0, v)) }
+// TimeMean is the mean of a fraction over a time from its sum over that time (Σ fraction ×
+// ns): efficiency from efficiency ns over the measured time, the vGPU overhead from switch
+// ns over the metered time. Every path takes a window's efficiency and overhead from its
+// sums with it (attribute from the samples, the stored minutes from their columns;
+// tables.Efficiency is its SQL, tested against it): the mean of fractions is within 0..1,
+// float rounding of the sums aside, and is 0 over no time.
+func TimeMean(sumNS float64, over time.Duration) float64 {
+	if over <= 0 {
+		return 0
+	}
+	return min(1, max(0, sumNS/float64(over)))
+}

@@ -235,3 +235,17 @@ func TestP99(t *testing.T) {
 		})
 	}
 }
+
+func TestTimeMean(t *testing.T) {
+	for _, tc := range []struct {
+		sum  float64
+		over time.Duration
+		want float64
+	}{
+		{0, 0, 0}, {5, 0, 0}, {5, -1, 0}, {30, 60, 0.5}, {60, 60, 1}, {61, 60, 1}, {-1, 60, 0},
+	} {
+		if got := TimeMean(tc.sum, tc.over); got != tc.want {
+			t.Errorf("TimeMean(%v, %v) = %v, want %v", tc.sum, tc.over, got, tc.want)
+		}
+	}
+}

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/fleet"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 )
 
 // TestFleetRefusesUnattributed: over an hour the service has attributed only the first half
 // of, the rollup has the whole hour's capacity but the stored minutes half its revenue: the
-// fleet report refuses the window (store.ErrNotAttributed, naming the first minute missing),
+// fleet report refuses the window (stored.ErrNotAttributed, naming the first minute missing),
 // whether the hour is read from its minutes or from a roll-up made of its 30 minutes; the
 // attributed half alone is reported.
 func TestFleetRefusesUnattributed(t *testing.T) {
@@ -28,9 +28,9 @@ func TestFleetRefusesUnattributed(t *testing.T) {
 	refused := func(t *testing.T, name string) {
 		t.Helper()
 		rows, err := fleet.Compute(ctx, conn, book, fleet.Options{From: sc.Start, To: sc.End(), By: fleet.ByModel})
-		var e *store.NotAttributedError
-		if !errors.Is(err, store.ErrNotAttributed) || !errors.As(err, &e) {
-			t.Fatalf("%s: rows %+v, error %v; want store.ErrNotAttributed", name, rows, err)
+		var e *stored.NotAttributedError
+		if !errors.Is(err, stored.ErrNotAttributed) || !errors.As(err, &e) {
+			t.Fatalf("%s: rows %+v, error %v; want stored.ErrNotAttributed", name, rows, err)
 		}
 		if !e.First.Equal(half) || !e.Last.Equal(sc.End().Add(-time.Minute)) || e.Missing != 30 {
 			t.Errorf("%s: %v: first %s, last %s, %d missing; want %s, %s, 30", name, err, e.First, e.Last, e.Missing, half, sc.End().Add(-time.Minute))
@@ -42,7 +42,7 @@ func TestFleetRefusesUnattributed(t *testing.T) {
 	}
 	refused(t, "from the stored minutes")
 	// A roll-up of the hour's 30 minutes is fresh (it is of what is stored) but short.
-	if err := store.RollupHours(ctx, conn, sc.Start, sc.End()); err != nil {
+	if err := stored.RollupHours(ctx, conn, sc.Start, sc.End()); err != nil {
 		t.Fatal(err)
 	}
 	var rolled uint64

@@ -12,8 +12,9 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/fleet"
+	"github.com/slicemeter/slicemeter/attribution/fleet/fleetstore"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
@@ -23,7 +24,7 @@ import (
 // month; samples_1m holds one row per instance and minute, attribution_minutes one per
 // allocation and minute and the unallocated row, all generated inside ClickHouse. Sub-benchmarks
 // minutes/*: samples_1m read minute by minute (no fleet roll-up yet); hours/*: after
-// store.RollupFleetHours, as the service leaves it.
+// fleetstore.RollupFleetHours, as the service leaves it.
 //
 //	SLICEMETER_BENCH_INSTANCES=1000 go test -run '^$' -bench FleetMonth -benchtime 1x -timeout 60m ./attribution/fleet/
 func BenchmarkFleetMonth(b *testing.B) {
@@ -40,9 +41,9 @@ func BenchmarkFleetMonth(b *testing.B) {
 	generateMonth(ctx, b, conn, start, end, instances)
 	b.Logf("%d instances × %d minutes: %d samples_1m and %d stored minute rows, generated in %s",
 		instances, minutes, instances*minutes, (instances+1)*minutes, time.Since(began).Round(time.Millisecond))
-	// The attribution service rolls up every hour after storing its minutes (store.RollupHours).
+	// The attribution service rolls up every hour after storing its minutes (stored.RollupHours).
 	began = time.Now()
-	if err := store.RollupHours(ctx, conn, start, end); err != nil {
+	if err := stored.RollupHours(ctx, conn, start, end); err != nil {
 		b.Fatalf("roll up the stored minutes by hour: %v", err)
 	}
 	b.Logf("rolled up by hour in %s", time.Since(began).Round(time.Millisecond))
@@ -53,11 +54,10 @@ func BenchmarkFleetMonth(b *testing.B) {
 		name string
 		read func() error
 	}{
-		{"presence", func() error { _, err := store.FleetPresence(ctx, conn, window, time.Hour); return err }},
-		{"instances", func() error { _, err := store.FleetInstances(ctx, conn, start, end); return err }},
-		{"held", func() error { _, err := store.HeldInstances(ctx, conn, start, end); return err }},
-		{"tenants-per-host", func() error { _, err := store.TenantsPerHost(ctx, conn, start, end); return err }},
-		{"tenant-energy", func() error { _, err := fleet.TenantEnergy(ctx, conn, start, end); return err }},
+		{"presence", func() error { _, err := fleetstore.FleetPresence(ctx, conn, window, time.Hour); return err }},
+		{"instances", func() error { _, err := fleetstore.FleetInstances(ctx, conn, start, end); return err }},
+		{"held", func() error { _, err := stored.HeldInstances(ctx, conn, start, end); return err }},
+		{"tenants-per-host", func() error { _, err := stored.TenantsPerHost(ctx, conn, start, end); return err }},
 	}
 	// Each read alone, one after the other: which one the month's time is.
 	readEach := func(b *testing.B) {
@@ -88,19 +88,13 @@ func BenchmarkFleetMonth(b *testing.B) {
 	// Before the fleet's roll-up, samples_1m is read minute by minute (what a month of
 	// changed hours would cost); SLICEMETER_BENCH_MINUTES=0 skips it.
 	if os.Getenv("SLICEMETER_BENCH_MINUTES") != "0" {
-		b.Run("minutes/reads", func(b *testing.B) {
-			// Without the energy split: its per-minute join of a month takes minutes.
-			saved := reads
-			reads = reads[:len(reads)-1]
-			defer func() { reads = saved }()
-			readEach(b)
-		})
+		b.Run("minutes/reads", readEach)
 		b.Run("minutes/model", compute(fleet.ByModel))
 	}
 	// The service rolls up the fleet's reads of samples_1m beside the stored hours
-	// (store.RollupFleetHours), in runs of up to 6 hours.
+	// (fleetstore.RollupFleetHours), in runs of up to 6 hours.
 	began = time.Now()
-	if err := store.RollupFleetHours(ctx, conn, start, end); err != nil {
+	if err := fleetstore.RollupFleetHours(ctx, conn, start, end); err != nil {
 		b.Fatalf("roll up samples_1m by hour: %v", err)
 	}
 	b.Logf("fleet rolled up by hour in %s (%s an hour)", time.Since(began).Round(time.Millisecond),
@@ -135,7 +129,7 @@ FROM (SELECT %d + number %% %d AS m, intDiv(number, %d) AS inst, toUInt64(%d + m
 		if err := conn.Exec(ctx, rollup); err != nil {
 			tb.Fatalf("generate samples_1m: %v", err)
 		}
-		stored := fmt.Sprintf(`INSERT INTO attribution_minutes (minute, tenant, allocation_id, tier, node, instance_id,
+		insertMinutes := fmt.Sprintf(`INSERT INTO attribution_minutes (minute, tenant, allocation_id, tier, node, instance_id,
     requested_ns, started_ns, sliced, billed_ns, metered_ns, list_cost, cost, waste_cost, overhead_cost, efficiency_ns,
     cold_start_ns, cold_start_sla_ns, wait_ns, wait_count, currency, computed_ns)
 SELECT toDateTime(%d + m * 60), if(inst < %d, concat('tenant-', toString(inst %% 10)), '__unallocated__'),
@@ -147,7 +141,7 @@ SELECT toDateTime(%d + m * 60), if(inst < %d, concat('tenant-', toString(inst %%
     emptyArrayUInt64(), emptyArrayUInt64(), 'USD', toUInt64(1)
 FROM (SELECT %d + number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers LIMIT %d)`,
 			start.Unix(), instances, instances, instances, instances, start.UnixNano(), start.UnixNano(), first, day, day, (instances+1)*day)
-		if err := conn.Exec(ctx, stored); err != nil {
+		if err := conn.Exec(ctx, insertMinutes); err != nil {
 			tb.Fatalf("generate attribution_minutes: %v", err)
 		}
 	}

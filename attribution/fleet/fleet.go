@@ -23,7 +23,9 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/fleet/fleetstore"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/hardware"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/validate"
@@ -86,11 +88,11 @@ type Row struct {
 // Inputs are what the store holds for a window: Compute reads them, Build uses them.
 type Inputs struct {
 	From, To  time.Time
-	Instances []store.FleetInstance
+	Instances []fleetstore.FleetInstance
 	// Capacity is each GPU's presence in the window (billing.Present).
 	Capacity map[billing.GPU][]billing.Interval
 	Energy   map[billing.GPU]float64 // J
-	Held     []store.Held
+	Held     []stored.Held
 	// TenantsPerHost is, per node, the most tenants billed on it within one minute.
 	TenantsPerHost map[string]int
 }
@@ -147,7 +149,7 @@ func CountHours(from, to time.Time) int {
 }
 
 // Read reads the inputs of a window of whole minutes. It refuses a window whose minutes are
-// not all attributed (a *store.NotAttributedError, store.ErrNotAttributed): its capacity comes
+// not all attributed (a *stored.NotAttributedError, stored.ErrNotAttributed): its capacity comes
 // from the rollup, but what is billed there from the stored minutes, so revenue and margin
 // would be short without a sign of it.
 func Read(ctx context.Context, conn store.Querier, from, to time.Time, presence time.Duration) (*Inputs, error) {
@@ -164,15 +166,15 @@ func Read(ctx context.Context, conn store.Querier, from, to time.Time, presence 
 	// which hours of attribution_hours are fresh once, for both.
 	err := parallel(
 		func() error {
-			p, err := store.FleetPresence(ctx, conn, window, presence)
+			p, err := fleetstore.FleetPresence(ctx, conn, window, presence)
 			if err == nil {
 				in.Capacity, err = p.Capacity(window)
 			}
 			return err
 		},
-		func() (err error) { in.Instances, err = store.FleetInstances(ctx, conn, from, to); return err },
+		func() (err error) { in.Instances, err = fleetstore.FleetInstances(ctx, conn, from, to); return err },
 		func() error {
-			hours, err := store.ReadStoredHours(ctx, conn, from, to)
+			hours, err := stored.ReadStoredHours(ctx, conn, from, to)
 			if err != nil {
 				return fmt.Errorf("read which hours of the stored minutes of the fleet window are rolled up: %w", err)
 			}
@@ -208,8 +210,8 @@ func parallel(reads ...func() error) error {
 // Energy is each GPU's energy (J): its power integrated over the samples of its instance
 // sampled longest (every instance of a GPU reports the GPU's power, and they are sampled
 // together).
-func Energy(instances []store.FleetInstance) map[billing.GPU]float64 {
-	longest := map[billing.GPU]store.FleetInstance{}
+func Energy(instances []fleetstore.FleetInstance) map[billing.GPU]float64 {
+	longest := map[billing.GPU]fleetstore.FleetInstance{}
 	for _, x := range instances {
 		if l, ok := longest[x.GPU]; !ok || x.Covered > l.Covered || x.Covered == l.Covered && x.Instance < l.Instance {
 			longest[x.GPU] = x
@@ -232,7 +234,7 @@ func Compute(ctx context.Context, conn store.Querier, book *pricebook.PriceBook,
 }
 
 // sums accumulate one group. Money is summed as Decimal at the money columns' scale
-// (store.Money), as the tenant report sums it: Σ revenue is Σ tenants' cost exactly.
+// (stored.Money), as the tenant report sums it: Σ revenue is Σ tenants' cost exactly.
 type sums struct {
 	capacityNS, allocatedNS, activeNS   float64 // GPU-ns
 	coveredNS, memUsedNS                float64
@@ -245,7 +247,7 @@ type sums struct {
 // money is an amount at the money columns' scale; NaN and ±Inf (no price or cost can give
 // them: the price book refuses them) count 0.
 func money(f float64) decimal.Decimal {
-	d, err := store.Money(f)
+	d, err := stored.Money(f)
 	if err != nil {
 		return decimal.Decimal{}
 	}
@@ -300,7 +302,7 @@ func Build(in *Inputs, book *pricebook.PriceBook, by By, limit int) []Row {
 			s.energyJ += j
 		}
 	}
-	instances := map[instanceKey]store.FleetInstance{}
+	instances := map[instanceKey]fleetstore.FleetInstance{}
 	for _, x := range in.Instances {
 		instances[x.Target] = x
 		for _, s := range get(x.GPU) {
@@ -328,7 +330,7 @@ func Build(in *Inputs, book *pricebook.PriceBook, by By, limit int) []Row {
 		if x.Attached > 0 {
 			memEff = x.MemHeld / float64(x.Attached)
 		}
-		idle := h.Cost.Sub(h.Cost.Mul(decimal.NewFromFloat(min(1, memEff)))).Round(store.MoneyScale)
+		idle := h.Cost.Sub(h.Cost.Mul(decimal.NewFromFloat(min(1, memEff)))).Round(stored.MoneyScale)
 		for _, s := range get(x.GPU) {
 			s.allocatedNS += frac * float64(h.Billed)
 			s.revenue = s.revenue.Add(h.Cost)

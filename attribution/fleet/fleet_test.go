@@ -7,15 +7,16 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/fleet/fleetstore"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
 // usd is an amount as the stored minutes hold it.
-func usd(f float64) decimal.Decimal { return decimal.NewFromFloat(f).Round(store.MoneyScale) }
+func usd(f float64) decimal.Decimal { return decimal.NewFromFloat(f).Round(stored.MoneyScale) }
 
-func mig(node, gpu, id string, slices uint32) store.FleetInstance {
-	return store.FleetInstance{Target: billing.Target{Node: node, Instance: id}, GPU: billing.GPU{Node: node, UUID: gpu, Model: "A100-SXM4-40GB"},
+func mig(node, gpu, id string, slices uint32) fleetstore.FleetInstance {
+	return fleetstore.FleetInstance{Target: billing.Target{Node: node, Instance: id}, GPU: billing.GPU{Node: node, UUID: gpu, Model: "A100-SXM4-40GB"},
 		Facts:   pricebook.Instance{Kind: "mig", Model: "A100-SXM4-40GB", ComputeSlices: slices, SMCount: 14 * slices, GPUSMCount: 108, MemTotalBytes: 5 << 30, GPUMemTotalBytes: 40 << 30},
 		Covered: time.Hour}
 }
@@ -28,12 +29,12 @@ func TestBuild(t *testing.T) {
 	gpuA, gpuB := billing.GPU{Node: "n1", UUID: "GPU-a", Model: "A100-SXM4-40GB"}, billing.GPU{Node: "n2", UUID: "GPU-b", Model: "A100-SXM4-40GB"}
 	in := &Inputs{
 		From: from, To: from.Add(time.Hour),
-		Instances: []store.FleetInstance{
+		Instances: []fleetstore.FleetInstance{
 			mig("n1", "GPU-a", "gpu0/mig0", 3), mig("n1", "GPU-a", "gpu0/mig1", 1), mig("n1", "GPU-a", "gpu0/mig2", 1),
 			mig("n2", "GPU-b", "gpu0/mig0", 1), mig("n2", "GPU-b", "gpu0/mig1", 2),
 		},
 		Capacity: map[billing.GPU][]billing.Interval{gpuA: {hour}, gpuB: {hour}},
-		Held: []store.Held{
+		Held: []stored.Held{
 			{Target: billing.Target{Node: "n1", Instance: "gpu0/mig0"}, Tenant: "t1", Billed: time.Hour, ListCost: usd(1.6 * 3 / 7), Cost: usd(1.6 * 3 / 7)},
 			{Target: billing.Target{Node: "n1", Instance: "gpu0/mig1"}, Tenant: "t2", Billed: time.Hour, ListCost: usd(1.6 / 7), Cost: usd(1.6 / 7)},
 			{Target: billing.Target{Node: "n1", Instance: "gpu0/mig2"}, Tenant: "t3", Billed: time.Hour, ListCost: usd(1.6 / 7), Cost: usd(1.6 / 7)},
@@ -109,12 +110,12 @@ func TestBuildSumsMoneyExactly(t *testing.T) {
 	from := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	gpu := billing.GPU{Node: "n1", UUID: "GPU-a", Model: "A100-SXM4-40GB"}
 	x := mig("n1", "GPU-a", "gpu0/mig0", 1)
-	held := func(tenant string, cost float64) store.Held {
-		return store.Held{Target: x.Target, Tenant: tenant, Billed: time.Hour, ListCost: usd(cost), Cost: usd(cost), OverheadCost: usd(cost / 10)}
+	held := func(tenant string, cost float64) stored.Held {
+		return stored.Held{Target: x.Target, Tenant: tenant, Billed: time.Hour, ListCost: usd(cost), Cost: usd(cost), OverheadCost: usd(cost / 10)}
 	}
-	in := &Inputs{From: from, To: from.Add(time.Hour), Instances: []store.FleetInstance{x},
+	in := &Inputs{From: from, To: from.Add(time.Hour), Instances: []fleetstore.FleetInstance{x},
 		Capacity: map[billing.GPU][]billing.Interval{gpu: {{Start: from.UnixNano(), End: from.Add(time.Hour).UnixNano()}}},
-		Held:     []store.Held{held("t1", 0.1), held("t2", 0.2)}}
+		Held:     []stored.Held{held("t1", 0.1), held("t2", 0.2)}}
 	book := &pricebook.PriceBook{Currency: "USD", Prices: map[string]float64{"A100-SXM4-40GB": 1.6},
 		Costs: &pricebook.Costs{GPUHour: map[string]float64{"A100-SXM4-40GB": 0.1}}}
 	for _, r := range Build(in, book, ByModel, 0) {

@@ -9,8 +9,9 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/slicemeter/slicemeter/attribution/fleet"
+	"github.com/slicemeter/slicemeter/attribution/fleet/fleetstore"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
@@ -30,10 +31,10 @@ func TestComputeReadsFreshHoursOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := store.RollupHours(ctx, conn, start, start.Add(6*time.Hour)); err != nil {
+	if err := stored.RollupHours(ctx, conn, start, start.Add(6*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.RollupFleetHours(ctx, conn, start, start.Add(6*time.Hour)); err != nil {
+	if err := fleetstore.RollupFleetHours(ctx, conn, start, start.Add(6*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	book := &pricebook.PriceBook{Currency: "USD", Prices: map[string]float64{"A100-SXM4-40GB": 1.6}, Tiers: map[string]float64{"pro": 1}}

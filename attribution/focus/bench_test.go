@@ -18,7 +18,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/report"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 )
 
 // BenchmarkFOCUS exports February 2026 (28 days) of SLICEMETER_BENCH_INSTANCES MIG 1g.5gb
@@ -43,7 +43,7 @@ func BenchmarkFOCUS(b *testing.B) {
 	end := time.Date(2026, time.March, 1, 0, 0, 0, 0, time.UTC)
 	minutes := int(end.Sub(start) / time.Minute)
 	began := time.Now()
-	stored := fmt.Sprintf(`INSERT INTO attribution_minutes (minute, tenant, allocation_id, tier, node, instance_id,
+	insertMinutes := fmt.Sprintf(`INSERT INTO attribution_minutes (minute, tenant, allocation_id, tier, node, instance_id,
     requested_ns, started_ns, sliced, billed_ns, metered_ns, active_ns, list_cost, cost, waste_cost, overhead_cost, efficiency_ns,
     overhead_ns, cold_start_ns, cold_start_sla_ns, wait_ns, wait_count, currency, computed_ns, model, profile, fraction)
 SELECT toDateTime(%d + m * 60), if(inst < %d, concat('tenant-', toString(inst %% 10)), '__unallocated__'),
@@ -59,14 +59,14 @@ FROM (SELECT number %% %d AS m, intDiv(number, %d) AS inst FROM system.numbers L
 	// timeout on loaded cores.
 	const block = 100
 	for first := 0; first <= instances; first += block {
-		if err := conn.Exec(ctx, stored, min(block, instances+1-first)*minutes, first*minutes); err != nil {
+		if err := conn.Exec(ctx, insertMinutes, min(block, instances+1-first)*minutes, first*minutes); err != nil {
 			b.Fatalf("generate attribution_minutes of instances %d-: %v", first, err)
 		}
 	}
 	b.Logf("%d instances × %d minutes: %d stored rows, generated in %s", instances, minutes, (instances+1)*minutes, time.Since(began).Round(time.Millisecond))
-	// The attribution service rolls up every hour after storing its minutes (store.RollupHours).
+	// The attribution service rolls up every hour after storing its minutes (stored.RollupHours).
 	began = time.Now()
-	if err := store.RollupHours(ctx, conn, start, end); err != nil {
+	if err := stored.RollupHours(ctx, conn, start, end); err != nil {
 		b.Fatalf("roll up the stored minutes by hour: %v", err)
 	}
 	b.Logf("rolled up by hour in %s", time.Since(began).Round(time.Millisecond))

@@ -12,6 +12,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
@@ -38,7 +39,7 @@ type Stream func(ctx context.Context, from, to time.Time, each func(w report.Win
 
 // ForAttribution is the export of attribution.Report's line items with the options: from the
 // stored minutes (o.FromMinutes) a range of whole hours up to the horizon is read as one
-// stream of hours (store.HourlyLines), anything else hour by hour.
+// stream of hours (stored.HourlyLines), anything else hour by hour.
 func ForAttribution(conn store.Querier, book *pricebook.PriceBook, o attribution.Options, logger *slog.Logger) Export {
 	e := Export{Report: FromAttribution(conn, book, o, logger), Zone: book.Zone()}
 	if !o.FromMinutes {
@@ -49,7 +50,7 @@ func ForAttribution(conn store.Querier, book *pricebook.PriceBook, o attribution
 		if !o.Horizon().Equal(to) || !from.Equal(from.Truncate(time.Hour)) || !to.Equal(to.Truncate(time.Hour)) {
 			return false, nil
 		}
-		return true, store.HourlyLines(ctx, conn, from, to, func(hour time.Time, lines []billing.Line) error {
+		return true, stored.HourlyLines(ctx, conn, from, to, func(hour time.Time, lines []billing.Line) error {
 			w := report.Window{Start: hour, End: hour.Add(time.Hour)}
 			return each(w, billing.AllocationRows(lines, billing.Interval{Start: w.Start.UnixNano(), End: w.End.UnixNano()}, book.Currency))
 		})
@@ -209,7 +210,7 @@ func (e Export) Usage(ctx context.Context, from, to time.Time, w Writer) (Totals
 }
 
 // aheadHours is how many hours a stream reads ahead of the rows being written: a day, what
-// store.HourlyLines reads at once (about 250 KB of rows an hour for 1000 allocations).
+// stored.HourlyLines reads at once (about 250 KB of rows an hour for 1000 allocations).
 const aheadHours = 24
 
 // pipelined runs the stream in a goroutine and writes each hour's rows on this one, so that

@@ -11,7 +11,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 )
 
@@ -47,7 +47,7 @@ func TestAnalystQuery(t *testing.T) {
 		t.Fatalf("README's query: %v", err)
 	}
 	defer rows.Close()
-	rep, lines, err := store.FromMinutesLines(ctx, conn, day(time.February, 1), day(time.March, 1))
+	rep, lines, err := stored.FromMinutesLines(ctx, conn, day(time.February, 1), day(time.March, 1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ import (
 //
 //	SLICEMETER_BENCH_INSTANCES=1000 go test -run '^$' -bench Period -benchtime 1x -timeout 60m ./attribution/period/
 //
-// The stored minutes are read a day at a time (store.FromMinutes): a month's latest-pass GROUP
+// The stored minutes are read a day at a time (stored.FromMinutes): a month's latest-pass GROUP
 // BY per minute and allocation in one query needs more than the test server's 4 GB
 // max_memory_usage from 250 instances on.
 func BenchmarkPeriod(b *testing.B) {

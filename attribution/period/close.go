@@ -18,6 +18,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
@@ -34,7 +35,7 @@ var ErrNotOver = errors.New("the billing period is not over")
 var ErrOutOfOrder = errors.New("a later billing period is closed already")
 
 // ErrOwed is what closing a period wraps while stored minutes of it are still to be
-// attributed again or have no stored pass (recorded recomputations not done, store.Pending):
+// attributed again or have no stored pass (recorded recomputations not done, stored.Pending):
 // a close would bill them as they are.
 var ErrOwed = errors.New("stored minutes of the billing period are stale or missing")
 
@@ -160,7 +161,7 @@ func (c Closer) Close(ctx context.Context, m Month, now time.Time) (Closed, erro
 // checkOwed is an error wrapping ErrOwed when recomputations not done owe minutes of
 // [start, end).
 func checkOwed(ctx context.Context, conn store.Querier, start, end time.Time) error {
-	owed, err := store.Pending(ctx, conn, start, end)
+	owed, err := stored.Pending(ctx, conn, start, end)
 	if err != nil {
 		return fmt.Errorf("check that no stored minute of the period is owed a recomputation: %w", err)
 	}
@@ -183,7 +184,7 @@ func checkOwed(ctx context.Context, conn store.Querier, start, end time.Time) er
 // recomputed, which would read a month of minutes for nothing. From the samples, it always is.
 func (c Closer) corrections(ctx context.Context, p Closed, since, now time.Time) ([]Line, error) {
 	if c.Options.FromMinutes {
-		last, err := store.LastPassIn(ctx, c.Conn, p.Start, p.End)
+		last, err := stored.LastPassIn(ctx, c.Conn, p.Start, p.End)
 		if err != nil {
 			return nil, err
 		}
@@ -243,10 +244,10 @@ func diffLines(corrects string, recomputed []Line, billed map[LineKey]Line) []Li
 	return out
 }
 
-// money is a report's amount as Decimal (store.Money); a report has no non-finite amount
+// money is a report's amount as Decimal (stored.Money); a report has no non-finite amount
 // (rendering refuses them), so the error cannot happen for a report that was written.
 func money(f float64) decimal.Decimal {
-	d, err := store.Money(f)
+	d, err := stored.Money(f)
 	if err != nil {
 		return decimal.Zero
 	}
@@ -297,7 +298,7 @@ func CloseDue(ctx context.Context, c Closer, after time.Duration, now time.Time)
 	if len(closed) > 0 {
 		next = closed[len(closed)-1].Period.Add(1)
 	} else if c.Options.FromMinutes {
-		first, err := store.FirstMinute(ctx, c.Conn)
+		first, err := stored.FirstMinute(ctx, c.Conn)
 		if err != nil {
 			return nil, err
 		}

@@ -19,7 +19,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/attribution/report"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
 	"github.com/slicemeter/slicemeter/schemas/audit"
@@ -274,7 +274,7 @@ func TestCloseDue(t *testing.T) {
 // unallocated row holds the rest of a 3.20/h fleet.
 func storeMinutes(t *testing.T, conn driver.Conn, from, to, lateFrom, lateTo, computed time.Time) {
 	t.Helper()
-	var minutes []store.Minute
+	var minutes []stored.Minute
 	perMinute := 1.60 / 60
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
 		line := func(tenant, id string) billing.Line {
@@ -287,9 +287,9 @@ func storeMinutes(t *testing.T, conn driver.Conn, from, to, lateFrom, lateTo, co
 			lines = append(lines, line("beta", "gpu1"))
 		}
 		unallocated := 2*perMinute - float64(len(lines))*perMinute
-		minutes = append(minutes, store.Minute{Start: m, Lines: lines, Report: report.Report{Currency: "USD", UnallocatedListCost: unallocated}})
+		minutes = append(minutes, stored.Minute{Start: m, Lines: lines, Report: report.Report{Currency: "USD", UnallocatedListCost: unallocated}})
 	}
-	if err := store.WriteMinutes(context.Background(), conn, minutes, computed); err != nil {
+	if err := stored.WriteMinutes(context.Background(), conn, minutes, computed); err != nil {
 		t.Fatal(err)
 	}
 }

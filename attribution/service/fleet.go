@@ -10,6 +10,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/fleet"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
@@ -51,7 +52,7 @@ func newFleetMetrics(reg prometheus.Registerer, limit int) *fleetMetrics {
 // minutes after the last of them: the gauges never count capacity whose revenue is missing.
 func (m *fleetMetrics) update(ctx context.Context, conn store.Querier, book *pricebook.PriceBook, from, to time.Time, presence time.Duration) error {
 	in, err := fleet.Read(ctx, conn, from, to, presence)
-	var notYet *store.NotAttributedError
+	var notYet *stored.NotAttributedError
 	if errors.As(err, &notYet) {
 		if after := notYet.Last.Add(time.Minute); after.Before(to) {
 			in, err = fleet.Read(ctx, conn, after, to, presence)

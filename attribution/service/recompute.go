@@ -9,13 +9,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 )
 
 // Recomputations that survive a restart (README.md, "Recomputation and holes").
 //
 // What makes stored minutes stale (allocations received late or changed) and the holes found
-// in the stored minutes are recorded in ClickHouse (store.Recomputation) before any minute is
+// in the stored minutes are recorded in ClickHouse (stored.Recomputation) before any minute is
 // rewritten. Every pass reads the records not done, starts from the earliest minute one of
 // them still owes the nodes this replica attributes, and advances each record once the pass's
 // minutes are stored: killed in between, the next runner does those minutes again. With
@@ -41,12 +41,12 @@ func (r *Runner) recordLate(ctx context.Context, late lateAllocations, closed, n
 	if len(what) > maxWhat {
 		what = append(what[:maxWhat:maxWhat], fmt.Sprintf("and %d more", len(late.IDs)-maxWhat))
 	}
-	rec := store.Recomputation{ID: recordID(store.ReasonAllocation, now), Reason: store.ReasonAllocation, What: strings.Join(what, ","),
+	rec := stored.Recomputation{ID: recordID(stored.ReasonAllocation, now), Reason: stored.ReasonAllocation, What: strings.Join(what, ","),
 		From: from, To: r.done, Next: from, Updated: now}
 	if r.cfg.Shards != nil {
 		rec.Nodes = late.Nodes
 	}
-	if err := store.RecordRecomputation(ctx, r.conn, rec); err != nil {
+	if err := stored.RecordRecomputation(ctx, r.conn, rec); err != nil {
 		return err
 	}
 	r.logger.InfoContext(ctx, "allocations received late: the stored minutes are attributed again", "id", rec.ID, "from", rec.From, "to", rec.To,
@@ -71,12 +71,12 @@ func (r *Runner) findHoles(ctx context.Context, closed, now time.Time, owns func
 	if !r.holes.IsZero() && now.Sub(r.holes) < every {
 		return nil
 	}
-	first, err := store.FirstMinute(ctx, r.conn)
+	first, err := stored.FirstMinute(ctx, r.conn)
 	if err != nil || first.IsZero() {
 		return err
 	}
 	from := maxTime(first, closed.Add(-r.cfg.MaxRecompute).Truncate(time.Minute))
-	runs, err := store.MissingMinutes(ctx, r.conn, from, r.done)
+	runs, err := stored.MissingMinutes(ctx, r.conn, from, r.done)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func (r *Runner) findHoles(ctx context.Context, closed, now time.Time, owns func
 	if len(runs) == 0 {
 		return nil
 	}
-	open, err := store.OpenRecomputations(ctx, r.conn)
+	open, err := stored.OpenRecomputations(ctx, r.conn)
 	if err != nil {
 		return err
 	}
@@ -93,11 +93,11 @@ func (r *Runner) findHoles(ctx context.Context, closed, now time.Time, owns func
 			continue
 		}
 		at := now.Add(time.Duration(i)) // ids apart
-		rec := store.Recomputation{ID: recordID(store.ReasonMissing, at), Reason: store.ReasonMissing,
+		rec := stored.Recomputation{ID: recordID(stored.ReasonMissing, at), Reason: stored.ReasonMissing,
 			What: fmt.Sprintf("%d minutes with no stored pass", int(run.To.Sub(run.From)/time.Minute)), From: run.From, To: run.To, Next: run.From, Updated: now}
 		if r.cfg.Shards != nil {
 			// Every node: those with minutes stored around the hole, whichever replica owns them.
-			ends, _, err := store.NodeEnds(ctx, r.conn, run.From.Add(-time.Hour))
+			ends, _, err := stored.NodeEnds(ctx, r.conn, run.From.Add(-time.Hour))
 			if err != nil {
 				return err
 			}
@@ -105,7 +105,7 @@ func (r *Runner) findHoles(ctx context.Context, closed, now time.Time, owns func
 				rec.Nodes = append(rec.Nodes, n)
 			}
 		}
-		if err := store.RecordRecomputation(ctx, r.conn, rec); err != nil {
+		if err := stored.RecordRecomputation(ctx, r.conn, rec); err != nil {
 			return err
 		}
 		r.logger.WarnContext(ctx, "stored minutes with no stored pass: they are attributed again", "id", rec.ID, "from", run.From, "to", run.To,
@@ -115,9 +115,9 @@ func (r *Runner) findHoles(ctx context.Context, closed, now time.Time, owns func
 }
 
 // owedAlready says whether a missing-minutes record not done covers the run.
-func owedAlready(open []store.Recomputation, run store.Run) bool {
+func owedAlready(open []stored.Recomputation, run stored.Run) bool {
 	for _, rec := range open {
-		if rec.Reason == store.ReasonMissing && !rec.From.After(run.From) && !rec.To.Before(run.To) {
+		if rec.Reason == stored.ReasonMissing && !rec.From.After(run.From) && !rec.To.Before(run.To) {
 			return true
 		}
 	}
@@ -126,7 +126,7 @@ func owedAlready(open []store.Recomputation, run store.Run) bool {
 
 // owedFrom is the earliest minute that a record not done still owes the nodes the replica
 // attributes (owns nil: every node), zero when none does.
-func owedFrom(open []store.Recomputation, owns func(string) bool) time.Time {
+func owedFrom(open []stored.Recomputation, owns func(string) bool) time.Time {
 	var at time.Time
 	for _, rec := range open {
 		next, ok := rec.NextFor(owns)
@@ -140,7 +140,7 @@ func owedFrom(open []store.Recomputation, owns func(string) bool) time.Time {
 // advance records how far the records came once a pass stored the minutes [from, reached) of
 // the nodes it owns: a record (or node of one) whose next minute was among them comes to
 // reached (to its end at most), and is done at its end. It also counts what is still owed.
-func (r *Runner) advance(ctx context.Context, open []store.Recomputation, from, reached time.Time, owns func(string) bool, now time.Time) error {
+func (r *Runner) advance(ctx context.Context, open []stored.Recomputation, from, reached time.Time, owns func(string) bool, now time.Time) error {
 	for i := range open {
 		rec := &open[i]
 		if rec.Done() {
@@ -153,7 +153,7 @@ func (r *Runner) advance(ctx context.Context, open []store.Recomputation, from, 
 				continue
 			}
 			rec.Next, rec.Updated = next, maxTime(now, rec.Updated.Add(time.Nanosecond))
-			if err := store.RecordRecomputation(ctx, r.conn, *rec); err != nil {
+			if err := stored.RecordRecomputation(ctx, r.conn, *rec); err != nil {
 				return err
 			}
 		} else {
@@ -167,7 +167,7 @@ func (r *Runner) advance(ctx context.Context, open []store.Recomputation, from, 
 				continue
 			}
 			rec.Updated = maxTime(now, rec.Updated.Add(time.Nanosecond))
-			if err := store.RecordProgress(ctx, r.conn, *rec, moved, next); err != nil {
+			if err := stored.RecordProgress(ctx, r.conn, *rec, moved, next); err != nil {
 				return err
 			}
 			if rec.Progress == nil {
@@ -178,7 +178,7 @@ func (r *Runner) advance(ctx context.Context, open []store.Recomputation, from, 
 			}
 			if rec.Done() {
 				rec.Next = rec.To
-				if err := store.RecordRecomputation(ctx, r.conn, *rec); err != nil {
+				if err := stored.RecordRecomputation(ctx, r.conn, *rec); err != nil {
 					return err
 				}
 			}
@@ -192,10 +192,10 @@ func (r *Runner) advance(ctx context.Context, open []store.Recomputation, from, 
 }
 
 // count sets what is still owed (Owed) from the records.
-func (r *Runner) count(ctx context.Context, open []store.Recomputation, now time.Time) {
+func (r *Runner) count(ctx context.Context, open []stored.Recomputation, now time.Time) {
 	var stale, missing int
 	for _, rec := range open {
-		if rec.Reason == store.ReasonMissing {
+		if rec.Reason == stored.ReasonMissing {
 			missing += rec.Remaining()
 		} else {
 			stale += rec.Remaining()

@@ -15,7 +15,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/attribution/service"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
@@ -122,7 +122,7 @@ func TestRecomputationSurvivesRestarts(t *testing.T) {
 		}
 	}
 	everyMinuteMatches(t, conn, book, sc.Start, sc.End())
-	if open, err := store.OpenRecomputations(ctx, conn); err != nil || len(open) != 0 {
+	if open, err := stored.OpenRecomputations(ctx, conn); err != nil || len(open) != 0 {
 		t.Errorf("recomputations not done after the last pass: %+v, %v", open, err)
 	}
 
@@ -131,8 +131,8 @@ func TestRecomputationSurvivesRestarts(t *testing.T) {
 	for _, h := range holes {
 		deleteMinutes(t, conn, h[0], h[1])
 	}
-	if _, err := store.FromMinutes(ctx, conn, sc.Start, sc.End()); !errors.Is(err, store.ErrNotAttributed) {
-		t.Fatalf("the stored minutes with holes: %v, want %v", err, store.ErrNotAttributed)
+	if _, err := stored.FromMinutes(ctx, conn, sc.Start, sc.End()); !errors.Is(err, stored.ErrNotAttributed) {
+		t.Fatalf("the stored minutes with holes: %v, want %v", err, stored.ErrNotAttributed)
 	}
 	r = runner(conn, 10)
 	if p, err := r.Once(ctx); err != nil || !p.From.Equal(holes[0][0]) {
@@ -158,7 +158,7 @@ func TestRecomputationSurvivesRestarts(t *testing.T) {
 // everyMinuteMatches checks every minute of [from, to): stored, and summing to the raw report.
 func everyMinuteMatches(t *testing.T, conn driver.Conn, book *pricebook.PriceBook, from, to time.Time) {
 	t.Helper()
-	if err := store.CheckAttributed(context.Background(), conn, from, to); err != nil {
+	if err := stored.CheckAttributed(context.Background(), conn, from, to); err != nil {
 		t.Errorf("stored minutes missing: %v", err)
 	}
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
@@ -272,7 +272,7 @@ func TestRecomputationSurvivesRebalance(t *testing.T) {
 	if p, err := first.Once(ctx); err != nil || !p.From.Equal(sc.Start) {
 		t.Fatalf("the owner's pass after the change: %+v, %v; want it to begin at %s", p, err, sc.Start)
 	}
-	open, err := store.OpenRecomputations(ctx, conn)
+	open, err := stored.OpenRecomputations(ctx, conn)
 	if err != nil || len(open) != 1 || strings.Join(open[0].Nodes, ",") != "node-a" || !open[0].NodeNext("node-a").Equal(sc.Start.Add(10*time.Minute)) {
 		t.Fatalf("the recomputation recorded: %+v, %v; want one of node-a, come to %s", open, err, sc.Start.Add(10*time.Minute))
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/period"
 	attrpricebook "github.com/slicemeter/slicemeter/attribution/pricebook"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
@@ -36,7 +36,7 @@ func (r *Runner) adopt(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	latest, ok, err := store.LatestBook(ctx, r.conn)
+	latest, ok, err := stored.LatestBook(ctx, r.conn)
 	if err != nil {
 		return err
 	}
@@ -45,7 +45,7 @@ func (r *Runner) adopt(ctx context.Context) error {
 		if latest.Pending() {
 			// Its recomputation resumes by itself; one recorded before there were records
 			// (or lost) is recorded again from where price_books says.
-			open, err := store.OpenRecomputations(ctx, r.conn)
+			open, err := stored.OpenRecomputations(ctx, r.conn)
 			if err != nil {
 				return err
 			}
@@ -63,14 +63,14 @@ func (r *Runner) adopt(ctx context.Context) error {
 		return nil
 	}
 	now := r.now().UTC()
-	rec := store.BookRecord{Hash: hash, FirstSeen: now, Book: text, Updated: now}
+	rec := stored.BookRecord{Hash: hash, FirstSeen: now, Book: text, Updated: now}
 	if ok && !r.done.IsZero() {
 		if rec.From, rec.To, rec.Reason, err = r.repriceRange(ctx, latest); err != nil {
 			return err
 		}
 		rec.Next = rec.From
 	}
-	if err := store.RecordBook(ctx, r.conn, rec); err != nil {
+	if err := stored.RecordBook(ctx, r.conn, rec); err != nil {
 		return err
 	}
 	r.book0 = rec
@@ -88,7 +88,7 @@ func (r *Runner) adopt(ctx context.Context) error {
 // repriceRange is the stored minutes [from, to) that the change from the book recorded last
 // bills differently, within the bound (repriceBound); from = to when none. An unfinished
 // re-attribution of the last book is carried over.
-func (r *Runner) repriceRange(ctx context.Context, last store.BookRecord) (from, to time.Time, reason string, err error) {
+func (r *Runner) repriceRange(ctx context.Context, last stored.BookRecord) (from, to time.Time, reason string, err error) {
 	bound, err := r.repriceBound(ctx)
 	if err != nil || bound.IsZero() { // nothing stored: nothing to attribute again
 		return time.Time{}, time.Time{}, "", err
@@ -117,7 +117,7 @@ func (r *Runner) repriceRange(ctx context.Context, last store.BookRecord) (from,
 
 // repriceBound is how far back a price book change is attributed again (reachBack).
 func (r *Runner) repriceBound(ctx context.Context) (time.Time, error) {
-	first, err := store.FirstMinute(ctx, r.conn)
+	first, err := stored.FirstMinute(ctx, r.conn)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -145,17 +145,17 @@ func reachBack(first time.Time, lastClosed *period.Month, zone *time.Location) t
 }
 
 // bookRecomputation is the id of the recomputation a book's change makes.
-func bookRecomputation(b store.BookRecord) string {
-	return fmt.Sprintf("%s-%.12s-%d", store.ReasonPriceBook, b.Hash, b.FirstSeen.UnixNano())
+func bookRecomputation(b stored.BookRecord) string {
+	return fmt.Sprintf("%s-%.12s-%d", stored.ReasonPriceBook, b.Hash, b.FirstSeen.UnixNano())
 }
 
 // recordReprice records the re-attribution of the book's change as a recomputation of
 // [from, b.To): every node (with Shards, those with minutes stored since from).
-func (r *Runner) recordReprice(ctx context.Context, b store.BookRecord, from time.Time) error {
-	rec := store.Recomputation{ID: bookRecomputation(b), Reason: store.ReasonPriceBook, What: fmt.Sprintf("%.12s: %s", b.Hash, b.Reason),
+func (r *Runner) recordReprice(ctx context.Context, b stored.BookRecord, from time.Time) error {
+	rec := stored.Recomputation{ID: bookRecomputation(b), Reason: stored.ReasonPriceBook, What: fmt.Sprintf("%.12s: %s", b.Hash, b.Reason),
 		From: from, To: b.To, Next: from, Updated: r.now().UTC()}
 	if r.cfg.Shards != nil {
-		ends, _, err := store.NodeEnds(ctx, r.conn, from)
+		ends, _, err := stored.NodeEnds(ctx, r.conn, from)
 		if err != nil {
 			return err
 		}
@@ -164,13 +164,13 @@ func (r *Runner) recordReprice(ctx context.Context, b store.BookRecord, from tim
 			return nil // nothing stored there any more
 		}
 	}
-	return store.RecordRecomputation(ctx, r.conn, rec)
+	return stored.RecordRecomputation(ctx, r.conn, rec)
 }
 
 // repriced records in price_books how far the re-attribution came after a pass (open: the
 // recomputations as the pass left them): where its recomputation resumes, or its end once
 // it is done.
-func (r *Runner) repriced(ctx context.Context, now time.Time, open []store.Recomputation) {
+func (r *Runner) repriced(ctx context.Context, now time.Time, open []stored.Recomputation) {
 	rec := r.book0
 	if !rec.Pending() {
 		return
@@ -185,7 +185,7 @@ func (r *Runner) repriced(ctx context.Context, now time.Time, open []store.Recom
 		return
 	}
 	rec.Next, rec.Updated = next, maxTime(now, rec.Updated.Add(time.Nanosecond))
-	if err := store.RecordBook(ctx, r.conn, rec); err != nil {
+	if err := stored.RecordBook(ctx, r.conn, rec); err != nil {
 		// The next pass records it; a restart before that redoes a little more.
 		r.logs.Log(ctx, now, slog.LevelWarn, "reprice_progress", "could not record how far the re-attribution with the price book came", "err", err)
 		return

@@ -19,7 +19,7 @@ import (
 	attrpricebook "github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -29,11 +29,11 @@ import (
 // minute would take the test an hour.
 func emptyMinutes(t *testing.T, conn driver.Conn, from, to, computed time.Time) {
 	t.Helper()
-	var minutes []store.Minute
+	var minutes []stored.Minute
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
-		minutes = append(minutes, store.Minute{Start: m, Report: report.Report{WindowStart: m, WindowEnd: m.Add(time.Minute), Currency: "USD"}})
+		minutes = append(minutes, stored.Minute{Start: m, Report: report.Report{WindowStart: m, WindowEnd: m.Add(time.Minute), Currency: "USD"}})
 	}
-	if err := store.WriteMinutes(context.Background(), conn, minutes, computed); err != nil {
+	if err := stored.WriteMinutes(context.Background(), conn, minutes, computed); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -111,7 +111,7 @@ func TestPriceChangeCorrectsClosedPeriod(t *testing.T) {
 	if ra.Repricing() {
 		t.Error("the first book recorded re-attributes something")
 	}
-	recA, ok, err := store.LatestBook(ctx, conn)
+	recA, ok, err := stored.LatestBook(ctx, conn)
 	if _, hashA, _ := bookA.Canonical(); err != nil || !ok || recA.Hash != hashA || recA.Pending() {
 		t.Fatalf("book A's record: %+v, %v, %v", recA, ok, err)
 	}
@@ -134,7 +134,7 @@ func TestPriceChangeCorrectsClosedPeriod(t *testing.T) {
 	if err != nil || !p.From.Equal(change) || !p.To.Equal(change.Add(30*time.Minute)) || p.Recomputed != 30 {
 		t.Fatalf("first pass with book B: %+v, %v; want [%s, +30m) recomputed", p, err, change)
 	}
-	recB, ok, err := store.LatestBook(ctx, conn)
+	recB, ok, err := stored.LatestBook(ctx, conn)
 	if err != nil || !ok || !recB.From.Equal(change) || !recB.To.Equal(marStart.Add(time.Hour)) || !recB.Next.Equal(p.To) ||
 		!rb.Repricing() || recB.Reason != "prices.A100-SXM4-40GB" || !recB.FirstSeen.Equal(clock) {
 		t.Fatalf("book B's record after a pass: %+v, %v, %v (repricing %v)", recB, ok, err, rb.Repricing())
@@ -161,7 +161,7 @@ func TestPriceChangeCorrectsClosedPeriod(t *testing.T) {
 			t.Fatalf("still re-attributing after %d passes: %+v", i+1, p)
 		}
 	}
-	if rec, _, err := store.LatestBook(ctx, conn); err != nil || rec.Pending() || !rec.Next.Equal(rec.To) {
+	if rec, _, err := stored.LatestBook(ctx, conn); err != nil || rec.Pending() || !rec.Next.Equal(rec.To) {
 		t.Errorf("book B's record when done: %+v, %v", rec, err)
 	}
 	// Once more with book B: nothing left to do.

@@ -14,8 +14,10 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/fleet/fleetstore"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/internal/lograte"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
@@ -58,7 +60,7 @@ var DefaultPasses = Passes{Delay: 30 * time.Second, Lookback: 10 * time.Minute, 
 // Observer is told about each minute a pass attributed; fresh is false for a minute that was
 // attributed before (a recomputation).
 type Observer interface {
-	Minute(m store.Minute, fresh bool, violations []error)
+	Minute(m stored.Minute, fresh bool, violations []error)
 }
 
 // Runner attributes closed minutes, pass after pass. It is not safe for concurrent passes.
@@ -83,7 +85,7 @@ type Runner struct {
 	assigned   bool
 	// book0 is the runner's book as recorded in price_books, with the re-attribution its
 	// change makes (adopted: recorded at the first pass).
-	book0   store.BookRecord
+	book0   stored.BookRecord
 	adopted bool
 	// holes: when the stored minutes were last searched for holes; owed: the minutes still to
 	// attribute again (stale) or with no stored pass (missing), after the latest pass.
@@ -155,7 +157,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	if err := r.findHoles(ctx, closed, now, a.Owns); err != nil {
 		return Pass{Done: r.done}, err
 	}
-	open, err := store.OpenRecomputations(ctx, r.conn)
+	open, err := stored.OpenRecomputations(ctx, r.conn)
 	if err != nil {
 		return Pass{Done: r.done}, err
 	}
@@ -187,11 +189,11 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 		}
 	}
 	r.presence = presence
-	stored, err := store.StoredNodes(ctx, r.conn, from, to)
+	storedNodes, err := stored.StoredNodes(ctx, r.conn, from, to)
 	if err != nil {
 		return p, err
 	}
-	var minutes []store.Minute
+	var minutes []stored.Minute
 	var violations [][]error
 	var failed time.Time // the first minute not stored: no recomputation advances past it
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
@@ -214,15 +216,15 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 		}
 		r.logProblems(ctx, now, m, res.Report, res.Violations)
 		p.Violations += len(res.Violations)
-		minutes = append(minutes, store.Minute{Start: m, Report: res.Report, Lines: res.Lines, Stale: staleNodes(stored[m.Unix()], res.Report, a.Owns)})
+		minutes = append(minutes, stored.Minute{Start: m, Report: res.Report, Lines: res.Lines, Stale: staleNodes(storedNodes[m.Unix()], res.Report, a.Owns)})
 		violations = append(violations, res.Violations)
 	}
 	r.logs.Flush(ctx, now)
-	version, err := store.NextPass(ctx, r.conn, from, to, now)
+	version, err := stored.NextPass(ctx, r.conn, from, to, now)
 	if err != nil {
 		return p, err
 	}
-	if err := store.WriteMinutes(ctx, r.conn, minutes, version); err != nil {
+	if err := stored.WriteMinutes(ctx, r.conn, minutes, version); err != nil {
 		return p, err
 	}
 	// Only once the minutes are stored: killed before this, the next runner does them again.
@@ -240,7 +242,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	// before it is stale (NextPass: the later write has a later version) and not read.
 	if len(minutes) > 0 {
 		from, to := minutes[0].Start, minutes[len(minutes)-1].Start.Add(time.Minute)
-		if err := errors.Join(store.RollupHours(ctx, r.conn, from, to), store.RollupFleetHours(ctx, r.conn, from, to)); err != nil {
+		if err := errors.Join(stored.RollupHours(ctx, r.conn, from, to), fleetstore.RollupFleetHours(ctx, r.conn, from, to)); err != nil {
 			if ctx.Err() != nil {
 				return p, err
 			}
@@ -330,7 +332,7 @@ func (r *Runner) span(closed, owed time.Time) (from, to time.Time) {
 // node received after the node's latest pass (its previous owner may have stopped before
 // recomputing for it). Minutes within the lookback are recomputed every pass anyway.
 func (r *Runner) behind(ctx context.Context, closed, from time.Time, owns func(string) bool, present []string) (time.Time, error) {
-	ends, first, err := store.NodeEnds(ctx, r.conn, closed.Add(-r.cfg.MaxRecompute).Truncate(time.Minute))
+	ends, first, err := stored.NodeEnds(ctx, r.conn, closed.Add(-r.cfg.MaxRecompute).Truncate(time.Minute))
 	if err != nil || first.IsZero() {
 		return time.Time{}, err
 	}
@@ -378,7 +380,7 @@ func (r *Runner) nodesOf(ctx context.Context, rows []store.Received, since time.
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	return store.AllocationNodes(ctx, r.conn, since)
+	return stored.AllocationNodes(ctx, r.conn, since)
 }
 
 // onNodes says whether any of the nodes is owned.
@@ -392,7 +394,7 @@ func onNodes(nodes []string, owns func(string) bool) bool {
 }
 
 // staleNodes are the owned nodes stored in the minute before that its report has nothing of:
-// each gets a zero __unallocated__ row (store.Minute.Stale). Without Shards (owns nil) every
+// each gets a zero __unallocated__ row (stored.Minute.Stale). Without Shards (owns nil) every
 // node the minute stored is taken as owned.
 func staleNodes(stored []string, rep report.Report, owns func(string) bool) []string {
 	var out []string
@@ -441,7 +443,7 @@ func (r *Runner) logProblems(ctx context.Context, now, minute time.Time, rep rep
 // resume picks up where the stored minutes end: after a restart, allocations received since
 // the last stored pass are late; on a first start, the backfill covers what is there.
 func (r *Runner) resume(ctx context.Context, closed time.Time) error {
-	last, err := store.LastMinute(ctx, r.conn)
+	last, err := stored.LastMinute(ctx, r.conn)
 	if err != nil {
 		return err
 	}
@@ -454,7 +456,7 @@ func (r *Runner) resume(ctx context.Context, closed time.Time) error {
 		_, err = r.late(ctx, nil)
 	} else {
 		r.done = last.Add(time.Minute)
-		r.watermark, err = store.LastComputed(ctx, r.conn)
+		r.watermark, err = stored.LastComputed(ctx, r.conn)
 		r.watermark = r.watermark.Truncate(time.Second)
 	}
 	return err

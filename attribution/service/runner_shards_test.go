@@ -20,6 +20,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	"github.com/slicemeter/slicemeter/schemas/tables"
@@ -189,7 +190,7 @@ func runReplicas(t *testing.T, sc *scenario.Scenario, book *pricebook.PriceBook,
 		t.Logf("replica %d of %d: %d minutes attributed in %s", i, max(c.n, 1), attributed[i], spent[i].Round(time.Millisecond))
 	}
 	ctx := context.Background()
-	rep, err := store.FromMinutes(ctx, conn, from, to)
+	rep, err := stored.FromMinutes(ctx, conn, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func runReplicas(t *testing.T, sc *scenario.Scenario, book *pricebook.PriceBook,
 // whole: capacity − Σ tenants = Σ nodes' unallocated, of the replica's nodes.
 type nodeSums struct{ t *testing.T }
 
-func (o nodeSums) Minute(m store.Minute, _ bool, _ []error) {
+func (o nodeSums) Minute(m stored.Minute, _ bool, _ []error) {
 	sum := 0.
 	for _, v := range m.Report.UnallocatedByNode {
 		sum += v

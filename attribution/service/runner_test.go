@@ -20,6 +20,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
@@ -67,7 +68,7 @@ func TestContinuousMinutesSumToReports(t *testing.T) {
 	}
 	checkSums(t, conn, book, sc.Start, sc.End())
 	checkSums(t, conn, book, sc.Start.Add(10*time.Minute), sc.Start.Add(41*time.Minute))
-	if _, err := store.FromMinutes(ctx, conn, sc.Start, sc.End().Add(5*time.Minute)); err == nil || !strings.Contains(err.Error(), "5 of its 65 minutes are not attributed yet") {
+	if _, err := stored.FromMinutes(ctx, conn, sc.Start, sc.End().Add(5*time.Minute)); err == nil || !strings.Contains(err.Error(), "5 of its 65 minutes are not attributed yet") {
 		t.Errorf("a window beyond the attributed minutes: %v", err)
 	}
 
@@ -92,7 +93,7 @@ func TestContinuousMinutesSumToReports(t *testing.T) {
 }
 
 // checkSums compares the stored minutes of [from, to) with Compute's report of the window.
-func checkSums(t *testing.T, c driver.Conn, book *pricebook.PriceBook, from, to time.Time) map[string]store.Total {
+func checkSums(t *testing.T, c driver.Conn, book *pricebook.PriceBook, from, to time.Time) map[string]total {
 	t.Helper()
 	ctx := context.Background()
 	rep, err := reportOf(ctx, c, from, to, book, store.RawSamples)
@@ -102,11 +103,11 @@ func checkSums(t *testing.T, c driver.Conn, book *pricebook.PriceBook, from, to 
 	if errs := billing.CheckInvariants(rep); len(errs) > 0 {
 		t.Errorf("invariants: %v", errs)
 	}
-	totals, err := store.Totals(ctx, c, from, to)
+	totals, err := storedTotals(ctx, c, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byTenant := map[string]store.Total{}
+	byTenant := map[string]total{}
 	for _, x := range totals {
 		byTenant[x.Tenant] = x
 	}
@@ -132,7 +133,7 @@ func checkSums(t *testing.T, c driver.Conn, book *pricebook.PriceBook, from, to 
 	}
 	near("unallocated", byTenant[report.Unallocated].ListCost, rep.UnallocatedListCost)
 	// The whole report, from the stored minutes alone.
-	fromMinutes, err := store.FromMinutes(ctx, c, from, to)
+	fromMinutes, err := stored.FromMinutes(ctx, c, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestContinuousScenarios(t *testing.T) {
 				if p, err := runner.Once(ctx); err != nil || p.Fresh+p.Recomputed != 60 || !p.From.Equal(sc.Start) {
 					t.Fatalf("pass with presence %s from %s: %+v, %v; want the scenario's 60 minutes", presence, source, p, err)
 				}
-				totals, err := store.Totals(ctx, conn, sc.Start, sc.End())
+				totals, err := storedTotals(ctx, conn, sc.Start, sc.End())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -428,7 +429,7 @@ func TestContinuousUnpricedAndFailingMinute(t *testing.T) {
 		}
 	}
 	// The stored minutes bill acme alone.
-	rep, err := store.FromMinutes(ctx, conn, at(0), at(7*time.Minute))
+	rep, err := stored.FromMinutes(ctx, conn, at(0), at(7*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,17 +440,17 @@ func TestContinuousUnpricedAndFailingMinute(t *testing.T) {
 	if errs := billing.CheckInvariants(rep); len(errs) > 0 {
 		t.Errorf("invariants: %v", errs)
 	}
-	if _, err := store.FromMinutes(ctx, conn, at(8*time.Minute), at(11*time.Minute)); err != nil {
+	if _, err := stored.FromMinutes(ctx, conn, at(8*time.Minute), at(11*time.Minute)); err != nil {
 		t.Errorf("stored minutes 8-10: %v", err)
 	}
 }
 
 // minuteRecorder is an Observer that keeps the minutes as last attributed.
-type minuteRecorder struct{ minutes map[time.Time]store.Minute }
+type minuteRecorder struct{ minutes map[time.Time]stored.Minute }
 
-func (r *minuteRecorder) Minute(m store.Minute, _ bool, _ []error) {
+func (r *minuteRecorder) Minute(m stored.Minute, _ bool, _ []error) {
 	if r.minutes == nil {
-		r.minutes = map[time.Time]store.Minute{}
+		r.minutes = map[time.Time]stored.Minute{}
 	}
 	r.minutes[m.Start] = m
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/report"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
@@ -143,7 +143,7 @@ func (m *slaMetrics) watchLag(reg prometheus.Registerer, runner interface{ Done(
 }
 
 // Minute implements Observer: the counters grow by what each minute adds.
-func (m *slaMetrics) Minute(mi store.Minute, fresh bool, violations []error) {
+func (m *slaMetrics) Minute(mi stored.Minute, fresh bool, violations []error) {
 	m.countViolations(violations)
 	kind := "fresh"
 	if !fresh {
@@ -207,7 +207,7 @@ func (m *slaMetrics) Minute(mi store.Minute, fresh bool, violations []error) {
 
 // countUnpriced adds what the minute attributed as unpriced, less what it held when counted
 // before (a recomputed minute adds only its increases).
-func (m *slaMetrics) countUnpriced(mi store.Minute) {
+func (m *slaMetrics) countUnpriced(mi stored.Minute) {
 	prev := m.unpricedCounted[mi.Start]
 	now := map[[2]string]float64{}
 	for _, u := range mi.Report.Unpriced {

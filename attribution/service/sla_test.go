@@ -13,7 +13,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/report"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
@@ -28,10 +28,10 @@ func TestSLAMetricsExposition(t *testing.T) {
 	// (observed once, not per minute); the second minute is recomputed with a higher cost.
 	line := billing.Line{AllocationID: "a1", Tenant: "acme", Tier: "pro", Cost: 0.25, WasteCost: 0.1, OverheadCost: 0.05, ColdStart: &cold, ColdStartSLA: 30 * time.Second, JitterP99: &jitter}
 	over := 6 * time.Millisecond
-	minute := func(at time.Time, cost float64) store.Minute {
+	minute := func(at time.Time, cost float64) stored.Minute {
 		l := line
 		l.Cost = cost
-		return store.Minute{Start: at, Report: report.Report{Currency: "USD"}, Lines: []billing.Line{l}}
+		return stored.Minute{Start: at, Report: report.Report{Currency: "USD"}, Lines: []billing.Line{l}}
 	}
 	m.Minute(minute(start, 0.25), true, nil)
 	m.Minute(minute(start.Add(time.Minute), 0.25), true, nil)
@@ -102,7 +102,7 @@ func TestUnpricedSeconds(t *testing.T) {
 	m := newSLAMetrics(reg, &pricebook.PriceBook{Currency: "USD"})
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	minute := func(at time.Time, fresh bool, gold time.Duration) {
-		m.Minute(store.Minute{Start: at, Report: report.Report{Currency: "USD", Unpriced: []report.Unpriced{
+		m.Minute(stored.Minute{Start: at, Report: report.Report{Currency: "USD", Unpriced: []report.Unpriced{
 			{Kind: report.UnpricedModel, Name: "B200", GPUs: 1, GPUTime: time.Minute, Allocations: 1, Allocated: 20 * time.Second},
 			{Kind: report.UnpricedTier, Name: "gold", Allocations: 1, Allocated: gold},
 		}}}, fresh, nil)
@@ -113,7 +113,7 @@ func TestUnpricedSeconds(t *testing.T) {
 	minute(start.Add(time.Minute), false, 0)               // unchanged: nothing more
 	minute(start.Add(-time.Hour), false, 1000*time.Second) // recomputed, never counted here: not counted now
 	// An allocation left out because computing it failed: counted when first attributed.
-	failed := store.Minute{Start: start.Add(2 * time.Minute), Report: report.Report{Failed: []string{"price allocation x: MIG compute slices 0"}}}
+	failed := stored.Minute{Start: start.Add(2 * time.Minute), Report: report.Report{Failed: []string{"price allocation x: MIG compute slices 0"}}}
 	m.Minute(failed, true, nil)
 	m.Minute(failed, false, nil)
 	if got := testutil.ToFloat64(m.computeErrs.WithLabelValues("allocation")); got != 1 {

@@ -17,7 +17,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/attribution/report"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 )
 
@@ -144,7 +144,7 @@ func BenchmarkStatement(b *testing.B) {
 		storeMinutes(b, conn, allocs)
 		// As the attribution service stores them: each hour rolled up after its minutes.
 		start, end := february.Bounds(time.UTC)
-		if err := store.RollupHours(ctx, conn, start, end); err != nil {
+		if err := stored.RollupHours(ctx, conn, start, end); err != nil {
 			b.Fatal(err)
 		}
 		src := DatabaseSource(conn, chtest.Book(), true, func(context.Context, report.Report) {})

@@ -8,6 +8,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -29,7 +30,7 @@ ORDER BY allocation_id`
 func ReadAllocations(ctx context.Context, conn Querier, window billing.Interval) ([]billing.Allocation, error) {
 	var out []billing.Allocation
 	args := []any{window.End, window.Start, window.End, window.Start}
-	err := queryEach(ctx, conn, allocationsQuery, args, func(scan func(...any) error) error {
+	err := chquery.Each(ctx, conn, allocationsQuery, args, func(scan func(...any) error) error {
 		var a billing.Allocation
 		err := scan(&a.ID, &a.Tenant, &a.Tier, &a.Target.Node, &a.Target.Instance, &a.Requested, &a.Started, &a.Ended)
 		out = append(out, a)
@@ -73,5 +74,5 @@ func ReceivedSince(ctx context.Context, conn Querier, since time.Time) ([]Receiv
 
 // LastReceived is when the allocations table received its latest row, zero when empty.
 func LastReceived(ctx context.Context, conn driver.Conn) (time.Time, error) {
-	return latest(ctx, conn, `SELECT count(), max(received) FROM allocations`, "when the latest allocation was received")
+	return chquery.Latest(ctx, conn, `SELECT count(), max(received) FROM allocations`, "when the latest allocation was received")
 }

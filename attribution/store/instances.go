@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -28,7 +29,7 @@ GROUP BY node, instance_id, gpu_uuid, model`
 const instancesEverQuery = `
 SELECT ` + instanceColumns + `
 FROM samples
-WHERE (node, instance_id) IN (` + targetsTable + `)
+WHERE (node, instance_id) IN (` + chquery.TargetsTable + `)
 GROUP BY node, instance_id, gpu_uuid, model`
 
 // ReadInstancesInWindow reads every instance of the nodes with a sample in the window (the
@@ -45,7 +46,7 @@ func ReadInstancesInWindow(ctx context.Context, conn Querier, src Samples, windo
 	// The query's {{nodes}} follows its first two arguments (the rollups': in the PREWHERE, so
 	// that the other nodes' rows are skipped before their columns are read) or its four (raw).
 	clause, arg := nodes.clause()
-	args := []any{seconds(window.Start), seconds(window.End), window.Start, window.End}
+	args := []any{chquery.Seconds(window.Start), chquery.Seconds(window.End), window.Start, window.End}
 	at := 2
 	if src == RawSamples {
 		at = 4
@@ -59,7 +60,7 @@ func ReadInstancesInWindow(ctx context.Context, conn Querier, src Samples, windo
 }
 
 // ReadInstancesEver reads the latest facts of targets with no sample in the window (an
-// allocation billed through an exporter outage still has to be priced), chunkSize at a time.
+// allocation billed through an exporter outage still has to be priced), chquery.ChunkSize at a time.
 //
 // samples_1s is sorted by time first (migration 0048), so a read of a target's whole history
 // would read the whole table: the latest minute of each target with a sample is found in
@@ -80,8 +81,8 @@ func ReadInstancesEver(ctx context.Context, conn Querier, src Samples, targets [
 		}
 		query = secondsBeforeMinutesQuery
 	}
-	for start := 0; start < len(targets); start += chunkSize {
-		nodes, instances := targetArrays(targets[start:min(start+chunkSize, len(targets))])
+	for start := 0; start < len(targets); start += chquery.ChunkSize {
+		nodes, instances := chquery.TargetArrays(targets[start:min(start+chquery.ChunkSize, len(targets))])
 		if err := readFleet(ctx, conn, f, query, nodes, instances); err != nil {
 			return nil, fmt.Errorf("read the latest samples of %d targets not sampled in the window: %w", len(targets), err)
 		}
@@ -91,7 +92,7 @@ func ReadInstancesEver(ctx context.Context, conn Querier, src Samples, targets [
 
 // readFleet adds to f the instances a query of instanceColumns returns.
 func readFleet(ctx context.Context, conn Querier, f *billing.Fleet, query string, args ...any) error {
-	return queryEach(ctx, conn, query, args, func(scan func(...any) error) error {
+	return chquery.Each(ctx, conn, query, args, func(scan func(...any) error) error {
 		var (
 			t      billing.Target
 			gpu    string
@@ -113,7 +114,7 @@ func readFleet(ctx context.Context, conn Querier, f *billing.Fleet, query string
 const latestMinuteQuery = `
 SELECT node, instance_id, toInt64(max(time))
 FROM ` + tables.Samples1m + `
-WHERE (node, instance_id) IN (` + targetsTable + `) AND samples > 0
+WHERE (node, instance_id) IN (` + chquery.TargetsTable + `) AND samples > 0
 GROUP BY node, instance_id`
 
 // latestSecondsQuery is rollupInstancesInWindowQuery's columns over samples_1s for some targets
@@ -122,7 +123,7 @@ var latestSecondsQuery = strings.ReplaceAll(`
 SELECT `+rollupInstanceColumns+`
 FROM {{table}}
 PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
-WHERE (node, instance_id) IN (`+targetsTable+`) AND samples > 0
+WHERE (node, instance_id) IN (`+chquery.TargetsTable+`) AND samples > 0
 GROUP BY node, instance_id, gpu_uuid, model`, "{{table}}", tables.Samples1s)
 
 // secondsBeforeMinutesQuery is rollupInstancesEverQuery over the samples_1s rows older than
@@ -131,7 +132,7 @@ var secondsBeforeMinutesQuery = strings.ReplaceAll(`
 SELECT `+rollupInstanceColumns+`
 FROM {{table}}
 PREWHERE time < (SELECT if(count() > 0, min(time), toDateTime(4294967295)) FROM `+tables.Samples1m+`)
-WHERE (node, instance_id) IN (`+targetsTable+`) AND samples > 0
+WHERE (node, instance_id) IN (`+chquery.TargetsTable+`) AND samples > 0
 GROUP BY node, instance_id, gpu_uuid, model`, "{{table}}", tables.Samples1s)
 
 // latestGroupSpan bounds how far apart the latest minutes of the targets read in one query of
@@ -147,9 +148,9 @@ func latestSeconds(ctx context.Context, conn Querier, f *billing.Fleet, targets 
 	}
 	var found []latest
 	seen := map[billing.Target]bool{}
-	for start := 0; start < len(targets); start += chunkSize {
-		nodes, instances := targetArrays(targets[start:min(start+chunkSize, len(targets))])
-		err := queryEach(ctx, conn, latestMinuteQuery, []any{nodes, instances}, func(scan func(...any) error) error {
+	for start := 0; start < len(targets); start += chquery.ChunkSize {
+		nodes, instances := chquery.TargetArrays(targets[start:min(start+chquery.ChunkSize, len(targets))])
+		err := chquery.Each(ctx, conn, latestMinuteQuery, []any{nodes, instances}, func(scan func(...any) error) error {
 			var l latest
 			if err := scan(&l.target.Node, &l.target.Instance, &l.minute); err != nil {
 				return err
@@ -166,11 +167,11 @@ func latestSeconds(ctx context.Context, conn Querier, f *billing.Fleet, targets 
 	for start := 0; start < len(found); {
 		end := start
 		var group []billing.Target
-		for end < len(found) && found[end].minute < found[start].minute+span && end-start < chunkSize {
+		for end < len(found) && found[end].minute < found[start].minute+span && end-start < chquery.ChunkSize {
 			group = append(group, found[end].target)
 			end++
 		}
-		nodes, instances := targetArrays(group)
+		nodes, instances := chquery.TargetArrays(group)
 		if err := readFleet(ctx, conn, f, latestSecondsQuery, found[start].minute, found[end-1].minute+60, nodes, instances); err != nil {
 			return nil, fmt.Errorf("read their latest minutes from %s: %w", tables.Samples1s, err)
 		}

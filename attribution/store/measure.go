@@ -11,6 +11,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -24,8 +25,8 @@ const maxSampleInterval = time.Minute
 const allocationsTable = `
     SELECT allocation_id, node, instance_id,
         toInt64(b_start) AS billed_start, toInt64(b_end) AS billed_end, frac, sliced
-    FROM (SELECT ` + stringArray + ` AS ids, ` + stringArray + ` AS nodes, ` + stringArray + ` AS insts,
-        ` + intArray + ` AS b_starts, ` + intArray + ` AS b_ends, ? AS frac_values,
+    FROM (SELECT ` + chquery.StringArray + ` AS ids, ` + chquery.StringArray + ` AS nodes, ` + chquery.StringArray + ` AS insts,
+        ` + chquery.IntArray + ` AS b_starts, ` + chquery.IntArray + ` AS b_ends, ? AS frac_values,
         arrayMap(x -> frac_values[toUInt32(x)], splitByChar(',', ?)) AS fracs,
         arrayMap(x -> toUInt8(x), splitByChar(',', ?)) AS sliced_flags)
     ARRAY JOIN ids AS allocation_id, nodes AS node, insts AS instance_id, b_starts AS b_start, b_ends AS b_end,
@@ -37,7 +38,7 @@ const allocationsTable = `
 var dedupSamples = `
     FROM ` + tables.Final(tables.Samples) + `
     PREWHERE time >= toDateTime(?) AND time <= toDateTime(?)
-    WHERE ts_ns >= ? AND ts_ns < ? AND (node, instance_id) IN (` + targetsTable + `)`
+    WHERE ts_ns >= ? AND ts_ns < ? AND (node, instance_id) IN (` + chquery.TargetsTable + `)`
 
 // usageQuery: per allocation, the time its samples cover in the billed interval (the measure
 // of their union, never the sum: README.md, "Definitions"), the part covered by samples whose
@@ -135,13 +136,13 @@ const firstAttachedSearch = `
     SELECT node, instance_id, toInt64(ts_ns) AS t
     FROM ` + tables.Samples + `
     PREWHERE time >= toDateTime(?) AND time <= toDateTime(?)
-    WHERE attached = 1 AND ts_ns >= ? AND ts_ns < ? AND (node, instance_id) IN (` + targetsTable + `)`
+    WHERE attached = 1 AND ts_ns >= ? AND ts_ns < ? AND (node, instance_id) IN (` + chquery.TargetsTable + `)`
 
 // searchTable is a chunk's cold-start searches as an inline table.
 const searchTable = `
     SELECT allocation_id, node, instance_id, toInt64(c_start) AS search_start, toInt64(c_end) AS search_end
-    FROM (SELECT ` + stringArray + ` AS ids, ` + stringArray + ` AS nodes, ` + stringArray + ` AS insts,
-        ` + intArray + ` AS c_starts, ` + intArray + ` AS c_ends)
+    FROM (SELECT ` + chquery.StringArray + ` AS ids, ` + chquery.StringArray + ` AS nodes, ` + chquery.StringArray + ` AS insts,
+        ` + chquery.IntArray + ` AS c_starts, ` + chquery.IntArray + ` AS c_ends)
     ARRAY JOIN ids AS allocation_id, nodes AS node, insts AS instance_id, c_starts AS c_start, c_ends AS c_end`
 
 // coldStartSpan is how much after requested_at the first search for an allocation's first
@@ -185,7 +186,7 @@ func chunkText(b billing.Billed) int {
 // text may be over the default. It replaces the settings ctx may carry (clickhouse.Context;
 // no caller sets any).
 func chunkContext(ctx context.Context, chunk []billing.Billed) context.Context {
-	if len(chunk) <= chunkSize {
+	if len(chunk) <= chquery.ChunkSize {
 		return ctx
 	}
 	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_query_size": chunkQuerySize}))
@@ -255,12 +256,12 @@ func (m measured) measureChunk(ctx context.Context, conn Querier, src Samples, q
 	}
 	samples := span
 	samples.Start -= int64(maxSampleInterval)
-	nodes, instances := targetArrays(distinct(chunk, func(b billing.Billed) billing.Target { return b.Target }))
+	nodes, instances := chquery.TargetArrays(distinct(chunk, func(b billing.Billed) billing.Target { return b.Target }))
 	table := allocationArgs(chunk)
-	sampleArgs := append([]any{seconds(samples.Start), seconds(samples.End), samples.Start, samples.End, nodes, instances}, table...)
+	sampleArgs := append([]any{chquery.Seconds(samples.Start), chquery.Seconds(samples.End), samples.Start, samples.End, nodes, instances}, table...)
 	if q.partialMinutes {
 		pn, pi, pm := partialMinutes(chunk)
-		sampleArgs = append(sampleArgs, seconds(samples.Start), seconds(samples.End), pn, pi, pm,
+		sampleArgs = append(sampleArgs, chquery.Seconds(samples.Start), chquery.Seconds(samples.End), pn, pi, pm,
 			samples.Start, samples.End, nodes, instances)
 		sampleArgs = append(sampleArgs, table...)
 	}
@@ -276,7 +277,7 @@ func (m measured) measureChunk(ctx context.Context, conn Querier, src Samples, q
 		mem, err = readMemEnergy(ctx, conn, src, chunk, span)
 		memDone <- err
 	}()
-	err := queryEach(ctx, conn, q.usage, sampleArgs, func(scan func(...any) error) error {
+	err := chquery.Each(ctx, conn, q.usage, sampleArgs, func(scan func(...any) error) error {
 		var (
 			id              string
 			u               billing.Usage
@@ -314,7 +315,7 @@ func (m measured) measureChunk(ctx context.Context, conn Querier, src Samples, q
 // billed time starts or ends inside the minute, as the arrays of partialMinutesTable.
 func partialMinutes(chunk []billing.Billed) (nodes, instances, minutes string) {
 	n, i, m := partialMinuteArrays(chunk)
-	return packStrings(n), packStrings(i), packInts(m)
+	return chquery.PackStrings(n), chquery.PackStrings(i), chquery.PackInts(m)
 }
 
 func partialMinuteArrays(chunk []billing.Billed) (nodes, instances []string, minutes []uint32) {
@@ -381,7 +382,7 @@ func (m measured) findFirstAttached(ctx context.Context, conn Querier, q sampleQ
 			}
 		}
 		query, args := firstAttachedArgs(q, searches)
-		err := queryEach(ctx, conn, query, args, func(scan func(...any) error) error {
+		err := chquery.Each(ctx, conn, query, args, func(scan func(...any) error) error {
 			var (
 				id    string
 				first int64
@@ -412,10 +413,10 @@ func (m measured) firstAttachedByMinutes(ctx context.Context, conn Querier, sear
 	for _, s := range searches {
 		span = billing.Interval{Start: min(span.Start, s.iv.Start), End: max(span.End, s.iv.End)}
 	}
-	tn, ti := targetArrays(distinct(searches, func(s coldStartSearch) billing.Target { return s.target }))
-	args := append([]any{seconds(span.Start), seconds(span.End), span.Start, span.End, tn, ti}, searchArgs(searches)...)
+	tn, ti := chquery.TargetArrays(distinct(searches, func(s coldStartSearch) billing.Target { return s.target }))
+	args := append([]any{chquery.Seconds(span.Start), chquery.Seconds(span.End), span.Start, span.End, tn, ti}, searchArgs(searches)...)
 	straddling := map[string]bool{}
-	err := queryEach(ctx, conn, coldStartMinutesQuery, args, func(scan func(...any) error) error {
+	err := chquery.Each(ctx, conn, coldStartMinutesQuery, args, func(scan func(...any) error) error {
 		var (
 			id        string
 			found     int64
@@ -439,7 +440,7 @@ func (m measured) firstAttachedByMinutes(ctx context.Context, conn Querier, sear
 			continue
 		}
 		const minute = int64(time.Minute)
-		s.iv.End = min(s.iv.End, floorTo(s.iv.Start, minute)+minute)
+		s.iv.End = min(s.iv.End, chquery.FloorTo(s.iv.Start, minute)+minute)
 		rest = append(rest, s)
 	}
 	return rest, nil
@@ -467,9 +468,9 @@ func firstAttachedArgs(q sampleQueries, searches []coldStartSearch) (string, []a
 			group.End = max(group.End, searches[end].iv.End)
 			end++
 		}
-		tn, ti := targetArrays(distinct(searches[start:end], func(s coldStartSearch) billing.Target { return s.target }))
+		tn, ti := chquery.TargetArrays(distinct(searches[start:end], func(s coldStartSearch) billing.Target { return s.target }))
 		branches = append(branches, q.firstAttachedSearch)
-		args = append(args, seconds(group.Start), seconds(group.End), group.Start, group.End, tn, ti)
+		args = append(args, chquery.Seconds(group.Start), chquery.Seconds(group.End), group.Start, group.End, tn, ti)
 		start = end
 	}
 	query := strings.Replace(q.firstAttached, "{{searches}}", strings.Join(branches, "\n    UNION ALL"), 1)
@@ -486,7 +487,7 @@ func searchArgs(searches []coldStartSearch) []any {
 		ids, nodes, instances = append(ids, s.id), append(nodes, s.target.Node), append(instances, s.target.Instance)
 		searchStarts, searchEnds = append(searchStarts, s.iv.Start), append(searchEnds, s.iv.End)
 	}
-	return []any{packStrings(ids), packStrings(nodes), packStrings(instances), packInts(searchStarts), packInts(searchEnds)}
+	return []any{chquery.PackStrings(ids), chquery.PackStrings(nodes), chquery.PackStrings(instances), chquery.PackInts(searchStarts), chquery.PackInts(searchEnds)}
 }
 
 // allocationArgs binds a chunk as the arrays of allocationsTable.
@@ -518,6 +519,6 @@ func allocationArgs(chunk []billing.Billed) []any {
 		}
 		sliced = append(sliced, s)
 	}
-	return []any{packStrings(ids), packStrings(nodes), packStrings(instances), packInts(billedStarts), packInts(billedEnds),
-		fractions, packInts(fractionOf), packInts(sliced)}
+	return []any{chquery.PackStrings(ids), chquery.PackStrings(nodes), chquery.PackStrings(instances), chquery.PackInts(billedStarts), chquery.PackInts(billedEnds),
+		fractions, chquery.PackInts(fractionOf), chquery.PackInts(sliced)}
 }

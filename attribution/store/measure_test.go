@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 )
 
 var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC).UnixNano()
@@ -108,8 +109,8 @@ func TestFirstAttachedArgs(t *testing.T) {
 			}
 			for i, g := range tt.groups {
 				branch := args[6*i : 6*i+6]
-				want := []any{seconds(g.Start), seconds(g.End), g.Start, g.End}
-				if fmt.Sprint(branch[:4]) != fmt.Sprint(want) || branch[5] != packStrings(tt.targets[i]) {
+				want := []any{chquery.Seconds(g.Start), chquery.Seconds(g.End), g.Start, g.End}
+				if fmt.Sprint(branch[:4]) != fmt.Sprint(want) || branch[5] != chquery.PackStrings(tt.targets[i]) {
 					t.Errorf("group %d: %v, want range %v and instances %v", i, branch, want, tt.targets[i])
 				}
 			}
@@ -118,16 +119,5 @@ func TestFirstAttachedArgs(t *testing.T) {
 				t.Errorf("search table %v, want every search", ids)
 			}
 		})
-	}
-}
-
-// TestPack: packed arrays (store.go) join hex strings and decimal numbers with ',', which
-// neither contains; an empty string is an empty element.
-func TestPack(t *testing.T) {
-	if got, want := packStrings([]string{"node-a", "", "a,b'\\"}), "6e6f64652d61,,612c62275c"; got != want {
-		t.Errorf("packStrings: %q, want %q", got, want)
-	}
-	if got, want := packInts([]int64{-1, 0, 1772409600000000000}), "-1,0,1772409600000000000"; got != want {
-		t.Errorf("packInts: %q, want %q", got, want)
 	}
 }

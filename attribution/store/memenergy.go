@@ -1,7 +1,7 @@
 package store
 
 // Per allocation, its memory efficiency and energy (README.md, "The tenant report"), with the
-// fleet's definitions (attribution/fleet, store.TenantEnergy): per UTC minute of an instance,
+// fleet's definitions (attribution/fleet, README.md "Fleet economics"): per UTC minute of an instance,
 // its GPU's energy is the mean power of the samples taken in the minute × the time its samples
 // cover in the minute, and its memory the mean of memory used / memory of the instance of
 // those samples; an allocation gets them for the share of the minute it is billed (and the
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -54,7 +55,7 @@ const instanceMinutesRollup = `
     SELECT node, instance_id, toInt64(intDiv(toUInt32(time), 60)) AS minute, sum(power_watts_sum) AS p, sum(samples) AS n,
         toFloat64(sum(covered_ns)) AS cov, sum(mem_used_bytes_sum) AS mu, any(mem_total_bytes) AS mt
     FROM {{table}} FINAL
-    PREWHERE time >= toDateTime(?) AND time < toDateTime(?) AND (node, instance_id) IN (` + targetsTable + `)
+    PREWHERE time >= toDateTime(?) AND time < toDateTime(?) AND (node, instance_id) IN (` + chquery.TargetsTable + `)
     GROUP BY node, instance_id, minute`
 
 // memEnergyQuery sums {{minutes}} (one of the above) over each allocation's billed minutes:
@@ -93,19 +94,19 @@ func readMemEnergy(ctx context.Context, conn Querier, src Samples, chunk []billi
 		return nil, fmt.Errorf("sample source %d: expected RawSamples, SecondRollup or MinuteRollup", src)
 	}
 	const minute = int64(time.Minute)
-	first, end := floorTo(span.Start, minute), floorTo(span.End+minute-1, minute)
-	nodes, instances := targetArrays(distinct(chunk, func(b billing.Billed) billing.Target { return b.Target }))
+	first, end := chquery.FloorTo(span.Start, minute), chquery.FloorTo(span.End+minute-1, minute)
+	nodes, instances := chquery.TargetArrays(distinct(chunk, func(b billing.Billed) billing.Target { return b.Target }))
 	var args []any
 	if src == RawSamples {
 		// Samples taken up to tables.MaxInterval before the first minute cover part of it.
 		from := first - minute
-		args = []any{seconds(from), seconds(end), from, end, nodes, instances, first / minute, end / minute}
+		args = []any{chquery.Seconds(from), chquery.Seconds(end), from, end, nodes, instances, first / minute, end / minute}
 	} else {
 		args = []any{first / int64(time.Second), end / int64(time.Second), nodes, instances}
 	}
 	args = append(args, allocationArgs(chunk)...)
 	out := make(map[string]memEnergy, len(chunk))
-	err := queryEach(ctx, conn, query, args, func(scan func(...any) error) error {
+	err := chquery.Each(ctx, conn, query, args, func(scan func(...any) error) error {
 		var (
 			id string
 			x  memEnergy

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 )
 
 // The noisy-neighbour signal: on a time-sliced GPU a tenant waits while its co-tenants run.
@@ -87,8 +88,8 @@ func NoisyNeighbours(ctx context.Context, conn Querier, from, to time.Time) (map
 			}
 		}
 	}
-	args := []any{seconds(window.Start), seconds(window.End), window.Start, window.End}
-	err = queryEach(ctx, conn, neighbourQuery, append(args, args...), func(scan func(...any) error) error {
+	args := []any{chquery.Seconds(window.Start), chquery.Seconds(window.End), window.Start, window.End}
+	err = chquery.Each(ctx, conn, neighbourQuery, append(args, args...), func(scan func(...any) error) error {
 		var (
 			node, instance, other string
 			sec, run              int64

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -28,6 +29,14 @@ type Presence struct {
 	bucket   int64                          // ns
 	from, to int64                          // the samples read: ts_ns in [from, to)
 	spans    map[billing.GPU][]billing.Span // ascending by First
+}
+
+// PresenceOf is the presence of the given spans of each GPU (ascending by First), read from
+// src in buckets of bucket ns over the samples of [from, to) (ts_ns) for period: what a
+// reader of the presence from elsewhere (the fleet's hourly roll-up) gives as ReadPresence
+// would.
+func PresenceOf(period time.Duration, src Samples, bucket, from, to int64, spans map[billing.GPU][]billing.Span) *Presence {
+	return &Presence{period: period, source: src, bucket: bucket, from: from, to: to, spans: spans}
 }
 
 // presenceQueries read (node, gpu_uuid, model, first ts_ns, last ts_ns) for every bucket of a
@@ -102,11 +111,11 @@ func readPresence(ctx context.Context, conn Querier, src Samples, window billing
 		return nil, fmt.Errorf("read the presence of [%s, %s): expected the start before the end", billing.UTC(window.Start), billing.UTC(window.End))
 	}
 	// Whole buckets, so that those kept and those read again do not split one.
-	start := floorTo(window.Start-int64(period), bucket)
+	start := chquery.FloorTo(window.Start-int64(period), bucket)
 	next := &Presence{period: period, source: src, bucket: bucket, from: start, to: window.End, spans: map[billing.GPU][]billing.Span{}}
 	read := start
 	if prev != nil && prev.period == period && prev.source == src && prev.bucket == bucket && prev.from <= start && prev.to > start {
-		read = min(prev.to, floorTo(window.Start, bucket))
+		read = min(prev.to, chquery.FloorTo(window.Start, bucket))
 		for g, ss := range prev.spans {
 			lo, _ := slices.BinarySearchFunc(ss, start, spanFirst)
 			hi, _ := slices.BinarySearchFunc(ss, read, spanFirst)
@@ -123,8 +132,8 @@ func readPresence(ctx context.Context, conn Querier, src Samples, window billing
 		// The time column's bounds are computed here, clamped to what a DateTime holds: a window
 		// that starts within a period of 1970 reaches before it, and ClickHouse wraps a negative
 		// toDateTime (or one less a row's seconds) into 2106, which read no sample at all.
-		first, last := dateTimeArg(read-int64(presenceRow[src])), dateTimeArg(next.to)
-		err := queryEach(ctx, conn, q, []any{first, last, read, next.to, arg}, func(scan func(...any) error) error {
+		first, last := chquery.DateTimeArg(read-int64(presenceRow[src])), chquery.DateTimeArg(next.to)
+		err := chquery.Each(ctx, conn, q, []any{first, last, read, next.to, arg}, func(scan func(...any) error) error {
 			var (
 				g           billing.GPU
 				first, last int64
@@ -147,15 +156,6 @@ func readPresence(ctx context.Context, conn Querier, src Samples, window billing
 }
 
 func spanFirst(s billing.Span, ns int64) int { return cmp.Compare(s.First, ns) }
-
-// floorTo rounds ns down to a multiple of d.
-func floorTo(ns, d int64) int64 {
-	r := ns % d
-	if r < 0 {
-		r += d
-	}
-	return ns - r
-}
 
 // Period is the presence period the presence was read for.
 func (p *Presence) Period() time.Duration { return p.period }

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -142,7 +143,7 @@ GROUP BY node, instance_id, gpu_uuid, model`
 const rollupInstancesEverQuery = `
 SELECT ` + rollupInstanceColumns + `
 FROM {{table}}
-WHERE (node, instance_id) IN (` + targetsTable + `) AND samples > 0
+WHERE (node, instance_id) IN (` + chquery.TargetsTable + `) AND samples > 0
 GROUP BY node, instance_id, gpu_uuid, model`
 
 // dedupSeconds ends a subquery that selects the complete row of each second of the chunk's
@@ -166,7 +167,7 @@ var dedupSeconds = `
     FROM ` + tables.Final("{{table}}") + `
     PREWHERE time >= toDateTime(?) + {{lookback}} - {{seconds}} AND time <= toDateTime(?)
         AND toInt64(time) * 1000000000 + {{step}} > ? + {{lookbackns}} AND toInt64(time) * 1000000000 < ?
-        AND (node, instance_id) IN (` + targetsTable + `)`
+        AND (node, instance_id) IN (` + chquery.TargetsTable + `)`
 
 // rollupUsageRows is the rows of usageByMinute's minutes from a rollup. A row holds the pieces
 // of the samples inside its [t, t + step) (tables.RollupSeconds): covered_ns and active_ns are
@@ -209,13 +210,13 @@ var dedupPartialSeconds = `
     PREWHERE time >= toDateTime(?) + {{lookback}} - 1 AND time <= toDateTime(?)
         AND (node, instance_id, intDiv(toUInt32(time), 60)) IN (` + partialMinutesTable + `)
     WHERE toInt64(time) * 1000000000 + 1000000000 > ? + {{lookbackns}} AND toInt64(time) * 1000000000 < ?
-        AND (node, instance_id) IN (` + targetsTable + `)`
+        AND (node, instance_id) IN (` + chquery.TargetsTable + `)`
 
 // partialMinutesTable is the minutes (Unix seconds / 60) of targets that some allocation of a
 // chunk holds only in part, bound packed (store.go). The minutes are UInt32 (a literal [0], a
 // chunk with none, would be UInt8): with samples_1s sorted by time first, the IN's index
 // analysis requires the set's types to be those of the left side.
-const partialMinutesTable = `SELECT pn, pi, toUInt32(pm0) FROM (SELECT ` + stringArray + ` AS pns, ` + stringArray + ` AS pis, ` + uintArray + ` AS pms)
+const partialMinutesTable = `SELECT pn, pi, toUInt32(pm0) FROM (SELECT ` + chquery.StringArray + ` AS pns, ` + chquery.StringArray + ` AS pis, ` + chquery.UintArray + ` AS pms)
     ARRAY JOIN pns AS pn, pis AS pi, pms AS pm0`
 
 // minuteOf is the UTC minute (ns) of a row's start t, in SQL.
@@ -255,7 +256,7 @@ const rollupFirstAttachedSearch = `
     FROM {{table}}
     PREWHERE time >= toDateTime(?) - {{seconds}} AND time <= toDateTime(?)
     WHERE first_attached_ns > 0 AND toInt64(time) * 1000000000 + {{step}} > ? AND toInt64(time) * 1000000000 < ?
-        AND (node, instance_id) IN (` + targetsTable + `)`
+        AND (node, instance_id) IN (` + chquery.TargetsTable + `)`
 
 // coldStartMinutesQuery is, per search of a chunk (searchTable; its arguments are those of one
 // rollupFirstAttachedSearch branch, then the search table's), the first attached sample at or
@@ -272,7 +273,7 @@ FROM (
     FROM ` + tables.Samples1m + `
     PREWHERE time >= toDateTime(?) - 60 AND time <= toDateTime(?)
     WHERE first_attached_ns > 0 AND toInt64(time) * 1000000000 + 60000000000 > ? AND toInt64(time) * 1000000000 < ?
-        AND (node, instance_id) IN (` + targetsTable + `)
+        AND (node, instance_id) IN (` + chquery.TargetsTable + `)
 ) AS s ALL INNER JOIN (` + searchTable + `
 ) AS a USING (node, instance_id)
 WHERE t < search_end AND t + 60000000000 > search_start

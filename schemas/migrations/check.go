@@ -25,7 +25,7 @@ var columnName = regexp.MustCompile("^\\s*`?([A-Za-z_][A-Za-z0-9_]*)`?\\s")
 
 // Columns returns, for each migration of all (in order), the columns that it creates and that
 // the migrations after it keep: its CREATE TABLE column lists and ADD COLUMN statements, less
-// those a later DROP COLUMN removes.
+// those a later DROP COLUMN, or DROP TABLE of their table, removes.
 func Columns(all []Migration) (map[uint32][]Column, error) {
 	introduced := map[Column]uint32{}
 	for _, m := range all {
@@ -36,6 +36,14 @@ func Columns(all []Migration) (map[uint32][]Column, error) {
 			}
 			if d := dropColumn.FindStringSubmatch(stmt); d != nil {
 				delete(introduced, Column{d[1], d[2]})
+				continue
+			}
+			if d := dropTable.FindStringSubmatch(strings.TrimSpace(stmt)); d != nil {
+				for c := range introduced {
+					if c.Table == d[1] {
+						delete(introduced, c)
+					}
+				}
 				continue
 			}
 			head := createTableHead.FindStringSubmatchIndex(stmt)

@@ -36,6 +36,8 @@ func TestColumns(t *testing.T) {
 		"allocations.allocation_id":         2,
 		"allocations.received":              2,
 		"attribution_minutes.overhead_ns":   22,
+		"fleet_hours.energy_j":              49,
+		"fleet_hour_tenants.energy_j":       0, // dropped by 0059
 		"schema_migrations.version":         0, // not a migration's: Apply creates it
 		"attribution_minutes.no_such_thing": 0,
 	} {

@@ -22,7 +22,6 @@ const (
 	AttributionHours   = "attribution_hours"
 	AttributionHosts   = "attribution_hour_hosts"
 	FleetHours         = "fleet_hours"
-	FleetHourTenants   = "fleet_hour_tenants"
 	FleetHourGPUs      = "fleet_hour_gpus"
 	PriceBooks         = "price_books"
 	Recomputations     = "recomputations"
@@ -105,10 +104,6 @@ var FleetHourColumns = []string{
 	"sample_first", "sample_last", "source_ns", "source_minutes",
 }
 
-// FleetHourTenantColumns are the columns of fleet_hour_tenants, one row per (hour, node,
-// instance, tenant) of each roll-up of an hour.
-var FleetHourTenantColumns = []string{"hour", "node", "instance_id", "tenant", "energy_j", "rolled_ns"}
-
 // FleetHourGPUColumns are the columns of fleet_hour_gpus, one row per (hour, GPU) of each
 // roll-up of an hour.
 var FleetHourGPUColumns = []string{"hour", "node", "gpu_uuid", "model", "first_ns", "last_ns", "rolled_ns"}
@@ -134,8 +129,8 @@ func Columns() map[string][]string {
 		BillingPeriods: BillingPeriodColumns, BillingPeriodLines: BillingPeriodLineColumns,
 		AllocationAudit: AllocationAuditColumns, AttributionHours: AttributionHourColumns,
 		AttributionHosts: AttributionHostColumns,
-		FleetHours:       FleetHourColumns, FleetHourTenants: FleetHourTenantColumns,
-		FleetHourGPUs: FleetHourGPUColumns, PriceBooks: PriceBookColumns,
+		FleetHours:       FleetHourColumns,
+		FleetHourGPUs:    FleetHourGPUColumns, PriceBooks: PriceBookColumns,
 		Recomputations: RecomputationColumns,
 	}
 }

@@ -94,3 +94,34 @@ func TestSQLFragments(t *testing.T) {
 		}
 	}
 }
+
+// TestMinuteSumsAreTheTablesColumns: the stored-minute sums aggregate every column of
+// attribution_minutes but its keys and pass, and every column of attribution_hours but its
+// keys and what the roll-up was made from, once each, so that a column added to the tables
+// and not to the sums (or the other way round) fails here, not in a report.
+func TestMinuteSumsAreTheTablesColumns(t *testing.T) {
+	sums := tables.MinuteSumColumns()
+	for _, tc := range []struct {
+		table   string
+		columns []string
+		keys    []string
+	}{
+		{tables.AttributionMinutes, tables.AttributionMinuteColumns, []string{"minute", "tenant", "allocation_id", "computed_ns"}},
+		{tables.AttributionHours, tables.AttributionHourColumns, []string{"hour", "tenant", "allocation_id", "minutes", "source_ns", "source_minutes"}},
+	} {
+		want := slices.DeleteFunc(slices.Clone(tc.columns), func(c string) bool { return slices.Contains(tc.keys, c) })
+		slices.Sort(want)
+		got := slices.Sorted(slices.Values(sums))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the minute sums aggregate %v, its columns but keys are %v", tc.table, got, want)
+		}
+		for _, c := range want {
+			if sum, ok := tables.MinuteSum(c); !ok || !strings.Contains(sum, c) {
+				t.Errorf("%s: column %s summed as %q", tc.table, c, sum)
+			}
+		}
+	}
+	if list := tables.MinuteSums("count()"); !strings.Contains(list, "sumMap(wait_ns, wait_count), 2), count(), sum(overhead_ns)") {
+		t.Errorf("MinuteSums(count()): the minutes are not after the waits, where the readers scan them: %s", list)
+	}
+}

@@ -1,4 +1,4 @@
-package store_test
+package fleetstore_test
 
 import (
 	"context"
@@ -15,8 +15,10 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/fleet/fleetstore"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 )
 
@@ -53,18 +55,14 @@ WHERE cityHash64(i, m) %% 13 != 0 AND NOT (i = 6 AND m BETWEEN 80 AND 150) AND (
 // fleetReadings are what the fleet reads of samples_1m for a window, as JSON values.
 func fleetReadings(ctx context.Context, t *testing.T, conn driver.Conn, from, to time.Time) any {
 	t.Helper()
-	instances, err := store.FleetInstances(ctx, conn, from, to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	energy, err := store.TenantEnergy(ctx, conn, from, to)
+	instances, err := fleetstore.FleetInstances(ctx, conn, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
 	window := billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}
 	capacity := map[string][]billing.Interval{}
 	for _, read := range []func() (*store.Presence, error){
-		func() (*store.Presence, error) { return store.FleetPresence(ctx, conn, window, time.Hour) },
+		func() (*store.Presence, error) { return fleetstore.FleetPresence(ctx, conn, window, time.Hour) },
 		func() (*store.Presence, error) {
 			return store.ReadPresence(ctx, conn, store.MinuteRollup, window, time.Hour)
 		},
@@ -87,7 +85,7 @@ func fleetReadings(ctx context.Context, t *testing.T, conn driver.Conn, from, to
 			t.Errorf("[%s, %s): the fleet's presence %v ≠ ReadPresence's %v", from.Format(time.Kitchen), to.Format(time.Kitchen), capacity, got)
 		}
 	}
-	raw, err := json.Marshal(map[string]any{"instances": instances, "energy": energy, "capacity": capacity})
+	raw, err := json.Marshal(map[string]any{"instances": instances, "capacity": capacity})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +98,8 @@ func fleetReadings(ctx context.Context, t *testing.T, conn driver.Conn, from, to
 
 // TestFleetHoursAreTheMinutes: samples_1m rows over 3 h 25 min (incomplete versions, rows
 // written twice, minutes missing) and stored minutes are written to two databases alike; one
-// is rolled up by hour (store.RollupFleetHours) at some steps, the other never. The fleet's
-// instances, energy split and capacity (FleetPresence, also against ReadPresence) are the same
+// is rolled up by hour (fleetstore.RollupFleetHours) at some steps, the other never. The fleet's
+// instances and capacity (FleetPresence, also against ReadPresence) are the same
 // (to 1e-9; capacity to the ns) from both, for windows with and without
 // partial hours: after a roll-up, while an hour is stale (late samples_1m rows, recomputed
 // minutes, a merge joining its parts with later ones), and after the roll-up that follows. A row only the roll-up holds shows
@@ -125,18 +123,18 @@ func TestFleetHoursAreTheMinutes(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(5, 1))
 	pass := start.Add(5 * time.Hour)
-	write := func(minutes []store.Minute) {
+	write := func(minutes []stored.Minute) {
 		t.Helper()
 		pass = pass.Add(time.Second)
 		for _, conn := range both {
-			if err := store.WriteMinutes(ctx, conn, minutes, pass); err != nil {
+			if err := stored.WriteMinutes(ctx, conn, minutes, pass); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	var all []store.Minute
+	var all []stored.Minute
 	for m := start; m.Before(end); m = m.Add(time.Minute) {
-		all = append(all, randomMinute(r, m, start.Add(-time.Hour), 6))
+		all = append(all, chtest.RandomMinute(r, m, start.Add(-time.Hour), 6))
 	}
 	write(all)
 	check := func(step string) {
@@ -146,14 +144,14 @@ func TestFleetHoursAreTheMinutes(t *testing.T) {
 			{start.Add(time.Hour), start.Add(2 * time.Hour)}, {start.Add(59 * time.Minute), start.Add(3*time.Hour + time.Minute)},
 		} {
 			want, got := fleetReadings(ctx, t, plain, w[0], w[1]), fleetReadings(ctx, t, rolled, w[0], w[1])
-			if d := differences("", want, got); len(d) > 0 {
+			if d := chtest.Differences("", want, got); len(d) > 0 {
 				t.Errorf("%s, [%s, %s): rolled up ≠ minutes: %v", step, w[0].Format(time.Kitchen), w[1].Format(time.Kitchen), d[:min(len(d), 8)])
 			}
 		}
 	}
 	rollup := func(from, to time.Time) {
 		t.Helper()
-		if err := store.RollupFleetHours(ctx, rolled, from, to); err != nil {
+		if err := fleetstore.RollupFleetHours(ctx, rolled, from, to); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -166,9 +164,9 @@ func TestFleetHoursAreTheMinutes(t *testing.T) {
 	for _, conn := range both {
 		fleetRollupRows(ctx, t, conn, start.Add(time.Hour), start.Add(2*time.Hour), 2, -4, "m % 5 = 1")
 	}
-	var again []store.Minute
+	var again []stored.Minute
 	for _, m := range all[120:180] {
-		n := randomMinute(r, m.Start, start.Add(-time.Hour), 6)
+		n := chtest.RandomMinute(r, m.Start, start.Add(-time.Hour), 6)
 		n.Lines = n.Lines[1:]
 		again = append(again, n)
 	}
@@ -190,14 +188,12 @@ func TestFleetHoursAreTheMinutes(t *testing.T) {
 	}
 	check("merged, rolled up again")
 
-	// A ghost instance and tenant only the latest roll-up of 01:00 holds: read while the hour
+	// A ghost instance only the latest roll-up of 01:00 holds: read while the hour
 	// is fresh, not once a late row makes it stale.
 	ghosts := []string{
 		`INSERT INTO fleet_hours (hour, node, instance_id, last_time, model, covered_ns, rolled_ns, sample_block, sample_first, sample_last, source_ns, source_minutes)
 SELECT hour, 'ghost', 'g', hour, 'A100-SXM4-40GB', 60000000000, rolled_ns, sample_block, sample_first, sample_last, source_ns, source_minutes
 FROM fleet_hours WHERE hour = toDateTime(?) ORDER BY rolled_ns DESC LIMIT 1`,
-		`INSERT INTO fleet_hour_tenants (hour, node, instance_id, tenant, energy_j, rolled_ns)
-SELECT hour, 'ghost', 'g', 'ghost', 1., rolled_ns FROM fleet_hours WHERE hour = toDateTime(?) ORDER BY rolled_ns DESC LIMIT 1`,
 	}
 	h := start.Add(time.Hour)
 	for _, q := range ghosts {
@@ -205,29 +201,24 @@ SELECT hour, 'ghost', 'g', 'ghost', 1., rolled_ns FROM fleet_hours WHERE hour = 
 			t.Fatal(err)
 		}
 	}
-	seen := func() (instance, tenant bool) {
+	seen := func() bool {
 		t.Helper()
-		instances, err := store.FleetInstances(ctx, rolled, start, end)
+		instances, err := fleetstore.FleetInstances(ctx, rolled, start, end)
 		if err != nil {
 			t.Fatal(err)
 		}
-		energy, err := store.TenantEnergy(ctx, rolled, start, end)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return slices.ContainsFunc(instances, func(x store.FleetInstance) bool { return x.Node == "ghost" }),
-			slices.ContainsFunc(energy, func(x store.Held) bool { return x.Tenant == "ghost" })
+		return slices.ContainsFunc(instances, func(x fleetstore.FleetInstance) bool { return x.Node == "ghost" })
 	}
-	if i, e := seen(); !i || !e {
-		t.Errorf("fresh hour 01:00: ghost instance read %v, ghost energy read %v; want both from the roll-up", i, e)
+	if !seen() {
+		t.Errorf("fresh hour 01:00: ghost instance not read; want it from the roll-up")
 	}
-	write(all[70:71]) // a recomputed minute: the energy split is stale, the instances not
-	if i, e := seen(); !i || e {
-		t.Errorf("hour 01:00 with a recomputed minute: ghost instance read %v, ghost energy read %v; want the instance only", i, e)
+	write(all[70:71]) // a recomputed minute: the instances' roll-up stays fresh
+	if !seen() {
+		t.Errorf("hour 01:00 with a recomputed minute: ghost instance not read; want it from the roll-up")
 	}
 	fleetRollupRows(ctx, t, rolled, h, h.Add(time.Hour), 3, -6, "i = 2") // late samples
-	if i, e := seen(); i || e {
-		t.Errorf("hour 01:00 with a late row: ghost instance read %v, ghost energy read %v; want neither", i, e)
+	if seen() {
+		t.Errorf("hour 01:00 with a late row: ghost instance read; want it not")
 	}
 }
 
@@ -240,24 +231,20 @@ func TestFleetHoursQueriesCurrentDialect(t *testing.T) {
 	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	fleetRollupRows(ctx, t, conn, start, start.Add(65*time.Minute), 1, 0, "1")
 	r := rand.New(rand.NewPCG(6, 1))
-	var minutes []store.Minute
+	var minutes []stored.Minute
 	for m := start; m.Before(start.Add(65 * time.Minute)); m = m.Add(time.Minute) {
-		minutes = append(minutes, randomMinute(r, m, start, 3))
+		minutes = append(minutes, chtest.RandomMinute(r, m, start, 3))
 	}
-	if err := store.WriteMinutes(ctx, conn, minutes, start.Add(2*time.Hour)); err != nil {
+	if err := stored.WriteMinutes(ctx, conn, minutes, start.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	before := len(recorder.All())
-	if err := store.RollupFleetHours(ctx, conn, start, start.Add(65*time.Minute)); err != nil {
+	if err := fleetstore.RollupFleetHours(ctx, conn, start, start.Add(65*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	instances, err := store.FleetInstances(ctx, conn, start, start.Add(65*time.Minute))
+	instances, err := fleetstore.FleetInstances(ctx, conn, start, start.Add(65*time.Minute))
 	if err != nil || len(instances) != 8 {
 		t.Fatalf("instances %+v, %v: want 8", instances, err)
-	}
-	energy, err := store.TenantEnergy(ctx, conn, start, start.Add(65*time.Minute))
-	if err != nil || len(energy) == 0 {
-		t.Fatalf("energy %+v, %v: want the tenants'", energy, err)
 	}
 	var queries []string
 	for _, q := range recorder.All()[before:] {

@@ -1,4 +1,4 @@
-package store
+package stored
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -17,16 +18,9 @@ import (
 // than minutesQuery's any() of every column per minute on a day of 1000 allocations; each
 // minute is then one row, so count() is its uniqExact(minute).
 var hourlyQuery = `
-SELECT toStartOfHour(minute) AS hour, tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max(sliced),
-    sum(billed_ns), sum(metered_ns), sum(active_ns), sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
-    sum(efficiency_ns), max(cold_start_ns), any(cold_start_sla_ns), any(currency),
-    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), count(),
-    sum(overhead_ns), any(model), any(profile), max(fraction), any(node), any(instance_id),
-    sum(mem_used_ns), sum(mem_ns), sum(energy_j)
+SELECT toStartOfHour(minute) AS hour, tenant, allocation_id, ` + tables.MinuteSums("count()") + `
 FROM (
-    SELECT minute, tenant, allocation_id, tier, requested_ns, started_ns, sliced, billed_ns, metered_ns, active_ns,
-        list_cost, cost, waste_cost, overhead_cost, efficiency_ns, cold_start_ns, cold_start_sla_ns, currency,
-        wait_ns, wait_count, overhead_ns, model, profile, fraction, node, instance_id, mem_used_ns, mem_ns, energy_j
+    SELECT ` + tables.List(tables.AttributionMinuteColumns) + `
     FROM ` + tables.AttributionMinutes + `
     WHERE ` + tables.LatestPass(tables.MinuteWindow) + `
     LIMIT 1 BY minute, tenant, allocation_id
@@ -76,7 +70,7 @@ func HourlyLines(ctx context.Context, conn Querier, from, to time.Time, each fun
 		if c.hours {
 			query = hourlyHoursQuery
 		}
-		err := queryEach(ctx, conn, query, c.args(), func(scan func(...any) error) error {
+		err := chquery.Each(ctx, conn, query, c.args(), func(scan func(...any) error) error {
 			var at time.Time
 			r, err := scanMinuteSums(scan, &at)
 			if err != nil {

@@ -1,4 +1,4 @@
-package store
+package stored
 
 import (
 	"context"
@@ -7,12 +7,14 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/shopspring/decimal"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 	"github.com/slicemeter/slicemeter/schemas/tables"
@@ -20,7 +22,7 @@ import (
 
 // Both sides of attribution_minutes (tenant × allocation × minute, one row set per pass):
 // the attribution service writes every closed minute it attributes (WriteMinutes), reports
-// sum them back (FromMinutes, Totals).
+// sum them back (FromMinutes).
 
 // minutesQuery sums, per allocation, the stored minutes of [from, to) as the service last
 // attributed each (tables.LatestPass; its arguments from, to, from, to). The inner query's
@@ -29,27 +31,26 @@ import (
 // chunks of a window add up to the window's (FromMinutes reads a long window by chunks). node
 // is grouped by, not aliased: an alias named node would replace the column in LatestPass.
 var minutesQuery = `
-SELECT tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max(sliced),
-    sum(billed_ns), ` + tables.Metered + `, ` + tables.Active + `, sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
-    sum(efficiency_ns), max(cold_start_ns), any(cold_start_sla_ns), any(currency),
-    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), uniqExact(minute),
-    sum(overhead_ns), any(model), any(profile), max(fraction), any(node), any(instance_id),
-    sum(mem_used_ns), sum(mem_ns), sum(energy_j)
+SELECT tenant, allocation_id, ` + tables.MinuteSums("uniqExact(minute)") + `
 FROM (
-    SELECT minute, tenant, allocation_id, any(tier) AS tier, any(requested_ns) AS requested_ns, any(started_ns) AS started_ns,
-        any(sliced) AS sliced, any(billed_ns) AS billed_ns, any(metered_ns) AS metered_ns, any(active_ns) AS active_ns,
-        any(list_cost) AS list_cost,
-        any(cost) AS cost, any(waste_cost) AS waste_cost, any(overhead_cost) AS overhead_cost, any(efficiency_ns) AS efficiency_ns,
-        any(cold_start_ns) AS cold_start_ns, any(cold_start_sla_ns) AS cold_start_sla_ns, any(currency) AS currency,
-        any(wait_ns) AS wait_ns, any(wait_count) AS wait_count, any(overhead_ns) AS overhead_ns,
-        any(model) AS model, any(profile) AS profile, any(fraction) AS fraction,
-        node, any(instance_id) AS instance_id,
-        any(mem_used_ns) AS mem_used_ns, any(mem_ns) AS mem_ns, any(energy_j) AS energy_j
+    SELECT minute, tenant, allocation_id, node, ` + anyOfEach(tables.MinuteSumColumns(), "node") + `
     FROM ` + tables.AttributionMinutes + `
     WHERE ` + tables.LatestPass(tables.MinuteWindow) + `
     GROUP BY minute, tenant, allocation_id, node
 )
 GROUP BY tenant, allocation_id`
+
+// anyOfEach is "any(c) AS c" of each of columns but except, for a query whose groups hold
+// copies of one row.
+func anyOfEach(columns []string, except string) string {
+	var out []string
+	for _, c := range columns {
+		if c != except {
+			out = append(out, "any("+c+") AS "+c)
+		}
+	}
+	return strings.Join(out, ", ")
+}
 
 // ErrNotAttributed is what a report from stored minutes wraps when some of its minutes are
 // not stored yet: it can be asked again later (the API answers 409).
@@ -211,8 +212,10 @@ func (s *minuteSums) line(tenant, id string) billing.Line {
 		Billed: time.Duration(s.billed), Metered: time.Duration(s.metered), Active: time.Duration(s.active),
 		ListCost: s.listCost.InexactFloat64(), Cost: s.cost.InexactFloat64(),
 		TimeSliced: s.sliced, ColdStartSLA: time.Duration(s.sla),
-		// tables.Efficiency: Σ efficiency_ns / greatest(Σ active_ns, 1).
-		Efficiency: s.efficiencyNS / float64(max(s.active, 1)),
+		// As tables.Efficiency sums them: Σ efficiency_ns over Σ active_ns. The stored
+		// efficiency_ns are each minute's efficiency (within 0..1) × its active ns, so their
+		// mean is within 0..1 too, and the clamp of TimeMean changes nothing here.
+		Efficiency: billing.TimeMean(s.efficiencyNS, time.Duration(s.active)),
 		MemUsedNS:  s.memUsedNS, MemNS: s.memNS, EnergyJ: s.energyJ,
 	}
 	l.Overhead = overheadOf(s.overheadNS, l.Metered, s.overheadCost.InexactFloat64(), l.Cost)
@@ -240,7 +243,7 @@ func (s *minuteSums) line(tenant, id string) billing.Line {
 func overheadOf(overheadNS float64, metered time.Duration, overheadCost, cost float64) float64 {
 	switch {
 	case metered > 0:
-		return min(1, max(0, overheadNS/float64(metered)))
+		return billing.TimeMean(overheadNS, metered)
 	case cost > 0:
 		return overheadCost / cost
 	}
@@ -415,76 +418,9 @@ func appendUnallocated(batch driver.Batch, m Minute, version uint64) error {
 	return nil
 }
 
-// Total is one tenant's sums over the stored minutes of a window.
-type Total struct {
-	Tenant                                  string
-	Billed, Metered                         time.Duration
-	Active                                  time.Duration // measured: the metered time whose activity was known
-	ListCost, Cost, WasteCost, OverheadCost float64
-	EfficiencyNS                            float64 // Σ efficiency × measured (active) ns: over Active, not Metered
-}
-
-// latestRows selects, per minute of [from, to), the rows of its latest pass, one per
-// allocation (a batch sent twice would repeat them), under the columns' names.
-var latestRows = `
-SELECT minute, tenant, allocation_id, any(billed_ns) AS billed_ns, any(metered_ns) AS metered_ns,
-    any(active_ns) AS active_ns, any(list_cost) AS list_cost, any(cost) AS cost, any(overhead_cost) AS overhead_cost,
-    any(efficiency_ns) AS efficiency_ns, any(overhead_ns) AS overhead_ns
-FROM ` + tables.AttributionMinutes + `
-WHERE ` + tables.LatestPass(tables.MinuteWindow) + `
-GROUP BY minute, tenant, allocation_id`
-
-// totalsQuery sums the minutes per allocation and charges each allocation its window's waste
-// and overhead from the sums (billing.Charges, overheadOf), then sums per tenant. List cost
-// and cost are Decimal sums; waste and overhead, products of a cost and ratios, are computed
-// in Float64 (ClickHouse does not mix Decimal and Float64 arithmetic).
-var totalsQuery = `
-SELECT tenant, sum(b), sum(m), sum(lc), sum(c),
-    sum(if(a > 0 AND b > 0, fc * (1. - o) * (a / b) * (1. - least(1., greatest(0., e / a))), 0.)), sum(fc * o), sum(e), sum(a)
-FROM (
-    SELECT tenant, b, m, a, lc, c, toFloat64(c) AS fc, e,
-        if(m > 0, least(1., greatest(0., ons / m)), if(toFloat64(c) > 0., toFloat64(ocs) / toFloat64(c), 0.)) AS o
-    FROM (
-        SELECT tenant, allocation_id, sum(billed_ns) AS b, sum(metered_ns) AS m, sum(active_ns) AS a,
-            sum(list_cost) AS lc, sum(cost) AS c, sum(efficiency_ns) AS e, sum(overhead_ns) AS ons, sum(overhead_cost) AS ocs
-        FROM (` + latestRows + `)
-        GROUP BY tenant, allocation_id
-    )
-)
-GROUP BY tenant
-ORDER BY tenant`
-
-// Totals sums the stored minutes of [from, to) per tenant (the __unallocated__ row holds the
-// unallocated list cost). Any window of whole minutes sums exactly what its minutes hold.
-func Totals(ctx context.Context, conn driver.Conn, from, to time.Time) ([]Total, error) {
-	f, t := from.Unix(), to.Unix()
-	rows, err := conn.Query(ctx, totalsQuery, f, t, f, t)
-	if err != nil {
-		return nil, fmt.Errorf("sum the attributed minutes of [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
-	}
-	defer rows.Close()
-	var out []Total
-	for rows.Next() {
-		var (
-			x              Total
-			billed         int64
-			metered        int64
-			active         int64
-			listCost, cost decimal.Decimal
-		)
-		if err := rows.Scan(&x.Tenant, &billed, &metered, &listCost, &cost, &x.WasteCost, &x.OverheadCost, &x.EfficiencyNS, &active); err != nil {
-			return nil, fmt.Errorf("read the sums of the attributed minutes: %w", err)
-		}
-		x.ListCost, x.Cost = listCost.InexactFloat64(), cost.InexactFloat64()
-		x.Billed, x.Metered, x.Active = time.Duration(billed), time.Duration(metered), time.Duration(active)
-		out = append(out, x)
-	}
-	return out, rows.Err()
-}
-
 // LastMinute is the start of the latest minute stored, zero when none.
 func LastMinute(ctx context.Context, conn driver.Conn) (time.Time, error) {
-	return latest(ctx, conn, `SELECT count(), max(minute) FROM attribution_minutes`, "the latest attributed minute")
+	return chquery.Latest(ctx, conn, `SELECT count(), max(minute) FROM attribution_minutes`, "the latest attributed minute")
 }
 
 // LastComputed is when the latest stored pass ran, zero when none.
@@ -516,5 +452,5 @@ func LastPassIn(ctx context.Context, conn driver.Conn, from, to time.Time) (time
 
 // FirstMinute is the start of the earliest minute stored, zero when none.
 func FirstMinute(ctx context.Context, conn driver.Conn) (time.Time, error) {
-	return latest(ctx, conn, `SELECT count(), min(minute) FROM attribution_minutes`, "the earliest attributed minute")
+	return chquery.Latest(ctx, conn, `SELECT count(), min(minute) FROM attribution_minutes`, "the earliest attributed minute")
 }

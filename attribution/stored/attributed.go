@@ -1,4 +1,4 @@
-package store
+package stored
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -36,8 +37,8 @@ const markerCondition = `tenant = '` + report.Unallocated + `' AND allocation_id
 var markerHoursQuery = `
 SELECT hour, max(minutes)
 FROM ` + tables.Final(tables.AttributionHours) + `
-WHERE ` + hourWindow + ` AND ` + markerCondition + ` AND (hour, source_ns) IN (
-    SELECT hour, max(source_ns) FROM ` + tables.AttributionHours + ` WHERE ` + hourWindow + ` GROUP BY hour)
+WHERE ` + chquery.HourWindow + ` AND ` + markerCondition + ` AND (hour, source_ns) IN (
+    SELECT hour, max(source_ns) FROM ` + tables.AttributionHours + ` WHERE ` + chquery.HourWindow + ` GROUP BY hour)
 GROUP BY hour`
 
 // markerMinutesQuery is the minutes with a marker row under a condition on minute (which
@@ -67,7 +68,7 @@ func (h *StoredHours) CheckAttributed(ctx context.Context, conn Querier) error {
 			continue
 		}
 		full := map[int64]bool{}
-		err := queryEach(ctx, conn, markerHoursQuery, sp.args(), func(scan func(...any) error) error {
+		err := chquery.Each(ctx, conn, markerHoursQuery, sp.args(), func(scan func(...any) error) error {
 			var (
 				hour    time.Time
 				minutes uint64
@@ -95,7 +96,7 @@ func (h *StoredHours) CheckAttributed(ctx context.Context, conn Querier) error {
 		args = append(args, r.from.Unix(), r.to.Unix())
 	}
 	attributed := map[int64]bool{}
-	err := queryEach(ctx, conn, markerMinutesQuery+strings.Join(conds, " OR ")+`)`, args, func(scan func(...any) error) error {
+	err := chquery.Each(ctx, conn, markerMinutesQuery+strings.Join(conds, " OR ")+`)`, args, func(scan func(...any) error) error {
 		var m time.Time
 		err := scan(&m)
 		attributed[m.Unix()] = true

@@ -1,4 +1,4 @@
-package store
+package fleetstore
 
 import (
 	"cmp"
@@ -10,23 +10,26 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
+	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
-// The hourly roll-up of what the fleet reads of samples_1m (fleet_hours, fleet_hour_gpus,
-// fleet_hour_tenants): the attribution service rolls up every whole hour a pass completes, and
-// recent hours whose samples_1m parts changed since (RollupFleetHours); FleetInstances,
-// FleetPresence and TenantEnergy read each whole hour whose latest roll-up still matches its
+// The hourly roll-up of what the fleet reads of samples_1m (fleet_hours, fleet_hour_gpus):
+// the attribution service rolls up every whole hour a pass completes, and
+// recent hours whose samples_1m parts changed since (RollupFleetHours); FleetInstances
+// and FleetPresence read each whole hour whose latest roll-up still matches its
 // sources (freshFleetHours) from it,
 // and every other minute from samples_1m as before. A roll-up holds the sums the readers
 // would take of the minutes, so the figures are the same whichever is read (to the rounding
 // of Float64 sums taken in another order).
 //
 // Fresh means: the parts of samples_1m with rows of the hour say the same as when it was rolled
-// up (sampleSources: their highest block number, the first and last row time within the hour),
-// and, for the energy split, its stored minutes have the same latest pass and number
-// (hourSources). What FINAL reads of an hour changes only when rows of it are inserted (a late
-// sample's recomputed row), mutated or dropped, each of which changes those; they are the
+// up (sampleSources: their highest block number, the first and last row time within the hour).
+// (The roll-up also records its stored minutes' latest pass and number, hourSources, which
+// the tenants' energy split compared until it was dropped, migration 0059.) What FINAL reads
+// of an hour changes only when rows of it are inserted (a late sample's recomputed row), mutated or dropped, each of which changes those; they are the
 // parts' metadata (system.parts), so checking a month costs nothing next to reading it, where
 // a count and hash of a month's rows of 1000 instances took 7 to 16 s under load.
 
@@ -57,7 +60,7 @@ var fleetRolledQuery = `
 SELECT hour, max(rolled_ns), argMax(sample_block, rolled_ns), argMax(sample_first, rolled_ns),
     argMax(sample_last, rolled_ns), argMax(source_ns, rolled_ns), argMax(source_minutes, rolled_ns)
 FROM ` + tables.FleetHours + `
-WHERE ` + hourWindow + `
+WHERE ` + chquery.HourWindow + `
 GROUP BY hour`
 
 // fleetSource is what an hour's fleet roll-up is made from.
@@ -65,7 +68,7 @@ type fleetSource struct {
 	// Of the parts of samples_1m with rows of the hour (by their first and last row time): the
 	// highest block number, and the first and last row time within the hour.
 	block, first, last uint64
-	minutes            hourSource // of its stored minutes (attribution_minutes)
+	minutes            stored.HourSource // of its stored minutes (attribution_minutes)
 }
 
 // sampleSources is, per whole hour (Unix seconds) of [from, to) with a part of samples_1m
@@ -73,10 +76,10 @@ type fleetSource struct {
 // hour: rows added to the hour raise the first, rows dropped (a partition, a TTL) move the
 // others; a merge that joins a part of the hour with a later one raises it too, the hour then
 // reads as stale (its minutes are read) until it is rolled up again.
-func sampleSources(ctx context.Context, conn Querier, from, to time.Time) (map[int64]fleetSource, error) {
+func sampleSources(ctx context.Context, conn chquery.Querier, from, to time.Time) (map[int64]fleetSource, error) {
 	out := map[int64]fleetSource{}
 	lo, hi := uint64(from.Unix()), uint64(to.Unix())
-	err := queryEach(ctx, conn, samplePartsQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
+	err := chquery.Each(ctx, conn, samplePartsQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
 		var first, last, block uint64
 		if err := scan(&first, &last, &block); err != nil {
 			return err
@@ -95,16 +98,16 @@ func sampleSources(ctx context.Context, conn Querier, from, to time.Time) (map[i
 }
 
 // fleetSources is sampleSources with, if minutes, the sources of the hours' stored minutes.
-func fleetSources(ctx context.Context, conn Querier, from, to time.Time, minutes bool) (map[int64]fleetSource, error) {
+func fleetSources(ctx context.Context, conn chquery.Querier, from, to time.Time, minutes bool) (map[int64]fleetSource, error) {
 	out, err := sampleSources(ctx, conn, from, to)
 	if err != nil || !minutes {
 		return out, err
 	}
-	stored, err := hourSources(ctx, conn, hourSourcesQuery, from, to)
+	hours, err := stored.HourSources(ctx, conn, from, to)
 	if err != nil {
 		return nil, err
 	}
-	for h, s := range stored {
+	for h, s := range hours {
 		x := out[h]
 		x.minutes = s
 		out[h] = x
@@ -113,15 +116,15 @@ func fleetSources(ctx context.Context, conn Querier, from, to time.Time, minutes
 }
 
 // fleetRolled is, per hour of [from, to) rolled up, its latest roll-up's rolled_ns and sources.
-func fleetRolled(ctx context.Context, conn Querier, from, to time.Time) (map[int64]uint64, map[int64]fleetSource, error) {
+func fleetRolled(ctx context.Context, conn chquery.Querier, from, to time.Time) (map[int64]uint64, map[int64]fleetSource, error) {
 	ids, out := map[int64]uint64{}, map[int64]fleetSource{}
-	err := queryEach(ctx, conn, fleetRolledQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
+	err := chquery.Each(ctx, conn, fleetRolledQuery, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
 		var (
 			h  time.Time
 			id uint64
 			s  fleetSource
 		)
-		err := scan(&h, &id, &s.block, &s.first, &s.last, &s.minutes.computed, &s.minutes.minutes)
+		err := scan(&h, &id, &s.block, &s.first, &s.last, &s.minutes.Computed, &s.minutes.Minutes)
 		ids[h.Unix()], out[h.Unix()] = id, s
 		return err
 	})
@@ -129,22 +132,19 @@ func fleetRolled(ctx context.Context, conn Querier, from, to time.Time) (map[int
 }
 
 // freshFleetHours is the set (Unix seconds) of the whole hours of [from, to) whose latest
-// fleet roll-up was made from the samples_1m rows stored now and, if minutes, from the stored
-// minutes stored now.
-func freshFleetHours(ctx context.Context, conn Querier, from, to time.Time, minutes bool) (map[int64]bool, error) {
+// fleet roll-up was made from the samples_1m rows stored now.
+func freshFleetHours(ctx context.Context, conn chquery.Querier, from, to time.Time) (map[int64]bool, error) {
 	_, rolled, err := fleetRolled(ctx, conn, from, to)
 	if err != nil || len(rolled) == 0 {
 		return nil, err
 	}
-	now, err := fleetSources(ctx, conn, from, to, minutes)
+	now, err := fleetSources(ctx, conn, from, to, false)
 	if err != nil {
 		return nil, err
 	}
 	fresh := map[int64]bool{}
 	for h, r := range rolled {
-		if !minutes {
-			r.minutes = hourSource{}
-		}
+		r.minutes = stored.HourSource{} // recorded by the roll-up, read by none since the energy split went
 		if s, ok := now[h]; ok && s == r {
 			fresh[h] = true
 		}
@@ -152,10 +152,22 @@ func freshFleetHours(ctx context.Context, conn Querier, from, to time.Time, minu
 	return fresh, nil
 }
 
-// fleetSpans cuts [from, to) (whole minutes) into runs of whole hours fresh for the fleet (and,
-// if minutes, for the energy split) and of minutes, in time order, as spans does for the
-// stored minutes.
-func fleetSpans(ctx context.Context, conn Querier, from, to time.Time, minutes bool) ([]span, error) {
+// span is a part of a window that the fleet reads: whole hours from their roll-ups
+// (fleet_hours), or minutes from samples_1m.
+type span struct {
+	from, to time.Time
+	hours    bool
+}
+
+// args are the arguments of the span's queries (from, to, from, to).
+func (s span) args() []any {
+	f, t := s.from.Unix(), s.to.Unix()
+	return []any{f, t, f, t}
+}
+
+// fleetSpans cuts [from, to) (whole minutes) into runs of whole hours fresh for the fleet and
+// of minutes, in time order, as spans does for the stored minutes.
+func fleetSpans(ctx context.Context, conn chquery.Querier, from, to time.Time) ([]span, error) {
 	first, last := from.Truncate(time.Hour), to.Truncate(time.Hour)
 	if first.Before(from) {
 		first = first.Add(time.Hour)
@@ -163,7 +175,7 @@ func fleetSpans(ctx context.Context, conn Querier, from, to time.Time, minutes b
 	if !first.Before(last) {
 		return []span{{from: from, to: to}}, nil
 	}
-	fresh, err := freshFleetHours(ctx, conn, first, last, minutes)
+	fresh, err := freshFleetHours(ctx, conn, first, last)
 	if err != nil {
 		return nil, fmt.Errorf("read which hours of [%s, %s) of %s are rolled up: %w", first.Format(time.RFC3339), last.Format(time.RFC3339), tables.Samples1m, err)
 	}
@@ -187,22 +199,11 @@ func fleetSpans(ctx context.Context, conn Querier, from, to time.Time, minutes b
 	return joined, nil
 }
 
-// latestFleetRows is table's rows of the latest fleet roll-up of each hour of [from, to)
-// (arguments from, to, from, to), one per key (a roll-up written twice counted once).
-func latestFleetRows(table string, columns []string, key string) string {
-	return `
-    SELECT ` + tables.List(columns) + `
-    FROM ` + table + `
-    WHERE ` + hourWindow + ` AND (hour, rolled_ns) IN (
-        SELECT hour, max(rolled_ns) FROM ` + tables.FleetHours + ` WHERE ` + hourWindow + ` GROUP BY hour)
-    LIMIT 1 BY ` + key
-}
-
 // latestFleetHours is the condition on a fleet roll-up table of the rows of the latest roll-up
 // of each hour of [from, to) (arguments from, to, from, to): those with its hour's highest
 // rolled_ns in fleet_hours, written last.
-var latestFleetHours = hourWindow + ` AND (hour, rolled_ns) IN (
-    SELECT hour, max(rolled_ns) FROM ` + tables.FleetHours + ` WHERE ` + hourWindow + ` GROUP BY hour)`
+var latestFleetHours = chquery.HourWindow + ` AND (hour, rolled_ns) IN (
+    SELECT hour, max(rolled_ns) FROM ` + tables.FleetHours + ` WHERE ` + chquery.HourWindow + ` GROUP BY hour)`
 
 // fleetHourFactsQuery is, per instance with a roll-up row in the whole hours of [from, to),
 // the facts of its latest one and the time of that: fleetFactsQuery over the roll-ups
@@ -221,8 +222,7 @@ GROUP BY node, instance_id`
 // (arguments from, to, from, to). FINAL keeps one row of a roll-up written twice, in key order
 // (the key LIMIT 1 BY hour, node, instance_id would hash for every row); the condition keeps
 // the same rows whether it applies before or after FINAL's merge, as a key's row of the
-// highest rolled_ns is that of its hour's latest roll-up if it has one there. (Not so for
-// fleet_hour_tenants, whose rows of a roll-up are written before its fleet_hours rows.) Apart
+// highest rolled_ns is that of its hour's latest roll-up if it has one there. Apart
 // from the facts: their argMax on FINAL's single stream took twice as long as the sums.
 var fleetHourSumsQuery = `
 SELECT node, instance_id, sum(covered_ns), sum(sm_active_ns), sum(mem_used_ns), sum(mem_held), sum(attached), sum(energy_j)
@@ -230,19 +230,11 @@ FROM ` + tables.Final(tables.FleetHours) + `
 WHERE ` + latestFleetHours + `
 GROUP BY node, instance_id`
 
-// tenantEnergyHoursQuery is tenantEnergyQuery over the roll-ups of whole hours (arguments
-// from, to, from, to).
-var tenantEnergyHoursQuery = `
-SELECT node, instance_id, tenant, sum(energy_j)
-FROM (` + latestFleetRows(tables.FleetHourTenants, tables.FleetHourTenantColumns, "hour, node, instance_id, tenant") + `
-)
-GROUP BY node, instance_id, tenant`
-
 // rollupFleetGPUsQuery is, per hour of a run of whole hours and GPU, the first and last
 // sample's ts_ns of the hour's rows, as the presence reads them (arguments: rolled_ns, from and
 // to in seconds).
 var rollupFleetGPUsQuery = tables.Insert(tables.FleetHourGPUs, tables.FleetHourGPUColumns) + `
-SELECT ` + hourOf("time") + ` AS h, node, gpu_uuid, model, min(toInt64(first_ns)), max(toInt64(last_ns)), toUInt64(?)
+SELECT ` + chquery.HourOf("time") + ` AS h, node, gpu_uuid, model, min(toInt64(first_ns)), max(toInt64(last_ns)), toUInt64(?)
 FROM ` + tables.Samples1m + `
 PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
 GROUP BY h, node, gpu_uuid, model`
@@ -277,27 +269,27 @@ var fleetGPUsMinutesQuery = perGPU(`
     PREWHERE time >= toDateTime(?) AND time < toDateTime(?)
     GROUP BY node, gpu_uuid, model, b`)
 
-// FleetPresence is ReadPresence of samples_1m (MinuteRollup) for the fleet: where the period
+// FleetPresence is store.ReadPresence of samples_1m (store.MinuteRollup) for the fleet: where the period
 // is a whole number of hours, its buckets are too, and the whole hours fresh for the fleet
 // are read from their roll-ups (fleet_hour_gpus), the rest from samples_1m; the same presence
 // to the ns either way.
-func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, period time.Duration) (*Presence, error) {
-	if err := CheckPresence(period); err != nil || period%time.Hour != 0 {
-		return ReadPresence(ctx, conn, MinuteRollup, window, period)
+func FleetPresence(ctx context.Context, conn chquery.Querier, window billing.Interval, period time.Duration) (*store.Presence, error) {
+	if err := store.CheckPresence(period); err != nil || period%time.Hour != 0 {
+		return store.ReadPresence(ctx, conn, store.MinuteRollup, window, period)
 	}
 	if window.Start >= window.End {
 		return nil, fmt.Errorf("read the presence of [%s, %s): expected the start before the end", billing.UTC(window.Start), billing.UTC(window.End))
 	}
 	bucket := int64(period)
-	p := &Presence{period: period, source: MinuteRollup, bucket: bucket, from: floorTo(window.Start-int64(period), bucket), to: window.End,
-		spans: map[billing.GPU][]billing.Span{}}
+	readFrom, readTo := chquery.FloorTo(window.Start-int64(period), bucket), window.End
+	spans := map[billing.GPU][]billing.Span{}
 	// Rows whose minute starts in [from, to) are those the presence query reads from whole minutes.
-	from, to := billing.UTC(p.from), billing.UTC(p.to).Truncate(time.Minute)
-	if !billing.UTC(p.to).Equal(to) {
-		return ReadPresence(ctx, conn, MinuteRollup, window, period)
+	from, to := billing.UTC(readFrom), billing.UTC(readTo).Truncate(time.Minute)
+	if !billing.UTC(readTo).Equal(to) {
+		return store.ReadPresence(ctx, conn, store.MinuteRollup, window, period)
 	}
 	by := map[billing.GPU]map[int64]billing.Span{} // per GPU and bucket
-	parts, err := fleetSpans(ctx, conn, from, to, false)
+	parts, err := fleetSpans(ctx, conn, from, to)
 	for _, sp := range parts {
 		if err != nil {
 			break
@@ -306,7 +298,7 @@ func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, p
 		if sp.hours {
 			query, args = fleetGPUsHoursQuery, append([]any{bucket / int64(time.Second)}, sp.args()...)
 		}
-		err = queryEach(ctx, conn, query, args, func(scan func(...any) error) error {
+		err = chquery.Each(ctx, conn, query, args, func(scan func(...any) error) error {
 			var (
 				g                 billing.GPU
 				at, firsts, lasts []int64 // the buckets, their first and last ts_ns
@@ -341,12 +333,12 @@ func FleetPresence(ctx context.Context, conn Querier, window billing.Interval, p
 		for _, s := range buckets {
 			ss = append(ss, s)
 		}
-		p.spans[g] = ss
+		spans[g] = ss
 	}
-	for _, ss := range p.spans {
+	for _, ss := range spans {
 		slices.SortFunc(ss, func(a, b billing.Span) int { return cmp.Compare(a.First, b.First) })
 	}
-	return p, nil
+	return store.PresenceOf(period, store.MinuteRollup, bucket, readFrom, readTo, spans), nil
 }
 
 // rollupFleetHourQuery sums each hour's samples_1m rows of a run of whole hours per instance
@@ -360,7 +352,7 @@ SELECT h, node, instance_id, r_last_time, r_gpu_uuid, r_model, r_kind, r_profile
     rolled, toUInt64(arrayElement(?, i)), toUInt64(arrayElement(?, i)), toUInt64(arrayElement(?, i)),
     toUInt64(arrayElement(?, i)), toUInt64(arrayElement(?, i))
 FROM (
-    SELECT ` + hourOf("time") + ` AS h, toUInt32(intDiv(toUInt32(h) - toUInt32(?), 3600) + 1) AS i, toUInt64(?) AS rolled,
+    SELECT ` + chquery.HourOf("time") + ` AS h, toUInt32(intDiv(toUInt32(h) - toUInt32(?), 3600) + 1) AS i, toUInt64(?) AS rolled,
         node, instance_id, max(time) AS r_last_time, argMax(gpu_uuid, time) AS r_gpu_uuid, argMax(model, time) AS r_model,
         argMax(kind, time) AS r_kind, argMax(profile, time) AS r_profile, argMax(compute_slices, time) AS r_compute_slices,
         argMax(sm_count, time) AS r_sm_count, argMax(gpu_sm_count, time) AS r_gpu_sm_count,
@@ -372,18 +364,10 @@ FROM (
     GROUP BY h, node, instance_id
 )`
 
-// rollupFleetTenantsQuery is tenantEnergyQuery per whole hour of its window, written with its
-// roll-up's rolled_ns (arguments: rolled_ns, then tenantEnergyQuery's).
-var rollupFleetTenantsQuery = tables.Insert(tables.FleetHourTenants, tables.FleetHourTenantColumns) + `
-SELECT ` + hourOf("minute") + ` AS h, node, instance_id, tenant, sum(j * b / 60e9), toUInt64(?)
-FROM ` + tenantEnergySource + `
-GROUP BY h, node, instance_id, tenant`
-
 // rollupRun is the most hours one roll-up of the instances and GPUs reads at once. samples_1m
 // is sorted by instance before time, so every granule of a day's partition holds rows of each
 // of its hours: an hour read alone costs about as much as its day's partition, and so does a
-// run of hours read at once. (The energy split is rolled up an hour at a time: its join holds
-// the stored minutes it reads in memory, 30 MB an hour for 1000 instances.)
+// run of hours read at once.
 const rollupRun = 6
 
 // RollupFleetHours rolls up the fleet's reads of samples_1m for every whole UTC hour that
@@ -394,8 +378,8 @@ const rollupRun = 6
 // in one. (A recomputed minute is stored by a pass, which rolls its hour up itself; an hour
 // never rolled up, stored before migration 0049, is read from its minutes.) An hour is rolled
 // up from what is stored when it runs, its sources read first, so that rows stored meanwhile
-// make it stale rather than fresh, and its tenants' energy and GPUs before its instances, so
-// that an hour cut short between them is never read.
+// make it stale rather than fresh, and its GPUs before its instances, so that an hour cut
+// short between them is never read.
 func RollupFleetHours(ctx context.Context, conn driver.Conn, from, to time.Time) error {
 	last := to.Truncate(time.Hour)
 	var order []int64
@@ -465,19 +449,10 @@ func rollupFleetRun(ctx context.Context, conn driver.Conn, run []int64) error {
 		// An hour without samples_1m rows gets none: nothing to read from it, and no roll-up is fresh.
 		some = some || src.block != 0
 		blocks, firsts, lasts = append(blocks, src.block), append(firsts, src.first), append(lasts, src.last)
-		computed, minutes = append(computed, src.minutes.computed), append(minutes, src.minutes.minutes)
+		computed, minutes = append(computed, src.minutes.Computed), append(minutes, src.minutes.Minutes)
 	}
 	if !some {
 		return nil
-	}
-	// The energy split an hour at a time: its join holds the stored minutes it reads in memory.
-	for i, h := range run {
-		if blocks[i] == 0 {
-			continue
-		}
-		if err := conn.Exec(ctx, rollupFleetTenantsQuery, rolled, h, h+3600, h, h+3600, h, h+3600); err != nil {
-			return fmt.Errorf("roll up the tenants' energy of the hour %s: %w", time.Unix(h, 0).UTC().Format(time.RFC3339), err)
-		}
 	}
 	f, t := first.Unix(), end.Unix()
 	if err := conn.Exec(ctx, rollupFleetGPUsQuery, rolled, f, t); err != nil {
@@ -488,11 +463,4 @@ func rollupFleetRun(ctx context.Context, conn driver.Conn, run []int64) error {
 		return fmt.Errorf("roll up the instances of the fleet of the hours [%s, %s): %w", first.Format(time.RFC3339), end.Format(time.RFC3339), err)
 	}
 	return nil
-}
-
-// sortHeld sorts by node, instance and tenant.
-func sortHeld(hs []Held) {
-	slices.SortFunc(hs, func(a, b Held) int {
-		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Instance, b.Instance), cmp.Compare(a.Tenant, b.Tenant))
-	})
 }

@@ -1,4 +1,4 @@
-package store
+package stored
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -34,7 +35,7 @@ GROUP BY node`
 // up from there on those behind.
 func NodeEnds(ctx context.Context, conn Querier, since time.Time) (ends map[string]NodeEnd, first time.Time, err error) {
 	ends = map[string]NodeEnd{}
-	err = queryEach(ctx, conn, nodeEndsQuery, []any{since.Unix()}, func(scan func(...any) error) error {
+	err = chquery.Each(ctx, conn, nodeEndsQuery, []any{since.Unix()}, func(scan func(...any) error) error {
 		var (
 			node        string
 			last, start time.Time
@@ -61,7 +62,7 @@ func NodeEnds(ctx context.Context, conn Querier, since time.Time) (ends map[stri
 // (Minute.Stale), or their older rows would stay their latest pass.
 func StoredNodes(ctx context.Context, conn Querier, from, to time.Time) (map[int64][]string, error) {
 	out := map[int64][]string{}
-	err := queryEach(ctx, conn, `SELECT DISTINCT minute, node FROM `+tables.AttributionMinutes+` WHERE `+tables.MinuteWindow+` AND node != ''`,
+	err := chquery.Each(ctx, conn, `SELECT DISTINCT minute, node FROM `+tables.AttributionMinutes+` WHERE `+tables.MinuteWindow+` AND node != ''`,
 		[]any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
 			var (
 				m    time.Time
@@ -85,7 +86,7 @@ func StoredNodes(ctx context.Context, conn Querier, from, to time.Time) (map[int
 // node it left as well as of the one it is on.
 func AllocationNodes(ctx context.Context, conn Querier, since time.Time) (map[string][]string, error) {
 	out := map[string][]string{}
-	err := queryEach(ctx, conn, `
+	err := chquery.Each(ctx, conn, `
 SELECT allocation_id, groupUniqArray(node)
 FROM allocations
 WHERE allocation_id IN (SELECT allocation_id FROM allocations WHERE received >= toDateTime(?))
@@ -121,48 +122,4 @@ func NextPass(ctx context.Context, conn driver.Conn, from, to, now time.Time) (t
 		return time.Unix(0, int64(last)+1).UTC(), nil
 	}
 	return now, nil
-}
-
-// Nodes are the nodes of the GPUs present in what was read.
-func (p *Presence) Nodes() []string {
-	seen := map[string]bool{}
-	var out []string
-	for g := range p.spans {
-		if !seen[g.Node] {
-			seen[g.Node] = true
-			out = append(out, g.Node)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// Nodes limits a read to some nodes' rows: an attribution replica that shares the fleet by
-// node reads only the nodes it owns, not the whole fleet's rows to drop most of them in Go.
-// The zero value is every node.
-type Nodes struct {
-	only bool
-	list []string
-}
-
-// OnlyNodes is the nodes given (none: no node at all).
-func OnlyNodes(nodes []string) Nodes { return Nodes{only: true, list: slices.Clone(nodes)} }
-
-// All says whether n is every node.
-func (n Nodes) All() bool { return !n.only }
-
-// none says whether n is no node: a read of it returns nothing, without a query.
-func (n Nodes) none() bool { return n.only && len(n.list) == 0 }
-
-// nodesTable is a set of nodes, bound as one packed array (packStrings): a replica owns
-// hundreds of nodes at cloud scale, and a packed literal parses like any other on 18.16.
-const nodesTable = `SELECT arrayJoin(` + stringArray + `)`
-
-// clause is the condition on the node column that limits a query to n, to follow another
-// condition (empty for every node), and its arguments.
-func (n Nodes) clause() (string, []any) {
-	if !n.only {
-		return "", nil
-	}
-	return " AND node IN (" + nodesTable + ")", []any{packStrings(n.list)}
 }

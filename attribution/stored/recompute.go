@@ -1,4 +1,4 @@
-package store
+package stored
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -103,7 +104,7 @@ GROUP BY id, node`
 // OpenRecomputations is every recomputation not done, oldest id first, with its progress.
 func OpenRecomputations(ctx context.Context, conn Querier) ([]Recomputation, error) {
 	var out []Recomputation
-	err := queryEach(ctx, conn, openQuery, nil, func(scan func(...any) error) error {
+	err := chquery.Each(ctx, conn, openQuery, nil, func(scan func(...any) error) error {
 		var (
 			r              Recomputation
 			from, to, next int64
@@ -126,7 +127,7 @@ func OpenRecomputations(ctx context.Context, conn Querier) ([]Recomputation, err
 	for i := range out {
 		byID[out[i].ID] = &out[i]
 	}
-	err = queryEach(ctx, conn, progressQuery, nil, func(scan func(...any) error) error {
+	err = chquery.Each(ctx, conn, progressQuery, nil, func(scan func(...any) error) error {
 		var (
 			id, node string
 			next     int64
@@ -233,7 +234,7 @@ func MissingMinutes(ctx context.Context, conn Querier, from, to time.Time) ([]Ru
 		return nil, nil
 	}
 	counts := map[int64]int{}
-	err := queryEach(ctx, conn, markerHourCounts, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
+	err := chquery.Each(ctx, conn, markerHourCounts, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
 		var (
 			h time.Time
 			n uint64
@@ -264,7 +265,7 @@ func MissingMinutes(ctx context.Context, conn Querier, from, to time.Time) ([]Ru
 			continue
 		}
 		seen := map[int64]bool{}
-		err := queryEach(ctx, conn, markerMinutesQuery+tables.MinuteWindow+`)`, []any{f.Unix(), t.Unix()}, func(scan func(...any) error) error {
+		err := chquery.Each(ctx, conn, markerMinutesQuery+tables.MinuteWindow+`)`, []any{f.Unix(), t.Unix()}, func(scan func(...any) error) error {
 			var m time.Time
 			err := scan(&m)
 			seen[m.Unix()] = true

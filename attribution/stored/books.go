@@ -1,4 +1,4 @@
-package store
+package stored
 
 import (
 	"context"

@@ -1,13 +1,10 @@
-package store_test
+package stored_test
 
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -19,7 +16,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/report"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 )
 
@@ -45,21 +42,21 @@ func TestHoursAreTheMinutes(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 1))
 	requested := start.Add(-time.Hour)
 	pass := start.Add(5 * time.Hour)
-	write := func(minutes []store.Minute) {
+	write := func(minutes []stored.Minute) {
 		t.Helper()
 		pass = pass.Add(time.Second)
 		for _, conn := range []driver.Conn{plain, rolled, marked} {
-			if err := store.WriteMinutes(ctx, conn, minutes, pass); err != nil {
+			if err := stored.WriteMinutes(ctx, conn, minutes, pass); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	var all []store.Minute
+	var all []stored.Minute
 	for m := start; m.Before(end); m = m.Add(time.Minute) {
 		if m.Equal(start.Add(2*time.Hour + 10*time.Minute)) {
 			continue // not attributed yet: its hour is incomplete
 		}
-		all = append(all, randomMinute(r, m, requested, 6))
+		all = append(all, chtest.RandomMinute(r, m, requested, 6))
 	}
 	write(all[:100])
 	write(all[100:])
@@ -71,22 +68,22 @@ func TestHoursAreTheMinutes(t *testing.T) {
 			{start.Add(time.Hour), start.Add(2 * time.Hour)}, {start.Add(59 * time.Minute), start.Add(3*time.Hour + time.Minute)},
 		} {
 			want, got := readAll(ctx, t, plain, w[0], w[1]), readAll(ctx, t, rolled, w[0], w[1])
-			if d := differences("", want, got); len(d) > 0 {
+			if d := chtest.Differences("", want, got); len(d) > 0 {
 				t.Errorf("%s, [%s, %s): rolled up ≠ minutes: %v", step, w[0].Format(time.Kitchen), w[1].Format(time.Kitchen), d[:min(len(d), 8)])
 			}
 		}
 	}
 	check("no roll-up")
 	for _, conn := range []driver.Conn{rolled, marked} {
-		if err := store.RollupHours(ctx, conn, start, end); err != nil {
+		if err := stored.RollupHours(ctx, conn, start, end); err != nil {
 			t.Fatal(err)
 		}
 	}
 	check("rolled up")
 	// Recomputed minutes of the first two hours: the second hour drops an allocation.
-	var again []store.Minute
+	var again []stored.Minute
 	for _, m := range all[30:95] {
-		n := randomMinute(r, m.Start, requested, 6)
+		n := chtest.RandomMinute(r, m.Start, requested, 6)
 		if m.Start.Hour() == 1 {
 			n.Lines = n.Lines[1:]
 		}
@@ -94,7 +91,7 @@ func TestHoursAreTheMinutes(t *testing.T) {
 	}
 	write(again)
 	check("recomputed, roll-up stale")
-	if err := store.RollupHours(ctx, rolled, again[0].Start, again[len(again)-1].Start.Add(time.Minute)); err != nil {
+	if err := stored.RollupHours(ctx, rolled, again[0].Start, again[len(again)-1].Start.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	check("recomputed, rolled up again")
@@ -104,14 +101,14 @@ func TestHoursAreTheMinutes(t *testing.T) {
 	ghost := `INSERT INTO attribution_hours (hour, tenant, allocation_id, list_cost, cost, minutes, source_ns, source_minutes, currency, model)
 SELECT hour, 'ghost', 'g1', 1, 1, 60, source_ns, source_minutes, 'USD', 'A100-SXM4-40GB' FROM attribution_hours WHERE hour = toDateTime(?)
 ORDER BY source_ns DESC LIMIT 1`
-	if err := store.RollupHours(ctx, marked, start.Add(time.Hour), start.Add(2*time.Hour)); err != nil {
+	if err := stored.RollupHours(ctx, marked, start.Add(time.Hour), start.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range []time.Time{start, start.Add(time.Hour)} {
 		if err := marked.Exec(ctx, ghost, h.Unix()); err != nil {
 			t.Fatal(err)
 		}
-		rep, err := store.FromMinutes(ctx, marked, h, h.Add(time.Hour))
+		rep, err := stored.FromMinutes(ctx, marked, h, h.Add(time.Hour))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,40 +119,12 @@ ORDER BY source_ns DESC LIMIT 1`
 	}
 }
 
-// randomMinute is a minute of n allocations of five tenants with random amounts.
-func randomMinute(r *rand.Rand, m, requested time.Time, n int) store.Minute {
-	var lines []billing.Line
-	for i := range n {
-		billed := time.Duration(r.IntN(60)+1) * time.Second
-		metered := time.Duration(r.Int64N(int64(billed) + 1))
-		active := time.Duration(r.Int64N(int64(metered) + 1))
-		l := billing.Line{
-			Tenant: fmt.Sprintf("tenant-%d", i%5), AllocationID: fmt.Sprintf("a%d", i), Tier: "pro",
-			Node: fmt.Sprintf("node-%d", i%2), Instance: fmt.Sprintf("gpu0/mig%d", i), Model: "A100-SXM4-40GB", Profile: "1g.5gb",
-			Fraction: 1. / 7, Billed: billed, Metered: metered, Active: active,
-			ListCost: r.Float64() / 60, Overhead: r.Float64() / 10, Efficiency: r.Float64(),
-			ColdStartSLA: 30 * time.Second, Requested: requested, Started: requested, TimeSliced: i == 5,
-		}
-		l.Cost = l.ListCost * 0.9
-		l.WasteCost, l.OverheadCost = l.Cost*r.Float64()/2, l.Cost*l.Overhead
-		if r.IntN(3) == 0 {
-			d := time.Duration(r.IntN(40)) * time.Second
-			l.ColdStart = &d
-		}
-		if l.TimeSliced {
-			l.Waits = billing.Histogram{uint64(r.IntN(4)+1) * 1e6: uint64(r.IntN(9) + 1), 8e6: 1}
-		}
-		lines = append(lines, l)
-	}
-	return store.Minute{Start: m, Report: report.Report{Currency: "USD", UnallocatedListCost: r.Float64()}, Lines: lines}
-}
-
 // readings are what every reader of stored minutes gives for a window.
 type readings struct {
 	Report  report.Report
 	Lines   []billing.Line
 	Hourly  map[string][]billing.Line
-	Held    []store.Held
+	Held    []stored.Held
 	PerHost map[string]int
 }
 
@@ -165,7 +134,7 @@ func readAll(ctx context.Context, t *testing.T, conn driver.Conn, from, to time.
 	byLine := func(a, b billing.Line) int {
 		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.AllocationID, b.AllocationID))
 	}
-	rep, lines, err := store.FromMinutesLines(ctx, conn, from, to)
+	rep, lines, err := stored.FromMinutesLines(ctx, conn, from, to)
 	if err == nil {
 		slices.SortFunc(rep.Tenants, func(a, b report.Row) int { return cmp.Compare(a.Tenant, b.Tenant) })
 		slices.SortFunc(lines, byLine)
@@ -175,7 +144,7 @@ func readAll(ctx context.Context, t *testing.T, conn driver.Conn, from, to time.
 	}
 	if from.Truncate(time.Hour).Equal(from) && to.Truncate(time.Hour).Equal(to) {
 		out.Hourly = map[string][]billing.Line{}
-		err := store.HourlyLines(ctx, conn, from, to, func(hour time.Time, lines []billing.Line) error {
+		err := stored.HourlyLines(ctx, conn, from, to, func(hour time.Time, lines []billing.Line) error {
 			l := slices.Clone(lines)
 			slices.SortFunc(l, byLine)
 			out.Hourly[hour.Format(time.RFC3339)] = l
@@ -185,60 +154,13 @@ func readAll(ctx context.Context, t *testing.T, conn driver.Conn, from, to time.
 			out.Hourly["error"] = []billing.Line{{Tenant: err.Error()}}
 		}
 	}
-	if out.Held, err = store.HeldInstances(ctx, conn, from, to); err != nil {
+	if out.Held, err = stored.HeldInstances(ctx, conn, from, to); err != nil {
 		t.Fatal(err)
 	}
-	if out.PerHost, err = store.TenantsPerHost(ctx, conn, from, to); err != nil {
+	if out.PerHost, err = stored.TenantsPerHost(ctx, conn, from, to); err != nil {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// differences lists where a and b differ, as JSON values: numbers to 1e-9 (relative, or
-// absolute below 1), anything else exactly.
-func differences(path string, a, b any) []string {
-	norm := func(v any) any {
-		if _, ok := v.(readings); !ok {
-			return v
-		}
-		raw, _ := json.Marshal(v)
-		var out any
-		_ = json.Unmarshal(raw, &out)
-		return out
-	}
-	a, b = norm(a), norm(b)
-	switch x := a.(type) {
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return []string{fmt.Sprintf("%s: %v ≠ %v", path, a, b)}
-		}
-		var out []string
-		for k := range x {
-			out = append(out, differences(path+"."+k, x[k], y[k])...)
-		}
-		return out
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return []string{fmt.Sprintf("%s: %d ≠ %d items", path, len(x), len(y))}
-		}
-		var out []string
-		for i := range x {
-			out = append(out, differences(fmt.Sprintf("%s[%d]", path, i), x[i], y[i])...)
-		}
-		return out
-	case float64:
-		y, ok := b.(float64)
-		if !ok || math.Abs(x-y) > 1e-9*max(1, math.Abs(x)) {
-			return []string{fmt.Sprintf("%s: %v ≠ %v", path, a, b)}
-		}
-		return nil
-	}
-	if a != b {
-		return []string{fmt.Sprintf("%s: %v ≠ %v", path, a, b)}
-	}
-	return nil
 }
 
 // TestHoursQueriesCurrentDialect runs every query of the hourly roll-up and of its readers, as
@@ -249,15 +171,15 @@ func TestHoursQueriesCurrentDialect(t *testing.T) {
 	conn := chtest.NewDatabase(t, slog.New(recorder))
 	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	r := rand.New(rand.NewPCG(4, 1))
-	var minutes []store.Minute
+	var minutes []stored.Minute
 	for m := start; m.Before(start.Add(65 * time.Minute)); m = m.Add(time.Minute) {
-		minutes = append(minutes, randomMinute(r, m, start, 3))
+		minutes = append(minutes, chtest.RandomMinute(r, m, start, 3))
 	}
-	if err := store.WriteMinutes(ctx, conn, minutes, start.Add(2*time.Hour)); err != nil {
+	if err := stored.WriteMinutes(ctx, conn, minutes, start.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	before := len(recorder.All())
-	if err := store.RollupHours(ctx, conn, start, start.Add(65*time.Minute)); err != nil {
+	if err := stored.RollupHours(ctx, conn, start, start.Add(65*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	_ = readAll(ctx, t, conn, start, start.Add(time.Hour))
@@ -266,7 +188,7 @@ func TestHoursQueriesCurrentDialect(t *testing.T) {
 		t.Fatalf("read %+v: want a report, held instances and tenants per host", got)
 	}
 	// The hour from its roll-up's markers, the 5 minutes after it from theirs; 5 more not stored.
-	if err := store.CheckAttributed(ctx, conn, start, start.Add(70*time.Minute)); !errors.Is(err, store.ErrNotAttributed) ||
+	if err := stored.CheckAttributed(ctx, conn, start, start.Add(70*time.Minute)); !errors.Is(err, stored.ErrNotAttributed) ||
 		!strings.Contains(err.Error(), "5 of its 70 minutes are not attributed yet, the first 2026-03-02T01:05:00Z") {
 		t.Errorf("the 70 minutes of which 65 are stored: %v", err)
 	}

@@ -1,12 +1,14 @@
-package store
+package stored
 
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/slicemeter/slicemeter/attribution/internal/chquery"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -18,44 +20,26 @@ import (
 // and every other minute from attribution_minutes as before. The roll-up holds the same sums
 // the readers would take of the minutes, so the figures are the same whichever is read.
 
-// hourOf is the UTC hour of a DateTime column, whatever the server's time zone.
-func hourOf(column string) string {
-	return "toDateTime(intDiv(toUInt32(" + column + "), 3600) * 3600)"
-}
-
-// hourWindow is the condition on attribution_hours of the hours of [from, to) (seconds).
-const hourWindow = "hour >= toDateTime(?) AND hour < toDateTime(?)"
-
 // latestHourRows are the rows of attribution_hours of [from, to) of each hour's latest roll-up
 // (arguments from, to, from, to), one per key (a roll-up written twice counted once).
 var latestHourRows = `
     SELECT ` + tables.List(tables.AttributionHourColumns) + `
     FROM ` + tables.AttributionHours + `
-    WHERE ` + hourWindow + ` AND (hour, source_ns) IN (
-        SELECT hour, max(source_ns) FROM ` + tables.AttributionHours + ` WHERE ` + hourWindow + ` GROUP BY hour)
+    WHERE ` + chquery.HourWindow + ` AND (hour, source_ns) IN (
+        SELECT hour, max(source_ns) FROM ` + tables.AttributionHours + ` WHERE ` + chquery.HourWindow + ` GROUP BY hour)
     LIMIT 1 BY hour, tenant, allocation_id, node, instance_id`
 
 // hoursQuery is minutesQuery over the roll-ups of a range of whole hours: the same columns,
 // summed per allocation.
 var hoursQuery = `
-SELECT tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max(sliced),
-    sum(billed_ns), sum(metered_ns), sum(active_ns), sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
-    sum(efficiency_ns), max(cold_start_ns), any(cold_start_sla_ns), any(currency),
-    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), sum(minutes),
-    sum(overhead_ns), any(model), any(profile), max(fraction), any(node), any(instance_id),
-    sum(mem_used_ns), sum(mem_ns), sum(energy_j)
+SELECT tenant, allocation_id, ` + tables.MinuteSums("sum(minutes)") + `
 FROM (` + latestHourRows + `
 )
 GROUP BY tenant, allocation_id`
 
 // hourlyHoursQuery is hourlyQuery over the roll-ups: per hour and allocation, in hour order.
 var hourlyHoursQuery = `
-SELECT hour, tenant, allocation_id, any(tier), any(requested_ns), any(started_ns), max(sliced),
-    sum(billed_ns), sum(metered_ns), sum(active_ns), sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
-    sum(efficiency_ns), max(cold_start_ns), any(cold_start_sla_ns), any(currency),
-    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), sum(minutes),
-    sum(overhead_ns), any(model), any(profile), max(fraction), any(node), any(instance_id),
-    sum(mem_used_ns), sum(mem_ns), sum(energy_j)
+SELECT hour, tenant, allocation_id, ` + tables.MinuteSums("sum(minutes)") + `
 FROM (` + latestHourRows + `
 )
 GROUP BY hour, tenant, allocation_id
@@ -66,15 +50,15 @@ ORDER BY hour, tenant, allocation_id`
 var hostsHoursQuery = `
 SELECT node, max(max_tenants)
 FROM ` + tables.AttributionHosts + `
-WHERE ` + hourWindow + ` AND (hour, source_ns) IN (
-    SELECT hour, max(source_ns) FROM ` + tables.AttributionHours + ` WHERE ` + hourWindow + ` GROUP BY hour)
+WHERE ` + chquery.HourWindow + ` AND (hour, source_ns) IN (
+    SELECT hour, max(source_ns) FROM ` + tables.AttributionHours + ` WHERE ` + chquery.HourWindow + ` GROUP BY hour)
 GROUP BY node`
 
 // hourSourcesQuery is, per hour of the minutes of [from, to), its highest computed_ns and its
 // number of stored minutes: what a roll-up of it must have been made from. Per minute first:
 // a hash of the hour's minutes per row took 1.5 times as long over a month.
 var hourSourcesQuery = `
-SELECT ` + hourOf("m") + ` AS h, max(c), count()
+SELECT ` + chquery.HourOf("m") + ` AS h, max(c), count()
 FROM (
     SELECT minute AS m, max(computed_ns) AS c
     FROM ` + tables.AttributionMinutes + `
@@ -87,19 +71,26 @@ GROUP BY h`
 var rolledSourcesQuery = `
 SELECT hour, max(source_ns), argMax(source_minutes, source_ns)
 FROM ` + tables.AttributionHours + `
-WHERE ` + hourWindow + `
+WHERE ` + chquery.HourWindow + `
 GROUP BY hour`
 
-type hourSource struct{ computed, minutes uint64 }
+// HourSource is what the stored minutes of an hour were stored by: the latest pass
+// (computed_ns) and the number of minutes, which a roll-up of the hour records.
+type HourSource struct{ Computed, Minutes uint64 }
 
-func hourSources(ctx context.Context, conn Querier, query string, from, to time.Time) (map[int64]hourSource, error) {
-	out := map[int64]hourSource{}
-	err := queryEach(ctx, conn, query, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
+// HourSources is, per hour of the stored minutes of [from, to), its HourSource.
+func HourSources(ctx context.Context, conn Querier, from, to time.Time) (map[int64]HourSource, error) {
+	return hourSources(ctx, conn, hourSourcesQuery, from, to)
+}
+
+func hourSources(ctx context.Context, conn Querier, query string, from, to time.Time) (map[int64]HourSource, error) {
+	out := map[int64]HourSource{}
+	err := chquery.Each(ctx, conn, query, []any{from.Unix(), to.Unix()}, func(scan func(...any) error) error {
 		var (
 			h time.Time
-			s hourSource
+			s HourSource
 		)
-		err := scan(&h, &s.computed, &s.minutes)
+		err := scan(&h, &s.Computed, &s.Minutes)
 		out[h.Unix()] = s
 		return err
 	})
@@ -187,12 +178,7 @@ func (s span) args() []any {
 // rollupHoursQuery sums the latest pass of each minute of an hour per allocation and target
 // (arguments: the roll-up's source_ns and source_minutes, then from, to, from, to).
 var rollupHoursQuery = tables.Insert(tables.AttributionHours, tables.AttributionHourColumns) + `
-SELECT ` + hourOf("minute") + ` AS hour, tenant, allocation_id, any(tier), node, instance_id, any(requested_ns), any(started_ns),
-    max(sliced), sum(billed_ns), sum(metered_ns), sum(active_ns), sum(list_cost), sum(cost), sum(waste_cost), sum(overhead_cost),
-    sum(efficiency_ns), sum(overhead_ns), max(cold_start_ns), any(cold_start_sla_ns),
-    tupleElement(sumMap(wait_ns, wait_count), 1), tupleElement(sumMap(wait_ns, wait_count), 2), any(currency),
-    any(model), any(profile), max(fraction), count(), toUInt64(?), toUInt64(?),
-    sum(mem_used_ns), sum(mem_ns), sum(energy_j)
+SELECT ` + rollupHourSums() + `
 FROM (
     SELECT ` + tables.List(tables.AttributionMinuteColumns) + `
     FROM ` + tables.AttributionMinutes + `
@@ -201,10 +187,33 @@ FROM (
 )
 GROUP BY hour, tenant, allocation_id, node, instance_id`
 
+// rollupHourSums is the select list of rollupHoursQuery, in the order of the columns of
+// attribution_hours: its keys, the count of minutes and what they were stored by, and every
+// other column summed as the readers sum it (tables.MinuteSum; tables' test checks that it
+// sums every one).
+func rollupHourSums() string {
+	var out []string
+	for _, c := range tables.AttributionHourColumns {
+		switch sum, ok := tables.MinuteSum(c); {
+		case c == "hour":
+			out = append(out, chquery.HourOf("minute")+" AS hour")
+		case c == "minutes":
+			out = append(out, "count()")
+		case c == "source_ns", c == "source_minutes":
+			out = append(out, "toUInt64(?)")
+		case c == "tenant", c == "allocation_id", c == "node", c == "instance_id", !ok:
+			out = append(out, c) // grouped by
+		default:
+			out = append(out, sum)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 // rollupHostsQuery is, per node, the most tenants billed on it in one minute of the hour, as
 // tenantsPerHostQuery counts them (arguments: source_ns, then from, to, from, to).
 var rollupHostsQuery = tables.Insert(tables.AttributionHosts, tables.AttributionHostColumns) + `
-SELECT ` + hourOf("minute") + ` AS hour, node, max(n), toUInt64(?)
+SELECT ` + chquery.HourOf("minute") + ` AS hour, node, max(n), toUInt64(?)
 FROM (
     SELECT node, minute, uniqExact(tenant) AS n
     FROM ` + tables.AttributionMinutes + `
@@ -229,10 +238,10 @@ func RollupHours(ctx context.Context, conn driver.Conn, from, to time.Time) erro
 			continue // nothing stored
 		}
 		f, t := h.Unix(), h.Add(time.Hour).Unix()
-		if err := conn.Exec(ctx, rollupHostsQuery, src.computed, f, t, f, t); err != nil {
+		if err := conn.Exec(ctx, rollupHostsQuery, src.Computed, f, t, f, t); err != nil {
 			return fmt.Errorf("roll up the tenants per host of the hour %s: %w", h.Format(time.RFC3339), err)
 		}
-		if err := conn.Exec(ctx, rollupHoursQuery, src.computed, src.minutes, f, t, f, t); err != nil {
+		if err := conn.Exec(ctx, rollupHoursQuery, src.Computed, src.Minutes, f, t, f, t); err != nil {
 			return fmt.Errorf("roll up the stored minutes of the hour %s: %w", h.Format(time.RFC3339), err)
 		}
 	}
@@ -246,7 +255,7 @@ func (s span) sumLines(ctx context.Context, conn Querier, each func(summed)) err
 	if s.hours {
 		query = hoursQuery
 	}
-	return queryEach(ctx, conn, query, s.args(), func(scan func(...any) error) error {
+	return chquery.Each(ctx, conn, query, s.args(), func(scan func(...any) error) error {
 		r, err := scanMinuteSums(scan)
 		if err == nil {
 			each(r)

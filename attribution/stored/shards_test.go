@@ -1,4 +1,4 @@
-package store_test
+package stored_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/report"
-	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 )
 
@@ -32,24 +32,24 @@ func TestMinutesPerNode(t *testing.T) {
 		return billing.Line{Tenant: "t-" + id, AllocationID: id, Tier: "pro", Node: node, Instance: "gpu0", Model: "H100", Fraction: 1,
 			Requested: m0, Started: m0, Billed: time.Minute, Metered: time.Minute, ListCost: list, Cost: list, Waits: billing.Histogram{}}
 	}
-	minute := func(start time.Time, byNode map[string]float64, stale []string, lines ...billing.Line) store.Minute {
+	minute := func(start time.Time, byNode map[string]float64, stale []string, lines ...billing.Line) stored.Minute {
 		rep := report.Report{Currency: "USD", UnallocatedByNode: byNode}
 		for _, v := range byNode {
 			rep.UnallocatedListCost += v
 		}
-		return store.Minute{Start: start, Report: rep, Lines: lines, Stale: stale}
+		return stored.Minute{Start: start, Report: rep, Lines: lines, Stale: stale}
 	}
 	pass := m0.Add(time.Hour)
-	write := func(minutes ...store.Minute) {
+	write := func(minutes ...stored.Minute) {
 		t.Helper()
 		pass = pass.Add(time.Second)
-		if err := store.WriteMinutes(ctx, conn, minutes, pass); err != nil {
+		if err := stored.WriteMinutes(ctx, conn, minutes, pass); err != nil {
 			t.Fatal(err)
 		}
 	}
 	check := func(step string, from, to time.Time, unallocated float64, tenants ...string) {
 		t.Helper()
-		rep, err := store.FromMinutes(ctx, conn, from, to)
+		rep, err := stored.FromMinutes(ctx, conn, from, to)
 		if err != nil {
 			t.Fatalf("%s: %v", step, err)
 		}
@@ -72,32 +72,32 @@ func TestMinutesPerNode(t *testing.T) {
 	write(minute(m0, map[string]float64{}, []string{"node-1"}))
 	check("node-1 stale", m0, m1, 2.25)
 	// A minute stored before the per-node rows: its marker holds the unallocated list cost.
-	legacy := store.Minute{Start: m1, Report: report.Report{Currency: "USD", UnallocatedListCost: 4}, Lines: []billing.Line{line("z", "node-1", 1)}}
+	legacy := stored.Minute{Start: m1, Report: report.Report{Currency: "USD", UnallocatedListCost: 4}, Lines: []billing.Line{line("z", "node-1", 1)}}
 	write(legacy)
 	check("an old minute beside a new", m0, m1.Add(time.Minute), 6.25, "t-z")
-	if _, err := store.FromMinutes(ctx, conn, m0, m1.Add(2*time.Minute)); err == nil {
+	if _, err := stored.FromMinutes(ctx, conn, m0, m1.Add(2*time.Minute)); err == nil {
 		t.Error("a window with a minute not stored: no error")
 	}
 
-	ends, first, err := store.NodeEnds(ctx, conn, m0)
+	ends, first, err := stored.NodeEnds(ctx, conn, m0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !first.Equal(m0) || len(ends) != 2 || !ends["node-1"].Last.Equal(m1) || !ends["node-2"].Last.Equal(m0) || !ends["node-1"].Computed.Equal(pass) {
 		t.Errorf("node ends %v, first %s", ends, first)
 	}
-	stored, err := store.StoredNodes(ctx, conn, m0, m1.Add(time.Minute))
+	nodes, err := stored.StoredNodes(ctx, conn, m0, m1.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := stored[m0.Unix()]; !slices.Equal(got, []string{"node-1", "node-2"}) || !slices.Equal(stored[m1.Unix()], []string{"node-1"}) {
-		t.Errorf("stored nodes %v", stored)
+	if got := nodes[m0.Unix()]; !slices.Equal(got, []string{"node-1", "node-2"}) || !slices.Equal(nodes[m1.Unix()], []string{"node-1"}) {
+		t.Errorf("stored nodes %v", nodes)
 	}
 	// A pass that started before the latest stored gets a later version; a later one keeps its start.
-	if v, err := store.NextPass(ctx, conn, m0, m1, pass.Add(-time.Minute)); err != nil || !v.Equal(pass.Add(time.Nanosecond)) {
+	if v, err := stored.NextPass(ctx, conn, m0, m1, pass.Add(-time.Minute)); err != nil || !v.Equal(pass.Add(time.Nanosecond)) {
 		t.Errorf("next pass after one stored at %s: %s, %v", pass, v, err)
 	}
-	if v, err := store.NextPass(ctx, conn, m0, m1, pass.Add(time.Minute)); err != nil || !v.Equal(pass.Add(time.Minute)) {
+	if v, err := stored.NextPass(ctx, conn, m0, m1, pass.Add(time.Minute)); err != nil || !v.Equal(pass.Add(time.Minute)) {
 		t.Errorf("next pass that started after the latest: %s, %v", v, err)
 	}
 	since := time.Now().UTC().Truncate(time.Second)
@@ -105,7 +105,7 @@ func TestMinutesPerNode(t *testing.T) {
 		{ID: "m", Tenant: "t", Tier: "pro", Node: "node-1", Instance: "gpu0", Requested: m0, Started: m0, Version: 1},
 		{ID: "m", Tenant: "t", Tier: "pro", Node: "node-2", Instance: "gpu0", Requested: m0, Started: m0, Version: 2},
 	})
-	if nodes, err := store.AllocationNodes(ctx, conn, since); err != nil || len(nodes) != 1 || !slices.Equal(slices.Sorted(slices.Values(nodes["m"])), []string{"node-1", "node-2"}) {
+	if nodes, err := stored.AllocationNodes(ctx, conn, since); err != nil || len(nodes) != 1 || !slices.Equal(slices.Sorted(slices.Values(nodes["m"])), []string{"node-1", "node-2"}) {
 		t.Errorf("nodes of a moved allocation: %v, %v", nodes, err)
 	}
 	localtest.CheckQueriesWithChDB(t, "shards.sql", recorder.Selects())
