@@ -42,6 +42,7 @@ func reportOf(ctx context.Context, conn store.Querier, from, to time.Time, book 
 // for that window directly, and that an allocation arriving late is attributed once it
 // arrives.
 func TestContinuousMinutesSumToReports(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("simulates an hour of a fleet into ClickHouse")
 	}
@@ -161,6 +162,7 @@ func checkSums(t *testing.T, c driver.Conn, book *pricebook.PriceBook, from, to 
 // report uses the same. outage-coldstart has a two-minute exporter outage: with a presence
 // period of a minute its GPUs are not capacity for part of it, with one of an hour they are.
 func TestContinuousScenarios(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("simulates an hour of a fleet per scenario into ClickHouse")
 	}
@@ -171,6 +173,7 @@ func TestContinuousScenarios(t *testing.T) {
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			sc, err := scenario.Load(file)
 			if err != nil {
@@ -236,6 +239,7 @@ func TestContinuousScenarios(t *testing.T) {
 // measured time, which is shorter than the metered one there, so that a sum over metered time
 // (the dashboards' old drift) would not match the report.
 func TestContinuousUnmeasured(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("simulates ten minutes of a fleet into ClickHouse")
 	}
@@ -298,6 +302,7 @@ func checkPassByPass(t *testing.T, sc *scenario.Scenario) {
 // allocations (as Kafka may deliver them) recur in every minute and every pass recomputes ten
 // of them; the service logs each kind of problem at most once a minute, with a count.
 func TestContinuousProblemLogs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	conn := chtest.NewDatabase(t, nil)
 	var samples []*pb.Sample
@@ -371,6 +376,7 @@ func (r *reasonRecorder) Handle(_ context.Context, rec slog.Record) error {
 // unpriced and the broken allocation are left out of the money, the failing minute is in
 // Pass.Failed and not stored, and the next pass goes on.
 func TestContinuousUnpricedAndFailingMinute(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	conn := chtest.NewDatabase(t, nil)
 	broken := chtest.MigA100
