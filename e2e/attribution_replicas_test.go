@@ -24,6 +24,7 @@ import (
 // stores the same minutes (every column but computed_ns, of each minute and node's latest
 // pass) and the same report from them.
 func TestAttributionReplicas(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	brokers := localtest.Kafka(t).Brokers()

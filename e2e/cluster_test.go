@@ -22,6 +22,9 @@ import (
 // once across the shards, the per-second rollups (recomputed by the collector from the
 // Distributed raw table) are complete, and the report equals the scenario's expected one.
 func TestClusterDeployment(t *testing.T) {
+	// In turn, not in parallel: it deletes and recreates the fixed-name topics (samples,
+	// allocations, dead letters) of the shared broker, as TestClusterDeployment,
+	// TestKubernetesAllocations and TestSeparateProcesses do.
 	localtest.SkipShort(t, "ZooKeeper, two ClickHouse servers and Kafka")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -243,6 +243,7 @@ const (
 // report`, over the raw samples and over each rollup, gives exactly the totals that the
 // produced samples and allocations imply: nothing replayed is counted twice.
 func TestCollectorFaults(t *testing.T) {
+	t.Parallel()
 	began := time.Now()
 	// A server and a broker of its own: the test stops and restarts them.
 	ch, kfk := localtest.NewClickHouse(t), localtest.NewKafka(t)

@@ -22,6 +22,7 @@ import (
 // does not answer, and every sample produced arrives once it resumes; nothing is dropped and
 // the exporter exits 0.
 func TestExporterThroughPausedKafkaAndSmallMessages(t *testing.T) {
+	t.Parallel()
 	kfk := localtest.NewKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -45,6 +45,7 @@ tenants:
 // The real broker is stopped while the exporter samples in real time, until ten batches wait
 // in the disk spool: every sample arrives once Kafka is back, exactly as produced, in order.
 func TestExporterSpoolsThroughKafkaOutage(t *testing.T) {
+	t.Parallel()
 	// A broker of its own: the test stops it.
 	kfk := localtest.NewKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -20,6 +20,7 @@ import (
 // The endpoint operators scrape: basic auth through exporter-toolkit's web config, /healthz,
 // /readyz, and a /metrics that promtool accepts, for the 72-instance node of the benchmarks.
 func TestExporterEndpoint(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

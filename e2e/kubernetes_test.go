@@ -72,6 +72,9 @@ const (
 // the pods' times say, as the definitions price it; a restarted exporter publishes nothing
 // again; the exporter only lists and watches pods.
 func TestKubernetesAllocations(t *testing.T) {
+	// In turn, not in parallel: it deletes and recreates the fixed-name topics (samples,
+	// allocations, dead letters) of the shared broker, as TestClusterDeployment,
+	// TestKubernetesAllocations and TestSeparateProcesses do.
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	scenario := writeFile(t, "k8s.yaml", k8sScenario)

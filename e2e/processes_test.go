@@ -30,6 +30,9 @@ import (
 // report's window with it. The scenarios share one broker and one ClickHouse, one after the
 // other: each has its own database, topics created afresh and a consumer group of its own.
 func TestSeparateProcesses(t *testing.T) {
+	// In turn, not in parallel: it deletes and recreates the fixed-name topics (samples,
+	// allocations, dead letters) of the shared broker, as TestClusterDeployment,
+	// TestKubernetesAllocations and TestSeparateProcesses do.
 	ch, kfk := localtest.ClickHouse(t), localtest.Kafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
