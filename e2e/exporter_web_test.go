@@ -60,7 +60,10 @@ func TestExporterEndpoint(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	time.Sleep(time.Second) // a few ticks
+	apptest.WaitUntil(t, 30*time.Second, "a few sampling ticks", func() bool {
+		_, body := get("/metrics", true)
+		return metricValueText(body, "slicemeter_exporter_ticks_total") >= 3
+	})
 	if code, _ := get("/metrics", false); code != http.StatusUnauthorized {
 		t.Errorf("/metrics without credentials: %d, want 401", code)
 	}
