@@ -22,14 +22,14 @@ import (
 // once across the shards, the per-second rollups (recomputed by the collector from the
 // Distributed raw table) are complete, and the report equals the scenario's expected one.
 func TestClusterDeployment(t *testing.T) {
-	// In turn, not in parallel: it deletes and recreates the fixed-name topics (samples,
-	// allocations, dead letters) of the shared broker, as TestClusterDeployment,
-	// TestKubernetesAllocations and TestSeparateProcesses do.
+	t.Parallel()
 	localtest.SkipShort(t, "ZooKeeper, two ClickHouse servers and Kafka")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const name = "slicemeter_e2e"
-	kfk := localtest.Kafka(t)
+	// A broker of its own: the test recreates the fixed-name topics, which on the shared
+	// broker would keep it from running beside the others.
+	kfk := localtest.NewKafka(t)
 	cluster := localtest.NewCluster(t, local.ClusterOptions{Name: name, Shards: 2, Profile: migrations.ClusterSettings})
 	file := filepath.Join(scenarios, "mig-basic.yaml")
 	sc := loadScenario(t, file)
