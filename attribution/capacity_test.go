@@ -20,6 +20,7 @@ import (
 // of capacity in the month's report made right after, and 48 s plus the presence period (1 h)
 // once the month is over: not a month of it. From every sample source.
 func TestCapacityOfAFleetThatJustArrived(t *testing.T) {
+	t.Parallel()
 	conn := newDatabase(t)
 	ctx := context.Background()
 	month := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -74,6 +75,7 @@ func TestCapacityOfAFleetThatJustArrived(t *testing.T) {
 //
 // acme holds gpu0/mig0 for [10, 40 min).
 func TestCapacityWhilePresent(t *testing.T) {
+	t.Parallel()
 	conn := newDatabase(t)
 	ctx := context.Background()
 	const window = 5 * time.Hour
@@ -200,6 +202,7 @@ func minTime(a, b time.Time) time.Time {
 // source, and its window_start is the start asked for. (A window start taken a presence
 // period back below a DateTime's 1970 read no samples, or the wrong ones.)
 func TestCapacityOfWideWindows(t *testing.T) {
+	t.Parallel()
 	conn := newDatabase(t)
 	ctx := context.Background()
 	var samples []*pb.Sample

@@ -16,6 +16,7 @@ import (
 // none, keep the cold start the README defines, from every sample source, in a one-minute window
 // long after the requests (what the continuous service computes every minute).
 func TestColdStartSearch(t *testing.T) {
+	t.Parallel()
 	conn := newDatabase(t)
 	ctx := context.Background()
 	mig := func(id string) instance {

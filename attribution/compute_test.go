@@ -71,6 +71,7 @@ func (in instance) sample(at time.Duration, interval time.Duration, attached boo
 // gpu0/vgpu0 since 240 s before the window, requested 300 s before it. ghost's allocation was
 // deleted, old's ended before the window.
 func TestCompute(t *testing.T) {
+	t.Parallel()
 	conn := newDatabase(t)
 	const window = 600 * time.Second
 	tick := time.Second
@@ -214,6 +215,7 @@ func TestCompute(t *testing.T) {
 // last sample, the window's first half hour, so unallocated goes negative by the other half,
 // and the sum still holds.
 func TestComputeTargetNotSampledInWindow(t *testing.T) {
+	t.Parallel()
 	conn := newDatabase(t)
 	insertSamples(t, conn, "node-a", []*pb.Sample{
 		wholeA100.sample(-time.Hour, time.Second, true, 1),
@@ -240,6 +242,7 @@ func TestComputeTargetNotSampledInWindow(t *testing.T) {
 }
 
 func TestComputeErrors(t *testing.T) {
+	t.Parallel()
 	conn := newDatabase(t)
 	insertSamples(t, conn, "node-a", []*pb.Sample{migA100.sample(0, time.Second, true, 1), wholeA100.sample(0, time.Second, true, 1)})
 	ctx := context.Background()
@@ -281,6 +284,7 @@ func TestComputeErrors(t *testing.T) {
 // TestComputeOverlap: two allocations from Kafka (which the intakes' overlap check never saw)
 // on one instance at once are reported, and break the overlap invariant.
 func TestComputeOverlap(t *testing.T) {
+	t.Parallel()
 	conn := newDatabase(t)
 	insertSamples(t, conn, "node-a", []*pb.Sample{wholeA100.sample(0, time.Second, true, 1)})
 	insertAllocations(t, conn, []allocationRow{

@@ -23,6 +23,7 @@ import (
 // TestCurrentClickHouseDialect runs every query Compute sends — as sent, values bound — through
 // chDB (current ClickHouse) after the migrations: the SQL must run there as on 18.16.
 func TestCurrentClickHouseDialect(t *testing.T) {
+	t.Parallel()
 	recorder := &chtest.QueryRecorder{}
 	conn := newDatabaseLogged(t, slog.New(recorder))
 	// One of each kind of allocation, and one whose target has no sample in the window, so that
@@ -105,6 +106,7 @@ func TestCurrentClickHouseDialect(t *testing.T) {
 // source) and of the Kafka events' overlap check, as sent, through chDB (current ClickHouse):
 // they must run there as on 18.16.
 func TestServiceQueriesCurrentDialect(t *testing.T) {
+	t.Parallel()
 	recorder := &chtest.QueryRecorder{}
 	conn := newDatabaseLogged(t, slog.New(recorder))
 	ctx := context.Background()

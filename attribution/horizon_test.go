@@ -13,6 +13,7 @@ import (
 // bills an open allocation up to that horizon, and the report's window ends there; a window
 // wholly in the future is an empty bill.
 func TestReportNeverBillsTheFuture(t *testing.T) {
+	t.Parallel()
 	conn := newDatabase(t)
 	ctx := context.Background()
 	var samples []*pb.Sample

@@ -41,6 +41,7 @@ import (
 // other seeds every whole-minute start with lengths of 1 and 2 minutes and to the end (a full
 // sweep is 55 windows × 4 paths a seed). More seeds: SLICEMETER_PROPERTY_SEEDS=n.
 func TestPropertyRandomScenarios(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("simulates random fleets into ClickHouse")
 	}
@@ -56,6 +57,7 @@ func TestPropertyRandomScenarios(t *testing.T) {
 			grain = time.Minute
 		}
 		t.Run(fmt.Sprintf("seed-%d-%s", seed, grain), func(t *testing.T) {
+			t.Parallel()
 			text := randomScenario(rand.New(rand.NewPCG(uint64(seed), 5)), grain)
 			sc, err := scenario.Parse(fmt.Sprintf("seed-%d.yaml", seed), []byte(text))
 			if err != nil {

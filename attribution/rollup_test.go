@@ -17,6 +17,7 @@ import (
 // samples, another load) loses to the complete row of the same second or minute, even when it
 // is inserted after it, unmerged: the report from the rollup is the report without it.
 func TestRollupKeepsCompleteRows(t *testing.T) {
+	t.Parallel()
 	conn := newDatabase(t)
 	ctx := context.Background()
 	const window = 2 * time.Minute

@@ -35,6 +35,7 @@ import (
 // minute alone and every ten minutes to the end (scenarioWindows), or every one of the 1,830
 // with SLICEMETER_SCENARIO_WINDOWS=all.
 func TestScenarios(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("simulates an hour of a fleet per scenario")
 	}
@@ -46,6 +47,7 @@ func TestScenarios(t *testing.T) {
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			sc, err := scenario.Load(file)
 			if err != nil {
 				t.Fatal(err)

@@ -37,6 +37,7 @@ import (
 // samples_1m and the stored minutes must agree to 1e-6 s and money, on the whole window and on
 // every whole-minute sub-window, and the seconds must be the union's.
 func TestMeteredUnion(t *testing.T) {
+	t.Parallel()
 	conn := newDatabase(t)
 	ctx := context.Background()
 	const window = 10 * time.Minute
@@ -152,6 +153,7 @@ func subWindow(n, minutes int) (i, j int) {
 
 // TestSubWindow checks that subWindow lists every whole-minute window once.
 func TestSubWindow(t *testing.T) {
+	t.Parallel()
 	var got []string
 	for n := range 4 * 5 / 2 {
 		i, j := subWindow(n, 4)

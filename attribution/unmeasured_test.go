@@ -30,6 +30,7 @@ import (
 //
 // Everything on whole minutes, so the per-minute rollup is exact too.
 func TestComputeUnmeasured(t *testing.T) {
+	t.Parallel()
 	conn := newDatabase(t)
 	ctx := context.Background()
 	const window = 10 * time.Minute
@@ -154,6 +155,7 @@ func TestComputeUnmeasured(t *testing.T) {
 // the A100 are metered (all but the outage) and never measured, so they add no waste and no
 // efficiency; the tenants' efficiency is their measured allocations' load.
 func TestScenarioWithoutGPM(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("simulates ten minutes of a fleet")
 	}

@@ -51,6 +51,7 @@ func unpricedFleet(t *testing.T) driver.Conn {
 // JSON's notes), from every sample source and, minute by minute, through the service's stored
 // minutes.
 func TestReportUnpriced(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const window = 10 * time.Minute
 	sources := []store.Samples{store.RawSamples, store.SecondRollup, store.MinuteRollup}
@@ -174,6 +175,7 @@ func csvOf(t *testing.T, r report.Report) string {
 // the allocations billed in its lookback that the price book lacks, as a usage error; a tier
 // of an allocation that ended before the lookback, or was deleted, is not the fleet's.
 func TestCheckFleetPriced(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	conn := unpricedFleet(t)
 	since := time.Since(t0) + time.Hour

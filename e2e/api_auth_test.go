@@ -23,6 +23,7 @@ import (
 // tenant) but cannot read reports; an overlap with another tenant's allocation is a 409 that
 // names it to the operator, not to a scheduler scoped to other tenants.
 func TestAPIAuth(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	file := filepath.Join(scenarios, "mig-basic.yaml") // tenants acme, beta and gamma

@@ -25,6 +25,7 @@ import (
 // JWKS is served when it has a subject, and refused with 401 naming the claim sub when it has
 // none (or an empty one): every caller is named in the audit trail, never as a bare "jwt:".
 func TestAPIJWTWithoutSub(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

@@ -31,6 +31,8 @@ import (
 //
 //	go test -count=1 -run 'TestAPITokenFlood$' -v ./e2e/
 func TestAPITokenFlood(t *testing.T) {
+	// In turn, not in parallel: it asserts valid callers' p99 latency (under 1 s), which
+	// another test's load on the same cores would make.
 	const (
 		floodEvery = 50 * time.Millisecond // per connection
 		floodFor   = 5 * time.Second

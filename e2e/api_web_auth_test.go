@@ -21,6 +21,7 @@ import (
 // take the basic-auth password, /api/v1 the bearer token, and neither credential opens the
 // other's door.
 func TestAPIAuthSeparateMetricsCredentials(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const password, token = "scrape-0123456789abcdef", "ops-0123456789abcdef"

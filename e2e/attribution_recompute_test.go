@@ -23,6 +23,7 @@ import (
 // minute missing. Then stored minutes are deleted: the service finds the holes, its missing
 // minutes gauge shows them, and it attributes them again.
 func TestAttributionRecomputationSurvivesRestarts(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	db := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true})

@@ -24,6 +24,7 @@ import (
 // stores the same minutes (every column but computed_ns, of each minute and node's latest
 // pass) and the same report from them.
 func TestAttributionReplicas(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	brokers := localtest.Kafka(t).Brokers()
@@ -101,7 +102,9 @@ func TestAttributionReplicas(t *testing.T) {
 			t.Fatalf("one replica stored %d of 60 minutes\n%s", minutes, one.LogTail(20))
 		}
 	}
-	time.Sleep(3 * time.Second)
+	// A pass more: the one under way may have begun before the last minute was stored.
+	passes, _ := one.Metric("slicemeter_attribution_pass_duration_seconds_count")
+	one.WaitMetric(t, time.Minute, "slicemeter_attribution_pass_duration_seconds_count", passes+2)
 	if err := one.Stop(); err != nil {
 		t.Fatalf("stop the replica: %v\n%s", err, one.LogTail(20))
 	}

@@ -23,6 +23,7 @@ import (
 // import (CSV, refusals with exit status 2), pricebook check against the fleet, and the
 // attribution service's HTTP API and /metrics.
 func TestAttributionService(t *testing.T) {
+	t.Parallel()
 	dsn := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true}).DSN
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

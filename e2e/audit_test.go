@@ -29,6 +29,7 @@ import (
 // row before and after. A scheduler's move to another tenant is a 403 and neither applied
 // nor recorded; a tenant and a scheduler may not read the trail (403).
 func TestAllocationAudit(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	tokens := map[string]string{"ops": "audit-ops-0123456789abcdef", "books": "audit-books-0123456789abcdef",

@@ -28,6 +28,7 @@ import (
 // their field, and the report over the window still bills the valid tenants, exactly as without
 // them, from raw samples, both rollups and the minutes the attribution service stored.
 func TestBadValuesNeverStopTheBill(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	kfk := localtest.NewKafka(t) // of its own: the test reads the whole dead-letter topic

@@ -23,6 +23,7 @@ import (
 // every sample source, has it as capacity from its first sample to its last plus the presence
 // period, an hour, and so as unallocated, since no tenant holds it.
 func TestCapacityOfANewFleet(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	kfk := localtest.NewKafka(t)

@@ -243,6 +243,8 @@ const (
 // report`, over the raw samples and over each rollup, gives exactly the totals that the
 // produced samples and allocations imply: nothing replayed is counted twice.
 func TestCollectorFaults(t *testing.T) {
+	// In turn, not in parallel: it puts ~22k samples/s on the cores and asserts that at
+	// least 5000/s were produced during the outage, which another test's load would make.
 	began := time.Now()
 	// A server and a broker of its own: the test stops and restarts them.
 	ch, kfk := localtest.NewClickHouse(t), localtest.NewKafka(t)

@@ -26,6 +26,8 @@ const costBudget = 256 << 20
 // roles that may send them: each answers 400 within a second naming the parameter and the
 // range or the limit, and the process's peak RSS stays under costBudget.
 func TestHostileRequests(t *testing.T) {
+	// In turn, not in parallel: it asserts each answer comes within 1 s, which another
+	// test's load on the same cores would make.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	tokens := map[string]string{"ops": "ops-cost-0123456789abcdef", "fin": "fin-cost-0123456789abcdef", "acme": "acme-cost-0123456789abcdef"}
@@ -143,6 +145,7 @@ const writeBudget = 1 << 30
 // TestConcurrentWrites: 12 concurrent POSTs of 100,000 allocations each are answered 200 or
 // 429 with Retry-After, and the service's peak RSS stays under writeBudget.
 func TestConcurrentWrites(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	db := localtest.Database(t, localtest.DatabaseOptions{})

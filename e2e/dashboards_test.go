@@ -45,6 +45,7 @@ func expandMacros(sql string, from, to time.Time, vars map[string]string) string
 // Every ClickHouse panel and variable query runs against a real ClickHouse 18.16 filled by the
 // demo fleet and returns rows; the same queries pass current ClickHouse's parser (chDB).
 func TestDashboardClickHouseQueries(t *testing.T) {
+	t.Parallel()
 	db := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true})
 	dsn := db.DSN
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -122,6 +123,7 @@ func TestDashboardClickHouseQueries(t *testing.T) {
 // Every PromQL panel query returns series from a real Prometheus that scraped a live demo
 // (exporter and collector) and the attribution service during the test.
 func TestDashboardPromQLQueries(t *testing.T) {
+	t.Parallel()
 	dsn := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true}).DSN
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

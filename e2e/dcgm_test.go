@@ -136,6 +136,7 @@ var dcgmPCIBusIDs = map[string]string{"0": "00000000:18:00.0", "1": "00000000:2A
 // counter the rules publish, and every query of the GPU-health dashboard return series with the
 // labels dcgm-exporter's users expect (GPU_I_ID and GPU_I_PROFILE on MIG instances).
 func TestDCGMCompat(t *testing.T) {
+	t.Parallel()
 	localtest.SkipShort(t, "Prometheus")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -22,12 +22,14 @@ const scenarios = "../schemas/scenario/testdata"
 func TestMain(m *testing.M) { apptest.Main(m) }
 
 func TestPublicScenariosRealServices(t *testing.T) {
+	t.Parallel()
 	ch := localtest.ClickHouse(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel) // after the parallel subtests, which run once this function has returned
 	for _, file := range scenarioFiles(t) {
 		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			sc := loadScenario(t, file)
 			// A broker per scenario: each run's topics hold only its own fleet.
 			kafka := localtest.NewKafka(t)
@@ -53,6 +55,7 @@ func TestPublicScenariosRealServices(t *testing.T) {
 
 // The demo's own defaults: embedded Kafka (kfake) and a ClickHouse server it starts itself.
 func TestDemoDefaults(t *testing.T) {
+	t.Parallel()
 	localtest.SkipShort(t, "ClickHouse (the demo starts its own)")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

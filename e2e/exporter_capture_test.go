@@ -14,6 +14,7 @@ import (
 // The binary records the simulated NVML of a node and replays the capture to the same figures;
 // a corrupt capture is refused with exit status 2 and the offset.
 func TestExporterRecordAndReplay(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -20,6 +20,7 @@ var lateScenario = strings.Replace(strings.Replace(spoolScenario, "duration: 70s
 // and serves /metrics at once, /readyz names Kafka, and once the broker is up the topic is made
 // and every sample arrives.
 func TestExporterStartsBeforeKafka(t *testing.T) {
+	t.Parallel()
 	kfk := localtest.NewKafka(t)
 	if err := kfk.Stop(); err != nil {
 		t.Fatal(err)

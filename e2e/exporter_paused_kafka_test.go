@@ -22,6 +22,7 @@ import (
 // does not answer, and every sample produced arrives once it resumes; nothing is dropped and
 // the exporter exits 0.
 func TestExporterThroughPausedKafkaAndSmallMessages(t *testing.T) {
+	t.Parallel()
 	kfk := localtest.NewKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -47,7 +48,8 @@ func TestExporterThroughPausedKafkaAndSmallMessages(t *testing.T) {
 
 	exp := apptest.StartExporter(t, ctx, "--source", "sim", "--scenario", file,
 		"--kafka.brokers", kfk.Brokers(), "--kafka.flush-interval", "5s", "--spool.dir", t.TempDir())
-	time.Sleep(8 * time.Second)
+	// The first flush (5 s) goes through before the pause.
+	exp.WaitMetric(t, time.Minute, "slicemeter_exporter_batches_published_total", 1)
 	pid := kfk.Pid()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -61,7 +63,7 @@ func TestExporterThroughPausedKafkaAndSmallMessages(t *testing.T) {
 	}
 	defer resume()
 	t.Log("Kafka paused")
-	time.Sleep(15 * time.Second)
+	time.Sleep(15 * time.Second) // the scenario: a broker that does not answer for 15 s, three flushes
 	resume()
 	t.Log("Kafka resumed")
 	if err := exp.Wait(ctx); err != nil {

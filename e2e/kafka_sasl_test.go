@@ -23,6 +23,7 @@ var saslScenario = strings.NewReplacer("duration: 70s", "duration: 10s", "end: 7
 // wrong password stop at start with an error naming the broker and the mechanism, and no
 // output shows a password.
 func TestKafkaSASL(t *testing.T) {
+	t.Parallel()
 	sk := localtest.NewSecureKafka(t)
 	dsn := localtest.Database(t, localtest.DatabaseOptions{}).DSN
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -19,6 +19,7 @@ import (
 // 503 naming both, logs each once (a minute) however often it retries, and takes the kubelet
 // once its socket appears.
 func TestKubernetesSourcesMissing(t *testing.T) {
+	t.Parallel()
 	localtest.SkipShort(t, "the exporter binary")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

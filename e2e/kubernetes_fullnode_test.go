@@ -48,6 +48,8 @@ func fullNodeScenario() string {
 //
 //	go test -count=1 -run TestKubernetesFullNodeFigures -v ./e2e/
 func TestKubernetesFullNodeFigures(t *testing.T) {
+	// In turn, not in parallel: the CPU figures it logs are measured with nothing else of
+	// this package running.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	scenario := writeFile(t, "full-node.yaml", fullNodeScenario())

@@ -72,6 +72,7 @@ const (
 // the pods' times say, as the definitions price it; a restarted exporter publishes nothing
 // again; the exporter only lists and watches pods.
 func TestKubernetesAllocations(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	scenario := writeFile(t, "k8s.yaml", k8sScenario)
@@ -92,9 +93,9 @@ func TestKubernetesAllocations(t *testing.T) {
 	}
 	client := k8sclient.NewForConfigOrDie(cfg)
 	db := localtest.Database(t, localtest.DatabaseOptions{})
-	// The real broker the other e2e tests share: topics of its own, created afresh, and a
-	// consumer group of its own.
-	kfk := localtest.Kafka(t)
+	// A broker of its own (the test recreates the fixed-name topics, which on the shared
+	// broker would keep it from running beside the others), and a consumer group of its own.
+	kfk := localtest.NewKafka(t)
 	brokers := kfk.Brokers()
 	freshTopics(t, ctx, kafkaconn.ParseBrokers(brokers), 4, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter)
 	kubelet := kubelettest.Start(t)

@@ -19,6 +19,8 @@ import (
 // from one client (127.0.0.2) posting allocations one byte every 2 s do not keep /healthz from
 // answering another client, and a report over --api.max-report-windows is a 400 naming it.
 func TestAttributionLimits(t *testing.T) {
+	// In turn, not in parallel: /healthz must answer within its client's 1 s timeout while
+	// slow bodies are sent, which another test's load on the same cores would make.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	db := localtest.Database(t, localtest.DatabaseOptions{})

@@ -27,10 +27,13 @@ import (
 // attribution service as a process of its own over the same data, whose stored minutes
 // (report --from-minutes) give the expected report too. The scenario is moved to have ended a
 // minute ago (--sim.start), so that the service's backfill reaches it, and the expected
-// report's window with it. The scenarios share one broker and one ClickHouse, one after the
-// other: each has its own database, topics created afresh and a consumer group of its own.
+// report's window with it. The scenarios share one broker (the test's own: it recreates the
+// fixed-name topics, which on the shared broker would keep it from running beside the other
+// tests) and one ClickHouse, one after the other: each has its own database, topics created
+// afresh and a consumer group of its own.
 func TestSeparateProcesses(t *testing.T) {
-	ch, kfk := localtest.ClickHouse(t), localtest.Kafka(t)
+	t.Parallel()
+	ch, kfk := localtest.ClickHouse(t), localtest.NewKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	brokers := kafkaconn.ParseBrokers(kfk.Brokers())

@@ -25,6 +25,7 @@ import (
 //
 //	go test -count=1 -run TestAttributionReadyzFollowsClickHouse ./e2e/
 func TestAttributionReadyzFollowsClickHouse(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	db := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true})

@@ -14,6 +14,7 @@ import (
 // TestDamagedSchemaRefused starts the commands that open ClickHouse against a migrated database
 // that lost a column: each exits 2 naming it instead of failing at every query.
 func TestDamagedSchemaRefused(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	db := localtest.Database(t, localtest.DatabaseOptions{})

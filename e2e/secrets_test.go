@@ -14,6 +14,7 @@ import (
 // is malformed (they fail to parse) or refused, and checks that stderr never quotes the
 // password nor a 3-character piece of it.
 func TestDSNPasswordNeverPrinted(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	scenario := filepath.Join(scenarios, "mig-basic.yaml")

@@ -22,6 +22,7 @@ import (
 //
 //	go test -count=1 -run TestTenantSeesNoNeighbourName ./e2e/
 func TestTenantSeesNoNeighbourName(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	file := filepath.Join(scenarios, "vgpu-timeslice.yaml")

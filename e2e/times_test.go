@@ -25,6 +25,7 @@ import (
 // Before, 2610-09-01 was imported as 2026-02-10 (exit 0), 9999 was refused quoting
 // "1816-03-30", and the POST answered 200 "stored" while writing version 0.
 func TestTimesAndVersionsCheckedAtTheDoors(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	db := localtest.Database(t, localtest.DatabaseOptions{Name: "e2e_times", Unmigrated: true})

@@ -23,6 +23,7 @@ import (
 // both; the attribution service starts on that data, stores its minutes and counts the unpriced
 // seconds; its API answers an error as a 5xx with a JSON body.
 func TestUnpricedNeverStopsTheBill(t *testing.T) {
+	t.Parallel()
 	dsn := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true}).DSN
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 // TestAuthConfig: the API's authentication is required (a usage error naming both flags),
 // --api.insecure-no-auth is warned about once, and a bad auth file is a usage error naming it.
 func TestAuthConfig(t *testing.T) {
+	t.Parallel()
 	base := Config{Interval: time.Minute, Window: time.Hour}
 	base.MaxMinutes = 1
 	tests := []struct {

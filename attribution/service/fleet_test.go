@@ -20,6 +20,7 @@ import (
 // gauges: node-a's six tenants against the limit of five, the A100's stranded slice, the
 // ratios and the H100s' negative margin (the figures by hand are attribution/fleet's test's).
 func TestFleetGauges(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("simulates an hour of a fleet into ClickHouse")
 	}

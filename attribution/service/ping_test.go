@@ -17,6 +17,7 @@ import (
 // TestPingerReadiness: /readyz lacks ClickHouse from the first failed ping to the next one
 // that answers, and the log says so once each way.
 func TestPingerReadiness(t *testing.T) {
+	t.Parallel()
 	var down error
 	var log bytes.Buffer
 	p := &pinger{ping: func(context.Context) error { return down }, logger: slog.New(slog.NewTextHandler(&log, nil))}
@@ -44,6 +45,7 @@ func TestPingerReadiness(t *testing.T) {
 // TestLogNotesSummed: a report with 100,000 notes (one per refused allocation) is logged as
 // one line of a few KB with their count and the first few, not a line of megabytes.
 func TestLogNotesSummed(t *testing.T) {
+	t.Parallel()
 	var log bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&log, nil))
 	s := &service{logger: logger, logs: lograte.New(logger, time.Minute)}

@@ -43,6 +43,7 @@ func (c killedBeforeProgress) PrepareBatch(ctx context.Context, query string, op
 // gauge said so and the period was not closed. Then holes: stored minutes deleted are found,
 // shown as missing and attributed again.
 func TestRecomputationSurvivesRestarts(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("attributes an hour of minutes into ClickHouse, several times")
 	}
@@ -219,6 +220,7 @@ func deleteMinutes(t *testing.T, conn driver.Conn, from, to time.Time) {
 // it then dies, and the replica that takes node-a over resumes the record where the first left
 // it and finishes: every stored minute bills what the raw samples do.
 func TestRecomputationSurvivesRebalance(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("attributes an hour of minutes into ClickHouse, several times")
 	}

@@ -65,6 +65,7 @@ func sameReports(t *testing.T, what string, got, want report.Report) {
 // close carries the difference as a correction line, and the stored minutes give the raw
 // report's figures.
 func TestPriceChangeCorrectsClosedPeriod(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("attributes three hours of minutes into ClickHouse")
 	}
@@ -223,6 +224,7 @@ func TestPriceChangeCorrectsClosedPeriod(t *testing.T) {
 }
 
 func TestReachBack(t *testing.T) {
+	t.Parallel()
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
 		t.Fatal(err)
@@ -244,6 +246,7 @@ func TestReachBack(t *testing.T) {
 		{name: "the first stored minute is later", first: first, closed: &period.Month{Year: 2024, Month: time.December}, zone: time.UTC, want: first},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			if got := service.ReachBack(tc.first, tc.closed, tc.zone); !got.Equal(tc.want) {
 				t.Errorf("ReachBack: %s, want %s", got, tc.want)
 			}

@@ -60,6 +60,7 @@ type replicaRun struct {
 // column but computed_ns) are identical, and so are the reports from them, which keep the
 // invariants and read the whole hour from its roll-up, and equal the report from the samples.
 func TestReplicasStoreTheMinutesOfOne(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("attributes half an hour of four nodes into ClickHouse several times")
 	}
@@ -83,6 +84,7 @@ func TestReplicasStoreTheMinutesOfOne(t *testing.T) {
 	}
 	for _, c := range []replicaRun{{n: 2}, {n: 3}, {n: 2, kill: true, killAt: 3, takeOver: 7}} {
 		t.Run(fmt.Sprintf("replicas=%d kill=%v", c.n, c.kill), func(t *testing.T) {
+			t.Parallel()
 			rows, rep := runReplicas(t, sc, book, c, from, to)
 			if rep != oneReport {
 				t.Errorf("report from the stored minutes\n%s\none runner's\n%s", rep, oneReport)

@@ -43,6 +43,7 @@ func reportOf(ctx context.Context, conn store.Querier, from, to time.Time, book 
 // for that window directly, and that an allocation arriving late is attributed once it
 // arrives.
 func TestContinuousMinutesSumToReports(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("simulates an hour of a fleet into ClickHouse")
 	}
@@ -162,6 +163,7 @@ func checkSums(t *testing.T, c driver.Conn, book *pricebook.PriceBook, from, to 
 // report uses the same. outage-coldstart has a two-minute exporter outage: with a presence
 // period of a minute its GPUs are not capacity for part of it, with one of an hour they are.
 func TestContinuousScenarios(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("simulates an hour of a fleet per scenario into ClickHouse")
 	}
@@ -172,6 +174,7 @@ func TestContinuousScenarios(t *testing.T) {
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			sc, err := scenario.Load(file)
 			if err != nil {
@@ -237,6 +240,7 @@ func TestContinuousScenarios(t *testing.T) {
 // measured time, which is shorter than the metered one there, so that a sum over metered time
 // (the dashboards' old drift) would not match the report.
 func TestContinuousUnmeasured(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("simulates ten minutes of a fleet into ClickHouse")
 	}
@@ -299,6 +303,7 @@ func checkPassByPass(t *testing.T, sc *scenario.Scenario) {
 // allocations (as Kafka may deliver them) recur in every minute and every pass recomputes ten
 // of them; the service logs each kind of problem at most once a minute, with a count.
 func TestContinuousProblemLogs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	conn := chtest.NewDatabase(t, nil)
 	var samples []*pb.Sample
@@ -372,6 +377,7 @@ func (r *reasonRecorder) Handle(_ context.Context, rec slog.Record) error {
 // unpriced and the broken allocation are left out of the money, the failing minute is in
 // Pass.Failed and not stored, and the next pass goes on.
 func TestContinuousUnpricedAndFailingMinute(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	conn := chtest.NewDatabase(t, nil)
 	broken := chtest.MigA100

@@ -18,6 +18,7 @@ import (
 )
 
 func TestSLAMetricsExposition(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	book := &pricebook.PriceBook{Currency: "USD", Tiers: map[string]float64{"pro": 1, "budget": 0.7},
 		ColdStart: map[string]time.Duration{"pro": 30 * time.Second}, JitterP99: map[string]time.Duration{"pro": 5 * time.Millisecond}}
@@ -98,6 +99,7 @@ func TestSLAMetricsExposition(t *testing.T) {
 // TestUnpricedSeconds: what the stored minutes attribute as unpriced is counted by kind and
 // name, a recomputed minute adding only its increase; allocations that failed, once.
 func TestUnpricedSeconds(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	m := newSLAMetrics(reg, &pricebook.PriceBook{Currency: "USD"})
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)

@@ -21,9 +21,13 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/api/auth"
 )
 
-// needChromium skips without Chromium, except in CI (install-deps.sh installs it).
+// needChromium skips under -short (it starts a browser: `make test-short` starts no other
+// process) and without Chromium, except in CI (install-deps.sh installs it).
 func needChromium(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: not starting headless Chromium")
+	}
 	if _, err := Chromium(); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("CI: %v", err)
