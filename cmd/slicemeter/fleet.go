@@ -11,11 +11,9 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution/fleet"
-	"github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/internal/usage"
-	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
 
 // fleetFlags are `slicemeter fleet`'s flags.
@@ -85,11 +83,7 @@ func (f *fleetFlags) run(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	book, err := pricebook.LoadFileOrScenario(f.Pricebook, f.Scenario)
-	if err != nil {
-		return usage.Wrap(err)
-	}
-	conn, err := migrations.Open(ctx, f.DSN)
+	book, conn, err := bookAndDatabase(ctx, f.Pricebook, f.Scenario, f.DSN)
 	if err != nil {
 		return err
 	}

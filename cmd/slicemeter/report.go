@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution"
@@ -154,9 +155,29 @@ func pricebookSourceFlags(c *kingpin.CmdClause, file, scenario *string) {
 }
 
 func (p *pricebookFlags) load() (*pricebook.PriceBook, error) {
-	book, err := attrpricebook.LoadFileOrScenario(*p.file, *p.scenario)
+	return loadBook(*p.file, *p.scenario)
+}
+
+// loadBook is the price book of --pricebook or --scenario; a missing or bad one is a usage
+// error (exit 2).
+func loadBook(file, scenario string) (*pricebook.PriceBook, error) {
+	book, err := attrpricebook.LoadFileOrScenario(file, scenario)
 	if err != nil {
 		return nil, usage.Wrap(err)
 	}
 	return book, nil
+}
+
+// bookAndDatabase is what the commands that read stored data and price it open first: the
+// price book, checked before ClickHouse is dialled, and a connection to a migrated database.
+func bookAndDatabase(ctx context.Context, file, scenario, dsn string) (*pricebook.PriceBook, driver.Conn, error) {
+	book, err := loadBook(file, scenario)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := migrations.Open(ctx, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	return book, conn, nil
 }

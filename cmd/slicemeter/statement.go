@@ -14,11 +14,9 @@ import (
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/period"
-	attrpricebook "github.com/slicemeter/slicemeter/attribution/pricebook"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/statement"
 	"github.com/slicemeter/slicemeter/internal/usage"
-	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
 
 // statementFlags are `slicemeter statement`'s flags.
@@ -64,11 +62,7 @@ func (f *statementFlags) run(ctx context.Context, w io.Writer, logger *slog.Logg
 			return err
 		}
 	}
-	book, err := attrpricebook.LoadFileOrScenario(f.Pricebook, f.Scenario)
-	if err != nil {
-		return usage.Wrap(err)
-	}
-	conn, err := migrations.Open(ctx, f.DSN)
+	book, conn, err := bookAndDatabase(ctx, f.Pricebook, f.Scenario, f.DSN)
 	if err != nil {
 		return err
 	}
