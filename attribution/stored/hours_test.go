@@ -170,14 +170,7 @@ func TestHoursQueriesCurrentDialect(t *testing.T) {
 	recorder := &chtest.QueryRecorder{}
 	conn := chtest.NewDatabase(t, slog.New(recorder))
 	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
-	r := rand.New(rand.NewPCG(4, 1))
-	var minutes []stored.Minute
-	for m := start; m.Before(start.Add(65 * time.Minute)); m = m.Add(time.Minute) {
-		minutes = append(minutes, chtest.RandomMinute(r, m, start, 3))
-	}
-	if err := stored.WriteMinutes(ctx, conn, minutes, start.Add(2*time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	chtest.WriteRandomMinutes(ctx, t, conn, 4, start, 65)
 	before := len(recorder.All())
 	if err := stored.RollupHours(ctx, conn, start, start.Add(65*time.Minute)); err != nil {
 		t.Fatal(err)
@@ -192,12 +185,7 @@ func TestHoursQueriesCurrentDialect(t *testing.T) {
 		!strings.Contains(err.Error(), "5 of its 70 minutes are not attributed yet, the first 2026-03-02T01:05:00Z") {
 		t.Errorf("the 70 minutes of which 65 are stored: %v", err)
 	}
-	var queries []string
-	for _, q := range recorder.All()[before:] {
-		if !strings.HasPrefix(q, "INSERT") || strings.Contains(q, "SELECT") {
-			queries = append(queries, q)
-		}
-	}
+	queries := recorder.QueriesSince(before)
 	if len(queries) < 8 {
 		t.Fatalf("recorded %d queries, want the roll-up's and the readers': %q", len(queries), queries)
 	}

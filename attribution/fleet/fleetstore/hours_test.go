@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -230,14 +229,7 @@ func TestFleetHoursQueriesCurrentDialect(t *testing.T) {
 	conn := chtest.NewDatabase(t, slog.New(recorder))
 	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	fleetRollupRows(ctx, t, conn, start, start.Add(65*time.Minute), 1, 0, "1")
-	r := rand.New(rand.NewPCG(6, 1))
-	var minutes []stored.Minute
-	for m := start; m.Before(start.Add(65 * time.Minute)); m = m.Add(time.Minute) {
-		minutes = append(minutes, chtest.RandomMinute(r, m, start, 3))
-	}
-	if err := stored.WriteMinutes(ctx, conn, minutes, start.Add(2*time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	chtest.WriteRandomMinutes(ctx, t, conn, 6, start, 65)
 	before := len(recorder.All())
 	if err := fleetstore.RollupFleetHours(ctx, conn, start, start.Add(65*time.Minute)); err != nil {
 		t.Fatal(err)
@@ -246,12 +238,7 @@ func TestFleetHoursQueriesCurrentDialect(t *testing.T) {
 	if err != nil || len(instances) != 8 {
 		t.Fatalf("instances %+v, %v: want 8", instances, err)
 	}
-	var queries []string
-	for _, q := range recorder.All()[before:] {
-		if !strings.HasPrefix(q, "INSERT") || strings.Contains(q, "SELECT") {
-			queries = append(queries, q)
-		}
-	}
+	queries := recorder.QueriesSince(before)
 	if len(queries) < 8 {
 		t.Fatalf("recorded %d queries, want the roll-up's and the readers': %q", len(queries), queries)
 	}

@@ -1,9 +1,13 @@
 package chtest
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"testing"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/report"
@@ -36,4 +40,19 @@ func RandomMinute(r *rand.Rand, m, requested time.Time, n int) stored.Minute {
 		lines = append(lines, l)
 	}
 	return stored.Minute{Start: m, Report: report.Report{Currency: "USD", UnallocatedListCost: r.Float64()}, Lines: lines}
+}
+
+// WriteRandomMinutes stores the minutes [start, start+n) of three allocations with random
+// amounts (RandomMinute, seeded by seed) in conn's attribution_minutes.
+func WriteRandomMinutes(ctx context.Context, t testing.TB, conn driver.Conn, seed uint64, start time.Time, n int) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 1))
+	var minutes []stored.Minute
+	for i := range n {
+		m := start.Add(time.Duration(i) * time.Minute)
+		minutes = append(minutes, RandomMinute(r, m, start, 3))
+	}
+	if err := stored.WriteMinutes(ctx, conn, minutes, start.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -50,3 +50,15 @@ func (r *QueryRecorder) Selects() []string {
 	}
 	return out
 }
+
+// QueriesSince are the queries recorded after the first n (All()[n:]) that a dialect check
+// wants: every one but the INSERTs of a test's own rows (an INSERT … SELECT is the product's).
+func (r *QueryRecorder) QueriesSince(n int) []string {
+	var out []string
+	for _, q := range r.All()[n:] {
+		if !strings.HasPrefix(q, "INSERT") || strings.Contains(q, "SELECT") {
+			out = append(out, q)
+		}
+	}
+	return out
+}
