@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
+	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
 
 // The DSN mistakes a new user makes, through the binary: ClickHouse's HTTP port (a real
@@ -34,6 +35,29 @@ func TestDSNMistakes(t *testing.T) {
 		}
 		if strings.Contains(stderr.String(), "percent-encode") {
 			t.Errorf("slicemeter %v: a percent-encoding hint for a DSN whose problem is elsewhere:\n%s", tt.args, stderr.String())
+		}
+	}
+}
+
+// A database never migrated is one short message, exit 2: the migrations not applied (first
+// and last), a few of the tables missing, the schema's version and the one needed, and
+// "run slicemeter migrate" once (it was one 2.3 KB line repeating it for every migration).
+func TestUnmigratedDatabaseSaysSoOnce(t *testing.T) {
+	db := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true})
+	all, err := migrations.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"report", "--from", "2026-01-05", "--to", "2026-01-06", "--scenario", "../../schemas/scenario/testdata/mig-basic.yaml",
+		"--clickhouse.dsn", db.DSN}, &stdout, &stderr)
+	msg := stderr.String()
+	if code != exitUsage || strings.Count(msg, "run slicemeter migrate") != 1 || len(msg) > 700 {
+		t.Errorf("report on an unmigrated database: exit %d, want 2 and one line of at most 700 bytes saying to run slicemeter migrate once (%d bytes):\n%s", code, len(msg), msg)
+	}
+	for _, w := range []string{all[0].Name + " to ", "are not applied (table samples, ", "table attribution_minutes", "its schema is at none, this slicemeter needs " + all[len(all)-1].Name} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("report on an unmigrated database: stderr lacks %q:\n%s", w, msg)
 		}
 	}
 }
