@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -58,6 +60,27 @@ func TestUnmigratedDatabaseSaysSoOnce(t *testing.T) {
 	for _, w := range []string{all[0].Name + " to ", "are not applied (table samples, ", "table attribution_minutes", "its schema is at none, this slicemeter needs " + all[len(all)-1].Name} {
 		if !strings.Contains(msg, w) {
 			t.Errorf("report on an unmigrated database: stderr lacks %q:\n%s", w, msg)
+		}
+	}
+}
+
+// A scenario with a misspelt field, through the binary: exit 2 naming the file, the line, the
+// field and the closest known one (it named the Go type scenario.rawScenario).
+func TestScenarioTypoSuggestsTheField(t *testing.T) {
+	good, err := os.ReadFile("../../schemas/scenario/testdata/mig-basic.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "typo.yaml")
+	if err := os.WriteFile(path, bytes.Replace(good, []byte("interval: 100ms"), []byte("intervall: 100ms"), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"demo", "--scenario", path}, {"exporter", "--source", "sim", "--scenario", path}} {
+		var stdout, stderr bytes.Buffer
+		code := run(args, &stdout, &stderr)
+		want := path + ": intervall: line 6: field intervall not found (did you mean interval?)"
+		if code != exitUsage || !strings.Contains(stderr.String(), want) || strings.Contains(stderr.String(), "rawScenario") {
+			t.Errorf("slicemeter %v: exit %d, want 2 and %q:\n%s", args, code, want, stderr.String())
 		}
 	}
 }
