@@ -31,7 +31,7 @@ import (
 	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
-// Role is what a principal may do (README, "API authentication").
+// Role is what a principal may do (docs/api.md, "API authentication").
 type Role string
 
 // The roles.

@@ -12,7 +12,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/stored"
 )
 
-// Recomputations that survive a restart (README.md, "Recomputation and holes").
+// Recomputations that survive a restart (attribution/README.md, "Recomputation and holes").
 //
 // What makes stored minutes stale (allocations received late or changed) and the holes found
 // in the stored minutes are recorded in ClickHouse (stored.Recomputation) before any minute is

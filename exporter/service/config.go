@@ -26,6 +26,10 @@ type Config struct {
 	SimNode      string // simulate only this node of the scenario (empty: every node)
 	SimStart     string // move the scenario to start then: "now" or an RFC 3339 time; empty: as written
 	Fast         bool   // run the simulated clock as fast as possible instead of in real time
+	// SimAllocations publishes the scenario's allocations on the allocations topic as a
+	// scheduler would (each repetition of a looping scenario as it starts), so that a
+	// standalone simulated fleet bills its tenants. The demo announces them itself.
+	SimAllocations bool
 
 	Node        string        // node name in the samples of Source "nvml"
 	NVMLLibrary string        // path of libnvidia-ml.so.1 (empty: the loader's search, then the driver directories)

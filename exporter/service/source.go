@@ -29,6 +29,7 @@ type source struct {
 	describe  []any                 // what the start of sampling logs
 	poll      func(context.Context) // background work of the source (vGPU scheduler logs)
 	instances int                   // sampled per tick, where the source knows before sampling
+	scenario  *scenario.Scenario    // a "sim" source's scenario, moved to its start (nil for the others)
 }
 
 func noClose() error { return nil }
@@ -134,7 +135,7 @@ func openSim(cfg *Config, m *nvmlsource.Metrics, logger *slog.Logger) (*source, 
 		end = time.Time{} // until stopped
 	}
 	return &source{Source: src, start: sc.Start, end: end, interval: sc.Interval, clock: clockFor(sc.Start, cfg.Fast),
-		close: closeRec, instances: src.Instances(),
+		close: closeRec, instances: src.Instances(), scenario: sc,
 		describe: []any{"source", "sim", "scenario", sc.Name, "nodes", src.Nodes(), "instances", src.Instances(), "fast", cfg.Fast,
 			"start", sc.Start, "loop", sc.Loop}}, nil
 }
