@@ -24,7 +24,8 @@ func newExporterCmd(app *kingpin.Application) *exporterCmd {
 	host, _ := os.Hostname()
 	e := &exporterCmd{}
 	cfg := &e.cfg
-	c.Flag("source", "Where samples come from: nvml (this node's GPUs), sim (a scenario file) or replay (a capture file).").Default("sim").StringVar(&cfg.Source)
+	c.Flag("source", "Where samples come from: nvml (this node's GPUs), sim (a scenario file) or replay (a capture file). Default: sim with --scenario, replay with --replay, else nvml.").
+		PlaceHolder("nvml|sim|replay").StringVar(&cfg.Source)
 	c.Flag("scenario", "Scenario file for --source sim.").StringVar(&cfg.ScenarioPath)
 	c.Flag("sim.node", "Simulate only this node of the scenario (default: every node).").StringVar(&cfg.SimNode)
 	c.Flag("sim.start", "Move the scenario to start at this time (RFC 3339, or now): samples then carry wall-clock timestamps, as Prometheus and the staleness alert expect.").StringVar(&cfg.SimStart)

@@ -17,7 +17,8 @@ import (
 
 // Config is everything the exporter's flags set. Its problems are usage errors (package usage).
 type Config struct {
-	// Source is where samples come from: "nvml", "sim" or "replay".
+	// Source is where samples come from: "nvml", "sim" or "replay"; empty: "sim" with a
+	// ScenarioPath or Scenario, "replay" with a Replay file, else "nvml" (SourceOf).
 	Source string
 
 	// Scenario is the scenario of Source "sim", already loaded; nil: loaded from ScenarioPath.
