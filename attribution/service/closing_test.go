@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
@@ -119,5 +121,43 @@ func TestCloseAttributesWhatItNeeds(t *testing.T) {
 	}
 	if !strings.Contains(out, "minutes=120") {
 		t.Errorf("the line names the 120 minutes owed:\n%s", out)
+	}
+}
+
+// TestCloseMetrics: the close's and the backfill's metrics exist from the start at 0 (the
+// first failure is visible to increase() and to the alert) and pass promtool's lint.
+func TestCloseMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	newCloseMetrics(reg)
+	watchOwed(reg, NewRunner(nil, chtest.Book(), DefaultPasses, nil, nil))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := buf.String()
+	for _, want := range []string{`slicemeter_billing_close_failures_total{reason="not_attributed"} 0`, `slicemeter_billing_close_failures_total{reason="error"} 0`,
+		"slicemeter_billing_close_pending_periods 0", "slicemeter_billing_close_overdue_seconds 0", "slicemeter_attribution_backfill_seconds 0"} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("no %q at start:\n%s", want, text)
+		}
+	}
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if testing.Short() {
+			t.Skip("promtool not installed")
+		}
+		t.Fatal("promtool not found: run make deps (Debian package prometheus)")
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(text)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 }
