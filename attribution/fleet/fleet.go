@@ -126,6 +126,17 @@ func CheckWindow(from, to time.Time) error {
 	return nil
 }
 
+// Horizon is where a fleet report of a window ending at to can end: the earlier of to and the
+// last whole minute before ready (the moment whose minutes the attribution service has had
+// time to attribute: now less its delay). A report stops there instead of failing on minutes
+// that have not happened, as the tenant report stops at now; clamped says whether it did.
+func Horizon(to, ready time.Time) (end time.Time, clamped bool) {
+	if last := ready.Truncate(time.Minute); last.Before(to) {
+		return last, true
+	}
+	return to, false
+}
+
 // CountHours is how many UTC hours [from, to) touches, counted from its edges: what a fleet
 // report of it reads is one roll-up per whole hour and the minutes of the hours at its edges,
 // so a caller bounds its cost by this before reading anything.

@@ -14,17 +14,18 @@ import (
 // Window is one [Start, End) of a stepped report.
 type Window struct{ Start, End time.Time }
 
-// ParseWindow parses a window's RFC 3339 edges, named fromName and toName in errors: the
-// report command's --from and --to. Each edge must lie in 2000-01-01..2106-02-07
-// (validate.CheckTime), checked on the parsed time before anything else uses it.
+// ParseWindow parses a window's edges, named fromName and toName in errors: the --from and
+// --to of the commands (report, fleet). An edge is an RFC 3339 time or a date (ParseTime).
+// Each edge must lie in 2000-01-01..2106-02-07 (validate.CheckTime), checked on the parsed
+// time before anything else uses it.
 func ParseWindow(fromName, from, toName, to string) (start, end time.Time, err error) {
 	for _, e := range []struct {
 		name, value string
 		dst         *time.Time
 	}{{fromName, from, &start}, {toName, to, &end}} {
-		t, err := time.Parse(time.RFC3339Nano, e.value)
+		t, err := ParseTime(e.value)
 		if err != nil {
-			return time.Time{}, time.Time{}, fmt.Errorf("%s %q: expected an RFC 3339 time such as 2026-01-05T00:00:00Z", e.name, e.value)
+			return time.Time{}, time.Time{}, fmt.Errorf("%s %q: expected an RFC 3339 time such as 2026-01-05T00:00:00Z or a date such as 2026-01-05 (midnight UTC)", e.name, e.value)
 		}
 		if r := validate.CheckTime(e.name, strconv.Quote(e.value), t); r != nil {
 			return time.Time{}, time.Time{}, r
@@ -35,6 +36,19 @@ func ParseWindow(fromName, from, toName, to string) (start, end time.Time, err e
 		return time.Time{}, time.Time{}, fmt.Errorf("%s (%s) must be after %s (%s)", toName, to, fromName, from)
 	}
 	return start, end, nil
+}
+
+// DateLayout is the date a window's edge may be given as: midnight UTC of that day.
+const DateLayout = "2006-01-02"
+
+// ParseTime parses a window's edge: an RFC 3339 time (2026-01-05T00:00:00Z, any offset, any
+// fraction), or a date (2026-01-05), which is midnight UTC of that day, not of the price
+// book's time zone: a day in UTC is what the CSV's times say.
+func ParseTime(s string) (time.Time, error) {
+	if len(s) == len(DateLayout) {
+		return time.Parse(DateLayout, s)
+	}
+	return time.Parse(time.RFC3339Nano, s)
 }
 
 // Windows is WindowsIn with calendar months in UTC.

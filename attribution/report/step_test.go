@@ -77,6 +77,12 @@ func TestParseWindow(t *testing.T) {
 		{"yesterday", "2026-01-05T01:00:00Z", `--from "yesterday": expected an RFC 3339 time`},
 		{"2026-01-05T00:00:00Z", "", `--to "": expected an RFC 3339 time`},
 		{"2026-01-05T00:30:00.5Z", "2026-01-05T02:00:00.5+01:00", ""},
+		// A date is midnight UTC of that day.
+		{"2026-01-04T23:30:00Z", "2026-01-05", ""},
+		{"2026-01-05", "2026-01-05", "--to (2026-01-05) must be after --from (2026-01-05)"},
+		{"2026-1-5", "2026-01-06", `--from "2026-1-5": expected an RFC 3339 time such as 2026-01-05T00:00:00Z or a date such as 2026-01-05 (midnight UTC)`},
+		{"2026-01-32", "2026-02-06", `--from "2026-01-32"`},
+		{"1999-12-31", "2026-02-06", `--from: "1999-12-31"; expected a time from 2000-01-01`},
 	}
 	for _, tt := range tests {
 		from, to, err := ParseWindow("--from", tt.from, "--to", tt.to)
@@ -86,6 +92,10 @@ func TestParseWindow(t *testing.T) {
 		case tt.err == "" && (err != nil || from.Location() != time.UTC || to.Sub(from) != 30*time.Minute):
 			t.Errorf("%s, %s: %v, %v, %v; want UTC half an hour apart", tt.from, tt.to, from, to, err)
 		}
+	}
+	from, to, err := ParseWindow("--from", "2026-01-05", "--to", "2026-02-01")
+	if want := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC); err != nil || !from.Equal(want) || !to.Equal(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("dates 2026-01-05, 2026-02-01: %v, %v, %v; want midnights UTC", from, to, err)
 	}
 }
 

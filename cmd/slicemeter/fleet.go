@@ -10,6 +10,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/fleet"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/store"
@@ -31,7 +32,7 @@ type fleetFlags struct {
 // newFleetCmd is `slicemeter fleet`.
 func newFleetCmd(app *kingpin.Application, stdout io.Writer) command {
 	f := addFleetFlags(app.Command("fleet", "Print the fleet's economics over a window (utilization, memory, margin, blast radius, fragmentation, energy)."))
-	return runFunc(func(ctx context.Context, _ *slog.Logger) error { return f.run(ctx, stdout) })
+	return runFunc(func(ctx context.Context, logger *slog.Logger) error { return f.run(ctx, stdout, logger) })
 }
 
 // tenantLimitFlag adds --fleet.max-tenants-per-host, into limit (the fleet command's and the
@@ -45,8 +46,8 @@ func addFleetFlags(c *kingpin.CmdClause) *fleetFlags {
 	f := &fleetFlags{}
 	dsnFlagVar(c, &f.DSN)
 	pricebookSourceFlags(c, &f.Pricebook, &f.Scenario)
-	c.Flag("from", "Window start, RFC 3339, a whole minute (e.g. 2026-01-05T00:00:00Z).").Required().StringVar(&f.From)
-	c.Flag("to", "Window end (exclusive), RFC 3339, a whole minute.").Required().StringVar(&f.To)
+	c.Flag("from", "Window start, a whole minute: RFC 3339 (e.g. 2026-01-05T00:00:00Z) or a date (2026-01-05: midnight UTC).").Required().StringVar(&f.From)
+	c.Flag("to", "Window end (exclusive), a whole minute: RFC 3339 or a date (midnight UTC); a time after now stops at the last attributable minute.").Required().StringVar(&f.To)
 	c.Flag("by", "One row per GPU model, node or GPU (then the __fleet__ row).").Default("model").EnumVar(&f.By, "model", "node", "gpu")
 	c.Flag("format", "Output format.").Default("csv").EnumVar(&f.Format, "csv", "json")
 	c.Flag("attribution.presence", "The presence period the attribution service runs with: a GPU is capacity from each of its samples for this long.").
@@ -55,11 +56,21 @@ func addFleetFlags(c *kingpin.CmdClause) *fleetFlags {
 	return f
 }
 
-// options are the flags' options, checked (usage errors name the flag).
-func (f *fleetFlags) options() (fleet.Options, error) {
+// options are the flags' options, checked (usage errors name the flag). A --to after now is
+// cut to the last minute the attribution service can have attributed (fleet.Horizon), as the
+// tenant report stops at now; the window then ends there, and logger says so.
+func (f *fleetFlags) options(now time.Time, logger *slog.Logger) (fleet.Options, error) {
 	from, to, err := report.ParseWindow("--from", f.From, "--to", f.To)
 	if err != nil {
 		return fleet.Options{}, usage.Wrap(err)
+	}
+	if end, clamped := fleet.Horizon(to, now.Add(-attribution.DefaultDelay)); clamped {
+		if !end.After(from) {
+			return fleet.Options{}, usage.Errorf("--from %s: the window starts after %s, the last minute that can be attributed by now: expected a window that has begun",
+				f.From, end.UTC().Format(time.RFC3339))
+		}
+		logger.Info("--to is in the future: the fleet report stops at the last attributable minute", "to", f.To, "window_end", end.UTC().Format(time.RFC3339))
+		to = end
 	}
 	if err := fleet.CheckWindow(from, to); err != nil {
 		return fleet.Options{}, usage.Wrap(fmt.Errorf("--from and --to: %w", err))
@@ -78,8 +89,8 @@ func (f *fleetFlags) options() (fleet.Options, error) {
 }
 
 // run prints the rows of the flags' window, from what ClickHouse stores, on w.
-func (f *fleetFlags) run(ctx context.Context, w io.Writer) error {
-	opts, err := f.options()
+func (f *fleetFlags) run(ctx context.Context, w io.Writer, logger *slog.Logger) error {
+	opts, err := f.options(time.Now(), logger)
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -73,7 +75,7 @@ func TestFleetFlagsOptions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := base
 			tt.edit(&f)
-			_, err := f.options()
+			_, err := f.options(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), slog.New(slog.DiscardHandler))
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatal(err)
@@ -81,5 +83,60 @@ func TestFleetFlagsOptions(t *testing.T) {
 				t.Errorf("error %v: want a usage error naming %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// A --to after now is cut to the last minute the service can have attributed (now less its
+// delay), and stderr says so, as the tenant report stops at now; a window that has not begun
+// is refused naming --from.
+func TestFleetStopsAtNow(t *testing.T) {
+	now := time.Date(2026, 2, 1, 10, 20, 40, 123456789, time.UTC)
+	for _, tt := range []struct {
+		from, to string
+		want     time.Time // the window's end; zero: refused
+		logged   bool
+	}{
+		{"2026-02-01T09:00:00Z", "2026-02-01T10:00:00Z", time.Date(2026, 2, 1, 10, 0, 0, 0, time.UTC), false},
+		{"2026-02-01T09:00:00Z", "2106-01-01T00:00:00Z", time.Date(2026, 2, 1, 10, 20, 0, 0, time.UTC), true},
+		{"2026-02-01", "2026-02-02", time.Date(2026, 2, 1, 10, 20, 0, 0, time.UTC), true},
+		{"2026-02-01T10:20:00Z", "2026-02-01T11:00:00Z", time.Time{}, false},
+		{"2026-03-01", "2026-04-01", time.Time{}, false},
+	} {
+		var log bytes.Buffer
+		f := fleetFlags{From: tt.from, To: tt.to, By: "model", Format: "csv", Presence: time.Hour, TenantLimit: 5}
+		opts, err := f.options(now, slog.New(slog.NewTextHandler(&log, nil)))
+		switch {
+		case tt.want.IsZero():
+			if err == nil || !usage.Is(err) || !strings.Contains(err.Error(), "--from "+tt.from+": the window starts after 2026-02-01T10:20:00Z") {
+				t.Errorf("%s..%s: %v, want a usage error naming --from", tt.from, tt.to, err)
+			}
+		case err != nil || !opts.To.Equal(tt.want):
+			t.Errorf("%s..%s: window end %s (%v), want %s", tt.from, tt.to, opts.To, err, tt.want)
+		case strings.Contains(log.String(), "--to is in the future") != tt.logged:
+			t.Errorf("%s..%s: logged %q, want a line saying so: %v", tt.from, tt.to, log.String(), tt.logged)
+		}
+	}
+}
+
+// Through the binary, on a real ClickHouse: fleet over a window that ends in the future says
+// where it stops on stderr and never asks for minutes after now (it exited 1 on them before);
+// one that has not begun is exit 2.
+func TestFleetCommandStopsAtNow(t *testing.T) {
+	db := localtest.Database(t, localtest.DatabaseOptions{})
+	book := filepath.Join(t.TempDir(), "prices.yaml")
+	if err := os.WriteFile(book, []byte("version: 1\ncurrency: USD\nprices: {A100-SXM4-40GB: 1.60}\ntiers: {pro: 1.0}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	from := time.Now().UTC().Add(-time.Hour).Truncate(time.Minute).Format(time.RFC3339)
+	var stdout, stderr bytes.Buffer
+	run([]string{"fleet", "--pricebook", book, "--clickhouse.dsn", db.DSN, "--from", from, "--to", "2106-01-01"}, &stdout, &stderr)
+	if out := stderr.String(); !strings.Contains(out, "--to is in the future: the fleet report stops at the last attributable minute") ||
+		strings.Contains(out, "2106-01-01T00:00:00Z)") || regexp.MustCompile(`of its [0-9]{3,} minutes`).MatchString(out) {
+		t.Errorf("fleet --to 2106-01-01: want the window cut at now, said on stderr:\n%s%s", stdout.String(), out)
+	}
+	stderr.Reset()
+	if code := run([]string{"fleet", "--pricebook", book, "--clickhouse.dsn", db.DSN, "--from", "2106-01-01", "--to", "2106-01-02"}, &stdout, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), "--from 2106-01-01: the window starts after") {
+		t.Errorf("fleet over a window that has not begun: exit %d, want 2\n%s", code, stderr.String())
 	}
 }

@@ -41,8 +41,8 @@ func newReportCmd(app *kingpin.Application, stdout io.Writer) *reportCmd {
 		stdout:  stdout,
 		dsn:     dsnFlag(c),
 		book:    addPricebookFlags(c),
-		from:    c.Flag("from", "Window start, RFC 3339 (e.g. 2026-01-05T00:00:00Z).").Required().String(),
-		to:      c.Flag("to", "Window end (exclusive), RFC 3339.").Required().String(),
+		from:    c.Flag("from", "Window start: RFC 3339 (e.g. 2026-01-05T00:00:00Z) or a date (2026-01-05: midnight UTC).").Required().String(),
+		to:      c.Flag("to", "Window end (exclusive): RFC 3339 or a date (midnight UTC); a time after now stops at now.").Required().String(),
 		step:    c.Flag("step", "Cut the window into steps, one set of rows each: 1h, 1d, month or a duration such as 15m or 7d.").String(),
 		samples: samplesFlag(c, "raw"),
 		minutes: c.Flag("from-minutes", "Sum the minutes the attribution service stored (whole-minute windows) instead of computing from the samples.").Bool(),
@@ -101,7 +101,11 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	defer conn.Close()
-	o := attribution.Options{Samples: sampleSource(*c.samples), FromMinutes: req.FromMinutes, Neighbours: req.Neighbours(), Presence: c.presence, Lines: req.Lines()}
+	// Now in whole seconds: a window that reaches past it stops at now less the delay, and
+	// its window_end is then printed in whole seconds like its window_start, not with the
+	// clock's nanoseconds.
+	o := attribution.Options{Samples: sampleSource(*c.samples), FromMinutes: req.FromMinutes, Neighbours: req.Neighbours(), Presence: c.presence, Lines: req.Lines(),
+		Now: time.Now().Truncate(time.Second)}
 	if req.Format.FOCUS {
 		return c.out.focus.Write(ctx, focus.ForAttribution(conn, book, o, logger), from, to, c.stdout)
 	}

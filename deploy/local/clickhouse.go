@@ -260,6 +260,14 @@ func (c *ClickHouse) Addr() string {
 	return c.addr()
 }
 
+// HTTPAddr is the server's HTTP-interface address, "127.0.0.1:PORT": for a test of what a
+// native-protocol client meets there.
+func (c *ClickHouse) HTTPAddr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return "127.0.0.1:" + strconv.Itoa(c.httpPort)
+}
+
 // DSN is a clickhouse-go DSN for database on this server (native protocol, user default, no
 // password). The database must exist; see CreateDatabase.
 func (c *ClickHouse) DSN(database string) string {

@@ -8,6 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -29,7 +32,7 @@ func Open(ctx context.Context, dsn string) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return open(ctx, opts)
+	return open(ctx, opts, opts.Auth.Database)
 }
 
 // EnsureDatabase creates the database named in dsn if it does not exist. It connects to the
@@ -47,7 +50,7 @@ func EnsureDatabase(ctx context.Context, dsn string) error {
 		return fmt.Errorf("clickhouse database name %q in DSN: only letters, digits and '_' are allowed", database)
 	}
 	opts.Auth.Database = "default"
-	conn, err := open(ctx, opts)
+	conn, err := open(ctx, opts, database)
 	if err != nil {
 		return err
 	}
@@ -61,6 +64,9 @@ func EnsureDatabase(ctx context.Context, dsn string) error {
 // parseOptions parses dsn and fills in the timeouts we rely on. Its errors are usage errors
 // and never quote the password, not even of a DSN that does not parse.
 func parseOptions(dsn string) (*clickhouse.Options, error) {
+	if !strings.Contains(dsn, "://") {
+		return nil, noScheme(dsn)
+	}
 	opts, err := clickhouse.ParseDSN(dsn)
 	if err != nil {
 		if _, perr := url.Parse(dsn); perr != nil {
@@ -82,7 +88,8 @@ func parseOptions(dsn string) (*clickhouse.Options, error) {
 	return opts, nil
 }
 
-func open(ctx context.Context, opts *clickhouse.Options) (driver.Conn, error) {
+// open connects with opts; database is the DSN's, for the hint of a DSN on the HTTP port.
+func open(ctx context.Context, opts *clickhouse.Options, database string) (driver.Conn, error) {
 	conn, err := clickhouse.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open clickhouse %s: %w", addrs(opts), err)
@@ -91,6 +98,11 @@ func open(ctx context.Context, opts *clickhouse.Options) (driver.Conn, error) {
 	defer cancel()
 	if err := conn.Ping(pingCtx); err != nil {
 		conn.Close()
+		if addr, ok := httpPort(ctx, opts, err); ok {
+			return nil, usage.Errorf("connect to clickhouse %s: that is ClickHouse's HTTP port (usually 8123; the native handshake failed: %v); "+
+				"slicemeter speaks ClickHouse's native protocol, usually on port 9000 (the server's <tcp_port>): expected a DSN such as %s",
+				addr, err, nativeDSN(opts, database))
+		}
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			return nil, fmt.Errorf("clickhouse %s did not answer within %s: %w", addrs(opts), DefaultPingTimeout, err)
 		}
@@ -112,4 +124,73 @@ func validIdentifier(name string) bool {
 		}
 	}
 	return name != ""
+}
+
+// DSNForm is the form of a DSN, for the messages that refuse one.
+const DSNForm = "clickhouse://[user[:password]@]host:port/database, e.g. clickhouse://127.0.0.1:9000/default (the native protocol; http:// is not supported)"
+
+// noScheme refuses a DSN without a scheme ("127.0.0.1:9000/db"), which would otherwise fail
+// to parse as a URL and get the hint about percent-encoding a password. It shows the DSN
+// with the scheme added only where it can hold no password (no '@', no password parameter).
+func noScheme(dsn string) error {
+	if strings.Contains(dsn, "@") || strings.Contains(strings.ToLower(dsn), "password") {
+		return usage.Errorf("clickhouse DSN %s has no scheme: expected %s", hidden, DSNForm)
+	}
+	return usage.Errorf("clickhouse DSN %q has no scheme: expected %s; did you mean clickhouse://%s?", dsn, DSNForm, dsn)
+}
+
+// httpPort says whether a handshake failed because the address is ClickHouse's HTTP port, and
+// which address it is. A recent server answers the native protocol's hello with "HTTP/1.1 …",
+// whose first byte 'H' (72) the driver reads as an unknown packet ("[handshake] unexpected
+// packet [72] from server"); an older one (18.16) waits for a request line until the read
+// times out. Either way a failed handshake is followed by one GET /ping, which ClickHouse's
+// HTTP interface answers "Ok.".
+func httpPort(ctx context.Context, opts *clickhouse.Options, err error) (string, bool) {
+	if !strings.Contains(err.Error(), "handshake") || opts.TLS != nil {
+		return "", false
+	}
+	for _, addr := range opts.Addr {
+		if strings.Contains(err.Error(), "[handshake] unexpected packet [72]") && len(opts.Addr) == 1 {
+			return addr, true
+		}
+		if pingsOverHTTP(ctx, addr) {
+			return addr, true
+		}
+	}
+	return "", false
+}
+
+// httpProbeTimeout bounds the GET /ping of httpPort.
+const httpProbeTimeout = 2 * time.Second
+
+// pingsOverHTTP says whether addr answers GET /ping as ClickHouse's HTTP interface does.
+func pingsOverHTTP(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, httpProbeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/ping", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16))
+	return err == nil && resp.StatusCode == http.StatusOK && strings.HasPrefix(string(body), "Ok.")
+}
+
+// nativeDSN is the DSN of opts' first server and database db on the native protocol's usual
+// port, without the user and password: what a DSN that reached the HTTP port likely meant.
+func nativeDSN(opts *clickhouse.Options, db string) string {
+	host := "host"
+	if len(opts.Addr) > 0 {
+		if h, _, err := net.SplitHostPort(opts.Addr[0]); err == nil && h != "" {
+			host = h
+		}
+	}
+	if db == "" {
+		db = "default"
+	}
+	return "clickhouse://" + net.JoinHostPort(host, "9000") + "/" + db
 }

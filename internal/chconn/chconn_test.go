@@ -9,6 +9,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/internal/chconn"
+	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
 func TestMain(m *testing.M) { localtest.Main(m) }
@@ -94,5 +95,32 @@ func TestOpenBadDSN(t *testing.T) {
 	}
 	if err := chconn.EnsureDatabase(context.Background(), "clickhouse://127.0.0.1:1/bad-name"); err == nil || !strings.Contains(err.Error(), "bad-name") {
 		t.Errorf("EnsureDatabase with a bad name: %v", err)
+	}
+}
+
+// A DSN on a real ClickHouse's HTTP port fails the native handshake ("[handshake] unexpected
+// packet [72]", 'H' of "HTTP/1.1", on a recent server; a read timeout on 18.16): the error
+// says it is the HTTP port and which DSN to use, and is a usage error (exit 2). A DSN without a scheme says so and shows the form, instead of
+// the hint about percent-encoding a password.
+func TestOpenNamesHTTPPortAndMissingScheme(t *testing.T) {
+	addr := localtest.ClickHouse(t).HTTPAddr()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := chconn.Open(ctx, "clickhouse://"+addr+"/metering")
+	if err == nil || !usage.Is(err) || !strings.Contains(err.Error(), "127.0.0.1:"+strings.Split(addr, ":")[1]+": that is ClickHouse's HTTP port") ||
+		!strings.Contains(err.Error(), "clickhouse://127.0.0.1:9000/metering") {
+		t.Errorf("Open on an HTTP port: %v; want a usage error naming the HTTP port and clickhouse://127.0.0.1:9000/metering", err)
+	}
+	for dsn, want := range map[string]string{
+		"127.0.0.1:9000/metering":                `"127.0.0.1:9000/metering" has no scheme: expected clickhouse://[user[:password]@]host:port/database`,
+		"localhost:9000":                         "did you mean clickhouse://localhost:9000?",
+		"meter:s3cr%t@127.0.0.1:9000/metering":   "clickhouse DSN xxxxx has no scheme",
+		"127.0.0.1:9000/metering?password=s3cr3": "clickhouse DSN xxxxx has no scheme",
+	} {
+		_, err := chconn.Open(ctx, dsn)
+		if err == nil || !usage.Is(err) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "s3cr") ||
+			strings.Contains(err.Error(), "percent-encode") {
+			t.Errorf("Open(%q): %v; want a usage error naming %q, no password, no percent-encoding hint", dsn, err, want)
+		}
 	}
 }

@@ -174,16 +174,28 @@ func (s *schema) unknown() error {
 		"a newer slicemeter migrated it; run that version", s.database, strings.Join(unknown, ", "), s.all[len(s.all)-1].Name)
 }
 
-// missing fails if a table or column that an embedded migration creates is missing.
+// missing fails if a table or column that an embedded migration creates is missing: once,
+// naming the migrations not applied (the first and last where they are many), what they would
+// create (the first few), the schema's version and the one this build needs, and a damaged
+// schema (a migration recorded whose tables or columns are gone) migration by migration.
 func (s *schema) missing() error {
 	tables := map[string]bool{}
 	for c := range s.have {
 		tables[c.Table] = true
 	}
-	var problems []string
+	var (
+		damaged            []string
+		notApplied, absent []string
+		recordedUpTo       = "none"
+	)
+	for _, m := range s.all {
+		if _, ok := s.recorded[m.Version]; ok {
+			recordedUpTo = m.Name
+		}
+	}
+	seen := map[string]bool{}
 	for _, m := range s.all {
 		var missing []string
-		seen := map[string]bool{}
 		for _, c := range s.want[m.Version] {
 			switch {
 			case s.have[c]:
@@ -200,15 +212,43 @@ func (s *schema) missing() error {
 			continue
 		}
 		if _, ok := s.recorded[m.Version]; ok {
-			problems = append(problems, fmt.Sprintf("migration %s is recorded but %s is missing (a damaged schema)", m.Name, strings.Join(missing, ", ")))
+			damaged = append(damaged, fmt.Sprintf("migration %s is recorded but %s is missing (a damaged schema)", m.Name, strings.Join(missing, ", ")))
 		} else {
-			problems = append(problems, fmt.Sprintf("migration %s is not applied: %s is missing (run slicemeter migrate)", m.Name, strings.Join(missing, ", ")))
+			notApplied = append(notApplied, m.Name)
+			absent = append(absent, missing...)
 		}
 	}
+	var problems []string
+	if len(notApplied) > 0 {
+		problems = append(problems, fmt.Sprintf("%s not applied (%s missing); its schema is at %s, this slicemeter needs %s: "+
+			"run slicemeter migrate with the same --clickhouse.dsn",
+			migrationList(notApplied, len(s.want)), firstFew(absent, 6), recordedUpTo, s.all[len(s.all)-1].Name))
+	}
+	problems = append(problems, damaged...)
 	if len(problems) == 0 {
 		return nil
 	}
 	return usage.Errorf("clickhouse database %s does not have the schema this slicemeter needs: %s", s.database, strings.Join(problems, "; "))
+}
+
+// migrationList names the migrations not applied: all of a few, the first and last of many.
+func migrationList(names []string, of int) string {
+	switch {
+	case len(names) == 1:
+		return "migration " + names[0] + " is"
+	case len(names) <= 3:
+		return "migrations " + strings.Join(names, ", ") + " are"
+	default:
+		return fmt.Sprintf("%d of the %d migrations that create tables or columns, %s to %s, are", len(names), of, names[0], names[len(names)-1])
+	}
+}
+
+// firstFew joins the first n of items and counts the rest.
+func firstFew(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
 }
 
 // refuseUnknown is CheckSchema's first half, for OpenMigrated before it applies anything.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -126,6 +127,14 @@ func Load(path string) (*Scenario, error) {
 // Parse validates scenario YAML; name is used in error messages.
 func Parse(name string, data []byte) (*Scenario, error) {
 	var raw rawScenario
+	// A misspelt field is named by its path and line, with the closest known one, before the
+	// decoder would name it by a Go type.
+	var top yaml.Node
+	if err := yaml.Unmarshal(data, &top); err == nil && len(top.Content) > 0 {
+		if errs := unknownFields(name, top.Content[0], reflect.TypeFor[rawScenario]()); len(errs) > 0 {
+			return nil, errors.Join(errs...)
+		}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&raw); err != nil {
