@@ -1,4 +1,6 @@
-# slicemeter — `make demo` and `make test` do all the set-up on a fresh Debian 12 machine (as root).
+# slicemeter — `make demo` and `make test` do all the set-up on a fresh Debian 12 machine (as root):
+# `make demo` installs only what the demo starts (ClickHouse; its Kafka broker is in-process),
+# `make test` everything the tests start or call as well.
 GO        ?= go
 BIN       := bin/slicemeter
 SCENARIO  ?= deploy/demo/fleet.yaml
@@ -17,18 +19,25 @@ LDFLAGS   := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(R
              -X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=$(BUILD_USER) \
              -X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
 
-.PHONY: all build deps demo test test-short lint generate bench clean device-build device-check
+.PHONY: all build deps deps-demo demo test test-short lint generate bench clean device-build device-check
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/slicemeter
 
-# Installs ClickHouse, Kafka's jars, Prometheus, chDB, protoc… only what is missing.
+# What the tests start or call: the demo's ClickHouse, and Kafka's and ZooKeeper's jars (Java,
+# Maven), Prometheus/promtool, Alertmanager, chDB, protoc, etcd, kube-apiserver, helm, Chromium,
+# the FOCUS validator… only what is missing. `bash deploy/local/install-deps.sh --list` lists it.
 deps:
-	bash deploy/local/install-deps.sh
+	bash deploy/local/install-deps.sh test
 
-demo: deps build
+# What `slicemeter demo` starts: ClickHouse alone (the broker is kfake, in the process). No
+# test-only tool may appear here: deploy/local's TestInstallDepsDemo checks `make -n demo`.
+deps-demo:
+	bash deploy/local/install-deps.sh demo
+
+demo: deps-demo build
 	$(BIN) demo --scenario $(SCENARIO) --fast --web.listen-address=127.0.0.1:0
 
 # Everything: lint, unit, integration (real ClickHouse, Kafka, chDB, promtool) and e2e tests.

@@ -1,5 +1,5 @@
 // Package attribution joins the samples in ClickHouse with the tenants' allocations and
-// computes, per tenant and window, the definitions of README.md: cost, waste, overhead, efficiency,
+// computes, per tenant and window, the definitions of attribution/README.md: cost, waste, overhead, efficiency,
 // p99 scheduling jitter and cold start, and the unallocated capacity.
 //
 // Report is the one way to a window's report, for the CLI, the API, the demo and the service:
@@ -47,7 +47,7 @@ type Options struct {
 	// line items).
 	Lines bool
 	// Presence is the presence period: a GPU is capacity from each of its samples for this
-	// long, within the window (README.md, "Definitions"); zero: DefaultPresence. At least a
+	// long, within the window (attribution/README.md, "Definitions"); zero: DefaultPresence. At least a
 	// minute.
 	Presence time.Duration
 	// Present, when set, is the GPUs' presence read beforehand for a span that holds the

@@ -125,7 +125,7 @@ func TestCompute(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// By hand, from the definitions (README.md, "Definitions").
+	// By hand, from the definitions (attribution/README.md, "Definitions").
 	hours := func(d time.Duration) float64 { return d.Hours() }
 	migO := 1 - (14.0/108)/(1.0/7)
 	acmeMIGList := 1.60 * (1.0 / 7) * hours(588*time.Second)             // billed [12 s, 600 s)

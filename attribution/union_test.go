@@ -19,7 +19,7 @@ import (
 )
 
 // TestMeteredUnion: metered time is the measure of the union of the samples' intervals, never
-// their sum (README.md, "Definitions"), from every path. Ten minutes:
+// their sum (attribution/README.md, "Definitions"), from every path. Ten minutes:
 //
 //   - gpu1 (whole A100, tenant step): 100 ms samples whose clock steps back 50 ms once a second,
 //     so that each second has an 11th sample [s + 950 ms, s + 1050 ms) overlapping its

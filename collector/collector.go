@@ -3,7 +3,7 @@
 // Delivery is at least once: offsets are committed only after the rows of every message up to
 // them are inserted, the rollups of the seconds they touched recomputed (rollup.go) and refused
 // messages are on the dead-letter topic. A message delivered twice yields the same rows, which
-// the ReplacingMergeTree tables collapse and queries deduplicate (README.md, "ClickHouse"), and the same
+// the ReplacingMergeTree tables collapse and queries deduplicate (schemas/README.md, "ClickHouse"), and the same
 // rollup rows: results are exactly once.
 //
 // The hot path: kafka-go fetches the partitions of the group concurrently; messages are decoded

@@ -129,7 +129,7 @@ func actorOf(m kafka.Message) audit.Actor {
 		}
 	}
 	if who.Door == audit.DoorKafka {
-		who.Principal = "" // a plain Kafka message has no principal (README, "Allocation audit")
+		who.Principal = "" // a plain Kafka message has no principal (docs/api.md, "Allocation audit")
 	}
 	return who
 }

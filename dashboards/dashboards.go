@@ -60,7 +60,7 @@ var minutes = `(SELECT * FROM attribution_minutes
 
 func fleet() *dashboard.DashboardBuilder {
 	return newDashboard("slicemeter-fleet", "slicemeter / Fleet",
-		"Capacity, allocation, utilization and what it cost: the operator's and finance's view.", "fleet").
+		"Capacity, allocation, utilization and what it cost: the operator's and finance's view.", prometheusAndClickHouse, "fleet").
 		WithRow(dashboard.NewRowBuilder("Capacity")).
 		WithPanel(chStat("GPUs reporting", "short",
 			`SELECT uniqExact(node, gpu_uuid) AS gpus FROM samples_1m WHERE $__timeFilter(time)`)).
@@ -104,7 +104,7 @@ GROUP BY tenant ORDER BY waste DESC LIMIT 10`)).
 func tenant() *dashboard.DashboardBuilder {
 	sel := `tenant=~"$tenant"`
 	return newDashboard("slicemeter-tenant", "slicemeter / Tenant",
-		"One tenant's cost, waste, overhead, efficiency, jitter, cold starts and instances.", "tenant").
+		"One tenant's cost, waste, overhead, efficiency, jitter, cold starts and instances.", prometheusAndClickHouse, "tenant").
 		WithVariable(clickhouseVariable("tenant", "Tenant", `SELECT DISTINCT tenant FROM allocations ORDER BY tenant`)).
 		WithRow(dashboard.NewRowBuilder("Cost")).
 		WithPanel(promStat("Cost (trailing window)", "currencyUSD", promQuery{`sum(slicemeter_tenant_cost{` + sel + `})`, "cost"})).
@@ -132,7 +132,7 @@ GROUP BY time ORDER BY time`))
 
 func sla() *dashboard.DashboardBuilder {
 	return newDashboard("slicemeter-sla", "slicemeter / SLA",
-		"Scheduling jitter and cold start by tier against their limits, breaches, noisy neighbours.", "sla").
+		"Scheduling jitter and cold start by tier against their limits, breaches, noisy neighbours.", prometheusAndClickHouse, "sla").
 		WithRow(dashboard.NewRowBuilder("Jitter")).
 		WithPanel(promSeries("Jitter p99 by tenant", "s", promQuery{`max by (tenant, tier) (slicemeter_tenant_jitter_p99_seconds)`, "{{tenant}} ({{tier}})"})).
 		WithPanel(promSeries("Worst jitter p99 by tier against its limit", "s",
@@ -161,7 +161,7 @@ FROM samples WHERE ` + where + `
 ORDER BY time_ms`
 	}
 	return newDashboard("slicemeter-instance", "slicemeter / Instance drill-down",
-		"Every sample of one instance at the exporter's sampling rate.", "instance").
+		"Every sample of one instance at the exporter's sampling rate.", clickHouseOnly, "instance").
 		WithVariable(clickhouseVariable("node", "Node", `SELECT DISTINCT node FROM samples WHERE $__timeFilter(time) ORDER BY node`)).
 		WithVariable(clickhouseVariable("gpu", "GPU", `SELECT DISTINCT gpu_uuid FROM samples WHERE node = '${node}' AND $__timeFilter(time) ORDER BY gpu_uuid`)).
 		WithVariable(clickhouseVariable("instance", "Instance", `SELECT DISTINCT instance_id FROM samples WHERE node = '${node}' AND gpu_uuid = '${gpu}' AND $__timeFilter(time) ORDER BY instance_id`)).
@@ -174,7 +174,7 @@ ORDER BY time_ms`
 
 func pipeline() *dashboard.DashboardBuilder {
 	return newDashboard("slicemeter-pipeline", "slicemeter / Pipeline health",
-		"Exporter sampling, Kafka delivery, collector freshness and attribution lag.", "pipeline").
+		"Exporter sampling, Kafka delivery, collector freshness and attribution lag.", prometheusOnly, "pipeline").
 		WithRow(dashboard.NewRowBuilder("Exporter")).
 		WithPanel(promSeries("Samples taken per second", "short", promQuery{`sum by (instance) (rate(slicemeter_exporter_samples_total[5m]))`, "{{instance}}"})).
 		WithPanel(promSeries("Sampling jitter p99 (actual minus intended tick)", "s",

@@ -2,6 +2,7 @@ package dashboards
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,6 +99,55 @@ func TestQueriesUseTheTableContracts(t *testing.T) {
 			// the one inside tables.LatestPass.
 			if n := strings.Count(q.Text, "attribution_minutes"); n != 2*strings.Count(q.Text, latestPass) {
 				t.Errorf("%s: %q reads attribution_minutes without tables.LatestPass:\n%s", g.File, q.Panel, q.Text)
+			}
+		}
+	}
+}
+
+// TestEveryDataSourceVariableIsUsed: a dashboard declares a data-source variable only when a
+// panel or another variable queries it; Grafana would otherwise ask the operator to pick a
+// ClickHouse data source for a dashboard that never reads ClickHouse.
+func TestEveryDataSourceVariableIsUsed(t *testing.T) {
+	all, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range all {
+		b, err := Marshal(g.Dashboard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Templating struct {
+				List []map[string]any `json:"list"`
+			} `json:"templating"`
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatal(err)
+		}
+		var full map[string]any
+		if err := json.Unmarshal(b, &full); err != nil {
+			t.Fatal(err)
+		}
+		var sources []string
+		var others []map[string]any
+		for _, v := range d.Templating.List {
+			if v["type"] == "datasource" {
+				sources = append(sources, v["name"].(string))
+			} else {
+				others = append(others, v)
+			}
+		}
+		// What may refer to a data source: the panels and the variables that are not data
+		// sources themselves.
+		full["templating"] = map[string]any{"list": others}
+		rest, err := json.Marshal(full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range sources {
+			if !strings.Contains(string(rest), `"${`+name+`}"`) {
+				t.Errorf("%s declares the data-source variable %q and nothing queries it", g.File, name)
 			}
 		}
 	}

@@ -22,7 +22,7 @@ const smShare = `if(kind = 'mig' AND gpu_sm_count > 0, sm_count / gpu_sm_count, 
 // economics is the operator's business view: what `slicemeter fleet` reports, over time.
 func economics() *dashboard.DashboardBuilder {
 	return newDashboard("slicemeter-fleet-economics", "slicemeter / Fleet economics",
-		"How full the fleet is, how much VRAM sits idle, whether it makes money, the blast radius of a host and stranded MIG slices (slicemeter fleet).", "fleet", "economics").
+		"How full the fleet is, how much VRAM sits idle, whether it makes money, the blast radius of a host and stranded MIG slices (slicemeter fleet).", prometheusAndClickHouse, "fleet", "economics").
 		WithRow(dashboard.NewRowBuilder("Utilization")).
 		WithPanel(promSeries("Allocation and active ratio by model (trailing window)", "percentunit",
 			promQuery{`max by (model) (slicemeter_fleet_allocation_ratio)`, "allocated {{model}}"},

@@ -13,7 +13,7 @@ const GPUHealthUID = "slicemeter-gpu-health"
 func gpuHealth() *dashboard.DashboardBuilder {
 	const perGPU = "{{node}} gpu{{gpu}}"
 	return newDashboard(GPUHealthUID, "slicemeter / GPU health",
-		"Utilization, memory, power, temperature, throttling and errors of every GPU and instance, from the exporters' /metrics.", "gpu-health").
+		"Utilization, memory, power, temperature, throttling and errors of every GPU and instance, from the exporters' /metrics.", prometheusOnly, "gpu-health").
 		WithRow(dashboard.NewRowBuilder("Status")).
 		WithPanel(promStat("GPUs reporting", "short", promQuery{`sum(slicemeter_gpu_up)`, "up"})).
 		WithPanel(promStat("GPUs failed (fallen off the bus, NVML errors)", "short", promQuery{`count(slicemeter_gpu_up == 0) or vector(0)`, "failed"})).

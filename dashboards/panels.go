@@ -27,11 +27,25 @@ func clickhouseDS() *common.DataSourceRef {
 	return &common.DataSourceRef{Type: cog.ToPtr(ClickHousePluginID), Uid: cog.ToPtr("${clickhouse}")}
 }
 
-func datasourceVariables() []cog.Builder[dashboard.VariableModel] {
-	return []cog.Builder[dashboard.VariableModel]{
-		dashboard.NewDatasourceVariableBuilder("prometheus").Label("Prometheus").Type("prometheus"),
-		dashboard.NewDatasourceVariableBuilder("clickhouse").Label("ClickHouse").Type(ClickHousePluginID),
+// dataSources says which data-source variables a dashboard declares: only those its panels and
+// variables query, so that Grafana asks the operator to pick nothing the dashboard never reads.
+type dataSources int
+
+const (
+	prometheusOnly dataSources = iota + 1
+	clickHouseOnly
+	prometheusAndClickHouse
+)
+
+func datasourceVariables(ds dataSources) []cog.Builder[dashboard.VariableModel] {
+	var vars []cog.Builder[dashboard.VariableModel]
+	if ds != clickHouseOnly {
+		vars = append(vars, dashboard.NewDatasourceVariableBuilder("prometheus").Label("Prometheus").Type("prometheus"))
 	}
+	if ds != prometheusOnly {
+		vars = append(vars, dashboard.NewDatasourceVariableBuilder("clickhouse").Label("ClickHouse").Type(ClickHousePluginID))
+	}
+	return vars
 }
 
 // clickhouseVariable is a variable whose values come from a ClickHouse query.
@@ -104,10 +118,10 @@ func subSecond(b *timeseries.PanelBuilder) *timeseries.PanelBuilder {
 	})
 }
 
-func newDashboard(uid, title, description string, tags ...string) *dashboard.DashboardBuilder {
+func newDashboard(uid, title, description string, ds dataSources, tags ...string) *dashboard.DashboardBuilder {
 	return dashboard.NewDashboardBuilder(title).Uid(uid).Description(description).
 		Tags(append([]string{"slicemeter"}, tags...)).
 		Refresh("1m").Time("now-6h", "now").Timezone("utc").
 		Tooltip(dashboard.DashboardCursorSyncCrosshair).
-		Variables(datasourceVariables())
+		Variables(datasourceVariables(ds))
 }

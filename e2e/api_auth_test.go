@@ -53,7 +53,7 @@ func TestAPIAuth(t *testing.T) {
 
 	dsn := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true}).DSN
 	start := time.Now().UTC().Truncate(time.Minute).Add(-65 * time.Minute)
-	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--sim.start", start.Format(time.RFC3339), "--report", os.DevNull, "--clickhouse.dsn", dsn)
+	apptest.Demo(t, ctx, "--no-attribution.store-minutes", "--scenario", file, "--fast", "--sim.start", start.Format(time.RFC3339), "--report", os.DevNull, "--clickhouse.dsn", dsn)
 	svc := apptest.StartAttribution(t, ctx, "--api.auth-file", authFile, "--clickhouse.dsn", dsn, "--scenario", file, "--attribution.backfill", "5m")
 	window := "from=" + start.Format(time.RFC3339) + "&to=" + start.Add(time.Hour).Format(time.RFC3339)
 

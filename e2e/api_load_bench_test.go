@@ -19,7 +19,7 @@ import (
 	"github.com/slicemeter/slicemeter/e2e/apptest"
 )
 
-// BenchmarkAPILoad measures the real attribution service (README, "API authentication"):
+// BenchmarkAPILoad measures the real attribution service (docs/api.md, "API authentication"):
 // GET /api/v1/allocations from 50 concurrent clients for 30 s (after one request from each at
 // once, the slowest of which is logged: a new token's bcrypt check), once with --api.insecure-no-auth
 // and once with a static bearer token (tenant role), with each process's RSS at the end

@@ -23,7 +23,7 @@ import (
 // TestAPITokenFlood: the real attribution service, just started, while 100 connections from
 // the same loopback address send made-up bearer tokens (each at most 20 a second, for 5 s):
 // operator and finance callers, whose first requests are their tokens' first checks, are
-// answered within 1 s at the 99th floodPercentile, never 401 or 429 (README, "API
+// answered within 1 s at the 99th floodPercentile, never 401 or 429 (docs/api.md, "API
 // authentication": a wrong token costs one keyed hash, and the limit of failures counts
 // per address only wrong tokens). The flood itself gets 401, then 429 with Retry-After. The
 // callers' p50/p99 during the flood and after it are logged, and the refusals are counted in

@@ -30,7 +30,7 @@ func TestAttributionRecomputationSurvivesRestarts(t *testing.T) {
 	file := filepath.Join(scenarios, "mig-basic.yaml")
 	start := time.Now().UTC().Truncate(time.Minute).Add(-61 * time.Minute)
 	end := start.Add(time.Hour)
-	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--sim.start", start.Format(time.RFC3339), "--report", os.DevNull,
+	apptest.Demo(t, ctx, "--no-attribution.store-minutes", "--scenario", file, "--fast", "--sim.start", start.Format(time.RFC3339), "--report", os.DevNull,
 		"--clickhouse.dsn", db.DSN, "--web.listen-address", "127.0.0.1:0")
 	args := func(maxMinutes string) []string {
 		return []string{"--api.insecure-no-auth", "--clickhouse.dsn", db.DSN, "--scenario", file, "--attribution.interval", "2s",

@@ -32,7 +32,7 @@ func TestAttributionReplicas(t *testing.T) {
 	const file = "testdata/replicas.yaml"
 	start := time.Now().UTC().Truncate(time.Minute).Add(-61 * time.Minute)
 	end := start.Add(time.Hour)
-	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--sim.start", start.Format(time.RFC3339), "--report", os.DevNull,
+	apptest.Demo(t, ctx, "--no-attribution.store-minutes", "--scenario", file, "--fast", "--sim.start", start.Format(time.RFC3339), "--report", os.DevNull,
 		"--clickhouse.dsn", db.DSN, "--web.listen-address", "127.0.0.1:0")
 
 	var columns []string

@@ -29,7 +29,7 @@ func TestAttributionService(t *testing.T) {
 	defer cancel()
 	file := filepath.Join(scenarios, "mig-basic.yaml")
 	sc := loadScenario(t, file)
-	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--report", filepath.Join(t.TempDir(), "r.csv"),
+	apptest.Demo(t, ctx, "--no-attribution.store-minutes", "--scenario", file, "--fast", "--report", filepath.Join(t.TempDir(), "r.csv"),
 		"--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0")
 	from, to := sc.Start.Format(time.RFC3339), sc.End().Format(time.RFC3339)
 	dir := t.TempDir()

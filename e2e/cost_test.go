@@ -17,7 +17,7 @@ import (
 )
 
 // costBudget is what the attribution service may hold at its peak (VmHWM) while every hostile
-// request below is answered: the README's budget for them ("The binary"). An idle service
+// request below is answered: the budget docs/api.md gives them ("Limits"). An idle service
 // holds about 75 MB; the old code held 9.6 GB for the first request and 17 GB for the fleet.
 const costBudget = 256 << 20
 

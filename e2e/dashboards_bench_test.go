@@ -35,7 +35,7 @@ func BenchmarkDashboardQueriesDay(b *testing.B) {
 		b.Fatal(err)
 	}
 	began := time.Now()
-	apptest.Demo(b, ctx, "--scenario", day, "--fast", "--clickhouse.dsn", db.DSN, "--web.listen-address", "127.0.0.1:0", "--report", os.DevNull)
+	apptest.Demo(b, ctx, "--no-attribution.store-minutes", "--scenario", day, "--fast", "--clickhouse.dsn", db.DSN, "--web.listen-address", "127.0.0.1:0", "--report", os.DevNull)
 	b.Logf("a day of the demo fleet through the pipeline: %v", time.Since(began).Round(time.Millisecond))
 	conn := db.Conn
 	var gpu string

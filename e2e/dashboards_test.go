@@ -53,7 +53,7 @@ func TestDashboardClickHouseQueries(t *testing.T) {
 	// The demo fleet's hour, ending a minute ago, so that the attribution service (whose window
 	// is relative to now) stores its minutes for the Cost panels.
 	start := time.Now().UTC().Truncate(time.Minute).Add(-61 * time.Minute)
-	apptest.Demo(t, ctx, "--scenario", demoFleet, "--fast", "--sim.start", start.Format(time.RFC3339),
+	apptest.Demo(t, ctx, "--no-attribution.store-minutes", "--scenario", demoFleet, "--fast", "--sim.start", start.Format(time.RFC3339),
 		"--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0", "--report", os.DevNull)
 	sc := loadScenario(t, demoFleet)
 	sc.Start = start

@@ -45,7 +45,7 @@ func TestFleetAPI(t *testing.T) {
 
 	db := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true})
 	start := time.Now().UTC().Truncate(time.Minute).Add(-61 * time.Minute)
-	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--sim.start", start.Format(time.RFC3339), "--report", os.DevNull,
+	apptest.Demo(t, ctx, "--no-attribution.store-minutes", "--scenario", file, "--fast", "--sim.start", start.Format(time.RFC3339), "--report", os.DevNull,
 		"--clickhouse.dsn", db.DSN, "--web.listen-address", "127.0.0.1:0")
 	svc := apptest.StartAttribution(t, ctx, "--api.auth-file", authFile, "--clickhouse.dsn", db.DSN, "--scenario", file,
 		"--attribution.interval", "1s", "--attribution.delay", "0s", "--attribution.backfill", "2h")

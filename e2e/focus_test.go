@@ -30,7 +30,7 @@ func TestReportLineItemsAndFOCUS(t *testing.T) {
 	file := filepath.Join(scenarios, "mig-basic.yaml")
 	sc := loadScenario(t, file)
 	dsn := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true}).DSN
-	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0", "--report", filepath.Join(t.TempDir(), "r.csv"))
+	apptest.Demo(t, ctx, "--no-attribution.store-minutes", "--scenario", file, "--fast", "--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0", "--report", filepath.Join(t.TempDir(), "r.csv"))
 	window := scenarioWindow(file, sc)
 
 	tenants := parseCSV(t, apptest.Report(t, ctx, dsn, window...).Stdout)
@@ -119,7 +119,7 @@ tenants:
 `)
 	sc := loadScenario(t, file)
 	dsn := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true}).DSN
-	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0", "--report", filepath.Join(t.TempDir(), "r.csv"))
+	apptest.Demo(t, ctx, "--no-attribution.store-minutes", "--scenario", file, "--fast", "--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0", "--report", filepath.Join(t.TempDir(), "r.csv"))
 	window := scenarioWindow(file, sc)
 
 	rows := parseCSV(t, apptest.Report(t, ctx, dsn, append(window, "--format", "focus")...).Stdout)

@@ -67,7 +67,7 @@ func goldenOutputs(t *testing.T, ctx context.Context, ch *local.ClickHouse, file
 
 	// The scenario at its own time: the demo's report, then `report` over what it stored.
 	db := localtest.Database(t, localtest.DatabaseOptions{Server: ch, Unmigrated: true})
-	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--clickhouse.dsn", db.DSN, "--report", filepath.Join(tmp, "demo.csv"))
+	apptest.Demo(t, ctx, "--no-attribution.store-minutes", "--scenario", file, "--fast", "--clickhouse.dsn", db.DSN, "--report", filepath.Join(tmp, "demo.csv"))
 	out["demo.csv"] = readFile(t, filepath.Join(tmp, "demo.csv"))
 	window := scenarioWindow(file, sc)
 	for _, samples := range []string{"raw", "rollup-1s", "rollup-1m"} {
@@ -97,7 +97,7 @@ func goldenOutputs(t *testing.T, ctx context.Context, ch *local.ClickHouse, file
 	start := time.Now().UTC().Truncate(time.Hour).Add(-hours)
 	shift := start.Sub(sc.Start)
 	moved := localtest.Database(t, localtest.DatabaseOptions{Server: ch, Name: localtest.DatabaseName(t) + "_moved", Unmigrated: true})
-	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--sim.start", start.Format(time.RFC3339), "--clickhouse.dsn", moved.DSN,
+	apptest.Demo(t, ctx, "--no-attribution.store-minutes", "--scenario", file, "--fast", "--sim.start", start.Format(time.RFC3339), "--clickhouse.dsn", moved.DSN,
 		"--format", "json", "--report", filepath.Join(tmp, "demo.json"))
 	out["demo.json"] = moveTimes(readFile(t, filepath.Join(tmp, "demo.json")), -shift)
 	// The backfill reaches the moved start from now; one pass takes all of it.

@@ -45,7 +45,7 @@ func TestTenantSeesNoNeighbourName(t *testing.T) {
 		t.Fatal(err)
 	}
 	dsn := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true}).DSN
-	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--report", os.DevNull, "--clickhouse.dsn", dsn)
+	apptest.Demo(t, ctx, "--no-attribution.store-minutes", "--scenario", file, "--fast", "--report", os.DevNull, "--clickhouse.dsn", dsn)
 	svc := apptest.StartAttribution(t, ctx, "--api.auth-file", authFile, "--clickhouse.dsn", dsn, "--scenario", file, "--attribution.backfill", "5m")
 
 	report := func(token string) []map[string]any {

@@ -30,7 +30,7 @@ func TestUnpricedNeverStopsTheBill(t *testing.T) {
 	file := filepath.Join(scenarios, "mig-basic.yaml")
 	// An hour that ended 5 minutes ago, so that the service's backfill reaches it.
 	start := time.Now().UTC().Truncate(time.Minute).Add(-65 * time.Minute)
-	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--sim.start", start.Format(time.RFC3339), "--report", filepath.Join(t.TempDir(), "r.csv"),
+	apptest.Demo(t, ctx, "--no-attribution.store-minutes", "--scenario", file, "--fast", "--sim.start", start.Format(time.RFC3339), "--report", filepath.Join(t.TempDir(), "r.csv"),
 		"--clickhouse.dsn", dsn)
 	from, to := start.Format(time.RFC3339), start.Add(time.Hour).Format(time.RFC3339)
 	book := filepath.Join(t.TempDir(), "a100-pro.yaml")

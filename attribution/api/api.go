@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,12 +27,13 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/request"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
 	"github.com/slicemeter/slicemeter/schemas/audit"
 	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
-// Role is what a principal may do (README, "API authentication").
+// Role is what a principal may do (docs/api.md, "API authentication").
 type Role string
 
 // The roles.
@@ -171,6 +173,9 @@ type Server struct {
 	Fleet Fleeter
 	// Statement renders tenants' statements (GET /api/v1/statement); nil: that route answers 501.
 	Statement Statementer
+	// NotYetRetryAfter is the Retry-After of a 503 for a window whose stored minutes are not
+	// all attributed yet (stored.ErrNotAttributed); zero: DefaultNotYetRetryAfter.
+	NotYetRetryAfter time.Duration
 	// Issuer names who bills in the FOCUS export; zero: focus.DefaultIssuer.
 	Issuer focus.Issuer
 }
@@ -207,6 +212,29 @@ func (s *Server) fail(w http.ResponseWriter, status int, err error) {
 		return
 	}
 	writeJSON(w, status, problem{Error: err.Error()})
+}
+
+// DefaultNotYetRetryAfter is NotYetRetryAfter's default: the service's pass interval.
+const DefaultNotYetRetryAfter = time.Minute
+
+// notYet answers 503 with Retry-After when err says that minutes are not attributed yet
+// (stored.ErrNotAttributed): not a fault, and nothing the caller can fix, so neither a 4xx
+// nor a 500; the body says which minutes and what to do. It says whether it answered.
+func (s *Server) notYet(w http.ResponseWriter, err error, instead string) bool {
+	if !errors.Is(err, stored.ErrNotAttributed) {
+		return false
+	}
+	retry := s.NotYetRetryAfter
+	if retry <= 0 {
+		retry = DefaultNotYetRetryAfter
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(retry.Seconds()))))
+	msg := err.Error() + "; the attribution service is attributing them: ask again later"
+	if instead != "" {
+		msg += ", or " + instead
+	}
+	writeJSON(w, http.StatusServiceUnavailable, problem{Error: msg})
+	return true
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -517,8 +545,12 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		rep, err := s.Report(r.Context(), ReportQuery{From: win.Start, To: win.End, Neighbours: req.Neighbours(),
 			FromMinutes: req.FromMinutes, Lines: req.Lines()})
 		if err != nil {
+			err = fmt.Errorf("report of [%s, %s): %w", win.Start.Format(time.RFC3339), win.End.Format(time.RFC3339), err)
+			if s.notYet(w, err, "ask with source=samples to compute it now") {
+				return
+			}
 			s.logger().ErrorContext(r.Context(), "computing a report failed", "from", win.Start, "to", win.End, "err", err)
-			s.fail(w, http.StatusInternalServerError, fmt.Errorf("report of [%s, %s): %w", win.Start.Format(time.RFC3339), win.End.Format(time.RFC3339), err))
+			s.fail(w, http.StatusInternalServerError, err)
 			return
 		}
 		if !sc.all {

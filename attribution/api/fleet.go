@@ -3,13 +3,11 @@ package api
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/fleet"
-	"github.com/slicemeter/slicemeter/attribution/stored"
 )
 
 // FleetQuery is a request of the fleet report: one window of whole minutes, one grouping.
@@ -79,9 +77,8 @@ func (s *Server) getFleet(w http.ResponseWriter, r *http.Request) {
 	rows, err := s.Fleet(r.Context(), FleetQuery{From: times[0], To: times[1], By: by})
 	if err != nil {
 		err = fmt.Errorf("fleet report of [%s, %s): %w", times[0].Format(time.RFC3339), times[1].Format(time.RFC3339), err)
-		if errors.Is(err, stored.ErrNotAttributed) {
+		if s.notYet(w, err, "") {
 			// The window's stored minutes are not all there yet: ask again later.
-			s.fail(w, http.StatusConflict, err)
 			return
 		}
 		s.logger().ErrorContext(r.Context(), "computing the fleet report failed", "from", times[0], "to", times[1], "err", err)

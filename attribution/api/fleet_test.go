@@ -16,7 +16,8 @@ import (
 
 // TestFleetRoles: GET /api/v1/fleet is for the roles that read every tenant; the others are
 // refused (403), an unknown caller 401; bad parameters are 400 naming the parameter, a window
-// not attributed yet 409 naming its first minute missing.
+// not attributed yet 503 with Retry-After naming its first minute missing (not the caller's
+// fault, nor the service's: ask again later).
 func TestFleetRoles(t *testing.T) {
 	var asked FleetQuery
 	notYet := time.Date(2026, 1, 6, 0, 0, 0, 0, time.UTC)
@@ -49,8 +50,8 @@ func TestFleetRoles(t *testing.T) {
 		{"", "from=2026-01-05T00:00:30Z&to=2026-01-05T01:00:00Z", 400, "whole minutes"},
 		{"", window + "&by=rack", 400, "query parameter by"},
 		{"", window + "&format=xml", 400, "query parameter format"},
-		// Half the window not attributed yet: a conflict naming the first minute missing.
-		{"", "from=2026-01-06T00:00:00Z&to=2026-01-06T01:00:00Z", 409, "30 of its 60 minutes are not attributed yet, the first 2026-01-06T00:30:00Z"},
+		// Half the window not attributed yet: 503 naming the first minute missing.
+		{"", "from=2026-01-06T00:00:00Z&to=2026-01-06T01:00:00Z", 503, "30 of its 60 minutes are not attributed yet, the first 2026-01-06T00:30:00Z"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.principal+" "+tt.query, func(t *testing.T) {
@@ -64,6 +65,9 @@ func TestFleetRoles(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			if resp.StatusCode != tt.status || !strings.Contains(string(b), tt.want) {
 				t.Fatalf("status %d %s; want %d with %q", resp.StatusCode, b, tt.status, tt.want)
+			}
+			if retry := resp.Header.Get("Retry-After"); (resp.StatusCode == 503) != (retry == "60") {
+				t.Errorf("status %d with Retry-After %q; want 60 (the default interval) with 503 only", resp.StatusCode, retry)
 			}
 			if resp.StatusCode >= 400 {
 				var p problem

@@ -59,8 +59,12 @@ func (s *Server) getStatement(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	page, err := s.Statement(r.Context(), tenant, m)
 	if err != nil {
+		// The Statementer's error names the tenant and the period already.
+		if s.notYet(w, err, "") {
+			return
+		}
 		s.logger().ErrorContext(r.Context(), "rendering a statement failed", "tenant", tenant, "period", m.String(), "err", err)
-		s.fail(w, http.StatusInternalServerError, fmt.Errorf("statement of %s for %s: %w", tenant, m, err))
+		s.fail(w, http.StatusInternalServerError, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

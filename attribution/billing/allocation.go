@@ -125,7 +125,7 @@ type Usage struct {
 	// MemUsedNS is the integral of memory used / memory of the instance over MemNS, and MemNS
 	// the time it is known for (ns): per UTC minute of the billed interval, the minute's mean
 	// over its samples × the time they cover in it × the share of the minute billed (the
-	// fleet's definition, README.md "Fleet economics"). MemUsedNS / MemNS is the memory
+	// fleet's definition, attribution/README.md "Fleet economics"). MemUsedNS / MemNS is the memory
 	// efficiency.
 	MemUsedNS, MemNS float64
 	// EnergyJ is the allocation's share of its GPU's energy (J): per UTC minute, the GPU's
@@ -143,7 +143,7 @@ type line struct {
 	efficiency                              float64 // valid when active > 0
 }
 
-// attribute applies the definitions (README.md, "Definitions") to one allocation.
+// attribute applies the definitions (attribution/README.md, "Definitions") to one allocation.
 //
 // Efficiency and the vGPU overhead are means over the metered samples weighted by how much
 // of each sample lies in the billed time; with samples inside the billed time, as usual, that

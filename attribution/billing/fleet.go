@@ -40,7 +40,7 @@ func (f *Fleet) Add(t Target, in pricebook.Instance, latest int64) {
 // the presence period: the union of their presence is then [First, Last + period).
 type Span struct{ First, Last int64 }
 
-// Present is when a GPU is capacity within the window (README.md, "Definitions"): the union over
+// Present is when a GPU is capacity within the window (attribution/README.md, "Definitions"): the union over
 // its samples at ts of [ts, ts + period), intersected with the window. A GPU is capacity from its
 // first sample; an exporter outage shorter than the period stays capacity, a longer one is not
 // beyond the period; a GPU that left is capacity until its last sample plus the period. It is

@@ -27,7 +27,7 @@ type InvariantError struct {
 
 func (e *InvariantError) Error() string { return e.Invariant + " invariant: " + e.Detail }
 
-// CheckInvariants returns every way the report breaks the report's invariants (README.md):
+// CheckInvariants returns every way the report breaks the report's invariants (attribution/README.md):
 //   - Σ tenants' list_cost + unallocated = capacity list cost (unallocated may be negative: a
 //     GPU held through a whole window without a sample is billed but not in the capacity);
 //   - cost = used + waste + overhead with used ≥ 0 (waste + overhead ≤ cost, each ≥ 0). The

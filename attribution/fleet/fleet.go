@@ -2,7 +2,7 @@
 // GET /api/v1/fleet, the attribution service's fleet gauges): per GPU model, node or GPU over
 // a window of whole minutes, capacity, allocated and active GPU-hours, memory efficiency,
 // revenue against the operator's costs, the overhead ratio, the blast radius of a host and
-// MIG fragmentation, and energy (README.md, "Fleet economics").
+// MIG fragmentation, and energy (attribution/README.md, "Fleet economics").
 //
 // It reads what is stored, never the raw samples: the per-minute rollup (samples_1m) for the
 // instances, their activity, memory and power and the GPUs' presence, and the attribution

@@ -1,4 +1,4 @@
-// Package focus is the FinOps FOCUS 1.2 export of the bill (README.md, "FOCUS export"): one
+// Package focus is the FinOps FOCUS 1.2 export of the bill (attribution/README.md, "FOCUS export"): one
 // Usage row per allocation per hour, built from the report's line items, and one Correction
 // row per correction line of a closed period; written as CSV or Parquet, row by row, with the
 // FOCUS metadata beside the file.
@@ -107,7 +107,7 @@ type Row struct {
 	XUnmeteredSeconds float64  `parquet:"x_UnmeteredSeconds"`
 	XCorrectedPeriod  *string  `parquet:"x_CorrectedPeriod,optional"`
 	// XEnergyJoules is the line's share of its GPU's energy, XMemoryEfficiency its memory used
-	// / memory of the instance (README.md, "The tenant report"); null on a correction, and
+	// / memory of the instance (attribution/README.md, "The tenant report"); null on a correction, and
 	// the latter when no memory was measured.
 	XEnergyJoules     *float64 `parquet:"x_EnergyJoules,optional"`
 	XMemoryEfficiency *float64 `parquet:"x_MemoryEfficiency,optional"`

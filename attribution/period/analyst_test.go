@@ -15,11 +15,11 @@ import (
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 )
 
-// analystQuery is README.md's query of the line items from attribution_minutes, for February
+// analystQuery is attribution/README.md's query of the line items from attribution_minutes, for February
 // 2026.
 func analystQuery(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -282,13 +282,12 @@ func correctionRows(lines []Line, r report.Report) []report.Row {
 // samples and allocations of its last days still count in it.
 const DefaultCloseAfter = 72 * time.Hour
 
-// CloseDue closes, in order, every period that ended at least after before now and is not
-// closed: from the one after the last closed period, or with none closed from the latest due
-// one only (older months are closed by hand, `slicemeter period close`), and from the stored
-// minutes only once they cover it (a service started within a month cannot close that one: it
-// waits for the next, instead of failing at every pass). It returns the closes it made; a
-// period another closer closed meanwhile is skipped.
-func CloseDue(ctx context.Context, c Closer, after time.Duration, now time.Time) ([]Closed, error) {
+// Due is the periods due to close at now, in order: every period that ended at least after
+// before now and is not closed, from the one after the last closed period, or with none closed
+// the latest due one only (older months are closed by hand, `slicemeter period close`), and
+// from the stored minutes only once they cover it (a service whose stored minutes begin within
+// a month cannot close that one: it waits for the next, instead of failing at every pass).
+func Due(ctx context.Context, c Closer, after time.Duration, now time.Time) ([]Month, error) {
 	latest := Of(now.Add(-after), c.Book.Zone()).Add(-1)
 	closed, err := List(ctx, c.Conn)
 	if err != nil {
@@ -306,16 +305,43 @@ func CloseDue(ctx context.Context, c Closer, after time.Duration, now time.Time)
 			return nil, nil
 		}
 	}
-	var out []Closed
+	var out []Month
 	for m := next; !latest.Before(m); m = m.Add(1) {
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// CloseDue closes, in order, every period Due at now. It returns the closes it made; a period
+// another closer closed meanwhile is skipped. An error names the period that could not close
+// (a *DueError: the periods after it wait, as closes go in order).
+func CloseDue(ctx context.Context, c Closer, after time.Duration, now time.Time) ([]Closed, error) {
+	due, err := Due(ctx, c, after, now)
+	if err != nil {
+		return nil, err
+	}
+	var out []Closed
+	for i, m := range due {
 		p, err := c.Close(ctx, m, now)
 		switch {
 		case errors.Is(err, ErrClosed):
 			continue
 		case err != nil:
-			return out, err
+			return out, &DueError{Period: m, Waiting: due[i+1:], Err: err}
 		}
 		out = append(out, p)
 	}
 	return out, nil
 }
+
+// DueError is a period due that could not be closed, and the later ones due that wait for it.
+type DueError struct {
+	Period  Month
+	Waiting []Month
+	Err     error
+}
+
+func (e *DueError) Error() string { return e.Err.Error() }
+
+// Unwrap makes errors.Is see the close's error.
+func (e *DueError) Unwrap() error { return e.Err }

@@ -1,4 +1,4 @@
-// Package period is the billing periods (README.md, "Billing periods"): a period is a calendar
+// Package period is the billing periods (attribution/README.md, "Billing periods"): a period is a calendar
 // month in the price book's time zone. Closing one (Closer.Close) computes its tenant report
 // through attribution.Report and stores it once, rendered, with its totals as Decimal
 // (billing_periods, billing_period_lines): a closed period reads back byte-identical

@@ -1,4 +1,4 @@
-// Package report is the tenant report (README.md, "The tenant report"): one row per tenant
+// Package report is the tenant report (attribution/README.md, "The tenant report"): one row per tenant
 // per window, then the __unallocated__ row, as CSV or JSON.
 package report
 

@@ -9,10 +9,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/billing"
+	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/attribution/stored"
 )
 
-// Recomputations that survive a restart (README.md, "Recomputation and holes").
+// Recomputations that survive a restart (attribution/README.md, "Recomputation and holes").
 //
 // What makes stored minutes stale (allocations received late or changed) and the holes found
 // in the stored minutes are recorded in ClickHouse (stored.Recomputation) before any minute is
@@ -114,14 +117,81 @@ func (r *Runner) findHoles(ctx context.Context, closed, now time.Time, owns func
 	return nil
 }
 
-// owedAlready says whether a missing-minutes record not done covers the run.
+// owedAlready says whether a record not done of minutes with no stored pass (holes, a
+// backfill, a period's close) covers the run.
 func owedAlready(open []stored.Recomputation, run stored.Run) bool {
 	for _, rec := range open {
-		if rec.Reason == stored.ReasonMissing && !rec.From.After(run.From) && !rec.To.Before(run.To) {
+		if (rec.Reason == stored.ReasonMissing || stored.FirstAttribution(rec.Reason)) && !rec.From.After(run.From) && !rec.To.Before(run.To) {
 			return true
 		}
 	}
 	return false
+}
+
+// recordBackfill records, once (at the first pass), the minutes from OpenFrom (no further back
+// than MaxRecompute) to the first stored minute (to where the passes begin, with none stored)
+// that no pass stored, as a recomputation of reason backfill: a fresh install attributes the
+// billing period it will close, and a service that was down or started late catches up.
+func (r *Runner) recordBackfill(ctx context.Context, closed, now time.Time) error {
+	if r.backfilled || r.cfg.OpenFrom == nil {
+		return nil
+	}
+	from := maxTime(r.cfg.OpenFrom(now).Truncate(time.Minute), closed.Add(-r.cfg.MaxRecompute).Truncate(time.Minute))
+	to, err := stored.FirstMinute(ctx, r.conn)
+	if err != nil {
+		return err
+	}
+	if to.IsZero() || r.done.Before(to) {
+		to = r.done
+	}
+	n, err := r.Owe(ctx, from, to, stored.ReasonBackfill, "the open billing period before the first stored minute", now)
+	if err != nil {
+		return fmt.Errorf("record the backfill of [%s, %s): %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+	}
+	r.backfilled = true
+	if n > 0 {
+		r.logger.InfoContext(ctx, "attributing the minutes of the open billing period that were never attributed, oldest first; progress is logged once a minute",
+			"from", from, "to", to, "minutes", n, "max_minutes_per_pass", r.cfg.MaxMinutes)
+	}
+	return nil
+}
+
+// Owe records the minutes of [from, to) that no pass stored, and no record owes already, as
+// recomputations of reason (stored.ReasonBackfill, stored.ReasonPeriodClose), so that the
+// passes attribute them, oldest first, and a restart resumes them. It returns how many minutes
+// it recorded. The service calls it for a billing period whose close needs minutes nobody
+// would attribute otherwise (before the first stored minute). Not safe during a pass.
+func (r *Runner) Owe(ctx context.Context, from, to time.Time, reason, what string, now time.Time) (int, error) {
+	runs, err := stored.MissingMinutes(ctx, r.conn, from, to)
+	if err != nil || len(runs) == 0 {
+		return 0, err
+	}
+	open, err := stored.OpenRecomputations(ctx, r.conn)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i, run := range runs {
+		if owedAlready(open, run) {
+			continue
+		}
+		rec := stored.Recomputation{ID: recordID(reason, now.Add(time.Duration(i))), Reason: reason, What: what,
+			From: run.From, To: run.To, Next: run.From, Updated: now}
+		if r.cfg.Shards != nil {
+			// The nodes present then, whichever replica owns them: each replica advances its own.
+			period := attribution.Options{Presence: r.cfg.Presence}.PresencePeriod()
+			p, err := store.ReadPresence(ctx, r.conn, r.cfg.Samples, billing.Interval{Start: run.From.UnixNano(), End: run.To.UnixNano()}, period)
+			if err != nil {
+				return n, err
+			}
+			rec.Nodes = p.Nodes()
+		}
+		if err := stored.RecordRecomputation(ctx, r.conn, rec); err != nil {
+			return n, err
+		}
+		n += int(run.To.Sub(run.From) / time.Minute)
+	}
+	return n, nil
 }
 
 // owedFrom is the earliest minute that a record not done still owes the nodes the replica
@@ -193,24 +263,33 @@ func (r *Runner) advance(ctx context.Context, open []stored.Recomputation, from,
 
 // count sets what is still owed (Owed) from the records.
 func (r *Runner) count(ctx context.Context, open []stored.Recomputation, now time.Time) {
-	var stale, missing int
+	var stale, missing, backfill int
 	for _, rec := range open {
-		if rec.Reason == stored.ReasonMissing {
+		switch {
+		case rec.Reason == stored.ReasonMissing:
 			missing += rec.Remaining()
-		} else {
+		case stored.FirstAttribution(rec.Reason):
+			backfill += rec.Remaining()
+		default:
 			stale += rec.Remaining()
 		}
 	}
 	r.stale.Store(int64(stale))
 	r.absent.Store(int64(missing))
-	if stale+missing > 0 {
-		r.logs.Log(ctx, now, slog.LevelInfo, "recomputation_owed", "stored minutes still to attribute again", "stale_minutes", stale, "missing_minutes", missing)
+	r.backfill.Store(int64(backfill))
+	if stale+missing+backfill > 0 {
+		r.logs.Log(ctx, now, slog.LevelInfo, "recomputation_owed", "minutes still to attribute (again)", "stale_minutes", stale, "missing_minutes", missing,
+			"backfill_minutes", backfill)
 	}
 }
 
 // Owed is, after the latest pass, how many stored minutes remain to attribute again (stale)
 // and how many have no stored pass (missing), of every record not done.
 func (r *Runner) Owed() (stale, missing int) { return int(r.stale.Load()), int(r.absent.Load()) }
+
+// Backfill is, after the latest pass, how many minutes never attributed remain to attribute
+// for the first time (the open period's backfill, the minutes a period's close needs).
+func (r *Runner) Backfill() int { return int(r.backfill.Load()) }
 
 // watchOwed exports Owed as gauges in seconds (Prometheus' base unit), 0 from the start.
 func watchOwed(reg prometheus.Registerer, r *Runner) {
@@ -222,4 +301,8 @@ func watchOwed(reg prometheus.Registerer, r *Runner) {
 		Name: "slicemeter_attribution_missing_seconds",
 		Help: "Time between the first and the latest attributed minute with no stored pass (holes), still to be attributed, in seconds (whole minutes).",
 	}, func() float64 { _, m := r.Owed(); return float64(m) * 60 }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "slicemeter_attribution_backfill_seconds",
+		Help: "Time never attributed that the service is attributing for the first time (the open billing period at start, the minutes a billing period's close needs), in seconds (whole minutes).",
+	}, func() float64 { return float64(r.Backfill()) * 60 }))
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
-// Price book changes (README.md, "Price book changes").
+// Price book changes (attribution/README.md, "Price book changes").
 //
 // Stored minutes carry the money of the book they were attributed with, and a period closed
 // from them is corrected only where minutes were stored again (period.Closer). So at its

@@ -44,6 +44,12 @@ type Passes struct {
 	Presence time.Duration
 	// Shards says which nodes this replica attributes when several share the fleet (nil: all).
 	Shards Shards
+	// OpenFrom, when set, is where the billing periods the service will close begin, as of now
+	// (the start of the month still open, or of the one before while that is not closed
+	// automatically yet): the first pass records the minutes from there to the first stored
+	// minute that no pass stored (reason backfill), so that a fresh install attributes its
+	// open period and can close it, and later passes attribute them oldest first.
+	OpenFrom func(now time.Time) time.Time
 	// HoleScan: how often the stored minutes are searched for holes (minutes with no stored
 	// pass between the first and the latest attributed one); zero: DefaultHoleScan. The first
 	// pass always searches.
@@ -89,8 +95,9 @@ type Runner struct {
 	adopted bool
 	// holes: when the stored minutes were last searched for holes; owed: the minutes still to
 	// attribute again (stale) or with no stored pass (missing), after the latest pass.
-	holes         time.Time
-	stale, absent atomic.Int64 // read by the gauges while a pass runs
+	holes                   time.Time
+	stale, absent, backfill atomic.Int64 // read by the gauges while a pass runs
+	backfilled              bool         // the open period's backfill is recorded (OpenFrom)
 
 	report func(context.Context, store.Querier, *pricebook.PriceBook, attribution.Options) (attribution.Result, error) // attribution.Report
 }
@@ -117,6 +124,9 @@ type Pass struct {
 	// within the lookback are tried again by the next): one bad minute does not stop the others.
 	Failed []error
 	Done   time.Time
+	// Behind: the pass stopped at MaxMinutes before the latest closed minute; the next one
+	// has minutes waiting already (the service runs it without waiting for the interval).
+	Behind bool
 }
 
 // Once runs one pass: the closed minutes from the lookback (or from where a late allocation
@@ -154,6 +164,9 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 		r.watermark, r.seen = watermark, seen // not recorded: the next pass takes them again
 		return Pass{Done: r.done}, err
 	}
+	if err := r.recordBackfill(ctx, closed, now); err != nil {
+		return Pass{Done: r.done}, err
+	}
 	if err := r.findHoles(ctx, closed, now, a.Owns); err != nil {
 		return Pass{Done: r.done}, err
 	}
@@ -164,7 +177,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	r.count(ctx, open, now)
 	owed := owedFrom(open, a.Owns)
 	from, to := r.span(closed, owed)
-	p := Pass{From: from, To: to, Done: r.done}
+	p := Pass{From: from, To: to, Done: r.done, Behind: to.Before(closed)}
 	if !from.Before(to) {
 		return p, nil
 	}
@@ -182,7 +195,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 		}
 		if r.redoFrom(back, closed); r.redo.Before(from) {
 			from, to = r.span(closed, owed)
-			p.From, p.To = from, to
+			p.From, p.To, p.Behind = from, to, to.Before(closed)
 			if presence, err = r.presence.Advance(ctx, r.conn, r.cfg.Samples, billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}, period); err != nil {
 				return p, err
 			}

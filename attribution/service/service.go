@@ -138,7 +138,18 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 		logger.WarnContext(ctx, "could not check that the price book prices the fleet", "err", err)
 	}
 	s := &service{cfg: cfg, conn: conn, logger: logger, logs: lograte.New(logger, time.Minute), sla: newSLAMetrics(reg, cfg.Book)}
-	s.runner = NewRunner(conn, cfg.Book, cfg.Passes, s.sla, logger)
+	passes := cfg.Passes
+	if passes.OpenFrom == nil {
+		if passes.OpenFrom, err = openFrom(ctx, conn, cfg.Book, cfg.CloseAfter); err != nil {
+			return err
+		}
+	}
+	s.runner = NewRunner(conn, cfg.Book, passes, s.sla, logger)
+	// Registered whether the service closes periods or not, so that dashboards and alerts see 0.
+	closeMetrics := newCloseMetrics(reg)
+	if cfg.CloseAfter > 0 {
+		s.closing = newClosing(s.closer(), cfg.CloseAfter, cfg.Interval, s.runner, closeMetrics, logger)
+	}
 	s.sla.watchLag(reg, s.runner)
 	watchOwed(reg, s.runner)
 	s.fleet = newFleetMetrics(reg, s.tenantLimit())
@@ -155,7 +166,8 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 		Audit:   func(ctx context.Context, q audit.Query) ([]audit.Entry, error) { return audit.List(ctx, conn, q) },
 		Periods: periods{conn: conn, closer: s.closer()},
 		// A month from the stored minutes: from the samples it is 32 reports of raw samples.
-		Statement: statement.Page(statement.DatabaseSource(conn, cfg.Book, true, s.logNotes)),
+		Statement:        statement.Page(s.statementSource()),
+		NotYetRetryAfter: cfg.Interval,
 	}
 	if cfg.Export != nil {
 		srv.Issuer = focus.IssuerNamed(cfg.Export.Issuer)
@@ -169,7 +181,12 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 		tick := time.NewTicker(cfg.Interval)
 		defer tick.Stop()
 		for {
-			s.pass(ctx)
+			behind := s.pass(ctx)
+			// Minutes waiting (a backfill, a recomputation): the next pass at once, attributing
+			// only, until the interval's full pass is due.
+			for behind && ctx.Err() == nil && len(tick.C) == 0 {
+				behind = s.attribute(ctx).Behind
+			}
 			select {
 			case <-ctx.Done():
 				return nil
@@ -181,14 +198,15 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 
 // service is one running attribution service.
 type service struct {
-	cfg    Config
-	conn   driver.Conn
-	runner *Runner
-	sla    *slaMetrics
-	fleet  *fleetMetrics
-	ready  atomic.Bool // once a trailing window is attributed
-	logger *slog.Logger
-	logs   *lograte.Limiter // the trailing window's notes recur at every pass
+	cfg     Config
+	conn    driver.Conn
+	runner  *Runner
+	sla     *slaMetrics
+	fleet   *fleetMetrics
+	ready   atomic.Bool // once a trailing window is attributed
+	logger  *slog.Logger
+	logs    *lograte.Limiter // the trailing window's notes recur at every pass
+	closing *closing         // nil: the service closes no period
 }
 
 // report answers the API's report requests.
@@ -236,8 +254,8 @@ func (s *service) updateFleet(ctx context.Context) {
 	}
 }
 
-// pass attributes the closed minutes into ClickHouse, then the trailing window for the gauges.
-func (s *service) pass(ctx context.Context) {
+// attribute runs one pass of the runner: the closed minutes into ClickHouse.
+func (s *service) attribute(ctx context.Context) Pass {
 	began := time.Now()
 	p, err := s.runner.Once(ctx)
 	s.sla.passDuration.Observe(time.Since(began).Seconds())
@@ -245,27 +263,38 @@ func (s *service) pass(ctx context.Context) {
 	if err != nil {
 		s.sla.errors.Inc()
 		s.logger.Error("attributing minutes failed", "from", p.From, "to", p.To, "err", err)
+		p.Behind = false // the next pass waits for the interval
 	} else if p.Fresh+p.Recomputed > 0 {
 		s.logger.Debug("attributed minutes", "from", p.From, "to", p.To, "fresh", p.Fresh, "recomputed", p.Recomputed)
 	}
-	s.closePeriods(ctx)
+	return p
+}
+
+// pass attributes the closed minutes into ClickHouse, closes the periods due, then computes the
+// trailing window for the gauges. It says whether minutes are still waiting (Pass.Behind).
+func (s *service) pass(ctx context.Context) (behind bool) {
+	p := s.attribute(ctx)
+	behind = p.Behind
+	if s.closing != nil {
+		s.closing.run(ctx)
+	}
 	s.updateFleet(ctx)
 	// The gauges are of the replica's nodes (Shards), as its minutes and counters are: replicas
 	// share the trailing window's work as they share the minutes'.
 	nodes, owned := s.runner.Nodes()
 	if !owned {
-		return
+		return behind
 	}
 	// Whole seconds: the window's edges are what the report prints.
 	to := time.Now().UTC().Truncate(time.Second)
-	began = time.Now()
+	began := time.Now()
 	res, err := attribution.Report(ctx, s.conn, s.cfg.Book, attribution.Options{From: to.Add(-s.cfg.Window), To: to, Samples: s.cfg.Samples, Presence: s.cfg.Presence,
 		Nodes: nodes})
 	s.sla.duration.Observe(time.Since(began).Seconds())
 	if err != nil && !errors.Is(err, attribution.ErrInvariants) {
 		s.sla.errors.Inc()
 		s.logger.Error("attribution failed", "window_end", to, "err", err)
-		return
+		return behind
 	}
 	for _, n := range res.Report.Notes {
 		s.logs.Log(ctx, to, slog.LevelWarn, "window_note", "attribution report note", "window_start", res.Report.WindowStart, "window_end", to, "note", n)
@@ -277,6 +306,7 @@ func (s *service) pass(ctx context.Context) {
 	}
 	s.sla.set(res.Report)
 	s.ready.Store(true)
+	return behind
 }
 
 // closer closes billing periods from the stored minutes, for the service and the API.
@@ -295,33 +325,4 @@ func (p periods) List(ctx context.Context) ([]period.Closed, error) { return per
 
 func (p periods) Close(ctx context.Context, m period.Month, now time.Time) (period.Closed, error) {
 	return p.closer.Close(ctx, m, now)
-}
-
-// closePeriods closes the billing periods that are due, from the stored minutes. A period that
-// cannot be closed yet (minutes not all attributed, a broken report) is retried at every pass
-// and logged once a minute: it blocks no attribution.
-func (s *service) closePeriods(ctx context.Context) {
-	if s.cfg.CloseAfter <= 0 {
-		return
-	}
-	now := time.Now()
-	if s.runner.Repricing() {
-		// A close now would bill part of the old prices, then correct them in the next.
-		s.logs.Log(ctx, now, slog.LevelInfo, "period_close_held", "no billing period is closed while the stored minutes are attributed again with the changed price book")
-		return
-	}
-	closed, err := period.CloseDue(ctx, s.closer(), s.cfg.CloseAfter, now)
-	if errors.Is(err, period.ErrOwed) {
-		// The recomputation or the holes are being dealt with: the close waits, no error.
-		s.logs.Log(ctx, now, slog.LevelInfo, "period_close_held", "a billing period is not closed while stored minutes of it are stale or missing", "err", err)
-		err = nil
-	}
-	for _, p := range closed {
-		s.logger.Info("billing period closed", "period", p.Period.String(), "version", p.Version, "cost", p.Cost.StringFixed(6),
-			"corrections", p.CorrectionCost.StringFixed(6))
-	}
-	if err != nil {
-		s.sla.errors.Inc()
-		s.logs.Log(ctx, now, slog.LevelError, "period_close", "closing a billing period failed", "err", err)
-	}
 }

@@ -1,4 +1,4 @@
-// Package statement is a tenant's statement of one billing period (README.md, "Tenant
+// Package statement is a tenant's statement of one billing period (attribution/README.md, "Tenant
 // statement"): the period's totals, a daily chart of its cost split into used, waste and
 // overhead, its line items, cold start and jitter against the SLA, and the corrections of
 // earlier periods it bills, as one self-contained HTML page (Render) that prints on A4.

@@ -41,7 +41,7 @@ var dedupSamples = `
     WHERE ts_ns >= ? AND ts_ns < ? AND (node, instance_id) IN (` + chquery.TargetsTable + `)`
 
 // usageQuery: per allocation, the time its samples cover in the billed interval (the measure
-// of their union, never the sum: README.md, "Definitions"), the part covered by samples whose
+// of their union, never the sum: attribution/README.md, "Definitions"), the part covered by samples whose
 // activity was measured, the efficiency and vGPU switch share, and the vGPU waits of the
 // samples taken in its billed time as a histogram (wait → count; the p99 is computed in Go
 // from it). One pass over the samples answers all of it.

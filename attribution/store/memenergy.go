@@ -1,7 +1,7 @@
 package store
 
-// Per allocation, its memory efficiency and energy (README.md, "The tenant report"), with the
-// fleet's definitions (attribution/fleet, README.md "Fleet economics"): per UTC minute of an instance,
+// Per allocation, its memory efficiency and energy (attribution/README.md, "The tenant report"), with the
+// fleet's definitions (attribution/fleet, attribution/README.md "Fleet economics"): per UTC minute of an instance,
 // its GPU's energy is the mean power of the samples taken in the minute × the time its samples
 // cover in the minute, and its memory the mean of memory used / memory of the instance of
 // those samples; an allocation gets them for the share of the minute it is billed (and the

@@ -5,7 +5,7 @@ package store
 // first attached) asked of one row per (node, instance_id, second) instead of ~10. The
 // complete row of a second is the one with the most samples (schemas/README.md).
 //
-// What changes at second granularity, all within the report's tolerances (README.md):
+// What changes at second granularity, all within the report's tolerances (attribution/README.md, "The tenant report"):
 //   - a second's samples count for the billed time by the share of the second that lies in it
 //     (exact for allocations on whole seconds, as schedulers report them);
 //   - nothing else: a row holds the pieces of the samples inside its second, with their

@@ -20,7 +20,19 @@ const (
 	ReasonAllocation = "allocation" // allocations received late or changed
 	ReasonPriceBook  = "price_book" // the price book changed what it bills
 	ReasonMissing    = "missing"    // minutes with no stored pass (holes)
+	// ReasonBackfill: minutes never attributed before the first stored one, from the start of
+	// the billing period still open at the service's start (README, "Recomputation and holes").
+	ReasonBackfill = "backfill"
+	// ReasonPeriodClose: minutes of a billing period due to close that were never attributed
+	// (a service started after it, a month closed by hand before it): the close needs them.
+	ReasonPeriodClose = "period_close"
 )
+
+// FirstAttribution says whether the reason is minutes never attributed before (a backfill),
+// rather than stored minutes gone stale or lost.
+func FirstAttribution(reason string) bool {
+	return reason == ReasonBackfill || reason == ReasonPeriodClose
+}
 
 // Recomputation is the minutes [From, To) of Nodes (none: every node) to attribute again.
 type Recomputation struct {

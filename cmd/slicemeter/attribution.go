@@ -43,7 +43,7 @@ func newAttributionCmd(app *kingpin.Application) *attributionCmd {
 	cmd.samples = samplesFlag(c, "rollup-1s")
 	cmd.cfg.Web = webFlags(c, ":9837")
 	cmd.cfg.Reports = reportLimitFlags(c)
-	c.Flag("api.auth-file", "Who may use /api/v1: bearer token hashes and JWT settings (YAML; README, \"API authentication\").").PlaceHolder("FILE").StringVar(&cmd.cfg.AuthFile)
+	c.Flag("api.auth-file", "Who may use /api/v1: bearer token hashes and JWT settings (YAML; docs/api.md, \"API authentication\").").PlaceHolder("FILE").StringVar(&cmd.cfg.AuthFile)
 	c.Flag("api.insecure-no-auth", "Serve /api/v1 without authentication: every caller is an operator (a warning is logged).").BoolVar(&cmd.cfg.InsecureNoAuth)
 	c.Flag("attribution.delay", "A minute is attributed this long after it ends (samples arrive late through Kafka).").Default("30s").DurationVar(&cmd.cfg.Delay)
 	c.Flag("attribution.lookback", "Every pass attributes again the closed minutes this far back, so late samples count.").Default("10m").DurationVar(&cmd.cfg.Lookback)

@@ -12,6 +12,10 @@ import (
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
+// defaultRawRetention is how long the collector keeps raw samples unless told: 14 days, what the
+// chart sets, so that a collector run by hand does not fill its disk.
+const defaultRawRetention = "336h"
+
 // collectorCmd is `slicemeter collector`: its flags fill a service.Config.
 type collectorCmd struct {
 	cfg          service.Config
@@ -35,7 +39,9 @@ func newCollectorCmd(app *kingpin.Application) *collectorCmd {
 	cfg.Web = webFlags(c, ":9836")
 	// Whole days are what expires (day partitions); 0 keeps everything.
 	r := &cfg.Collector.Retention
-	c.Flag("retention.raw", "Keep raw samples this long (e.g. 168h; 0: forever).").Default("0").DurationVar(&r.Raw)
+	// Raw samples are the largest table by far: 14 days by default, as in the Helm chart
+	// (TestCollectorRetentionDefaultsAreTheChart); the rollups reports read stay.
+	c.Flag("retention.raw", "Keep raw samples this long (0: forever).").Default(defaultRawRetention).DurationVar(&r.Raw)
 	c.Flag("retention.rollup-1s", "Keep the per-second rollup this long (0: forever).").Default("0").DurationVar(&r.Rollup1s)
 	c.Flag("retention.rollup-1m", "Keep the per-minute rollup this long (0: forever).").Default("0").DurationVar(&r.Rollup1m)
 	return cmd

@@ -28,6 +28,10 @@ func TestExporterFlags(t *testing.T) {
 		{"spool too small", []string{"--scenario", multi, "--kafka.brokers", "127.0.0.1:1", "--spool.dir", dir, "--spool.max-bytes", "10"}, exitUsage, []string{"--spool.dir", "size limit 10 bytes"}},
 		{"memory queue too small", []string{"--scenario", multi, "--kafka.brokers", "127.0.0.1:1", "--queue.max-bytes", "10"}, exitUsage, []string{"--queue.max-bytes", "size limit 10 bytes"}},
 		{"bad --sim.start", []string{"--scenario", multi, "--sim.start", "soon"}, exitUsage, []string{`--sim.start "soon"`}},
+		// Production default: a bare exporter samples this node's GPUs (here: no driver), it does
+		// not ask for a scenario.
+		{"bare exporter samples NVML", []string{"--nvml.library", filepath.Join(dir, "libnvidia-ml.so.1")}, exitError, []string{"--source nvml", "libnvidia-ml.so.1"}},
+		{"scenario and capture without --source", []string{"--scenario", multi, "--replay", capture}, exitUsage, []string{"--scenario and --replay without --source"}},
 		{"replay runs", []string{"--source", "replay", "--replay", capture, "--replay.fast", "--summary", filepath.Join(dir, "s.json")}, exitOK, nil},
 	}
 	for _, tc := range tests {

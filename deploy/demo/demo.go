@@ -15,19 +15,23 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/request"
+	attrsvc "github.com/slicemeter/slicemeter/attribution/service"
 	"github.com/slicemeter/slicemeter/collector"
 	collectorsvc "github.com/slicemeter/slicemeter/collector/service"
 	"github.com/slicemeter/slicemeter/deploy/local"
 	exportersvc "github.com/slicemeter/slicemeter/exporter/service"
+	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
+	"github.com/slicemeter/slicemeter/schemas/scenario"
 )
 
 // Config is what the demo's flags set.
@@ -44,6 +48,11 @@ type Config struct {
 	DSN           string                   // ClickHouse; empty: a server started in a temporary directory
 	Partitions    int                      // of the topics when they have to be created
 	Web           *webserver.Flags
+	// StoreMinutes stores the attribution minutes of the scenario's window into the database DSN
+	// names, as the attribution service's passes do, so that report --from-minutes, fleet and
+	// statement work on it afterwards. Off, or with the demo's own ClickHouse (removed at exit):
+	// they are left to an attribution service started on the database later.
+	StoreMinutes bool
 }
 
 // Run runs the demo: it starts what cfg does not name, runs the services on the scenario and
@@ -138,6 +147,15 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 
 	// Every sample of the simulated window is stored by now, even where --sim.start put the
 	// window ahead of the wall clock (a fast live demo): its end is the demo's present.
+	// Only into a database that outlives the demo: its own ClickHouse is removed at exit, and
+	// the minutes cost about as long as the rest of a short demo.
+	var minutes int
+	if cfg.StoreMinutes && cfg.DSN != "" {
+		if minutes, err = storeMinutes(ctx, col.Conn(), sc, logger); err != nil {
+			return err
+		}
+	}
+	attributed := time.Now()
 	res, err := attribution.Report(ctx, col.Conn(), sc.Book, attribution.Options{From: sc.Start, To: sc.End(),
 		Now: later(time.Now(), sc.End()), Delay: -1})
 	attribution.LogNotes(ctx, logger, res.Report)
@@ -159,8 +177,57 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		"startup", servicesUp.Sub(began).Round(time.Millisecond),
 		"sample_and_publish", sampled.Sub(servicesUp).Round(time.Millisecond),
 		"drain_to_clickhouse", stored.Sub(sampled).Round(time.Millisecond),
-		"attribution", done.Sub(stored).Round(time.Millisecond))
+		"store_minutes", attributed.Sub(stored).Round(time.Millisecond),
+		"attribution", done.Sub(attributed).Round(time.Millisecond))
+	cfg.sayWhatsNext(logger, dsn, sc, minutes)
 	return nil
+}
+
+// storeMinutes runs the attribution service's passes over the scenario's window, with the
+// scenario's price book, until every minute of it is stored (attribution_minutes, the hourly
+// roll-ups, the book they were priced with), as a service started on the database would have.
+// It returns how many minutes it stored.
+func storeMinutes(ctx context.Context, conn driver.Conn, sc *scenario.Scenario, logger *slog.Logger) (int, error) {
+	end := sc.End().Truncate(time.Minute)
+	passes := attrsvc.DefaultPasses
+	passes.Delay, passes.Lookback = 0, 0 // every sample is stored: the window's end is closed
+	passes.Backfill = end.Sub(sc.Start.Truncate(time.Minute))
+	passes.MaxRecompute = max(passes.MaxRecompute, passes.Backfill)
+	runner := attrsvc.NewRunner(conn, sc.Book, passes, nil, logger)
+	runner.SetClock(func() time.Time { return end })
+	stored := 0
+	for {
+		p, err := runner.Once(ctx)
+		if err != nil {
+			return stored, fmt.Errorf("storing the attribution minutes of %s to %s: %w", sc.Start.Format(time.RFC3339), end.Format(time.RFC3339), err)
+		}
+		if len(p.Failed) > 0 {
+			return stored, fmt.Errorf("storing the attribution minutes: %d minutes failed, the first: %w", len(p.Failed), p.Failed[0])
+		}
+		stored += p.Fresh + p.Recomputed
+		if !p.From.Before(p.To) {
+			break
+		}
+	}
+	logger.Info("attribution minutes stored, as the attribution service would", "minutes", stored, "from", sc.Start, "to", end)
+	return stored, nil
+}
+
+// sayWhatsNext tells where the demo's data is: a database the command line named keeps it, and
+// the commands that read it; the demo's own ClickHouse is removed when it exits.
+func (c Config) sayWhatsNext(logger *slog.Logger, dsn string, sc *scenario.Scenario, minutes int) {
+	if c.DSN == "" {
+		logger.Info("the demo's ClickHouse and its data are removed now; to keep them for report, fleet and statement, run the demo with --clickhouse.dsn")
+		return
+	}
+	window := "--from " + sc.Start.Format(time.RFC3339) + " --to " + sc.End().Truncate(time.Minute).Format(time.RFC3339)
+	base := " --clickhouse.dsn " + chconn.Redact(dsn) + " --scenario " + c.ScenarioPath + " " + window
+	if minutes == 0 {
+		logger.Info("the demo's data stays in "+chconn.Redact(dsn), "report", "slicemeter report"+base)
+		return
+	}
+	logger.Info("the demo's data and attribution minutes stay in "+chconn.Redact(dsn),
+		"report", "slicemeter report --from-minutes"+base, "fleet", "slicemeter fleet"+base)
 }
 
 // localServices are the given Kafka brokers and ClickHouse, or an embedded broker (kfake) and a

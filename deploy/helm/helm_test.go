@@ -279,7 +279,7 @@ func find(objs []object, kind, name string) *object {
 	return nil
 }
 
-// TestChartObjects reads the rendered objects for what README's "On Kubernetes" promises.
+// TestChartObjects reads the rendered objects for what deploy/helm/README.md promises.
 func TestChartObjects(t *testing.T) {
 	helm := helmBinary(t)
 	objs := parse(t, template(t, helm))

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# Installs what slicemeter's demo and tests start or call, on Debian 12 as root: ClickHouse 18.16,
-# protoc, Prometheus, Alertmanager, kcat, Java 17 and Maven (for the Kafka broker), etcd, Chromium
-# (the statement's browser test and PDF), chDB, the
-# FOCUS validator (a virtual environment in the cache), the Kafka and ZooKeeper jars in the cache,
-# and kube-apiserver and helm built from their Go modules into the cache. Only what is missing is
-# installed, so a second run takes
-# about a second.
+# Installs what slicemeter's demo and tests start or call, on Debian 12 as root; only what is
+# missing, so a second run takes about a second.
+#
+#   install-deps.sh [demo|test] [--list]
+#
+# demo: only what `slicemeter demo` starts, ClickHouse 18.16 (its server and client). The demo's
+#       Kafka broker is kfake, in the process: no Java, no jars.
+# test (the default): the demo's, and what the tests start or call: protoc, Prometheus,
+#       Alertmanager, kcat, Java 17 and Maven (for the Kafka broker), etcd, Chromium (the
+#       statement's browser test and PDF), chDB, the FOCUS validator (a virtual environment in
+#       the cache), the Kafka and ZooKeeper jars in the cache, and kube-apiserver and helm built
+#       from their Go modules into the cache.
+# --list prints what the profile installs, one "KIND NAME" a line (apt, pip, venv, maven,
+#       build), installed or not, and changes nothing: deploy/local's TestInstallDepsDemo reads
+#       it through `make -n demo` to keep test-only tools out of the demo's path.
 #
 # The services installed here are never used: the harness (deploy/local) starts its own
 # ClickHouse, Kafka and Prometheus on free loopback ports. Package installs are kept from starting
@@ -17,12 +25,43 @@ kafka_version=4.4.0
 zookeeper_version=3.9.5 # deploy/local ZooKeeperVersion; ClickHouse 18.16 clusters need ZooKeeper
 kube_version=1.31.4  # deploy/local KubeAPIServerVersion
 helm_version=3.22.0  # deploy/local HelmVersion
-packages=(clickhouse-server clickhouse-client protobuf-compiler prometheus prometheus-alertmanager
-	kcat openjdk-17-jre-headless maven python3-pip python3-venv etcd-server chromium)
+demo_packages=(clickhouse-server clickhouse-client)
+test_packages=(protobuf-compiler prometheus prometheus-alertmanager kcat openjdk-17-jre-headless maven python3-pip
+	python3-venv etcd-server chromium)
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+
+profile=test
+list=false
+for arg in "$@"; do
+	case $arg in
+	demo | test) profile=$arg ;;
+	--list) list=true ;;
+	-h | --help)
+		sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
+		exit 0
+		;;
+	*)
+		log "unknown argument \"$arg\": expected demo, test or --list"
+		exit 2
+		;;
+	esac
+done
+packages=("${demo_packages[@]}")
+if [[ $profile == test ]]; then
+	packages+=("${test_packages[@]}")
+fi
+
+if $list; then
+	printf 'apt %s\n' "${packages[@]}"
+	if [[ $profile == test ]]; then
+		printf '%s\n' "pip chdb" "venv focus-validator==1.0.0" "maven kafka-$kafka_version" "maven zookeeper-$zookeeper_version" \
+			"build kube-apiserver-$kube_version" "build helm-$helm_version"
+	fi
+	exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -46,6 +85,11 @@ if ((${#missing[@]} > 0)); then
 	apt-get update -q
 	log "installing ${missing[*]}"
 	apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if [[ $profile == demo ]]; then
+	log "all the demo's dependencies present (make test installs the tests' own)"
+	exit 0
 fi
 
 # chDB checks our SQL against current ClickHouse (deploy/local/chdb_check.py).

@@ -34,8 +34,10 @@ import (
 // mainPackage is the command under test.
 const mainPackage = "github.com/slicemeter/slicemeter/cmd/slicemeter"
 
-// env is added to every process's environment.
-var env = []string{"SLICEMETER_LOG_LEVEL=info"}
+// env is added to every process's environment. The tests' scenarios lie months before the
+// wall clock: a collector's production retention of raw samples (14 days) would drop them at
+// its start, so the tests keep them (a flag still wins over the variable).
+var env = []string{"SLICEMETER_LOG_LEVEL=info", "SLICEMETER_RETENTION_RAW=0"}
 
 // built is the test binary's slicemeter build, made once by the first test that needs it and
 // removed by Main.

@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// The secrets scan (README, "Tests"): every password and token a test registers with Secret
+// The secrets scan (docs/development.md, "Tests"): every password and token a test registers with Secret
 // is looked for, once the whole run is over (Main), in everything the binary wrote: each
 // service's log, each command's stderr, and each service's /metrics as Stop fetched it. They
 // are kept, for that, in one directory per test binary (outputs), removed by Main.

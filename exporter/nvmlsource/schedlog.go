@@ -9,7 +9,7 @@ import (
 )
 
 // schedLog turns one physical GPU's vGPU scheduler log into per-tick run time, waits and switch
-// time (README.md, "A sample": its vGPU scheduling data). The driver keeps the latest 200 entries; an
+// time (schemas/README.md, "A sample": its vGPU scheduling data). The driver keeps the latest 200 entries; an
 // entry is written when a software runlist (one vGPU) is preempted: its timestamp is the end of
 // the run, TimeRun its length, and the growth of CumulativePreemptionTime the switch that
 // followed it.

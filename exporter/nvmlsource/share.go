@@ -8,7 +8,7 @@ import (
 )
 
 // Share instances: a GPU that the device plugin hands out as time-sliced or MPS replicas is
-// sampled as one instance per replica (README.md, "Instances"), from two NVML calls per tick:
+// sampled as one instance per replica (schemas/README.md, "Instances"), from two NVML calls per tick:
 // per-process utilization since the previous tick and the running processes with their memory,
 // each process counted on the replica that Config.Shares maps it to. NVML has no per-process
 // utilization on MIG GPUs, so a MIG GPU is never sampled as shares.

@@ -19,7 +19,7 @@ import (
 type IDScheme int
 
 const (
-	// UUIDs: the GPU UUID, MIG UUID or vGPU instance UUID (real hardware; README.md, "Instances").
+	// UUIDs: the GPU UUID, MIG UUID or vGPU instance UUID (real hardware; schemas/README.md, "Instances").
 	UUIDs IDScheme = iota
 	// Indices: gpuN, gpuN/migM, gpuN/vgpuM in index order (the simulator).
 	Indices

@@ -17,7 +17,8 @@ import (
 
 // Config is everything the exporter's flags set. Its problems are usage errors (package usage).
 type Config struct {
-	// Source is where samples come from: "nvml", "sim" or "replay".
+	// Source is where samples come from: "nvml", "sim" or "replay"; empty: "sim" with a
+	// ScenarioPath or Scenario, "replay" with a Replay file, else "nvml" (SourceOf).
 	Source string
 
 	// Scenario is the scenario of Source "sim", already loaded; nil: loaded from ScenarioPath.
@@ -26,6 +27,10 @@ type Config struct {
 	SimNode      string // simulate only this node of the scenario (empty: every node)
 	SimStart     string // move the scenario to start then: "now" or an RFC 3339 time; empty: as written
 	Fast         bool   // run the simulated clock as fast as possible instead of in real time
+	// SimAllocations publishes the scenario's allocations on the allocations topic as a
+	// scheduler would (each repetition of a looping scenario as it starts), so that a
+	// standalone simulated fleet bills its tenants. The demo announces them itself.
+	SimAllocations bool
 
 	Node        string        // node name in the samples of Source "nvml"
 	NVMLLibrary string        // path of libnvidia-ml.so.1 (empty: the loader's search, then the driver directories)

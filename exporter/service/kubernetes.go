@@ -34,7 +34,7 @@ func (s *Service) openKubernetes() (*kubernetes.Discovery, func(), error) {
 		return nil, nil, fmt.Errorf("--kubernetes.pod-resources-socket: %w", err)
 	}
 	// client-go logs every retry of an unreachable API server through klog, process-wide; the
-	// discovery reports those failures itself, once a minute (README, "Allocations from pods").
+	// discovery reports those failures itself, once a minute (exporter/README.md, "Allocations from pods").
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
 	f.StateDir = s.cfg.SpoolDir
 	cfg := kubernetes.Config{Flags: f, Client: client, Kubelet: kub, Registry: s.reg, Logger: s.logger}

@@ -26,6 +26,8 @@ type Service struct {
 	// kube is the --kubernetes discovery (nil without); closeKube releases its connections.
 	kube      *kubernetes.Discovery
 	closeKube func()
+	// simAllocMetrics counts the simulated scheduler's publishing (--sim.allocations).
+	simAllocMetrics *simAllocationMetrics
 }
 
 // New opens the source cfg names, registering its metrics in reg. A bad Config is a usage error.
@@ -35,6 +37,9 @@ func New(cfg Config, reg *prometheus.Registry, logger *slog.Logger) (*Service, e
 		return nil, err
 	}
 	s := &Service{cfg: cfg, reg: reg, logger: logger, kafka: kafkaconn.Cluster{Brokers: cfg.Brokers, Security: sec}}
+	if cfg.Source == "sim" && cfg.SimAllocations {
+		s.simAllocMetrics = newSimAllocationMetrics(reg)
+	}
 	// The discovery comes first: its Shares is what the nvml source samples share instances by.
 	if s.kube, s.closeKube, err = s.openKubernetes(); err != nil {
 		return nil, err
@@ -113,6 +118,8 @@ func (s *Service) Run(ctx context.Context) (int64, error) {
 		close(kubeDone)
 	}
 	defer func() { stopBg(); <-kubeDone }()
+	stopSimScheduler := s.startSimScheduler(bgCtx)
+	defer stopSimScheduler()
 	ready.Store(true)
 	src := s.src
 	loop := &exporter.Loop{

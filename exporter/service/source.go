@@ -29,6 +29,7 @@ type source struct {
 	describe  []any                 // what the start of sampling logs
 	poll      func(context.Context) // background work of the source (vGPU scheduler logs)
 	instances int                   // sampled per tick, where the source knows before sampling
+	scenario  *scenario.Scenario    // a "sim" source's scenario, moved to its start (nil for the others)
 }
 
 func noClose() error { return nil }
@@ -37,6 +38,10 @@ func noClose() error { return nil }
 // none) says which GPUs real NVML samples as share instances. A simulated fleet has its own,
 // from the scenario.
 func openSource(cfg *Config, shares exporter.Shares, m *nvmlsource.Metrics, logger *slog.Logger) (*source, error) {
+	var err error
+	if cfg.Source, err = SourceOf(*cfg); err != nil {
+		return nil, err
+	}
 	switch cfg.Source {
 	case "nvml":
 		return openNVML(cfg, shares, m, logger)
@@ -46,6 +51,25 @@ func openSource(cfg *Config, shares exporter.Shares, m *nvmlsource.Metrics, logg
 		return openReplay(cfg, m, logger)
 	default:
 		return nil, usage.Errorf("--source %q: expected nvml, sim or replay", cfg.Source)
+	}
+}
+
+// SourceOf is the source cfg samples: the one it names, else the one its files imply (a
+// scenario: sim; a capture: replay), else this node's GPUs. A bare exporter on a GPU node is a
+// production exporter; a file that names what to simulate or replay is never taken for NVML.
+func SourceOf(cfg Config) (string, error) {
+	sim, replay := cfg.ScenarioPath != "" || cfg.Scenario != nil, cfg.Replay != ""
+	switch {
+	case cfg.Source != "":
+		return cfg.Source, nil
+	case sim && replay:
+		return "", usage.Errorf("--scenario and --replay without --source: expected --source sim or --source replay to say which")
+	case sim:
+		return "sim", nil
+	case replay:
+		return "replay", nil
+	default:
+		return "nvml", nil
 	}
 }
 
@@ -134,7 +158,7 @@ func openSim(cfg *Config, m *nvmlsource.Metrics, logger *slog.Logger) (*source, 
 		end = time.Time{} // until stopped
 	}
 	return &source{Source: src, start: sc.Start, end: end, interval: sc.Interval, clock: clockFor(sc.Start, cfg.Fast),
-		close: closeRec, instances: src.Instances(),
+		close: closeRec, instances: src.Instances(), scenario: sc,
 		describe: []any{"source", "sim", "scenario", sc.Name, "nodes", src.Nodes(), "instances", src.Instances(), "fast", cfg.Fast,
 			"start", sc.Start, "loop", sc.Loop}}, nil
 }

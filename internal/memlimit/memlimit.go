@@ -17,8 +17,8 @@ import (
 	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
-// Default is the Go memory limit unless --memory.limit or GOMEMLIMIT says otherwise (README,
-// "The binary"): above what the attribution API's caps let callers make it hold, with room
+// Default is the Go memory limit unless --memory.limit or GOMEMLIMIT says otherwise (docs/api.md,
+// "Limits"): above what the attribution API's caps let callers make it hold, with room
 // for a pass over 1000 instances.
 const Default = "2GiB"
 

@@ -1,4 +1,4 @@
-// Package audit is the contract of the allocation audit trail (README, "Allocation audit"):
+// Package audit is the contract of the allocation audit trail (docs/api.md, "Allocation audit"):
 // the allocation_audit table's row, how a write is recorded and how entries are read back.
 // Every door that writes allocations records here, before it writes them: the HTTP API and
 // `allocations import` (attribution/allocations), the Kafka topic (the collector), and later

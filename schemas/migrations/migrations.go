@@ -1,7 +1,7 @@
 // Package migrations holds slicemeter's ClickHouse schema as embedded SQL files and applies
 // them in order, recording each in the table schema_migrations.
 //
-// Every file must run on ClickHouse 18.16 and on current ClickHouse (README.md, "ClickHouse").
+// Every file must run on ClickHouse 18.16 and on current ClickHouse (schemas/README.md, "ClickHouse").
 // A file is named NNNN_what.sql; NNNN is its version. A file holds one statement, or several
 // separated by ';' at the end of a line.
 package migrations

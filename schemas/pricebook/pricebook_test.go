@@ -222,7 +222,7 @@ func TestMIGOverhead(t *testing.T) {
 		slices        uint32
 		want, epsilon float64
 	}{
-		// README.md, "Definitions": an A100-SXM4-40GB 1g.5gb loses 1 − (14/108)/(1/7) = 9.26 %.
+		// attribution/README.md, "Definitions": an A100-SXM4-40GB 1g.5gb loses 1 − (14/108)/(1/7) = 9.26 %.
 		{"A100 1g.5gb", 14, 108, 1, 0.0926, 5e-5},
 		{"A100 3g.20gb", 42, 108, 3, 1 - (42.0/108)/(3.0/7), 1e-12},
 		{"A100 7g.40gb", 98, 108, 7, 1 - 98.0/108, 1e-12},

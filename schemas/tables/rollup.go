@@ -3,7 +3,7 @@ package tables
 import "strings"
 
 // Metered time is the measure of the union of the samples' intervals [ts, ts + interval),
-// never their sum (README.md, "Definitions"): samples that overlap (a clock step, a duplicate
+// never their sum (attribution/README.md, "Definitions"): samples that overlap (a clock step, a duplicate
 // with another interval) cover their union once. A union is additive over disjoint slices of
 // time, so each rollup row holds the pieces of the samples inside its own second: a sample is
 // cut at the seconds it spans, the row's covered_ns is the union of its pieces, and the

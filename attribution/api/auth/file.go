@@ -23,7 +23,7 @@ import (
 	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
-// Load reads and validates an auth file (README, "API authentication"). Every problem is a
+// Load reads and validates an auth file (docs/api.md, "API authentication"). Every problem is a
 // usage error naming the file, the line and the field.
 // The logger gets what a JWKS URL's fetches run into.
 func Load(path string, logger *slog.Logger) (*Authenticator, error) {
