@@ -126,15 +126,21 @@ func CheckWindow(from, to time.Time) error {
 	return nil
 }
 
-// Horizon is where a fleet report of a window ending at to can end: the earlier of to and the
-// last whole minute before ready (the moment whose minutes the attribution service has had
-// time to attribute: now less its delay). A report stops there instead of failing on minutes
-// that have not happened, as the tenant report stops at now; clamped says whether it did.
-func Horizon(to, ready time.Time) (end time.Time, clamped bool) {
-	if last := ready.Truncate(time.Minute); last.Before(to) {
-		return last, true
+// Horizon is where a fleet report of [from, to) can end: the earlier of to and the last whole
+// minute before ready (the moment whose minutes the attribution service has had time to
+// attribute: now less its delay). A report stops there instead of failing on minutes that have
+// not happened, as the tenant report stops at now; clamped says whether it did. A window that
+// starts at or after that minute has nothing to report: an error naming fromName.
+func Horizon(fromName string, from, to, ready time.Time) (end time.Time, clamped bool, err error) {
+	last := ready.Truncate(time.Minute)
+	if !last.Before(to) {
+		return to, false, nil
 	}
-	return to, false
+	if !last.After(from) {
+		return to, false, fmt.Errorf("%s %s: the window starts after %s, the last minute that can be attributed by now: expected a window that has begun",
+			fromName, from.UTC().Format(time.RFC3339), last.UTC().Format(time.RFC3339))
+	}
+	return last, true, nil
 }
 
 // CountHours is how many UTC hours [from, to) touches, counted from its edges: what a fleet

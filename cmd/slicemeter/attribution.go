@@ -114,12 +114,10 @@ func memoryLimitFlag(c *kingpin.CmdClause) *string {
 
 // newAPICmd is `slicemeter api token hash`: a token on stdin, its --api.auth-file entry on stdout.
 func newAPICmd(app *kingpin.Application, stdout io.Writer) command {
-	c := app.Command("api", "The attribution API's access.").Command("token", "Bearer tokens.").Command("hash",
-		"Read a token on stdin; print its --api.auth-file entry (bcrypt hash and lookup key), ready to use with --role (and --tenant), else with placeholders to edit.")
+	c := app.Command("api", "The attribution API's access.").Command("token", "Bearer tokens.").Command("hash", "Read a token on stdin; print its --api.auth-file entry (bcrypt hash and lookup key), ready to use with --role (and --tenant), else with placeholders to edit.")
 	name := c.Flag("name", "The entry's name (for logs).").Default("TOKEN-NAME").String()
 	role := c.Flag("role", "The token's role: operator, finance, scheduler or tenant.").PlaceHolder("ROLE").String()
-	tenants := c.Flag("tenant", "A tenant the token reads (role tenant: at least one) or writes allocations for (role scheduler: none means every tenant); repeatable.").
-		PlaceHolder("NAME").Strings()
+	tenants := c.Flag("tenant", "A tenant the token reads (role tenant: at least one) or writes allocations for (role scheduler: none means every tenant); repeatable.").PlaceHolder("NAME").Strings()
 	return runFunc(func(context.Context, *slog.Logger) error {
 		return auth.HashEntryFor(os.Stdin, stdout, *name, api.Role(*role), *tenants)
 	})

@@ -56,21 +56,18 @@ func addFleetFlags(c *kingpin.CmdClause) *fleetFlags {
 	return f
 }
 
-// options are the flags' options, checked (usage errors name the flag). A --to after now is
-// cut to the last minute the attribution service can have attributed (fleet.Horizon), as the
-// tenant report stops at now; the window then ends there, and logger says so.
+// options are the flags' options, checked (usage errors name the flag); a --to after now is cut
+// (fleet.Horizon), and logger says so.
 func (f *fleetFlags) options(now time.Time, logger *slog.Logger) (fleet.Options, error) {
 	from, to, err := report.ParseWindow("--from", f.From, "--to", f.To)
 	if err != nil {
 		return fleet.Options{}, usage.Wrap(err)
 	}
-	if end, clamped := fleet.Horizon(to, now.Add(-attribution.DefaultDelay)); clamped {
-		if !end.After(from) {
-			return fleet.Options{}, usage.Errorf("--from %s: the window starts after %s, the last minute that can be attributed by now: expected a window that has begun",
-				f.From, end.UTC().Format(time.RFC3339))
-		}
+	end, clamped, err := fleet.Horizon("--from", from, to, now.Add(-attribution.DefaultDelay))
+	if err != nil {
+		return fleet.Options{}, usage.Wrap(err)
+	} else if to = end; clamped {
 		logger.Info("--to is in the future: the fleet report stops at the last attributable minute", "to", f.To, "window_end", end.UTC().Format(time.RFC3339))
-		to = end
 	}
 	if err := fleet.CheckWindow(from, to); err != nil {
 		return fleet.Options{}, usage.Wrap(fmt.Errorf("--from and --to: %w", err))

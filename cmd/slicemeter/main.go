@@ -50,23 +50,15 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	app := kingpin.New("slicemeter", "Per-tenant cost, waste, overhead, jitter and cold start of shared GPUs (MIG, vGPU, time-slicing).")
 	exited := -1
-	// Once --help or --version has answered, kingpin's parse goes on: silence what it adds
-	// (the usage it prints when no command is given). The usage is held until the parse
-	// ends: asked for (--help, help), it goes to stdout with exit 0, so that it can be paged
-	// or grepped; printed because no command was given, to stderr with exit 2.
+	// Once --help or --version has answered, kingpin's parse goes on: silence what it adds.
+	// The usage waits for the parse's end: asked for (answered), to stdout with exit 0; printed
+	// because no command was given, to stderr with exit 2.
 	var usageText bytes.Buffer
 	app.UsageWriter(untilExit{&usageText, &exited})
 	app.ErrorWriter(untilExit{stderr, &exited})
-	helpAsked, versionAsked := false, false
-	askHelp := func(*kingpin.ParseContext) error {
-		helpAsked = true
-		return nil
-	}
-	app.HelpFlag.Short('h').PreAction(askHelp)
-	for _, name := range []string{"help-long", "help-man"} { // kingpin's: they print to os.Stdout
-		if f := app.GetFlag(name); f != nil {
-			f.PreAction(askHelp)
-		}
+	answered := false
+	for _, f := range []*kingpin.FlagClause{app.HelpFlag.Short('h'), app.GetFlag("help-long"), app.GetFlag("help-man")} {
+		f.PreAction(func(*kingpin.ParseContext) error { answered = true; return nil })
 	}
 	app.DefaultEnvars()
 	app.Terminate(func(code int) {
@@ -78,7 +70,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	logFormat := app.Flag("log.format", "Log format.").Default("logfmt").Enum("logfmt", "json")
 	app.Flag("version", "Print the version, branch and revision of this build.").NoEnvar().PreAction(func(*kingpin.ParseContext) error {
 		buildinfo.Print(stdout)
-		versionAsked = true
+		answered = true
 		if exited < 0 {
 			exited = exitOK
 		}
@@ -101,7 +93,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"api":         newAPICmd(app, stdout),
 	}
 	selected, err := app.Parse(args)
-	if errors.Is(err, kingpin.ErrCommandNotSpecified) && !helpAsked && !versionAsked {
+	if errors.Is(err, kingpin.ErrCommandNotSpecified) && !answered {
 		_, _ = stderr.Write(usageText.Bytes())
 		fmt.Fprintln(stderr, "slicemeter: expected a command (see the list above, or slicemeter --help)")
 		return exitUsage

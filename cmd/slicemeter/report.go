@@ -101,9 +101,7 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	defer conn.Close()
-	// Now in whole seconds: a window that reaches past it stops at now less the delay, and
-	// its window_end is then printed in whole seconds like its window_start, not with the
-	// clock's nanoseconds.
+	// Now in whole seconds: a window_end cut at now has no nanoseconds, like window_start.
 	o := attribution.Options{Samples: sampleSource(*c.samples), FromMinutes: req.FromMinutes, Neighbours: req.Neighbours(), Presence: c.presence, Lines: req.Lines(),
 		Now: time.Now().Truncate(time.Second)}
 	if req.Format.FOCUS {

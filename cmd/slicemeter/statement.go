@@ -67,6 +67,9 @@ func (f *statementFlags) run(ctx context.Context, w io.Writer, logger *slog.Logg
 		return err
 	}
 	defer conn.Close()
+	if err := statement.CheckTenant(ctx, conn, book, f.Tenant, m); err != nil {
+		return err
+	}
 	logNotes := func(ctx context.Context, rep report.Report) { attribution.LogNotes(ctx, logger, rep) }
 	st, err := statement.Build(ctx, statement.DatabaseSource(conn, book, f.FromMinutes, logNotes), f.Tenant, m, time.Now())
 	if err != nil {

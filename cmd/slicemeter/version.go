@@ -10,14 +10,7 @@ import (
 	"github.com/slicemeter/slicemeter/internal/buildinfo"
 )
 
-type versionCmd struct{ stdout io.Writer }
-
-func newVersionCmd(app *kingpin.Application, stdout io.Writer) *versionCmd {
+func newVersionCmd(app *kingpin.Application, stdout io.Writer) command {
 	app.Command("version", "Print the version, branch and revision of this build.")
-	return &versionCmd{stdout: stdout}
-}
-
-func (c *versionCmd) run(context.Context, *slog.Logger) error {
-	buildinfo.Print(c.stdout)
-	return nil
+	return runFunc(func(context.Context, *slog.Logger) error { buildinfo.Print(stdout); return nil })
 }

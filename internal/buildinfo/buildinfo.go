@@ -10,17 +10,47 @@ import (
 	"github.com/prometheus/common/version"
 )
 
-// Print writes the version, branch, revision and Go version of this build.
-func Print(w io.Writer) { fmt.Fprintln(w, version.Print("slicemeter")) }
+// Print writes the version, branch, revision and Go version of this build; for a build that
+// records no revision, a line saying why and how to get one.
+func Print(w io.Writer) {
+	fmt.Fprintln(w, version.Print("slicemeter"))
+	if version.GetRevision() == "unknown" || version.GetRevision() == "" {
+		fmt.Fprintln(w, "  note:             this build records no VCS revision: it was built with -buildvcs=false (GOFLAGS), outside a git clone "+
+			"or in a git worktree; `make build` stamps it")
+	}
+}
 
-// Default fills the version a build without `make build`'s -ldflags lacks from the Go build
-// info: the module version of `go install …@vX`, "(devel)" for a checkout.
+// Default fills what a build without `make build`'s -ldflags lacks from the Go build info:
+// the module version of `go install …@vX` ("(devel)" for a checkout), and, where Go recorded
+// the VCS state (a plain `go build` in a git clone), the revision (with "-modified" for
+// uncommitted changes) and the commit's time as the build date.
 func Default() {
-	if version.Version != "" {
+	bi, _ := debug.ReadBuildInfo()
+	fill(bi)
+}
+
+// fill is Default with the build info given (nil: none).
+func fill(bi *debug.BuildInfo) {
+	if version.Version == "" {
+		version.Version = "unknown"
+		if bi != nil && bi.Main.Version != "" {
+			version.Version = bi.Main.Version
+		}
+	}
+	if bi == nil {
 		return
 	}
-	version.Version = "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		version.Version = bi.Main.Version
+	settings := map[string]string{}
+	for _, s := range bi.Settings {
+		settings[s.Key] = s.Value
+	}
+	if rev := settings["vcs.revision"]; version.Revision == "" && rev != "" {
+		if settings["vcs.modified"] == "true" {
+			rev += "-modified"
+		}
+		version.Revision = rev
+	}
+	if t := settings["vcs.time"]; version.BuildDate == "" && t != "" {
+		version.BuildDate = t + " (commit time)"
 	}
 }
