@@ -6,6 +6,10 @@ BIN       := bin/slicemeter
 SCENARIO  ?= deploy/demo/fleet.yaml
 PKGS      := ./...
 STATICCHECK := v0.8.2
+# go-nvml's cgo wrappers call NVML functions the header marks deprecated: gcc's ~100 lines of
+# warnings about them would be the first thing a fresh `make demo` prints. Go's default flags
+# otherwise; the environment's CGO_CFLAGS wins.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 # What `slicemeter --version` and slicemeter_build_info report (prometheus/common/version);
 # a plain `go build ./cmd/slicemeter` leaves them to the Go build info.

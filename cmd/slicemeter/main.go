@@ -3,7 +3,9 @@
 //	slicemeter exporter | collector | attribution | migrate | report | fleet | period | statement | pricebook | demo | api | version
 //
 // Every flag can also be set with an environment variable: SLICEMETER_ and the flag name in
-// upper case with dots and dashes as underscores (--kafka.brokers: SLICEMETER_KAFKA_BROKERS).
+// upper case with dots and dashes as underscores (--kafka.brokers: SLICEMETER_KAFKA_BROKERS),
+// but for where the demo writes (its --clickhouse.dsn, --kafka.brokers and Kafka security
+// flags: the command line only, demo.go).
 package main
 
 import (

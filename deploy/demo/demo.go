@@ -145,17 +145,18 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("collector: %w", err)
 	}
 
-	// Every sample of the simulated window is stored by now, even where --sim.start put the
-	// window ahead of the wall clock (a fast live demo): its end is the demo's present.
-	// Only into a database that outlives the demo: its own ClickHouse is removed at exit, and
-	// the minutes cost about as long as the rest of a short demo.
+	// The attribution minutes, only into a database that outlives the demo: its own ClickHouse
+	// is removed at exit, and the minutes cost about as long as the rest of a short demo.
 	var minutes int
+	storing := time.Now()
 	if cfg.StoreMinutes && cfg.DSN != "" {
 		if minutes, err = storeMinutes(ctx, col.Conn(), sc, logger); err != nil {
 			return err
 		}
 	}
 	attributed := time.Now()
+	// Every sample of the simulated window is stored by now, even where --sim.start put the
+	// window ahead of the wall clock (a fast live demo): its end is the demo's present.
 	res, err := attribution.Report(ctx, col.Conn(), sc.Book, attribution.Options{From: sc.Start, To: sc.End(),
 		Now: later(time.Now(), sc.End()), Delay: -1})
 	attribution.LogNotes(ctx, logger, res.Report)
@@ -177,7 +178,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		"startup", servicesUp.Sub(began).Round(time.Millisecond),
 		"sample_and_publish", sampled.Sub(servicesUp).Round(time.Millisecond),
 		"drain_to_clickhouse", stored.Sub(sampled).Round(time.Millisecond),
-		"store_minutes", attributed.Sub(stored).Round(time.Millisecond),
+		"store_minutes", attributed.Sub(storing).Round(time.Millisecond),
 		"attribution", done.Sub(attributed).Round(time.Millisecond))
 	cfg.sayWhatsNext(logger, dsn, sc, minutes)
 	return nil
