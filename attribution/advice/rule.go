@@ -243,7 +243,7 @@ func Savings(wholeCost decimal.Decimal, current, advised *big.Rat, window time.D
 	top := wholeCost.Mul(num)
 	savings = top.DivRound(den, MoneyScale)
 	if window > 0 {
-		savings30d = top.Mul(decimal.NewFromInt(int64(30 * 24 * time.Hour))).DivRound(den.Mul(decimal.NewFromInt(int64(window))), MoneyScale)
+		savings30d = top.Mul(decimal.NewFromInt(int64(30*24*time.Hour))).DivRound(den.Mul(decimal.NewFromInt(int64(window))), MoneyScale)
 	}
 	return savings, savings30d
 }

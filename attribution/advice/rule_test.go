@@ -13,10 +13,10 @@ import (
 const gib = 1 << 30
 
 var (
-	a100Whole = pricebook.Instance{Kind: "gpu", Model: "A100-SXM4-40GB", SMCount: 108, GPUSMCount: 108, MemTotalBytes: 40 * gib, GPUMemTotalBytes: 40 * gib}
-	a100MIG3g = pricebook.Instance{Kind: "mig", Model: "A100-SXM4-40GB", Profile: "3g.20gb", ComputeSlices: 3, SMCount: 42, GPUSMCount: 108, MemTotalBytes: 20 * gib, GPUMemTotalBytes: 40 * gib}
-	a100MIG1g = pricebook.Instance{Kind: "mig", Model: "A100-SXM4-40GB", Profile: "1g.5gb", ComputeSlices: 1, SMCount: 14, GPUSMCount: 108, MemTotalBytes: 5 * gib, GPUMemTotalBytes: 40 * gib}
-	h100MIG3g = pricebook.Instance{Kind: "mig", Model: "H100-SXM5-80GB", Profile: "3g.40gb", ComputeSlices: 3, SMCount: 60, GPUSMCount: 132, MemTotalBytes: 40 * gib, GPUMemTotalBytes: 80 * gib}
+	a100Whole  = pricebook.Instance{Kind: "gpu", Model: "A100-SXM4-40GB", SMCount: 108, GPUSMCount: 108, MemTotalBytes: 40 * gib, GPUMemTotalBytes: 40 * gib}
+	a100MIG3g  = pricebook.Instance{Kind: "mig", Model: "A100-SXM4-40GB", Profile: "3g.20gb", ComputeSlices: 3, SMCount: 42, GPUSMCount: 108, MemTotalBytes: 20 * gib, GPUMemTotalBytes: 40 * gib}
+	a100MIG1g  = pricebook.Instance{Kind: "mig", Model: "A100-SXM4-40GB", Profile: "1g.5gb", ComputeSlices: 1, SMCount: 14, GPUSMCount: 108, MemTotalBytes: 5 * gib, GPUMemTotalBytes: 40 * gib}
+	h100MIG3g  = pricebook.Instance{Kind: "mig", Model: "H100-SXM5-80GB", Profile: "3g.40gb", ComputeSlices: 3, SMCount: 60, GPUSMCount: 132, MemTotalBytes: 40 * gib, GPUMemTotalBytes: 80 * gib}
 	h100VGPU40 = pricebook.Instance{Kind: "vgpu", Model: "H100-SXM5-80GB", Profile: "H100-40C", SMCount: 132, GPUSMCount: 132, MemTotalBytes: 40 * gib, GPUMemTotalBytes: 80 * gib}
 	h100VGPU20 = pricebook.Instance{Kind: "vgpu", Model: "H100-SXM5-80GB", Profile: "H100-20C", SMCount: 132, GPUSMCount: 132, MemTotalBytes: 20 * gib, GPUMemTotalBytes: 80 * gib}
 	h100Share2 = pricebook.Instance{Kind: "share", Model: "H100-SXM5-80GB", SMCount: 132, GPUSMCount: 132, MemTotalBytes: 80 * gib, GPUMemTotalBytes: 80 * gib, ShareReplicas: 2}
