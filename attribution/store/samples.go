@@ -182,11 +182,12 @@ const rollupUsageRows = `
             covered * share AS r_overlap, active_covered * share AS r_active,
             sm_ns * share AS r_sm, sw_ns * share AS r_switch,
             if(sliced = 1 AND t >= billed_start, w, emptyArrayUInt64()) AS ws,
-            if(sliced = 1 AND t >= billed_start, c, emptyArrayUInt64()) AS cs
+            if(sliced = 1 AND t >= billed_start, c, emptyArrayUInt64()) AS cs,
+            if(t >= billed_start, mem_max, toUInt64(0)) AS r_mem
         FROM (
             SELECT node, instance_id, toInt64(time) * 1000000000 AS t, toInt64(covered_ns) AS covered,
                 toInt64(active_ns) AS active_covered, sm_active_ns AS sm_ns, switch_ns AS sw_ns,
-                wait_ns AS w, wait_count AS c{{dedup}}
+                wait_ns AS w, wait_count AS c, mem_used_max_bytes AS mem_max{{dedup}}
         ) AS s ALL INNER JOIN (` + allocationsTable + `
         ) AS a USING (node, instance_id)
         WHERE t < billed_end AND t + {{step}} > billed_start{{only}}`
@@ -196,7 +197,7 @@ func rollupMinutes(rows string) string {
 	return `
         SELECT allocation_id, minute, any(sliced) AS m_sliced, any(frac) AS m_frac,
             sum(r_overlap) AS m_overlap, sum(r_active) AS m_active, sum(r_sm) AS m_sm, sum(r_switch) AS m_switch,
-            tupleElement(sumMap(ws, cs), 1) AS m_ws, tupleElement(sumMap(ws, cs), 2) AS m_cs
+            tupleElement(sumMap(ws, cs), 1) AS m_ws, tupleElement(sumMap(ws, cs), 2) AS m_cs, max(r_mem) AS m_mem
         FROM (` + rows + `
         )
         GROUP BY allocation_id, minute`
@@ -226,6 +227,12 @@ const minuteOf = "intDiv(t, 60000000000) * 60000000000"
 // minutes an allocation holds whole and reads the others from samples_1s, so that its report
 // is the per-second rollup's (one bill whatever the path).
 func rollupUsage(table string, step time.Duration) string {
+	return usageByMinute(rollupAllocationMinutes(table, step))
+}
+
+// rollupAllocationMinutes is the allocation-minutes of rollupUsage (usageByMinute's and
+// needsByMinute's subquery) from a rollup of rows step long.
+func rollupAllocationMinutes(table string, step time.Duration) string {
 	leg := func(table string, step time.Duration, dedup, only string) string {
 		rows := strings.NewReplacer("{{dedup}}", dedup, "{{only}}", only).Replace(rollupUsageRows)
 		return strings.NewReplacer("{{table}}", table, "{{step}}", strconv.FormatInt(int64(step), 10),
@@ -234,12 +241,12 @@ func rollupUsage(table string, step time.Duration) string {
 			"{{lookbackns}}", strconv.FormatInt(int64(maxSampleInterval), 10)).Replace(rows)
 	}
 	if step < time.Minute {
-		return usageByMinute(rollupMinutes(leg(table, step, dedupSeconds, "")))
+		return rollupMinutes(leg(table, step, dedupSeconds, ""))
 	}
-	return usageByMinute(rollupMinutes(leg(table, step, dedupSeconds, " AND t >= billed_start AND t + {{step}} <= billed_end") +
+	return rollupMinutes(leg(table, step, dedupSeconds, " AND t >= billed_start AND t + {{step}} <= billed_end") +
 		"\n        UNION ALL" +
 		leg(tables.Samples1s, time.Second, dedupPartialSeconds,
-			" AND ("+minuteOf+" < billed_start OR "+minuteOf+" + 60000000000 > billed_end)")))
+			" AND ("+minuteOf+" < billed_start OR "+minuteOf+" + 60000000000 > billed_end)"))
 }
 
 // rollupFirstAttachedQuery is firstAttachedQuery over a rollup: a row's first_attached_ns is
