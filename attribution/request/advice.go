@@ -1,6 +1,7 @@
 package request
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -100,4 +101,13 @@ func parseTime(name, value string) (time.Time, error) {
 		return time.Time{}, &Error{name, r}
 	}
 	return t.UTC(), nil
+}
+
+// AdviceFlagError names a bad parameter of an advice request by the command's flag.
+func AdviceFlagError(err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return fmt.Errorf("%s: %w", AdviceParams[e.Param], e.Err)
+	}
+	return err
 }
