@@ -34,8 +34,8 @@ type Options struct {
 	// Now and Delay make the horizon as the report does (attribution.Options.Horizon).
 	Now   time.Time
 	Delay time.Duration
-	// Tenant, when set, keeps only that tenant's allocations (a tenant's view).
-	Tenant string
+	// Tenants, when set, keeps only those tenants' allocations (a tenant's view); nil: all.
+	Tenants []string
 }
 
 // Check refuses options no advice can be computed for, naming the flag.
@@ -95,8 +95,8 @@ func Compute(ctx context.Context, conn store.Querier, book *pricebook.PriceBook,
 	if err != nil {
 		return res, err
 	}
-	if o.Tenant != "" {
-		allocs = slices.DeleteFunc(allocs, func(a billing.Allocation) bool { return a.Tenant != o.Tenant })
+	if o.Tenants != nil {
+		allocs = slices.DeleteFunc(allocs, func(a billing.Allocation) bool { return !slices.Contains(o.Tenants, a.Tenant) })
 	}
 	fleet, err := store.ReadInstancesInWindow(ctx, conn, o.Samples, window, store.Nodes{})
 	if err != nil {

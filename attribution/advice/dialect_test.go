@@ -37,5 +37,11 @@ func TestCurrentClickHouseDialect(t *testing.T) {
 			t.Fatalf("%s: %d rows, %v; want the 2 allocations of the first minutes", src, len(res.Rows), err)
 		}
 	}
+	// A tenant's view keeps its own allocations only.
+	res, err := advice.Compute(context.Background(), conn, sc.Book, advice.Options{From: sc.Start, To: sc.End(), Samples: store.MinuteRollup,
+		Headroom: advice.DefaultHeadroom, MinMeasured: time.Minute, Now: sc.End().Add(time.Hour), Tenants: []string{"gamma"}})
+	if err != nil || len(res.Rows) != 1 || res.Rows[0].Tenant != "gamma" {
+		t.Fatalf("gamma's view: %+v, %v; want its one allocation", res.Rows, err)
+	}
 	localtest.CheckQueriesWithChDB(t, "advice.sql", recorder.QueriesSince(before))
 }

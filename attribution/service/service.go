@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/advice"
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/api"
 	"github.com/slicemeter/slicemeter/attribution/api/auth"
@@ -143,9 +144,13 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	watchOwed(reg, s.runner)
 	s.fleet = newFleetMetrics(reg, s.tenantLimit())
 	srv := &api.Server{
-		Store:   allocations.NewStore(conn),
-		Report:  s.report,
-		Fleet:   s.fleetReport,
+		Store:  allocations.NewStore(conn),
+		Report: s.report,
+		Fleet:  s.fleetReport,
+		Advice: func(ctx context.Context, o advice.Options) (advice.Result, error) {
+			o.Samples = store.MinuteRollup // a week of a large fleet stays cheap
+			return advice.Compute(ctx, conn, cfg.Book, o)
+		},
 		Auth:    authz,
 		Metrics: allocations.NewMetrics(reg),
 		Tiers:   cfg.Book.Tiers,
