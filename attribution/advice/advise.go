@@ -36,6 +36,9 @@ type Options struct {
 	Delay time.Duration
 	// Tenants, when set, keeps only those tenants' allocations (a tenant's view); nil: all.
 	Tenants []string
+	// Nodes, when set, keeps only the allocations on the nodes it accepts (an attribution
+	// replica's share of the fleet); nil: every node.
+	Nodes func(node string) bool
 }
 
 // Check refuses options no advice can be computed for, naming the flag.
@@ -97,6 +100,9 @@ func Compute(ctx context.Context, conn store.Querier, book *pricebook.PriceBook,
 	}
 	if o.Tenants != nil {
 		allocs = slices.DeleteFunc(allocs, func(a billing.Allocation) bool { return !slices.Contains(o.Tenants, a.Tenant) })
+	}
+	if o.Nodes != nil {
+		allocs = slices.DeleteFunc(allocs, func(a billing.Allocation) bool { return !o.Nodes(a.Target.Node) })
 	}
 	fleet, err := store.ReadInstancesInWindow(ctx, conn, o.Samples, window, store.Nodes{})
 	if err != nil {

@@ -182,6 +182,31 @@ func (res Result) groups(key func(Row) string) []*group {
 	return out
 }
 
+// SavingsByTenant is each tenant's savings over 30 days (the gauges').
+func (res Result) SavingsByTenant() map[string]decimal.Decimal {
+	out := map[string]decimal.Decimal{}
+	for _, g := range res.groups(func(r Row) string { return r.Tenant }) {
+		out[g.key] = g.savings30d
+	}
+	return out
+}
+
+// FreedByModel is the GPU-equivalents right-sizing frees per GPU model, and the fleet's as
+// Fleet: Σ (fraction − advised fraction) × billed time / the window.
+func (res Result) FreedByModel() map[string]float64 {
+	out := map[string]float64{Fleet: 0}
+	windowNS := new(big.Rat).SetInt64(int64(res.To.Sub(res.From)))
+	if windowNS.Sign() == 0 {
+		return out
+	}
+	for _, key := range []func(Row) string{func(r Row) string { return r.Model }, func(Row) string { return Fleet }} {
+		for _, g := range res.groups(key) {
+			out[g.key], _ = new(big.Rat).Quo(new(big.Rat).Sub(g.allocatedNS, g.advisedNS), windowNS).Float64()
+		}
+	}
+	return out
+}
+
 func (res Result) tenantRows() [][]cell {
 	var rows [][]cell
 	for _, g := range res.groups(func(r Row) string { return r.Tenant }) {

@@ -143,6 +143,7 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	s.sla.watchLag(reg, s.runner)
 	watchOwed(reg, s.runner)
 	s.fleet = newFleetMetrics(reg, s.tenantLimit())
+	s.advice = newAdviceMetrics(reg)
 	srv := &api.Server{
 		Store:  allocations.NewStore(conn),
 		Report: s.report,
@@ -191,6 +192,7 @@ type service struct {
 	runner *Runner
 	sla    *slaMetrics
 	fleet  *fleetMetrics
+	advice *adviceMetrics
 	ready  atomic.Bool // once a trailing window is attributed
 	logger *slog.Logger
 	logs   *lograte.Limiter // the trailing window's notes recur at every pass
@@ -260,6 +262,9 @@ func (s *service) pass(ctx context.Context) {
 	nodes, owned := s.runner.Nodes()
 	if !owned {
 		return
+	}
+	if err := s.advice.update(ctx, s.conn, s.cfg.Book, time.Now().UTC().Truncate(time.Minute), nodes); err != nil {
+		s.logs.Log(ctx, time.Now(), slog.LevelError, "advice", "computing the advice gauges failed", "err", err)
 	}
 	// Whole seconds: the window's edges are what the report prints.
 	to := time.Now().UTC().Truncate(time.Second)
