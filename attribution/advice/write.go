@@ -141,7 +141,7 @@ type group struct {
 	key                                   string
 	n, downsize, keep, unknown, saturated int
 	savings, savings30d                   decimal.Decimal
-	allocatedH, advisedH, activeH         float64
+	activeH                               float64
 	allocatedNS, advisedNS                *big.Rat // Σ fraction × billed ns, exact
 }
 
