@@ -140,3 +140,26 @@ func TestWholeCost(t *testing.T) {
 		t.Errorf("whole cost %s, want 1.397278", got.StringFixed(6))
 	}
 }
+
+// TestWholeCostContract: a tenant with a contract price pays it, not list price × tier; the
+// savings of a move are then at the contract's price.
+func TestWholeCostContract(t *testing.T) {
+	book := &pricebook.PriceBook{Currency: "USD", Prices: map[string]float64{"A100-SXM4-40GB": 1.6}, Tiers: map[string]float64{"pro": 1},
+		Contracts: map[string]map[string]float64{"acme": {"A100-SXM4-40GB": 1.2}}}
+	from := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct{ tenant, want string }{{"acme", "0.900000"}, {"beta", "1.200000"}} {
+		// 45 minutes: acme 1.2 × 0.75 = 0.9; beta at list price 1.6 × 1.0 × 0.75 = 1.2.
+		got, err := WholeCost(book, tc.tenant, "pro", "A100-SXM4-40GB", from, from.Add(45*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.StringFixed(6) != tc.want {
+			t.Errorf("%s: whole cost %s, want %s", tc.tenant, got.StringFixed(6), tc.want)
+		}
+	}
+	// Whole GPU to 2g.10gb at the contract: (1 − 2/7) × 0.9 = 0.642857…
+	whole, _ := WholeCost(book, "acme", "pro", "A100-SXM4-40GB", from, from.Add(45*time.Minute))
+	if s, _ := Savings(whole, big.NewRat(1, 1), big.NewRat(2, 7), time.Hour); s.StringFixed(6) != "0.642857" {
+		t.Errorf("savings at the contract price %s, want 0.642857", s.StringFixed(6))
+	}
+}
