@@ -31,7 +31,7 @@ func newAdviseCmd(app *kingpin.Application, stdout io.Writer) command {
 		"min_measured":     c.Flag("advise.min-measured", "Less measured time than this in the window: action unknown.").Default("1h").String(),
 	}
 	samples := samplesFlag(c, "rollup-1m")
-	return runFunc(func(ctx context.Context, _ *slog.Logger) error {
+	return runFunc(func(ctx context.Context, logger *slog.Logger) error {
 		params := url.Values{}
 		for name, v := range p {
 			params.Set(name, *v)
@@ -49,6 +49,9 @@ func newAdviseCmd(app *kingpin.Application, stdout io.Writer) command {
 		res, err := advice.Compute(ctx, conn, book, req.Options)
 		if err != nil {
 			return err
+		}
+		for _, note := range res.Notes { // what was left out of the advice, and why
+			logger.WarnContext(ctx, note)
 		}
 		return res.Write(stdout, req.By, req.Format)
 	})
