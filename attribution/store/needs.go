@@ -40,7 +40,7 @@ GROUP BY allocation_id`
 var needsQueries = map[Samples]string{
 	RawSamples:   needsByMinute(rawMinutes),
 	SecondRollup: needsByMinute(rollupAllocationMinutes(tables.Samples1s, time.Second)),
-	MinuteRollup: needsByMinute(rollupAllocationMinutes(tables.Samples1m, time.Minute)),
+	MinuteRollup: needsByMinute(minuteRollupNeeds()),
 }
 
 // ReadNeeds reads the needs of the billed allocations from the source, by allocation id, in

@@ -233,20 +233,46 @@ func rollupUsage(table string, step time.Duration) string {
 // rollupAllocationMinutes is the allocation-minutes of rollupUsage (usageByMinute's and
 // needsByMinute's subquery) from a rollup of rows step long.
 func rollupAllocationMinutes(table string, step time.Duration) string {
-	leg := func(table string, step time.Duration, dedup, only string) string {
-		rows := strings.NewReplacer("{{dedup}}", dedup, "{{only}}", only).Replace(rollupUsageRows)
-		return strings.NewReplacer("{{table}}", table, "{{step}}", strconv.FormatInt(int64(step), 10),
-			"{{seconds}}", strconv.FormatInt(int64(step/time.Second), 10),
-			"{{lookback}}", strconv.FormatInt(int64(maxSampleInterval/time.Second), 10),
-			"{{lookbackns}}", strconv.FormatInt(int64(maxSampleInterval), 10)).Replace(rows)
-	}
 	if step < time.Minute {
-		return rollupMinutes(leg(table, step, dedupSeconds, ""))
+		return rollupMinutes(rollupLeg(table, step, dedupSeconds, ""))
 	}
-	return rollupMinutes(leg(table, step, dedupSeconds, " AND t >= billed_start AND t + {{step}} <= billed_end") +
-		"\n        UNION ALL" +
-		leg(tables.Samples1s, time.Second, dedupPartialSeconds,
-			" AND ("+minuteOf+" < billed_start OR "+minuteOf+" + 60000000000 > billed_end)"))
+	return rollupMinutes(wholeMinutesLeg() + "\n        UNION ALL" + partialMinutesLeg())
+}
+
+// rollupLeg is rollupUsageRows over a rollup of rows step long, its rows read by dedup and
+// kept by only.
+func rollupLeg(table string, step time.Duration, dedup, only string) string {
+	rows := strings.NewReplacer("{{dedup}}", dedup, "{{only}}", only).Replace(rollupUsageRows)
+	return strings.NewReplacer("{{table}}", table, "{{step}}", strconv.FormatInt(int64(step), 10),
+		"{{seconds}}", strconv.FormatInt(int64(step/time.Second), 10),
+		"{{lookback}}", strconv.FormatInt(int64(maxSampleInterval/time.Second), 10),
+		"{{lookbackns}}", strconv.FormatInt(int64(maxSampleInterval), 10)).Replace(rows)
+}
+
+// wholeMinutesLeg is samples_1m's rows of the minutes an allocation holds whole;
+// partialMinutesLeg samples_1s's of the others (bound in this order).
+func wholeMinutesLeg() string {
+	return rollupLeg(tables.Samples1m, time.Minute, dedupSeconds, " AND t >= billed_start AND t + {{step}} <= billed_end")
+}
+
+func partialMinutesLeg() string {
+	return rollupLeg(tables.Samples1s, time.Second, dedupPartialSeconds,
+		" AND ("+minuteOf+" < billed_start OR "+minuteOf+" + 60000000000 > billed_end)")
+}
+
+// minuteRollupNeeds is needsByMinute's allocation-minutes from samples_1m: a row of a minute an
+// allocation holds whole already is that allocation-minute (one row per target and minute), so
+// only the partial minutes, from samples_1s, are grouped by minute. The GROUP BY of a week of a
+// large fleet's allocation-minutes is what the report's usage pays and the needs need not.
+func minuteRollupNeeds() string {
+	return `
+        SELECT allocation_id, r_sm AS m_sm, r_active AS m_active, r_mem AS m_mem
+        FROM (` + wholeMinutesLeg() + `
+        )
+        UNION ALL
+        SELECT allocation_id, m_sm, m_active, m_mem
+        FROM (` + rollupMinutes(partialMinutesLeg()) + `
+        )`
 }
 
 // rollupFirstAttachedQuery is firstAttachedQuery over a rollup: a row's first_attached_ns is
