@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/advice"
 	"github.com/slicemeter/slicemeter/attribution/billing"
 	"github.com/slicemeter/slicemeter/attribution/shard"
 	"github.com/slicemeter/slicemeter/attribution/store"
@@ -106,7 +108,11 @@ SELECT %s, toDateTime(intDiv(ts, 1000000000)),
     ts, 1e10, 2000., emptyArrayUInt64(), emptyArrayUInt64(), ts, ts + 900000000
 FROM (SELECT {{first}} + intDiv(number, %d) AS sec, number %% %d AS inst, toUInt64(%d + sec * 1000000000) AS ts FROM system.numbers LIMIT {{rows}})`,
 		facts, f.instances, f.instances, start)
-	f.generate(b, "samples_1s", rollup, f.seconds)
+	// SLICEMETER_BENCH_GEN_1S=0 leaves samples_1s empty, for what reads only samples_1m over
+	// whole minutes (BenchmarkAdvise over a week: 604.8M rows of 1000 instances otherwise).
+	if os.Getenv("SLICEMETER_BENCH_GEN_1S") != "0" {
+		f.generate(b, "samples_1s", rollup, f.seconds)
+	}
 	minutes := fmt.Sprintf(`INSERT INTO samples_1m (node, gpu_uuid, gpu_index, model, kind, instance_id, profile, time,
     compute_slices, sm_count, gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns,
     samples, covered_ns, sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum,
@@ -159,6 +165,29 @@ FROM (SELECT number AS inst FROM system.numbers LIMIT %d)`, start, start, end, f
 	b.Logf("fleet: %d instances × %d s: %d rollup rows, raw %v (%d rows), samples_1m %v, attribution_minutes %v, generated in %s",
 		f.instances, f.seconds, f.instances*f.seconds, f.raw, f.instances*f.seconds*10, f.minutes, f.storedMinute, time.Since(began).Round(time.Millisecond))
 	return f
+}
+
+// BenchmarkAdvise: right-sizing (slicemeter advise) of the whole generated period from
+// samples_1m, as the command reads it by default; the issue's target is 7 days of 1000
+// instances in ≤ 5 s. It reports the process's peak RSS (ru_maxrss; ClickHouse's memory is
+// its own process's):
+//
+//	SLICEMETER_BENCH_INSTANCES=1000 SLICEMETER_BENCH_SECONDS=604800 SLICEMETER_BENCH_RAW=0 \
+//	  SLICEMETER_BENCH_GEN_1S=0 SLICEMETER_BENCH_STORED=0 go test -run '^$' -bench Advise -benchtime 3x ./attribution/
+func BenchmarkAdvise(b *testing.B) {
+	f := newBenchFleet(b)
+	to := f.start.Add(time.Duration(f.seconds) * time.Second)
+	for b.Loop() {
+		res, err := advice.Compute(context.Background(), f.conn, benchBook, advice.Options{From: f.start, To: to, Samples: store.MinuteRollup,
+			Headroom: advice.DefaultHeadroom, MinMeasured: advice.DefaultMinMeasured, Now: to.Add(time.Hour)})
+		if err != nil || len(res.Rows) != f.instances {
+			b.Fatalf("advice: %d rows, %v; want %d", len(res.Rows), err, f.instances)
+		}
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		b.ReportMetric(float64(ru.Maxrss)/1024, "peak-rss-MiB")
+	}
 }
 
 // has says whether the fleet generated source.

@@ -57,6 +57,7 @@ type rollupRow struct {
 	WaitNs, WaitCount                []uint64
 	ActiveSamples, ActiveNs          uint64
 	FirstNs, LastNs                  uint64 // the row's first and last sample
+	MemMax                           uint64 // mem_used_max_bytes: the highest memory used
 }
 
 // readRollup returns the complete (most samples) row of every key of table, in key order.
@@ -82,9 +83,10 @@ func readRollup(t testing.TB, ctx context.Context, conn interface {
 		ActiveNs      uint64    `ch:"active_ns"`
 		FirstNs       uint64    `ch:"first_ns"`
 		LastNs        uint64    `ch:"last_ns"`
+		MemMax        uint64    `ch:"mem_used_max_bytes"`
 	}
 	q := `SELECT time, node, instance_id, kind, samples, covered_ns, attached_sum, vgpu_switch_ns_sum,
-        vgpu_run_ns_sum, first_attached_ns, sm_active_sum, wait_ns, wait_count, active_samples, active_ns, first_ns, last_ns
+        vgpu_run_ns_sum, first_attached_ns, sm_active_sum, wait_ns, wait_count, active_samples, active_ns, first_ns, last_ns, mem_used_max_bytes
         FROM (SELECT * FROM ` + table + ` ORDER BY samples DESC LIMIT 1 BY node, instance_id, time)
         ORDER BY node, instance_id, time`
 	if err := conn.Select(ctx, &rows, q); err != nil {
@@ -93,7 +95,7 @@ func readRollup(t testing.TB, ctx context.Context, conn interface {
 	out := make([]rollupRow, len(rows))
 	for i, r := range rows {
 		out[i] = rollupRow{r.Time.UTC(), r.Node, r.InstanceID, r.Kind, r.Samples, r.CoveredNs, r.AttachedSum,
-			r.SwitchSum, r.RunSum, r.FirstAttached, r.SMSum, r.WaitNs, r.WaitCount, r.ActiveSamples, r.ActiveNs, r.FirstNs, r.LastNs}
+			r.SwitchSum, r.RunSum, r.FirstAttached, r.SMSum, r.WaitNs, r.WaitCount, r.ActiveSamples, r.ActiveNs, r.FirstNs, r.LastNs, r.MemMax}
 	}
 	return out
 }
@@ -125,6 +127,9 @@ func TestRollupsExactlyOnce(t *testing.T) {
 			for _, s := range []*pb.Sample{sample(pb.Kind_KIND_GPU, "gpu0", ts), sample(pb.Kind_KIND_VGPU, "gpu1/vgpu0", ts)} {
 				s.Attached = s.GetKind() == pb.Kind_KIND_VGPU || i >= 30
 				s.SmActive = float64(i%4) / 4
+				// Memory rises and falls, so that each second's and minute's highest is
+				// one sample's, not the first's or the last's.
+				s.MemUsedBytes = uint64(1+(i*37)%11) << 28
 				if s.GetKind() == pb.Kind_KIND_GPU && i%7 == 3 {
 					// Not measured: whatever sm_active says must stay out of the sums.
 					s.SmActive, s.SmActiveUnavailable = 0.9, true
@@ -148,6 +153,7 @@ func TestRollupsExactlyOnce(t *testing.T) {
 					r.FirstNs = ts
 				}
 				r.LastNs = max(r.LastNs, ts)
+				r.MemMax = max(r.MemMax, s.GetMemUsedBytes())
 				if !s.GetSmActiveUnavailable() {
 					r.SMSum += s.GetSmActive()
 					r.ActiveSamples++
@@ -182,6 +188,7 @@ func TestRollupsExactlyOnce(t *testing.T) {
 			m.FirstNs = r.FirstNs
 		}
 		m.LastNs = max(m.LastNs, r.LastNs)
+		m.MemMax = max(m.MemMax, r.MemMax)
 		m.SMSum += r.SMSum
 		m.ActiveSamples += r.ActiveSamples
 		m.ActiveNs += r.ActiveNs

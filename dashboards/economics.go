@@ -77,5 +77,11 @@ FROM (SELECT time, node, gpu_uuid, any(model) AS model, max(if(samples > 0, powe
   FROM `+rollupFinal+` GROUP BY time, node, gpu_uuid)
 GROUP BY t, model ORDER BY t`)).
 		WithPanel(promSeries("GPU energy by model (trailing window, kWh)", "kwatth",
-			promQuery{`sum by (model) (slicemeter_fleet_energy_kwh)`, "{{model}}"}))
+			promQuery{`sum by (model) (slicemeter_fleet_energy_kwh)`, "{{model}}"})).
+		// Right-sizing (slicemeter advise, the last 7 days): what moving each allocation to the
+		// smallest shape that holds it would free and save.
+		WithPanel(promSeries("Right-sizing: GPU-equivalents freed by model", "short",
+			promQuery{`sum by (model) (slicemeter_advice_gpu_equivalents_freed)`, "{{model}}"})).
+		WithPanel(promSeries("Right-sizing: savings over 30 days by tenant", "currencyUSD",
+			promQuery{`sum by (tenant) (slicemeter_advice_savings_30d)`, "{{tenant}}"}))
 }

@@ -20,7 +20,8 @@ import (
 // `slicemeter api token hash` made, no token is a 401 with a JSON error, a tenant asking for
 // another tenant a 403, a tenant's unfiltered report (CSV and JSON) and allocations hold only
 // its rows, and a scheduler writes allocations (its tenants', never moving one to another
-// tenant) but cannot read reports; an overlap with another tenant's allocation is a 409 that
+// tenant) but cannot read reports; right-sizing advice holds only the tenant's own allocations;
+// an overlap with another tenant's allocation is a 409 that
 // names it to the operator, not to a scheduler scoped to other tenants.
 func TestAPIAuth(t *testing.T) {
 	t.Parallel()
@@ -106,6 +107,13 @@ func TestAPIAuth(t *testing.T) {
 		{"scheduler of any tenant cannot move one", "POST", "/api/v1/allocations", "k8s", strings.Replace(alloc, `"delta"`, `"acme"`, 1), 403,
 			[]string{`move allocation \"auth-1\" from tenant \"delta\" to \"acme\"`}, nil},
 		{"scheduler cannot read reports", "GET", "/api/v1/report?" + window, "slurm", "", 403, []string{"may not read reports"}, nil},
+		// Right-sizing: the operator's advice holds every tenant's allocations, a tenant's its own.
+		{"operator's advice", "GET", "/api/v1/advice?min_measured=10m&" + window, "ops", "", 200,
+			[]string{"\nmig-basic/acme/0,acme,", "\nmig-basic/beta/0,beta,", "\nmig-basic/gamma/0,gamma,"}, nil},
+		{"tenant's advice", "GET", "/api/v1/advice?min_measured=10m&format=json&" + window, "acme", "", 200,
+			[]string{`"tenant": "acme"`, `"advised_shape": "1g.5gb"`}, []string{`"tenant": "beta"`, `"tenant": "gamma"`}},
+		{"tenant asks for another's advice", "GET", "/api/v1/advice?tenant=beta&" + window, "acme", "", 403, []string{"tenant beta"}, nil},
+		{"scheduler cannot read advice", "GET", "/api/v1/advice?" + window, "slurm", "", 403, []string{"operator, finance and tenants only"}, nil},
 	}
 	for _, tt := range tests {
 		code, body := do(tt.method, tt.path, tt.token, tt.body)

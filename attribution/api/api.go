@@ -171,6 +171,8 @@ type Server struct {
 	Periods Periods
 	// Fleet computes the fleet report (GET /api/v1/fleet); nil: that route answers 501.
 	Fleet Fleeter
+	// Advice computes right-sizing advice (GET /api/v1/advice); nil: that route answers 501.
+	Advice Adviser
 	// Statement renders tenants' statements (GET /api/v1/statement); nil: that route answers 501.
 	Statement Statementer
 	// NotYetRetryAfter is the Retry-After of a 503 for a window whose stored minutes are not
@@ -194,6 +196,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/periods", s.getPeriods)
 	mux.HandleFunc("POST /api/v1/periods/{period}/close", s.closePeriod)
 	mux.HandleFunc("GET /api/v1/fleet", s.getFleet)
+	mux.HandleFunc("GET /api/v1/advice", s.getAdvice)
 	mux.HandleFunc("GET /api/v1/statement", s.getStatement)
 }
 

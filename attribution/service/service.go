@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/advice"
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/api"
 	"github.com/slicemeter/slicemeter/attribution/api/auth"
@@ -153,10 +154,15 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	s.sla.watchLag(reg, s.runner)
 	watchOwed(reg, s.runner)
 	s.fleet = newFleetMetrics(reg, s.tenantLimit())
+	s.advice = newAdviceMetrics(reg)
 	srv := &api.Server{
-		Store:   allocations.NewStore(conn),
-		Report:  s.report,
-		Fleet:   s.fleetReport,
+		Store:  allocations.NewStore(conn),
+		Report: s.report,
+		Fleet:  s.fleetReport,
+		Advice: func(ctx context.Context, o advice.Options) (advice.Result, error) {
+			o.Samples = store.MinuteRollup // a week of a large fleet stays cheap
+			return advice.Compute(ctx, conn, cfg.Book, o)
+		},
 		Auth:    authz,
 		Metrics: allocations.NewMetrics(reg),
 		Tiers:   cfg.Book.Tiers,
@@ -203,6 +209,7 @@ type service struct {
 	runner  *Runner
 	sla     *slaMetrics
 	fleet   *fleetMetrics
+	advice  *adviceMetrics
 	ready   atomic.Bool // once a trailing window is attributed
 	logger  *slog.Logger
 	logs    *lograte.Limiter // the trailing window's notes recur at every pass
@@ -284,6 +291,9 @@ func (s *service) pass(ctx context.Context) (behind bool) {
 	nodes, owned := s.runner.Nodes()
 	if !owned {
 		return behind
+	}
+	if err := s.advice.update(ctx, s.conn, s.cfg.Book, time.Now().UTC().Truncate(time.Minute), nodes); err != nil {
+		s.logs.Log(ctx, time.Now(), slog.LevelError, "advice", "computing the advice gauges failed", "err", err)
 	}
 	// Whole seconds: the window's edges are what the report prints.
 	to := time.Now().UTC().Truncate(time.Second)

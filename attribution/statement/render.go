@@ -23,6 +23,7 @@ var page = template.Must(template.New("statement").Funcs(template.FuncMap{
 	"durp":     func(d *time.Duration) string { return durp(d) },
 	"pct":      func(f *float64) string { return pct(f) },
 	"fraction": func(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) },
+	"gib":      func(b uint64) string { return strconv.FormatFloat(float64(b)/(1<<30), 'f', 2, 64) },
 	"date":     func(t time.Time, loc *time.Location) string { return t.In(loc).Format(time.DateOnly) },
 	"stamp":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 }).Parse(pageText))

@@ -8,8 +8,10 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/attribution"
+	"github.com/slicemeter/slicemeter/attribution/advice"
 	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/store"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
 )
 
@@ -26,6 +28,11 @@ func DatabaseSource(conn driver.Conn, book *pricebook.PriceBook, fromMinutes boo
 				logNotes(ctx, res.Report)
 			}
 			return res.Report, err
+		},
+		// From samples_1m, as `slicemeter advise` reads by default: a month of them is cheap.
+		Advice: func(ctx context.Context, tenant string, from, to time.Time) (advice.Result, error) {
+			return advice.Compute(ctx, conn, book, advice.Options{From: from, To: to, Samples: store.MinuteRollup,
+				Headroom: advice.DefaultHeadroom, MinMeasured: advice.DefaultMinMeasured, Tenants: []string{tenant}})
 		},
 		Closes: func(ctx context.Context, m period.Month) (period.Closed, []period.Line, bool, error) {
 			c, ok, err := period.Get(ctx, conn, m)

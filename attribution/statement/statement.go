@@ -12,6 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shopspring/decimal"
+
+	"github.com/slicemeter/slicemeter/attribution/advice"
 	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/schemas/pricebook"
@@ -30,6 +33,17 @@ type Source struct {
 	Report Reporter
 	Closes Closes // nil: every period is open
 	Book   *pricebook.PriceBook
+	// Advice is the tenant's right-sizing advice over a window (advice.Compute for one
+	// tenant); nil: the statement has no right-sizing section.
+	Advice func(ctx context.Context, tenant string, from, to time.Time) (advice.Result, error)
+}
+
+// RightSizing is the statement's right-sizing section: the tenant's allocations of the period
+// advised a smaller shape, with what each saves, and those that ran at their limit.
+type RightSizing struct {
+	Downsizes, Saturated []advice.Row
+	// Savings and Savings30d sum the downsizes'.
+	Savings, Savings30d decimal.Decimal
 }
 
 // Totals are a statement's money and seconds, summed over the tenant's tiers.
@@ -105,6 +119,8 @@ type Statement struct {
 	JitterBreaches []JitterBreach
 	// Corrections are the lines of earlier periods that this period bills (closed only).
 	Corrections []period.Line
+	// RightSizing is nil when the source gives no advice.
+	RightSizing *RightSizing
 	Generated   time.Time
 }
 
@@ -145,6 +161,20 @@ func Build(ctx context.Context, src Source, tenant string, m period.Month, now t
 		}
 		st.Days = append(st.Days, day)
 	}
+	if src.Advice != nil {
+		// The period so far: advice of the future would be of nothing.
+		to := end
+		if now.Before(to) {
+			to = now
+		}
+		if to.After(start) {
+			res, err := src.Advice(ctx, tenant, start, to)
+			if err != nil {
+				return nil, fmt.Errorf("statement of %s for %s: its right-sizing: %w", tenant, m, err)
+			}
+			st.RightSizing = rightSizing(res)
+		}
+	}
 	if src.Closes != nil {
 		c, lines, ok, err := src.Closes(ctx, m)
 		if err != nil {
@@ -166,6 +196,21 @@ func Build(ctx context.Context, src Source, tenant string, m period.Month, now t
 		}
 	}
 	return st, nil
+}
+
+// rightSizing is the section of the advice's rows.
+func rightSizing(res advice.Result) *RightSizing {
+	rs := &RightSizing{}
+	for _, r := range res.Rows {
+		if r.Action == advice.Downsize {
+			rs.Downsizes = append(rs.Downsizes, r)
+			rs.Savings, rs.Savings30d = rs.Savings.Add(r.Savings), rs.Savings30d.Add(r.Savings30d)
+		}
+		if r.Saturated {
+			rs.Saturated = append(rs.Saturated, r)
+		}
+	}
+	return rs
 }
 
 // concurrentReports is how many of a statement's reports run at once: a day's is a few short

@@ -53,10 +53,15 @@ var dedupSamples = `
 // overlap, each instant counts once). The rollups hold the same unions and integrals per
 // second, and both are additive over disjoint slices of time, so every path sums the same
 // numbers per minute (usageByMinute). The waits count in the piece in which the sample was taken.
-var usageQuery = usageByMinute(`
+var usageQuery = usageByMinute(rawMinutes)
+
+// rawMinutes is the allocation-minutes of usageQuery from the raw samples; m_mem is the highest
+// memory used of the samples taken in the minute within the billed time (right-sizing's memory
+// need, NeedsQuery), which the bill does not read.
+var rawMinutes = `
         SELECT allocation_id, minute, sliced AS m_sliced, frac AS m_frac,
             toFloat64(u_union) AS m_overlap, toFloat64(a_union) AS m_active, a_integral AS m_sm, u_integral AS m_switch,
-            m_ws, m_cs
+            m_ws, m_cs, m_mem
         FROM (
             SELECT *,
                 ` + tables.Coverage("u", "los", "his", "os", "u_len", "u_weighted", "regular") + `,
@@ -68,18 +73,19 @@ var usageQuery = usageByMinute(`
                     tupleElement(sumMap(ws, cs), 1) AS m_ws, tupleElement(sumMap(ws, cs), 2) AS m_cs,
                     sum(hi - lo) AS u_len, sum(o_tick * (hi - lo)) AS u_weighted,
                     sumIf(hi - lo, measured) AS a_len, sumIf(sm * (hi - lo), measured) AS a_weighted,
-                    ` + tables.Regular + ` AS regular
+                    ` + tables.Regular + ` AS regular, max(mem_taken) AS m_mem
                 FROM (
-                    SELECT allocation_id, sliced, frac, sm, measured, o_tick, t, iv,
+                    SELECT allocation_id, sliced, frac, sm, measured, o_tick, t, iv, mem,
                         greatest(t, billed_start) AS b_lo, least(t + iv, billed_end) AS b_hi,
                         intDiv(b_lo, 60000000000) AS first_minute,
                         arrayJoin(if(intDiv(b_hi - 1, 60000000000) = first_minute, [first_minute], [first_minute, first_minute + 1])) AS minute,
                         greatest(b_lo, minute * 60000000000) - minute * 60000000000 AS lo,
                         least(b_hi, (minute + 1) * 60000000000) - minute * 60000000000 AS hi,
                         if(sliced = 1 AND t >= billed_start AND minute = first_minute, waits, emptyArrayUInt64()) AS ws,
-                        arrayMap(w -> toUInt64(1), ws) AS cs
+                        arrayMap(w -> toUInt64(1), ws) AS cs,
+                        if(t >= billed_start AND minute = first_minute, mem, toUInt64(0)) AS mem_taken
                     FROM (
-                        SELECT node, instance_id, toInt64(ts_ns) AS t,
+                        SELECT node, instance_id, toInt64(ts_ns) AS t, mem_used_bytes AS mem,
                             toInt64(least(interval_ns, ` + tables.MaxInterval + `)) AS iv, sm_active AS sm,
                             if(iv > 0, vgpu_switch_ns / iv, 0.) AS o_tick,
                             ` + tables.Measured + ` AS measured, vgpu_waits_ns AS waits` + dedupSamples + `
@@ -90,7 +96,7 @@ var usageQuery = usageByMinute(`
                 WHERE hi > lo
                 GROUP BY allocation_id, minute
             )
-        )`)
+        )`
 
 // usageByMinute sums per allocation the allocation-minutes of minutes (a subquery with one row
 // per allocation and UTC minute: allocation_id, m_sliced, m_frac (billed fraction), m_overlap
@@ -250,21 +256,7 @@ func distinct[T any](items []T, target func(T) billing.Target) []billing.Target 
 
 func (m measured) measureChunk(ctx context.Context, conn Querier, src Samples, q sampleQueries, chunk []billing.Billed) error {
 	ctx = chunkContext(ctx, chunk)
-	span := chunk[0].Billed // the span of the chunk's billed intervals
-	for _, b := range chunk {
-		span = billing.Interval{Start: min(span.Start, b.Billed.Start), End: max(span.End, b.Billed.End)}
-	}
-	samples := span
-	samples.Start -= int64(maxSampleInterval)
-	nodes, instances := chquery.TargetArrays(distinct(chunk, func(b billing.Billed) billing.Target { return b.Target }))
-	table := allocationArgs(chunk)
-	sampleArgs := append([]any{chquery.Seconds(samples.Start), chquery.Seconds(samples.End), samples.Start, samples.End, nodes, instances}, table...)
-	if q.partialMinutes {
-		pn, pi, pm := partialMinutes(chunk)
-		sampleArgs = append(sampleArgs, chquery.Seconds(samples.Start), chquery.Seconds(samples.End), pn, pi, pm,
-			samples.Start, samples.End, nodes, instances)
-		sampleArgs = append(sampleArgs, table...)
-	}
+	span, sampleArgs := usageArgs(q, chunk)
 
 	// The memory and energy are read beside the usage, on another connection: the extra query
 	// then costs a pass next to nothing of its time.
@@ -309,6 +301,27 @@ func (m measured) measureChunk(ctx context.Context, conn Querier, src Samples, q
 	}
 
 	return m.findFirstAttached(ctx, conn, q, chunk)
+}
+
+// usageArgs are the arguments of a chunk's usage query (and of its needs query, which reads
+// the same allocation-minutes), and the span of the chunk's billed intervals.
+func usageArgs(q sampleQueries, chunk []billing.Billed) (span billing.Interval, args []any) {
+	span = chunk[0].Billed
+	for _, b := range chunk {
+		span = billing.Interval{Start: min(span.Start, b.Billed.Start), End: max(span.End, b.Billed.End)}
+	}
+	samples := span
+	samples.Start -= int64(maxSampleInterval)
+	nodes, instances := chquery.TargetArrays(distinct(chunk, func(b billing.Billed) billing.Target { return b.Target }))
+	table := allocationArgs(chunk)
+	args = append([]any{chquery.Seconds(samples.Start), chquery.Seconds(samples.End), samples.Start, samples.End, nodes, instances}, table...)
+	if q.partialMinutes {
+		pn, pi, pm := partialMinutes(chunk)
+		args = append(args, chquery.Seconds(samples.Start), chquery.Seconds(samples.End), pn, pi, pm,
+			samples.Start, samples.End, nodes, instances)
+		args = append(args, table...)
+	}
+	return span, args
 }
 
 // partialMinutes are the minutes (Unix seconds / 60) of each allocation's target in which its

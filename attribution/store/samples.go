@@ -182,11 +182,12 @@ const rollupUsageRows = `
             covered * share AS r_overlap, active_covered * share AS r_active,
             sm_ns * share AS r_sm, sw_ns * share AS r_switch,
             if(sliced = 1 AND t >= billed_start, w, emptyArrayUInt64()) AS ws,
-            if(sliced = 1 AND t >= billed_start, c, emptyArrayUInt64()) AS cs
+            if(sliced = 1 AND t >= billed_start, c, emptyArrayUInt64()) AS cs,
+            if(t >= billed_start, mem_max, toUInt64(0)) AS r_mem
         FROM (
             SELECT node, instance_id, toInt64(time) * 1000000000 AS t, toInt64(covered_ns) AS covered,
                 toInt64(active_ns) AS active_covered, sm_active_ns AS sm_ns, switch_ns AS sw_ns,
-                wait_ns AS w, wait_count AS c{{dedup}}
+                wait_ns AS w, wait_count AS c, mem_used_max_bytes AS mem_max{{dedup}}
         ) AS s ALL INNER JOIN (` + allocationsTable + `
         ) AS a USING (node, instance_id)
         WHERE t < billed_end AND t + {{step}} > billed_start{{only}}`
@@ -196,7 +197,7 @@ func rollupMinutes(rows string) string {
 	return `
         SELECT allocation_id, minute, any(sliced) AS m_sliced, any(frac) AS m_frac,
             sum(r_overlap) AS m_overlap, sum(r_active) AS m_active, sum(r_sm) AS m_sm, sum(r_switch) AS m_switch,
-            tupleElement(sumMap(ws, cs), 1) AS m_ws, tupleElement(sumMap(ws, cs), 2) AS m_cs
+            tupleElement(sumMap(ws, cs), 1) AS m_ws, tupleElement(sumMap(ws, cs), 2) AS m_cs, max(r_mem) AS m_mem
         FROM (` + rows + `
         )
         GROUP BY allocation_id, minute`
@@ -226,20 +227,52 @@ const minuteOf = "intDiv(t, 60000000000) * 60000000000"
 // minutes an allocation holds whole and reads the others from samples_1s, so that its report
 // is the per-second rollup's (one bill whatever the path).
 func rollupUsage(table string, step time.Duration) string {
-	leg := func(table string, step time.Duration, dedup, only string) string {
-		rows := strings.NewReplacer("{{dedup}}", dedup, "{{only}}", only).Replace(rollupUsageRows)
-		return strings.NewReplacer("{{table}}", table, "{{step}}", strconv.FormatInt(int64(step), 10),
-			"{{seconds}}", strconv.FormatInt(int64(step/time.Second), 10),
-			"{{lookback}}", strconv.FormatInt(int64(maxSampleInterval/time.Second), 10),
-			"{{lookbackns}}", strconv.FormatInt(int64(maxSampleInterval), 10)).Replace(rows)
-	}
+	return usageByMinute(rollupAllocationMinutes(table, step))
+}
+
+// rollupAllocationMinutes is the allocation-minutes of rollupUsage (usageByMinute's and
+// needsByMinute's subquery) from a rollup of rows step long.
+func rollupAllocationMinutes(table string, step time.Duration) string {
 	if step < time.Minute {
-		return usageByMinute(rollupMinutes(leg(table, step, dedupSeconds, "")))
+		return rollupMinutes(rollupLeg(table, step, dedupSeconds, ""))
 	}
-	return usageByMinute(rollupMinutes(leg(table, step, dedupSeconds, " AND t >= billed_start AND t + {{step}} <= billed_end") +
-		"\n        UNION ALL" +
-		leg(tables.Samples1s, time.Second, dedupPartialSeconds,
-			" AND ("+minuteOf+" < billed_start OR "+minuteOf+" + 60000000000 > billed_end)")))
+	return rollupMinutes(wholeMinutesLeg() + "\n        UNION ALL" + partialMinutesLeg())
+}
+
+// rollupLeg is rollupUsageRows over a rollup of rows step long, its rows read by dedup and
+// kept by only.
+func rollupLeg(table string, step time.Duration, dedup, only string) string {
+	rows := strings.NewReplacer("{{dedup}}", dedup, "{{only}}", only).Replace(rollupUsageRows)
+	return strings.NewReplacer("{{table}}", table, "{{step}}", strconv.FormatInt(int64(step), 10),
+		"{{seconds}}", strconv.FormatInt(int64(step/time.Second), 10),
+		"{{lookback}}", strconv.FormatInt(int64(maxSampleInterval/time.Second), 10),
+		"{{lookbackns}}", strconv.FormatInt(int64(maxSampleInterval), 10)).Replace(rows)
+}
+
+// wholeMinutesLeg is samples_1m's rows of the minutes an allocation holds whole;
+// partialMinutesLeg samples_1s's of the others (bound in this order).
+func wholeMinutesLeg() string {
+	return rollupLeg(tables.Samples1m, time.Minute, dedupSeconds, " AND t >= billed_start AND t + {{step}} <= billed_end")
+}
+
+func partialMinutesLeg() string {
+	return rollupLeg(tables.Samples1s, time.Second, dedupPartialSeconds,
+		" AND ("+minuteOf+" < billed_start OR "+minuteOf+" + 60000000000 > billed_end)")
+}
+
+// minuteRollupNeeds is needsByMinute's allocation-minutes from samples_1m: a row of a minute an
+// allocation holds whole already is that allocation-minute (one row per target and minute), so
+// only the partial minutes, from samples_1s, are grouped by minute. The GROUP BY of a week of a
+// large fleet's allocation-minutes is what the report's usage pays and the needs need not.
+func minuteRollupNeeds() string {
+	return `
+        SELECT allocation_id, r_sm AS m_sm, r_active AS m_active, r_mem AS m_mem
+        FROM (` + wholeMinutesLeg() + `
+        )
+        UNION ALL
+        SELECT allocation_id, m_sm, m_active, m_mem
+        FROM (` + rollupMinutes(partialMinutesLeg()) + `
+        )`
 }
 
 // rollupFirstAttachedQuery is firstAttachedQuery over a rollup: a row's first_attached_ns is

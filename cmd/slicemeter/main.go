@@ -86,6 +86,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"migrate":     newMigrateCmd(app),
 		"report":      newReportCmd(app, stdout),
 		"fleet":       newFleetCmd(app, stdout),
+		"advise":      newAdviseCmd(app, stdout),
 		"demo":        newDemoCmd(app, stdout),
 		"allocations": newAllocationsCmd(app, stdout),
 		"pricebook":   newPricebookCmd(app, stdout),

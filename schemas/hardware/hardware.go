@@ -21,6 +21,27 @@ type Model struct {
 	PowerIdleW  float64
 	PowerMaxW   float64
 	MIG         map[string]MIGProfile // profile name -> profile; empty: MIG unsupported
+	// VGPU are the C-series (compute) vGPU profiles NVIDIA's vGPU software offers on the
+	// model, largest first; empty: none listed here. Right-sizing (slicemeter advise) takes
+	// its vGPU candidates from it, so that a shape is data, not code.
+	VGPU []VGPUProfile
+}
+
+// VGPUProfile is one C-series vGPU profile: its name (e.g. H100-20C) and its framebuffer.
+// Its billed fraction and its compute capacity are its framebuffer over the GPU's (the price
+// book's rule: the scheduler gives an equal-share vGPU that share of the GPU's time).
+type VGPUProfile struct {
+	Name        string
+	MemoryBytes uint64
+}
+
+// cSeries is the C-series profiles prefix-<GB>C for each framebuffer size given, in GiB.
+func cSeries(prefix string, gbs ...uint64) []VGPUProfile {
+	out := make([]VGPUProfile, len(gbs))
+	for i, gb := range gbs {
+		out[i] = VGPUProfile{Name: prefix + "-" + strconv.FormatUint(gb, 10) + "C", MemoryBytes: gb * GiB}
+	}
+	return out
 }
 
 // MIGProfile is one MIG GPU-instance profile.
@@ -33,25 +54,35 @@ type MIGProfile struct {
 // MaxComputeSlices is the number of compute slices of a MIG-capable GPU.
 const MaxComputeSlices = 7
 
-// SM counts per MIG profile follow NVIDIA's MIG user guide.
+// SM counts per MIG profile follow NVIDIA's MIG user guide
+// (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html).
+//
+// The vGPU C-series profiles follow NVIDIA's Virtual GPU Software User Guide, "Virtual GPU
+// Types for Supported GPUs" (https://docs.nvidia.com/vgpu/latest/grid-vgpu-user-guide/index.html,
+// the C-Series tables of each board): NVIDIA H100 SXM5 80GB H100-80C, -40C, -20C, -16C, -10C,
+// -8C, -5C, -4C; A100 40GB A100-40C, -20C, -10C, -8C, -5C, -4C; A100 80GB (named A100D-)
+// A100D-80C, -40C, -20C, -16C, -10C, -8C, -4C; L40S L40S-48C, -24C, -16C, -12C, -8C, -6C, -4C.
+// H200 is left without vGPU profiles: the guide's H200 tables were not at hand to check, and
+// a guessed profile would be advised as if it could be bought.
 var catalog = map[string]Model{
 	"A100-SXM4-40GB": {Name: "A100-SXM4-40GB", SMs: 108, MemoryBytes: 40 * GiB, PowerIdleW: 55, PowerMaxW: 400, MIG: map[string]MIGProfile{
 		"1g.5gb": {1, 14, 5 * GiB}, "2g.10gb": {2, 28, 10 * GiB}, "3g.20gb": {3, 42, 20 * GiB},
 		"4g.20gb": {4, 56, 20 * GiB}, "7g.40gb": {7, 98, 40 * GiB},
-	}},
+	}, VGPU: cSeries("A100", 40, 20, 10, 8, 5, 4)},
 	"A100-SXM4-80GB": {Name: "A100-SXM4-80GB", SMs: 108, MemoryBytes: 80 * GiB, PowerIdleW: 60, PowerMaxW: 400, MIG: map[string]MIGProfile{
 		"1g.10gb": {1, 14, 10 * GiB}, "2g.20gb": {2, 28, 20 * GiB}, "3g.40gb": {3, 42, 40 * GiB},
 		"4g.40gb": {4, 56, 40 * GiB}, "7g.80gb": {7, 98, 80 * GiB},
-	}},
+	}, VGPU: cSeries("A100D", 80, 40, 20, 16, 10, 8, 4)},
 	"H100-SXM5-80GB": {Name: "H100-SXM5-80GB", SMs: 132, MemoryBytes: 80 * GiB, PowerIdleW: 70, PowerMaxW: 700, MIG: map[string]MIGProfile{
 		"1g.10gb": {1, 16, 10 * GiB}, "1g.20gb": {1, 16, 20 * GiB}, "2g.20gb": {2, 32, 20 * GiB},
 		"3g.40gb": {3, 60, 40 * GiB}, "4g.40gb": {4, 64, 40 * GiB}, "7g.80gb": {7, 132, 80 * GiB},
-	}},
+	}, VGPU: cSeries("H100", 80, 40, 20, 16, 10, 8, 5, 4)},
 	"H200-SXM-141GB": {Name: "H200-SXM-141GB", SMs: 132, MemoryBytes: 141 * GiB, PowerIdleW: 75, PowerMaxW: 700, MIG: map[string]MIGProfile{
 		"1g.18gb": {1, 16, 18 * GiB}, "1g.35gb": {1, 16, 35 * GiB}, "2g.35gb": {2, 32, 35 * GiB},
 		"3g.71gb": {3, 60, 71 * GiB}, "4g.71gb": {4, 64, 71 * GiB}, "7g.141gb": {7, 132, 141 * GiB},
 	}},
-	"L40S": {Name: "L40S", SMs: 142, MemoryBytes: 48 * GiB, PowerIdleW: 35, PowerMaxW: 350},
+	"L40S": {Name: "L40S", SMs: 142, MemoryBytes: 48 * GiB, PowerIdleW: 35, PowerMaxW: 350,
+		VGPU: cSeries("L40S", 48, 24, 16, 12, 8, 6, 4)},
 }
 
 // Lookup returns the model of that name.

@@ -76,6 +76,7 @@ const Regular = "min(iv) = max(iv) AND min(t % iv) = max(t % iv)"
 // part of a recomputed second: up to MaxInterval before it), seconds one on the recomputed
 // seconds (sec, a DateTime). samples and the per-sample sums count the samples taken in the
 // row (ts in it); covered_ns, active_ns, sm_active_ns and switch_ns sweep the pieces (Sweep).
+// mem_used_max_bytes is the highest mem_used_bytes of the samples taken in it (0 when none).
 // first_ns and last_ns are the first and last ts_ns of the samples taken in it, or, in a row
 // only covered by samples taken before it, of those: real samples either way, for the
 // capacity's presence, which reads every row.
@@ -84,7 +85,8 @@ func RollupSeconds(samples, seconds string) string {
 SELECT sec, node, instance_id, r_gpu_uuid, r_gpu_index, r_model, r_kind, r_profile, r_compute_slices, r_sm_count,
     r_gpu_sm_count, r_mem_total_bytes, r_gpu_mem_total_bytes, r_interval_ns, samples, toUInt64(u_union),
     sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum, first_attached_ns, mem_used_bytes_sum, power_watts_sum,
-    wait_ns, wait_count, active_samples, toUInt64(a_union), first_ns, last_ns, a_integral, u_integral, r_share_replicas
+    wait_ns, wait_count, active_samples, toUInt64(a_union), first_ns, last_ns, a_integral, u_integral, r_share_replicas,
+    mem_used_max_bytes
 FROM (
     SELECT *,
         ` + Coverage("u", "los", "his", "os", "u_len", "u_weighted", "regular") + `,
@@ -101,6 +103,7 @@ FROM (
             sumIf(vgpu_switch_ns, taken_here) AS vgpu_switch_ns_sum, sumIf(vgpu_run_ns, taken_here) AS vgpu_run_ns_sum,
             minIf(ts_ns, attached = 1 AND taken_here) AS first_attached_ns,
             sumIf(toFloat64(mem_used_bytes), taken_here) AS mem_used_bytes_sum, sumIf(power_watts, taken_here) AS power_watts_sum,
+            maxIf(mem_used_bytes, taken_here) AS mem_used_max_bytes,
             tupleElement(sumMap(ws, cs), 1) AS wait_ns, tupleElement(sumMap(ws, cs), 2) AS wait_count,
             countIf(measured AND taken_here) AS active_samples,
             sum(hi - lo) AS u_len, sum(o_tick * (hi - lo)) AS u_weighted,
@@ -132,7 +135,8 @@ FROM (
 // RollupMinutes is the INSERT of samples_1m rows recomputed from the complete (most samples;
 // of equals, the last written) samples_1s row of each second, the row attribution reads
 // (Final). seconds is a condition on the samples_1s rows read (whole minutes of them). Rows
-// never straddle a minute, so every sum, the unions included, is the sum of its seconds.
+// never straddle a minute, so every sum, the unions included, is the sum of its seconds, and
+// the memory's high-water mark the highest of its seconds'.
 func RollupMinutes(seconds string) string {
 	return Insert(Samples1m, RollupColumns) + `
 SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gpu_index), any(model),
@@ -145,7 +149,7 @@ SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gp
     sum(active_samples), sum(active_ns),
     if(sum(samples) > 0, minIf(first_ns, samples > 0), min(first_ns)),
     if(sum(samples) > 0, maxIf(last_ns, samples > 0), max(last_ns)), sum(sm_active_ns), sum(switch_ns),
-    any(share_replicas)
+    any(share_replicas), max(mem_used_max_bytes)
 FROM (
     SELECT ` + List(RollupColumns) + `
     FROM ` + Final(Samples1s) + `

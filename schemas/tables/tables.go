@@ -44,7 +44,7 @@ var RollupColumns = []string{
 	"compute_slices", "sm_count", "gpu_sm_count", "mem_total_bytes", "gpu_mem_total_bytes", "interval_ns",
 	"samples", "covered_ns", "sm_active_sum", "attached_sum", "vgpu_switch_ns_sum", "vgpu_run_ns_sum",
 	"first_attached_ns", "mem_used_bytes_sum", "power_watts_sum", "wait_ns", "wait_count", "active_samples",
-	"active_ns", "first_ns", "last_ns", "sm_active_ns", "switch_ns", "share_replicas",
+	"active_ns", "first_ns", "last_ns", "sm_active_ns", "switch_ns", "share_replicas", "mem_used_max_bytes",
 }
 
 // AllocationColumns are the columns of allocations, one row per version of an allocation.
