@@ -97,6 +97,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cmd := commands[strings.Fields(selected)[0]]
+	logStartup(logger, app, selected)
 	if err := cmd.run(ctx, logger); err != nil {
 		fmt.Fprintf(stderr, "slicemeter %s: %v\n", selected, err)
 		if usage.Is(err) {
