@@ -1,9 +1,9 @@
-package main
+package startuplog
 
 import "testing"
 
-// TestConfigValue: what the start-up line shows of a flag's value; no secret passes.
-func TestConfigValue(t *testing.T) {
+// TestValue: what the start-up line shows of a flag's value; no secret passes.
+func TestValue(t *testing.T) {
 	for _, tc := range []struct{ flag, value, want string }{
 		{"clickhouse.dsn", "clickhouse://u:pw@h:9000/db", "clickhouse://u:xxxxx@h:9000/db"},
 		{"clickhouse.dsn", "clickhouse://h:9000/db?username=u&password=pw", "clickhouse://h:9000/db?password=xxxxx&username=u"},
@@ -18,8 +18,8 @@ func TestConfigValue(t *testing.T) {
 		{"retention.raw", "336h0m0s", "336h0m0s"},
 		{"some.secret", "", ""},
 	} {
-		if got := configValue(tc.flag, tc.value); got != tc.want {
-			t.Errorf("configValue(%q, %q) = %q, want %q", tc.flag, tc.value, got, tc.want)
+		if got := Value(tc.flag, tc.value); got != tc.want {
+			t.Errorf("Value(%q, %q) = %q, want %q", tc.flag, tc.value, got, tc.want)
 		}
 	}
 }
