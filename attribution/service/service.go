@@ -137,7 +137,8 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	case err != nil:
 		logger.WarnContext(ctx, "could not check that the price book prices the fleet", "err", err)
 	}
-	s := &service{cfg: cfg, conn: conn, logger: logger, logs: lograte.New(logger, time.Minute), sla: newSLAMetrics(reg, cfg.Book)}
+	s := &service{cfg: cfg, conn: conn, logger: logger, logs: lograte.New(logger, time.Minute), sla: newSLAMetrics(reg, cfg.Book),
+		progress: progress{logger: logger}}
 	s.runner = NewRunner(conn, cfg.Book, cfg.Passes, s.sla, logger)
 	s.sla.watchLag(reg, s.runner)
 	watchOwed(reg, s.runner)
@@ -189,6 +190,8 @@ type service struct {
 	ready  atomic.Bool // once a trailing window is attributed
 	logger *slog.Logger
 	logs   *lograte.Limiter // the trailing window's notes recur at every pass
+	// progress logs the passes: backfill and catch-up progress, then a heartbeat (progress.go).
+	progress progress
 }
 
 // report answers the API's report requests.
@@ -241,6 +244,7 @@ func (s *service) pass(ctx context.Context) {
 	began := time.Now()
 	p, err := s.runner.Once(ctx)
 	s.sla.passDuration.Observe(time.Since(began).Seconds())
+	s.progress.pass(ctx, time.Now(), p, err, time.Now().Add(-s.cfg.Delay).Truncate(time.Minute))
 	s.sla.computeErrs.WithLabelValues(scopeMinute).Add(float64(len(p.Failed)))
 	if err != nil {
 		s.sla.errors.Inc()
