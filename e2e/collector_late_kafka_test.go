@@ -79,4 +79,11 @@ func TestCollectorStartsBeforeKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	col.WaitMetric(t, 90*time.Second, "slicemeter_collector_samples_stored_total", float64(len(b.Samples)))
+	// A healthy pipeline on idle partitions warns of nothing: kafka-go's read timeouts on them
+	// are debug.
+	for _, l := range strings.Split(col.Log(), "\n") {
+		if strings.Contains(l, "level=WARN") && strings.Contains(l, "error reading partition") {
+			t.Errorf("a warning on a healthy pipeline: %s", l)
+		}
+	}
 }
