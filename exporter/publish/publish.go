@@ -289,8 +289,11 @@ func (p *Publisher) spoolDrop(weight uint32, reason string) {
 		"samples", weight, "samples_dropped_so_far", p.dropTotal.Load())
 }
 
-// Close closes the spool, if there is one; what it still holds stays for the next start.
+// Close closes the spool, if there is one; what it still holds stays for the next start. The
+// repeated problems not logged yet (drops since the last line) are logged first, with their
+// counts, so that the log of a run says how much it dropped.
 func (p *Publisher) Close() error {
+	p.limit.Flush(context.Background(), time.Now().Add(LogEvery))
 	if p.spool == nil {
 		return nil
 	}
@@ -517,6 +520,8 @@ func (p *Publisher) Run(ctx context.Context) {
 	}
 	backoff := p.backoff
 	for {
+		// Drops held back for a minute are told, with their count, even if none follows.
+		p.limit.Flush(ctx, time.Now())
 		n, err := 0, p.ready(ctx) // at once, not with the first batch: /readyz tells
 		if err == nil {
 			n, err = p.drain(ctx)
