@@ -113,7 +113,9 @@ type Collector struct {
 	cfg  Config
 	conn driver.Conn
 	log  *slog.Logger
-	// refusals logs refused messages at most once per reason per minute.
+	// refusals logs refused messages at most once per reason per minute, and so the failures
+	// that repeat while Kafka or ClickHouse is down (fetch, flush, commit: one line a minute
+	// each, with the count, instead of one per retry).
 	refusals *lograte.Limiter
 	metrics  *metrics
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -98,7 +99,7 @@ func (c *Collector) Run(ctx context.Context) error {
 			if errors.Is(err, context.DeadlineExceeded) {
 				continue // time to flush
 			}
-			c.log.Warn("fetch from Kafka", "err", err, "retry_in", retry)
+			c.refusals.Log(ctx, time.Now(), slog.LevelWarn, "fetch", "fetch from Kafka failed; retrying", "err", err, "retry_in", retry)
 			sleep(ctx, retry)
 			retry = min(2*retry, c.cfg.RetryMax)
 			continue

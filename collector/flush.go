@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -86,7 +87,7 @@ func (c *Collector) storeRetrying(ctx context.Context, deadLetterWriter *kafka.W
 		if ctx.Err() != nil {
 			return err
 		}
-		c.log.Warn("flush failed; offsets not committed, retrying", "err", err, "retry_in", retry,
+		c.refusals.Log(ctx, time.Now(), slog.LevelWarn, "flush", "flush failed; offsets not committed, retrying", "err", err, "retry_in", retry,
 			"pending_messages", b.pending, "pending_rows", b.samples.len()+b.allocs.len())
 		sleep(ctx, retry)
 		retry = min(2*retry, c.cfg.RetryMax)
@@ -184,7 +185,7 @@ func (c *Collector) commit(ctx context.Context, reader *kafka.Reader, b *batch) 
 				"err", err, "partitions", len(msgs), "messages", b.pending)
 			break
 		}
-		c.log.Warn("commit Kafka offsets", "err", err, "attempt", attempt, "retry_in", retry)
+		c.refusals.Log(ctx, time.Now(), slog.LevelWarn, "commit", "commit Kafka offsets failed; retrying", "err", err, "attempt", attempt, "retry_in", retry)
 		sleep(ctx, retry)
 		retry = min(2*retry, c.cfg.RetryMax)
 	}

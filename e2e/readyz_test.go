@@ -56,6 +56,10 @@ func TestAttributionReadyzFollowsClickHouse(t *testing.T) {
 	if code, body := readyz(); code != http.StatusOK {
 		t.Fatalf("/readyz with ClickHouse up: %d %q", code, body)
 	}
+	// Ready means a pass was done: the log says so (it said nothing after "Listening on").
+	if !svc.LogContains("attribution: first pass done") {
+		t.Errorf("no line says the first pass was done:\n%s", svc.LogTail(20))
+	}
 	proxy.cut()
 	cutAt := time.Now()
 	waitFor("said ClickHouse is missing", func(code int, body string) bool {

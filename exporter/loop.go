@@ -107,7 +107,8 @@ func (l *Loop) Run(ctx context.Context) (int64, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	// A source that keeps returning a bad value would log it every tick: once a minute per reason.
+	// A source that keeps returning a bad value, or failing, or a sink that keeps failing, would
+	// log it every tick: once a minute per reason, with how many were not logged.
 	refusals := lograte.New(logger, time.Minute)
 	for _, s := range l.Sinks { // each sink's error series from the start, at 0
 		l.Metrics.SinkErrors.WithLabelValues(sinkName(s))
@@ -127,7 +128,7 @@ func (l *Loop) Run(ctx context.Context) (int64, error) {
 		l.Metrics.Ticks.Inc()
 		if err != nil {
 			l.Metrics.SourceErrors.Inc()
-			logger.Warn("reading the source failed; this tick is missing", "tick", t, "err", err)
+			refusals.Log(ctx, time.Now(), slog.LevelWarn, "source_read", "reading the source failed; this tick is missing", "tick", t, "err", err)
 			continue
 		}
 		for i := range samples {
@@ -141,17 +142,19 @@ func (l *Loop) Run(ctx context.Context) (int64, error) {
 				if ctx.Err() != nil {
 					break
 				}
-				logger.Warn("writing samples failed", "sink", sinkName(s), "err", err)
+				refusals.Log(ctx, time.Now(), slog.LevelWarn, "write "+sinkName(s), "writing samples failed", "sink", sinkName(s), "err", err)
 			}
 		}
 		if (n+1)%flushTicks == 0 {
-			l.flush(ctx, logger)
+			l.flush(ctx, refusals)
 		}
 	}
 	// A final flush even after cancellation: what was sampled should still be delivered.
 	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	l.flush(flushCtx, logger)
+	l.flush(flushCtx, refusals)
+	// What was held back in the last minute is said before the exit.
+	refusals.Flush(flushCtx, time.Now().Add(time.Minute))
 	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.Canceled) {
 		return taken, ctx.Err()
 	}
@@ -184,11 +187,11 @@ func (l *Loop) valid(ctx context.Context, node string, samples []*pb.Sample, t t
 	return kept
 }
 
-func (l *Loop) flush(ctx context.Context, logger *slog.Logger) {
+func (l *Loop) flush(ctx context.Context, limit *lograte.Limiter) {
 	for _, s := range l.Sinks {
 		if err := s.Flush(ctx); err != nil {
 			l.Metrics.SinkErrors.WithLabelValues(sinkName(s)).Inc()
-			logger.Warn("flushing samples failed", "sink", sinkName(s), "err", err)
+			limit.Log(ctx, time.Now(), slog.LevelWarn, "flush "+sinkName(s), "flushing samples failed", "sink", sinkName(s), "err", err)
 		}
 	}
 }

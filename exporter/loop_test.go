@@ -1,9 +1,12 @@
 package exporter
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,5 +159,26 @@ func TestRealClockOffset(t *testing.T) {
 	}
 	if err := c.WaitUntil(ctx, time.Now().Add(time.Hour)); err == nil {
 		t.Error("waiting for a tick two hours away returned before the context ended")
+	}
+}
+
+// TestLoopLogsRepeatedFailuresOnce: a source that fails at every tick (a GPU fallen off the
+// bus, at 10 Hz) is one line, and one more at the end saying how many were not logged; not
+// a line per tick.
+func TestLoopLogsRepeatedFailuresOnce(t *testing.T) {
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	fail := map[int]bool{}
+	for i := range 600 {
+		fail[i] = true
+	}
+	var buf bytes.Buffer
+	l := &Loop{Source: &countingSource{fail: fail}, Clock: FastClock{}, Sinks: []Sink{&recordingSink{}}, Start: start, End: start.Add(time.Minute),
+		Interval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&buf, nil))}
+	if _, err := l.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if n := strings.Count(out, "reading the source failed"); n != 2 || !strings.Contains(out, "not_logged_since_last=599") {
+		t.Errorf("%d lines for 600 failed ticks, want 2 (the first, then the count of the rest):\n%s", n, out)
 	}
 }

@@ -63,11 +63,14 @@ type Closer struct {
 
 // logNotes logs the report's notes once: a period is closed once, so they do not recur.
 func (c Closer) logNotes(ctx context.Context, rep report.Report) {
-	logger := c.Logger
-	if logger == nil {
-		logger = slog.Default()
+	attribution.LogNotes(ctx, c.logger(), rep)
+}
+
+func (c Closer) logger() *slog.Logger {
+	if c.Logger == nil {
+		return slog.Default()
 	}
-	attribution.LogNotes(ctx, logger, rep)
+	return c.Logger
 }
 
 // Tolerance is below any difference worth a correction line: recomputing the same data in
@@ -102,6 +105,9 @@ func (c Closer) Close(ctx context.Context, m Month, now time.Time) (Closed, erro
 	if err := checkOwed(ctx, c.Conn, start, end); err != nil {
 		return Closed{}, fmt.Errorf("close billing period %s: %w", m, err)
 	}
+	// A month's report takes a while: its start and its end (the caller logs the close) are said.
+	began := time.Now()
+	c.logger().InfoContext(ctx, "closing billing period: computing its report", "period", m.String(), "from", start, "to", end)
 	res, err := attribution.Report(ctx, c.Conn, c.Book, o)
 	if err != nil {
 		return Closed{}, fmt.Errorf("close billing period %s: %w", m, err)
@@ -145,6 +151,8 @@ func (c Closer) Close(ctx context.Context, m Month, now time.Time) (Closed, erro
 	if err := write(ctx, c.Conn, out, slices.Concat(own, corrections)); err != nil {
 		return Closed{}, err
 	}
+	c.logger().InfoContext(ctx, "billing period report stored", "period", m.String(), "lines", len(own), "corrections", len(corrections),
+		"took", time.Since(began).Round(time.Millisecond))
 	// What every reader sees: ours, unless another closer stored the same period first.
 	stored, ok, err := Get(ctx, c.Conn, m)
 	if err != nil || !ok {

@@ -138,7 +138,8 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	case err != nil:
 		logger.WarnContext(ctx, "could not check that the price book prices the fleet", "err", err)
 	}
-	s := &service{cfg: cfg, conn: conn, logger: logger, logs: lograte.New(logger, time.Minute), sla: newSLAMetrics(reg, cfg.Book)}
+	s := &service{cfg: cfg, conn: conn, logger: logger, logs: lograte.New(logger, time.Minute), sla: newSLAMetrics(reg, cfg.Book),
+		progress: progress{logger: logger}}
 	passes := cfg.Passes
 	if passes.OpenFrom == nil {
 		if passes.OpenFrom, err = openFrom(ctx, conn, cfg.Book, cfg.CloseAfter); err != nil {
@@ -214,6 +215,8 @@ type service struct {
 	logger  *slog.Logger
 	logs    *lograte.Limiter // the trailing window's notes recur at every pass
 	closing *closing         // nil: the service closes no period
+	// progress logs the passes: backfill and catch-up progress, then a heartbeat (progress.go).
+	progress progress
 }
 
 // report answers the API's report requests.
@@ -266,6 +269,7 @@ func (s *service) attribute(ctx context.Context) Pass {
 	began := time.Now()
 	p, err := s.runner.Once(ctx)
 	s.sla.passDuration.Observe(time.Since(began).Seconds())
+	s.progress.pass(ctx, time.Now(), p, err, time.Now().Add(-s.cfg.Delay).Truncate(time.Minute))
 	s.sla.computeErrs.WithLabelValues(scopeMinute).Add(float64(len(p.Failed)))
 	if err != nil {
 		s.sla.errors.Inc()

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -24,6 +25,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/internal/buildinfo"
 	"github.com/slicemeter/slicemeter/internal/lograte"
+	"github.com/slicemeter/slicemeter/internal/startuplog"
 	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
@@ -113,6 +115,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cmd := commands[strings.Fields(selected)[0]]
+	if services[selected] { // the long-running ones: their configuration, once, at start
+		startuplog.Log(logger, selected, effectiveFlags(app, selected))
+	}
 	if err := cmd.run(ctx, logger); err != nil {
 		fmt.Fprintf(stderr, "slicemeter %s: %v\n", selected, err)
 		if usage.Is(err) {
@@ -131,6 +136,28 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// services are the long-running commands.
+var services = map[string]bool{"exporter": true, "collector": true, "attribution": true}
+
+// effectiveFlags is the value of every flag of the application and of command (given, from
+// the environment, or the default), kingpin's own (help, version, completion) left out.
+func effectiveFlags(app *kingpin.Application, command string) []startuplog.Flag {
+	model := app.Model()
+	flags := model.Flags
+	for _, c := range model.Commands {
+		if c.FullCommand == command {
+			flags = append(slices.Clone(flags), c.Flags...)
+		}
+	}
+	var out []startuplog.Flag
+	for _, f := range flags {
+		if !f.Hidden && f.Value != nil && !strings.HasPrefix(f.Name, "help") && !strings.HasPrefix(f.Name, "completion-") && f.Name != "version" {
+			out = append(out, startuplog.Flag{Name: f.Name, Value: f.Value.String()})
+		}
+	}
+	return out
 }
 
 // untilExit writes to w until *exited is set.

@@ -5,7 +5,10 @@ package service
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/collector"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
+	"github.com/slicemeter/slicemeter/internal/lograte"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
@@ -72,7 +76,21 @@ type Service struct {
 	ready  atomic.Bool
 	webErr <-chan error
 	stop   context.CancelFunc
+
+	// kafkaWaits counts the attempts to reach Kafka at start that failed; missing is what
+	// /readyz says is lacking meanwhile.
+	kafkaWaits prometheus.Counter
+	mu         sync.Mutex
+	missing    string
 }
+
+// Waiting for Kafka at start: the first retry after KafkaRetryMin, doubling up to
+// KafkaRetryMax; one log line per KafkaLogEvery says how many attempts failed since the last.
+const (
+	KafkaRetryMin = 500 * time.Millisecond
+	KafkaRetryMax = 15 * time.Second
+	KafkaLogEvery = time.Minute
+)
 
 // New checks cfg, starts serving reg (so /healthz answers while ClickHouse or Kafka are still
 // awaited; /readyz answers ready once Run consumes), makes sure the topics exist, opens and
@@ -83,9 +101,18 @@ func New(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 		return nil, err
 	}
 	s := &Service{cfg: cfg, reg: reg, logger: logger}
+	s.kafkaWaits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "slicemeter_collector_kafka_unreachable_total",
+		Help: "Attempts to reach Kafka at start that failed; the collector waits and retries with back-off, not ready meanwhile.",
+	})
+	if reg != nil {
+		if err := reg.Register(s.kafkaWaits); err != nil {
+			return nil, fmt.Errorf("collector: register metrics: %w", err)
+		}
+	}
 	webCtx, stop := context.WithCancel(ctx)
 	s.stop = stop
-	s.webErr = webserver.Serve(webCtx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Logger: logger})
+	s.webErr = webserver.Serve(webCtx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Missing: s.lacking, Logger: logger})
 	if err := s.open(ctx, kc); err != nil {
 		s.Close()
 		return nil, err
@@ -93,8 +120,63 @@ func New(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	return s, nil
 }
 
+// lacking is what /readyz names while the service waits (one line, or none).
+func (s *Service) lacking() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.missing == "" {
+		return nil
+	}
+	return []string{s.missing}
+}
+
+func (s *Service) setMissing(what string) {
+	s.mu.Lock()
+	s.missing = what
+	s.mu.Unlock()
+}
+
+// errStopped: the service was stopped before it could start; not a failure.
+var errStopped = errors.New("collector: stopped before it started")
+
+// ensureTopics makes sure the topics exist, waiting for Kafka as long as it cannot be reached:
+// a collector started before its brokers (a node reboot, a Deployment applied before Kafka's
+// StatefulSet) waits for them, as the exporter does, instead of exiting. Brokers that answer
+// and refuse this client (credentials, certificate) stop it at once: retrying cannot help.
+func (s *Service) ensureTopics(ctx context.Context, kc kafkaconn.Cluster) error {
+	limit := lograte.New(s.logger, KafkaLogEvery)
+	retry := KafkaRetryMin
+	for attempt := 1; ; attempt++ {
+		err := kc.EnsureTopics(ctx, s.cfg.Partitions, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter)
+		if err == nil {
+			if attempt > 1 {
+				s.logger.Info("Kafka reached; starting", "brokers", kc.Brokers, "attempts", attempt)
+			}
+			s.setMissing("")
+			return nil
+		}
+		if kafkaconn.Refused(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return errStopped
+		}
+		s.kafkaWaits.Inc()
+		s.setMissing("kafka: " + err.Error())
+		limit.Log(ctx, time.Now(), slog.LevelWarn, "kafka_unreachable", "Kafka cannot be reached; waiting for it (not ready meanwhile)",
+			"brokers", kc.Brokers, "attempt", attempt, "retry_in", retry, "err", err)
+		select {
+		case <-ctx.Done():
+			s.logger.Info("stopped while waiting for Kafka", "brokers", kc.Brokers, "attempts", attempt)
+			return errStopped
+		case <-time.After(retry):
+		}
+		retry = min(2*retry, KafkaRetryMax)
+	}
+}
+
 func (s *Service) open(ctx context.Context, kc kafkaconn.Cluster) error {
-	if err := kc.EnsureTopics(ctx, s.cfg.Partitions, pb.TopicSamples, pb.TopicAllocations, pb.TopicDeadLetter); err != nil {
+	if err := s.ensureTopics(ctx, kc); err != nil {
 		return err
 	}
 	conn, err := migrations.OpenMigrated(ctx, s.cfg.DSN, s.cfg.Cluster, s.logger)
@@ -135,6 +217,9 @@ func (s *Service) Close() {
 // Run runs the collector service until ctx ends: New, then Service.Run.
 func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog.Logger) error {
 	s, err := New(ctx, cfg, reg, logger)
+	if errors.Is(err, errStopped) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}

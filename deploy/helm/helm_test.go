@@ -93,40 +93,114 @@ func helmBinary(t *testing.T) string {
 	return bin
 }
 
+// required are the values the chart has no default for (the plain manifests' examples).
+var required = []string{"-f", filepath.Join(root, ManifestsValues)}
+
+// template renders the chart with the required values, then args.
 func template(t *testing.T, helm string, args ...string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := Template(ctx, helm, root, args...)
+	out, err := Template(ctx, helm, root, append(slices.Clone(required), args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
 }
 
-// TestManifestsFresh: deploy/kubernetes holds the chart rendered with its default values.
+// TestManifestsFresh: deploy/kubernetes holds the chart rendered with ManifestsValues, its
+// prometheus-operator objects apart.
 func TestManifestsFresh(t *testing.T) {
 	helm := helmBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	want, err := Manifests(ctx, helm, root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(filepath.Join(root, ManifestsFile))
-	if err != nil {
-		t.Fatalf("%v: %s", err, regenerate)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s is stale: %s", ManifestsFile, regenerate)
+	for file, render := range map[string]func(context.Context, string, string) ([]byte, error){ManifestsFile: Manifests, MonitoringFile: Monitoring} {
+		want, err := render(ctx, helm, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			t.Fatalf("%v: %s", err, regenerate)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is stale: %s", file, regenerate)
+		}
 	}
 }
 
-// TestHelmLint: helm lint --strict finds nothing, with the default values and with every
+// TestPlainTemplate: helm template with nothing but the required values renders, whatever
+// Kubernetes version helm assumes (no --kube-version: v1.20.0 for a helm built from source,
+// which the chart's kubeVersion ">=1.25.0-0" refused), and without prometheus-operator's
+// objects, which a cluster without their CRDs would refuse.
+func TestPlainTemplate(t *testing.T) {
+	helm := helmBinary(t)
+	args := append([]string{"template", Release, filepath.Join(root, ChartDir)}, required...)
+	out, err := exec.Command(helm, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	objs := parse(t, out)
+	if len(filter(objs, "DaemonSet", "Deployment")) != 3 || len(filter(objs, "ServiceMonitor", "PrometheusRule")) != 0 {
+		t.Errorf("rendered %d workloads and %d prometheus-operator objects, want 3 and none", len(filter(objs, "DaemonSet", "Deployment")), len(filter(objs, "ServiceMonitor", "PrometheusRule")))
+	}
+}
+
+// TestRequiredValues: the chart has no default for what it cannot guess (the brokers, the DSN,
+// the API auth Secret; placeholders would install and fail at run time): a render without
+// them fails naming every one at once.
+func TestRequiredValues(t *testing.T) {
+	helm := helmBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := Template(ctx, helm, root)
+	if err == nil {
+		t.Fatal("helm template without values rendered; want the required values named")
+	}
+	for _, want := range []string{"kafka.brokers is required", "clickhouse.dsn or clickhouse.dsnSecret is required", "attribution.auth: set existingSecret or content"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q:\n%v", want, err)
+		}
+	}
+	// One of them given: the others are still named.
+	_, err = Template(ctx, helm, root, "--set", "kafka.brokers=kafka-0.kafka:9092")
+	if err == nil || strings.Contains(err.Error(), "kafka.brokers is required") || !strings.Contains(err.Error(), "clickhouse.dsn or clickhouse.dsnSecret is required") {
+		t.Errorf("with the brokers given: %v; want the DSN and auth named, not the brokers", err)
+	}
+}
+
+// TestMonitoringObjectsFollowTheCluster: ServiceMonitors and the PrometheusRule are rendered
+// where the cluster has prometheus-operator's CRDs (helm install reads them from the API
+// server; helm template from --api-versions) or where asked for, never otherwise.
+func TestMonitoringObjectsFollowTheCluster(t *testing.T) {
+	helm := helmBinary(t)
+	crds := []string{"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule"}
+	for _, tc := range []struct {
+		name            string
+		args            []string
+		monitors, rules int
+	}{
+		{"no CRDs", nil, 0, 0},
+		{"the CRDs", crds, 3, 1},
+		{"the group version", []string{"--api-versions", "monitoring.coreos.com/v1"}, 3, 1},
+		{"only the ServiceMonitor CRD", crds[:2], 3, 0},
+		{"asked for without CRDs", []string{"--set", "serviceMonitor.enabled=true", "--set", "prometheusRule.enabled=true"}, 3, 1},
+		{"turned off with the CRDs", append([]string{"--set", "serviceMonitor.enabled=false", "--set", "prometheusRule.enabled=false"}, crds...), 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := parse(t, template(t, helm, tc.args...))
+			if m, r := len(filter(objs, "ServiceMonitor")), len(filter(objs, "PrometheusRule")); m != tc.monitors || r != tc.rules {
+				t.Errorf("%d ServiceMonitors and %d PrometheusRules, want %d and %d", m, r, tc.monitors, tc.rules)
+			}
+		})
+	}
+}
+
+// TestHelmLint: helm lint --strict finds nothing, with the required values and with every
 // option on.
 func TestHelmLint(t *testing.T) {
 	helm := helmBinary(t)
-	for _, values := range []string{"", "testdata/all.values.yaml"} {
+	for _, values := range []string{"manifests.values.yaml", "testdata/all.values.yaml"} {
 		args := []string{"lint", "--strict", "--kube-version", KubeVersion, filepath.Join(root, ChartDir)}
 		if values != "" {
 			args = append(args, "-f", values)
@@ -146,7 +220,7 @@ func TestBadValues(t *testing.T) {
 		set  []string
 		want string
 	}{
-		{"sasl mechanism", []string{"kafka.sasl.mechanism=gssapi", "kafka.sasl.username=u", "kafka.sasl.passwordSecret=s"}, `kafka.sasl.mechanism "gssapi"`},
+		{"sasl mechanism", []string{"kafka.sasl.mechanism=gssapi", "kafka.sasl.username=u", "kafka.sasl.passwordSecret=s"}, "at '/kafka/sasl/mechanism'"},
 		{"sasl without user", []string{"kafka.sasl.mechanism=plain", "kafka.sasl.passwordSecret=s"}, "kafka.sasl.username is required"},
 		{"sasl without password", []string{"kafka.sasl.mechanism=plain", "kafka.sasl.username=u"}, "kafka.sasl.passwordSecret is required"},
 		{"no api auth", []string{"attribution.auth.existingSecret="}, "attribution.auth: set existingSecret or content"},
@@ -161,10 +235,21 @@ func TestBadValues(t *testing.T) {
 		{"price book without tiers", []string{"pricebook.content=version: 1"},
 			`exporter.kubernetes.defaultTier "default": not a tier of pricebook.content (none)`},
 		{"price book not YAML", []string{"pricebook.content=tiers: [a"}, "pricebook.content: not YAML"},
+		// values.schema.json: unknown keys and wrong types are refused, naming the value.
+		{"unknown key", []string{"exporter.resourcez.x=1"}, "at '/exporter': additional properties 'resourcez' not allowed"},
+		{"unknown top-level key", []string{"colector.replicas=3"}, "additional properties 'colector' not allowed"},
+		{"replicas a word", []string{"string:collector.replicas=two"}, "at '/collector/replicas': got string, want integer"},
+		{"a boolean as a string", []string{"string:exporter.enabled=yes"}, "at '/exporter/enabled': got string, want boolean"},
+		{"monitoring neither auto nor a boolean", []string{"serviceMonitor.enabled=sometimes"}, "/serviceMonitor/enabled"},
+		{"interval not a duration", []string{"exporter.interval=fast"}, "/exporter/interval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := []string{}
+			args := slices.Clone(required)
 			for _, s := range tc.set {
+				if v, ok := strings.CutPrefix(s, "string:"); ok {
+					args = append(args, "--set-string", v)
+					continue
+				}
 				args = append(args, "--set", s)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -282,7 +367,8 @@ func find(objs []object, kind, name string) *object {
 // TestChartObjects reads the rendered objects for what deploy/helm/README.md promises.
 func TestChartObjects(t *testing.T) {
 	helm := helmBinary(t)
-	objs := parse(t, template(t, helm))
+	// As helm install renders it on a cluster with prometheus-operator's CRDs.
+	objs := parse(t, template(t, helm, "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule"))
 	var kinds []string
 	for _, o := range objs {
 		kinds = append(kinds, o.Kind+"/"+o.Metadata.Name)
@@ -523,6 +609,23 @@ func TestChartAcceptedByAPIServer(t *testing.T) {
 		}
 		return string(out)
 	}
+	manifests, err := os.ReadFile(filepath.Join(root, ManifestsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	monitoring, err := os.ReadFile(filepath.Join(root, MonitoringFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(nil, "create", "namespace", Namespace)
+	// Before prometheus-operator's CRDs: the plain manifests (and helm's render, which holds the
+	// same objects) apply to a cluster without them.
+	t.Run("without prometheus-operator", func(t *testing.T) {
+		out := run(manifests, "apply", "--dry-run=server", "-f", "-")
+		if n, want := strings.Count(out, "(server dry run)"), len(parse(t, manifests)); n != want {
+			t.Errorf("the API server accepted %d of %d objects:\n%s", n, want, out)
+		}
+	})
 	crds, err := local.PrometheusOperatorCRDs(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -531,7 +634,6 @@ func TestChartAcceptedByAPIServer(t *testing.T) {
 		run(nil, "apply", "--server-side", "-f", crd)
 	}
 	run(nil, "wait", "--for=condition=Established", "--timeout=120s", "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
-	run(nil, "create", "namespace", Namespace)
 
 	// The check can fail: the server refuses a field that is not in a schema, built-in or CRD.
 	for _, bad := range []string{
@@ -547,15 +649,11 @@ func TestChartAcceptedByAPIServer(t *testing.T) {
 		t.Logf("refused as it should be: %s", strings.TrimSpace(string(out)))
 	}
 
-	manifests, err := os.ReadFile(filepath.Join(root, ManifestsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
 		name      string
 		manifests []byte
 	}{
-		{ManifestsFile, manifests},
+		{ManifestsFile + " and " + MonitoringFile, append(append(slices.Clone(manifests), '\n'), monitoring...)},
 		{"testdata/all.values.yaml", template(t, helm, "-f", "testdata/all.values.yaml")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -88,6 +88,9 @@ type Discovery struct {
 // that is read but corrupt is moved aside (MoveAside), logged, counted, and starts it empty.
 func New(cfg Config) (*Discovery, error) {
 	f := cfg.Flags
+	if cfg.Logger != nil && f.NodeName != "" {
+		cfg.Logger = cfg.Logger.With("node", f.NodeName) // its lines are about this node's pods and GPUs
+	}
 	d := &Discovery{cfg: cfg, f: f, logs: lograte.New(cfg.Logger, time.Minute), holdings: map[string]Holding{},
 		refused: map[string]allocation.Allocation{}, unmapped: map[string]bool{},
 		missing: map[string]string{"apiserver": "not synced yet", "kubelet": "not read yet"}}

@@ -1,6 +1,13 @@
 package nvmlsource
 
-import "github.com/NVIDIA/go-nvml/pkg/nvml"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
 
 // drainEvents takes the events queued since the last tick: XIDs are counted per GPU.
 func (s *Source) drainEvents() {
@@ -21,7 +28,11 @@ func (s *Source) drainEvents() {
 				if e.EventType&nvml.EventTypeXidCriticalError != 0 {
 					g.xids++
 					g.lastXID = e.EventData
-					s.logger.Warn("XID error", "gpu", g.index, "uuid", g.uuid, "xid", e.EventData)
+					// A failing GPU can raise the same XID many times a second: one line a
+					// minute per GPU and XID, with the count (slicemeter_gpu_xid_errors_total
+					// has them all).
+					s.logs.Log(context.Background(), time.Now(), slog.LevelWarn, fmt.Sprintf("xid %d %s", e.EventData, g.uuid), "XID error",
+						"gpu", g.index, "uuid", g.uuid, "xid", e.EventData)
 				}
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/slicemeter/slicemeter/exporter"
+	"github.com/slicemeter/slicemeter/internal/lograte"
 )
 
 // IDScheme says how instance ids are formed.
@@ -57,6 +58,7 @@ type Source struct {
 	cfg    Config
 	m      *Metrics
 	logger *slog.Logger
+	logs   *lograte.Limiter // what may repeat every tick (XIDs): once a minute per kind
 
 	mu           sync.Mutex // Read and PollSchedulerLogs
 	gpus         []*gpuDev
@@ -112,7 +114,10 @@ func Open(lib nvml.Interface, cfg Config, now time.Time) (*Source, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	s := &Source{lib: lib, cfg: cfg, m: cfg.Metrics, logger: cfg.Logger}
+	// Every line of the source is about a GPU of this node: it names the node, so that the
+	// lines of a fleet's exporters, gathered in one place, say which machine they are about.
+	logger := cfg.Logger.With("node", cfg.Node)
+	s := &Source{lib: lib, cfg: cfg, m: cfg.Metrics, logger: logger, logs: lograte.New(logger, time.Minute)}
 	if r := lib.Init(); r == nvml.ERROR_LIBRARY_NOT_FOUND {
 		return nil, ErrLibraryNotFound
 	} else if r != nvml.SUCCESS {

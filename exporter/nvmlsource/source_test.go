@@ -1,10 +1,12 @@
 package nvmlsource
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -232,5 +234,54 @@ func TestXIDEventsAreCountedPerGPU(t *testing.T) {
 	g := out[0].GPUs
 	if g[0].XIDs != 0 || g[1].XIDs != 1 || g[1].LastXID != 79 || len(out[0].Samples) != 2 {
 		t.Errorf("XIDs %d/%d (last %d), %d samples: want the XID on GPU 1 only and both GPUs sampled", g[0].XIDs, g[1].XIDs, g[1].LastXID, len(out[0].Samples))
+	}
+}
+
+// TestLinesNameTheNode: every line of the source (GPU found, XIDs, …) names the node, and an
+// XID that repeats is one line a minute, not one per event; the counter has them all.
+func TestLinesNameTheNode(t *testing.T) {
+	devs := []nvml.Device{fakeGPU(0, new(bool), false), fakeGPU(1, new(bool), false)}
+	lib := fakeLib(devs, "")
+	var pending []nvml.EventData
+	for range 50 {
+		pending = append(pending, nvml.EventData{Device: devs[1], EventType: nvml.EventTypeXidCriticalError, EventData: 79})
+	}
+	lib.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
+		return &mock.EventSet{
+			WaitFunc: func(uint32) (nvml.EventData, nvml.Return) {
+				if len(pending) == 0 {
+					return nvml.EventData{}, nvml.ERROR_TIMEOUT
+				}
+				e := pending[0]
+				pending = pending[1:]
+				return e, nvml.SUCCESS
+			},
+			FreeFunc: func() nvml.Return { return nvml.SUCCESS },
+		}, nvml.SUCCESS
+	}
+	var buf bytes.Buffer
+	now := time.Unix(1000, 0)
+	src, err := Open(lib, Config{Node: "gpu-node-7", Logger: slog.New(slog.NewTextHandler(&buf, nil))}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := src.Read(context.Background(), now.Add(time.Second), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := out[0].GPUs[1].XIDs; x != 50 {
+		t.Errorf("%d XIDs counted, want 50", x)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	for _, l := range lines {
+		if !strings.Contains(l, "node=gpu-node-7") {
+			t.Errorf("a line does not name the node: %s", l)
+		}
+	}
+	if n := strings.Count(buf.String(), `msg="GPU found"`); n != 2 {
+		t.Errorf("%d GPU found lines, want 2:\n%s", n, buf.String())
+	}
+	if n := strings.Count(buf.String(), `msg="XID error"`); n != 1 {
+		t.Errorf("%d XID lines for 50 XIDs within a minute, want 1:\n%s", n, buf.String())
 	}
 }

@@ -24,8 +24,13 @@ import (
 
 	"github.com/slicemeter/slicemeter/exporter"
 	"github.com/slicemeter/slicemeter/exporter/spool"
+	"github.com/slicemeter/slicemeter/internal/lograte"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
+
+// LogEvery is how often one kind of repeated problem (drops of one reason, failed writes,
+// Kafka unreachable) is logged at most; the next line says how many were not logged.
+const LogEvery = time.Minute
 
 // Reasons samples are dropped (the reason label of slicemeter_exporter_samples_dropped_total),
 // beside the spool's own (spool.ReasonFull, spool.ReasonCorrupt).
@@ -71,13 +76,18 @@ type Publisher struct {
 	topic      string
 	exporterID string
 	logger     *slog.Logger
-	retries    int
-	backoff    time.Duration
+	// limit logs a repeated problem (a drop, a failed write) once per LogEvery with how many
+	// there were: a full spool drops one batch per flush, thousands in seconds.
+	limit   *lograte.Limiter
+	retries int
+	backoff time.Duration
 
 	mu      sync.Mutex
 	pending map[string][]*pb.Sample
 	order   []string // nodes in first-seen order, so batches keep a stable order
 	seq     atomic.Uint64
+	// dropTotal is the samples the spool dropped so far, for the log line.
+	dropTotal atomic.Uint64
 	// maxMessage bounds an encoded message (key and value): batches are split to fit the
 	// topic's max.message.bytes.
 	maxMessage atomic.Int64
@@ -164,8 +174,11 @@ func newPublisher(w MessageWriter, topic string, logger *slog.Logger, tp trace.T
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	p := &Publisher{
-		w: w, topic: topic, logger: logger, retries: 5, backoff: 200 * time.Millisecond,
+		w: w, topic: topic, logger: logger, limit: lograte.New(logger, LogEvery), retries: 5, backoff: 200 * time.Millisecond,
 		exporterID: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()),
 		pending:    map[string][]*pb.Sample{},
 		published: prometheus.NewCounter(prometheus.CounterOpts{
@@ -271,11 +284,16 @@ func (p *Publisher) ready(ctx context.Context) error {
 // spoolDrop is the spool's drop callback: it counts the dropped samples.
 func (p *Publisher) spoolDrop(weight uint32, reason string) {
 	p.dropped.WithLabelValues(reason).Add(float64(weight))
-	p.logger.Warn("samples dropped from the Kafka spool", "samples", weight, "reason", reason)
+	p.dropTotal.Add(uint64(weight))
+	p.limit.Log(context.Background(), time.Now(), slog.LevelWarn, "dropped_"+reason, "samples dropped from the Kafka spool (slicemeter_exporter_samples_dropped_total)",
+		"samples", weight, "samples_dropped_so_far", p.dropTotal.Load())
 }
 
-// Close closes the spool, if there is one; what it still holds stays for the next start.
+// Close closes the spool, if there is one; what it still holds stays for the next start. The
+// repeated problems not logged yet (drops since the last line) are logged first, with their
+// counts, so that the log of a run says how much it dropped.
 func (p *Publisher) Close() error {
+	p.limit.Flush(context.Background(), time.Now().Add(LogEvery))
 	if p.spool == nil {
 		return nil
 	}
@@ -349,7 +367,7 @@ func (p *Publisher) Flush(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
-		p.logger.Warn("writing samples to Kafka failed; retrying", "attempt", attempt+1, "err", err)
+		p.limit.Log(ctx, time.Now(), slog.LevelWarn, "write_failed", "writing samples to Kafka failed; retrying", "attempt", attempt+1, "err", err)
 		select {
 		case <-ctx.Done():
 		case <-time.After(p.backoff << attempt):
@@ -447,14 +465,14 @@ func (p *Publisher) deliver(ctx context.Context, m kafka.Message, count int) err
 	}
 	if len(b.Samples) <= 1 {
 		p.dropped.WithLabelValues(ReasonTooLarge).Add(float64(len(b.Samples)))
-		p.logger.Error("a single sample is larger than Kafka accepts; dropped", "node", b.Node, "bytes", len(m.Value), "err", err)
+		p.limit.Log(ctx, time.Now(), slog.LevelError, "sample_too_large", "a single sample is larger than Kafka accepts; dropped", "node", b.Node, "bytes", len(m.Value), "err", err)
 		return nil
 	}
 	// Later batches are made to fit too.
 	if limit := int64(len(m.Value) + len(m.Key)); limit <= p.maxMessage.Load() {
 		p.maxMessage.Store(max(limit/2, 1024))
 	}
-	p.logger.Warn("a batch is larger than Kafka accepts; splitting it", "node", b.Node, "bytes", len(m.Value), "samples", len(b.Samples))
+	p.limit.Log(ctx, time.Now(), slog.LevelWarn, "batch_too_large", "a batch is larger than Kafka accepts; splitting it", "node", b.Node, "bytes", len(m.Value), "samples", len(b.Samples))
 	half := len(b.Samples) / 2
 	for _, part := range [][]*pb.Sample{b.Samples[:half], b.Samples[half:]} {
 		parts, counts, err := p.encode(nil, nil, b.Node, part)
@@ -502,6 +520,8 @@ func (p *Publisher) Run(ctx context.Context) {
 	}
 	backoff := p.backoff
 	for {
+		// Drops held back for a minute are told, with their count, even if none follows.
+		p.limit.Flush(ctx, time.Now())
 		n, err := 0, p.ready(ctx) // at once, not with the first batch: /readyz tells
 		if err == nil {
 			n, err = p.drain(ctx)
@@ -523,7 +543,7 @@ func (p *Publisher) Run(ctx context.Context) {
 			if _, ok := p.spool.(*spool.Memory); ok {
 				msg = "Kafka unreachable; samples stay in the memory queue"
 			}
-			p.logger.Warn(msg, "queued_batches", p.spool.Len(), "retry_in", backoff, "err", err)
+			p.limit.Log(ctx, time.Now(), slog.LevelWarn, "unreachable", msg, "queued_batches", p.spool.Len(), "retry_in", backoff, "err", err)
 		}
 		select {
 		case <-ctx.Done():

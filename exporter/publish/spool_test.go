@@ -1,9 +1,11 @@
 package publish
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -129,3 +131,42 @@ func TestSpoolFullDropsOldestCounted(t *testing.T) {
 		t.Errorf("oldest delivered seq %d, want %d: the newest batches survive", first.Seq, want)
 	}
 }
+
+// TestSpoolFullLogsOnce: a full spool drops a batch at every flush; that is one log line per
+// minute with the count so far, not one per batch (6,814 WARN lines in 4 s before).
+func TestSpoolFullLogsOnce(t *testing.T) {
+	w := &switchWriter{down: true}
+	var buf syncBuffer
+	p, err := New(w, pb.TopicSamples, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&buf, nil)), Options{SpoolDir: t.TempDir(), SpoolMaxBytes: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	ctx := context.Background()
+	for ts := uint64(1); ts <= 200; ts++ {
+		_ = p.Write(ctx, time.Unix(0, int64(ts)), tick(map[string]int{"node-a": 2}, ts))
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dropped := testutil.ToFloat64(p.dropped.WithLabelValues("spool_full"))
+	if dropped < 100 {
+		t.Fatalf("only %v samples dropped; the test needs a spool that overflows", dropped)
+	}
+	if n := strings.Count(buf.String(), "samples dropped from the Kafka spool"); n != 1 {
+		t.Errorf("%d lines for %v dropped samples within a minute, want 1:\n%.2000s", n, dropped, buf.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the sender's goroutine and the test's.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

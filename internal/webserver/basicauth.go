@@ -20,6 +20,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/slicemeter/slicemeter/internal/faillimit"
+	"github.com/slicemeter/slicemeter/internal/lograte"
 )
 
 // exporter-toolkit's web.Serve applies the web config's basic_auth_users to every path, and a
@@ -52,6 +53,8 @@ type configHandler struct {
 	bearer  []string // path prefixes left to next's own authentication
 	logger  *slog.Logger
 	limiter *rate.Limiter // nil: none
+	// logs: a web config that cannot be read fails every request; one line a minute says so.
+	logs *lograte.Limiter
 
 	// One bcrypt check at a time (as the toolkit: each takes tens of ms of a core), and the
 	// logins proven, by the digest of user, hash and password. Only successes are kept: wrong
@@ -74,7 +77,7 @@ const fakeHash = "$2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi"
 func (h *configHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c, err := readWebConfig(h.file)
 	if err != nil {
-		h.logger.Error("unable to read the web config", "err", err)
+		h.logs.Log(r.Context(), time.Now(), slog.LevelError, "web_config", "unable to read the web config", "err", err)
 		http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
 		return
 	}
@@ -167,7 +170,7 @@ func (h *configHandler) login(r *http.Request, c *web.Config) (ok bool, wait tim
 }
 
 func newConfigHandler(file string, next http.Handler, bearer []string, logger *slog.Logger) *configHandler {
-	return &configHandler{file: file, next: next, bearer: bearer, logger: logger, failures: faillimit.New(), compare: bcrypt.CompareHashAndPassword}
+	return &configHandler{file: file, next: next, bearer: bearer, logger: logger, logs: lograte.New(logger, time.Minute), failures: faillimit.New(), compare: bcrypt.CompareHashAndPassword}
 }
 
 // serveWebConfig serves srv on the listeners with the web config file (validated as the

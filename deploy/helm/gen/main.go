@@ -35,16 +35,21 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := helm.Manifests(ctx, bin, root)
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(root, helm.ManifestsFile)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(path, out, 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", helm.ManifestsFile, err)
+	for _, f := range []struct {
+		file   string
+		render func(context.Context, string, string) ([]byte, error)
+	}{{helm.ManifestsFile, helm.Manifests}, {helm.MonitoringFile, helm.Monitoring}} {
+		out, err := f.render(ctx, bin, root)
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(root, f.file)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, out, 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", f.file, err)
+		}
 	}
 	return nil
 }

@@ -146,3 +146,38 @@ readinessProbe:
   timeoutSeconds: 5
   failureThreshold: 3
 {{- end -}}
+
+{{/* Whether a prometheus-operator object is rendered: (dict "root" $ "enabled" VALUE "kind" KIND).
+"auto" renders it only where the cluster serves its kind (helm install and upgrade read the API
+server's; helm template knows only what --api-versions names): an install without
+prometheus-operator's CRDs would fail on them. true renders it anyway, false never. */}}
+{{- define "slicemeter.monitoringEnabled" -}}
+{{- $e := toString .enabled -}}
+{{- $caps := .root.Capabilities.APIVersions -}}
+{{- if or (eq $e "true") (and (eq $e "auto") (or ($caps.Has (printf "monitoring.coreos.com/v1/%s" .kind)) ($caps.Has "monitoring.coreos.com/v1"))) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The values the chart cannot guess, all of them checked at once: one render says every one
+that is missing. Placeholders would render and install, then fail at run time, so there are
+no defaults. */}}
+{{- define "slicemeter.requiredValues" -}}
+{{- $v := .Values -}}
+{{- $missing := list -}}
+{{- if and (not $v.kafka.brokers) (or $v.exporter.enabled $v.collector.enabled (and $v.attribution.enabled (gt (int $v.attribution.replicas) 1))) -}}
+{{- $missing = append $missing "kafka.brokers is required: the Kafka brokers, host:port[,host:port...] (--set kafka.brokers=kafka-0.kafka:9092)" -}}
+{{- end -}}
+{{- if and (not $v.clickhouse.dsn) (not $v.clickhouse.dsnSecret) (or $v.collector.enabled $v.attribution.enabled) -}}
+{{- $missing = append $missing "clickhouse.dsn or clickhouse.dsnSecret is required: ClickHouse's native DSN (--set clickhouse.dsn=clickhouse://clickhouse:9000/slicemeter), or a Secret holding it" -}}
+{{- end -}}
+{{- if and $v.attribution.enabled (not $v.attribution.auth.existingSecret) (not $v.attribution.auth.content) (not $v.attribution.auth.insecureNoAuth) -}}
+{{- $missing = append $missing "attribution.auth: set existingSecret or content (the API auth file; --set attribution.auth.existingSecret=slicemeter-api-auth), or insecureNoAuth" -}}
+{{- end -}}
+{{- if and (not $v.pricebook.content) (not $v.pricebook.existingConfigMap) -}}
+{{- $missing = append $missing "pricebook.content or pricebook.existingConfigMap is required: the price book (--set-file pricebook.content=prices.yaml)" -}}
+{{- end -}}
+{{- if $missing -}}
+{{- fail (printf "values required (deploy/helm/README.md):\n  - %s" (join "\n  - " $missing)) -}}
+{{- end -}}
+{{- end -}}
