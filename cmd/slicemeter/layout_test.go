@@ -69,7 +69,9 @@ func TestWingsImportOnlyDownstream(t *testing.T) {
 // holds every command's flags and the Run of the commands that are one function (report,
 // fleet, statement, pricebook), which live here rather than in the libraries so that a
 // library is called with a plain Config or Options and never sees kingpin
-// (TestOnlyTheCommandImportsKingpin): about 1,180 lines, with room for a few more flags.
+// (TestOnlyTheCommandImportsKingpin), and what only kingpin's model can tell: the start-up
+// line's effective flags, help on stdout, the demo's flags that take no environment variable.
+// About 1,340 lines with the advise command, with room for a few more flags.
 func TestCommandIsOnlyFlagsAndWiring(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -86,8 +88,8 @@ func TestCommandIsOnlyFlagsAndWiring(t *testing.T) {
 		}
 		lines += bytes.Count(b, []byte("\n"))
 	}
-	if lines > 1250 {
-		t.Errorf("cmd/slicemeter has %d non-test lines, more than 1250: move what is not flags and wiring into its wing", lines)
+	if lines > 1400 {
+		t.Errorf("cmd/slicemeter has %d non-test lines, more than 1400: move what is not flags and wiring into its wing", lines)
 	}
 }
 
