@@ -98,6 +98,7 @@ type Runner struct {
 	holes                   time.Time
 	stale, absent, backfill atomic.Int64 // read by the gauges while a pass runs
 	backfilled              bool         // the open period's backfill is recorded (OpenFrom)
+	backlogNext             bool         // the latest pass was a live turn: the next one does the owed minutes
 
 	report func(context.Context, store.Querier, *pricebook.PriceBook, attribution.Options) (attribution.Result, error) // attribution.Report
 }
@@ -176,8 +177,9 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	}
 	r.count(ctx, open, now)
 	owed := owedFrom(open, a.Owns)
-	from, to := r.span(closed, owed)
-	p := Pass{From: from, To: to, Done: r.done, Behind: to.Before(closed)}
+	live := r.liveTurn(closed, owed)
+	from, to := r.span(closed, owed, live)
+	p := Pass{From: from, To: to, Done: r.done, Behind: live || to.Before(closed)}
 	if !from.Before(to) {
 		return p, nil
 	}
@@ -194,8 +196,8 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 			return p, err
 		}
 		if r.redoFrom(back, closed); r.redo.Before(from) {
-			from, to = r.span(closed, owed)
-			p.From, p.To, p.Behind = from, to, to.Before(closed)
+			from, to = r.span(closed, owed, live)
+			p.From, p.To, p.Behind = from, to, live || to.Before(closed)
 			if presence, err = r.presence.Advance(ctx, r.conn, r.cfg.Samples, billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}, period); err != nil {
 				return p, err
 			}
@@ -206,10 +208,21 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	if err != nil {
 		return p, err
 	}
+	empty, err := r.emptyPass(ctx, presence, from, to)
+	if err != nil {
+		return p, err
+	}
 	var minutes []stored.Minute
 	var violations [][]error
 	var failed time.Time // the first minute not stored: no recomputation advances past it
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
+		if empty {
+			// Nothing to bill: only the marker (and the zero rows of nodes stored before).
+			rep := report.Report{WindowStart: m, WindowEnd: m.Add(time.Minute), Currency: r.book.Currency, UnallocatedByNode: map[string]float64{}}
+			minutes = append(minutes, stored.Minute{Start: m, Report: rep, Stale: staleNodes(storedNodes[m.Unix()], rep, a.Owns)})
+			violations = append(violations, nil)
+			continue
+		}
 		res, err := r.report(ctx, r.conn, r.book, attribution.Options{From: m, To: m.Add(time.Minute), Samples: r.cfg.Samples, Lines: true,
 			Presence: period, Present: presence, Now: now, Delay: reportDelay(r.cfg.Delay), Nodes: a.Owns})
 		if err != nil && !errors.Is(err, attribution.ErrInvariants) {
@@ -277,8 +290,8 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	if to.After(r.done) {
 		r.done = to
 	}
-	// A recomputation cut short resumes where this pass stopped.
-	if !r.redo.IsZero() {
+	// A recomputation cut short resumes where this pass stopped (a live turn did none of it).
+	if !r.redo.IsZero() && !live {
 		r.redo = to
 		if !to.Before(minTime(r.done, closed.Add(-r.cfg.Lookback).Truncate(time.Minute))) {
 			r.redo = time.Time{}
@@ -288,6 +301,20 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	r.generation, r.assigned = a.Generation, true
 	p.Done = r.done
 	return p, nil
+}
+
+// emptyPass says whether the pass's minutes have nothing to bill: no GPU is capacity in them
+// and no allocation is billed in them (a backfill of the time before the fleet's first sample,
+// an idle install). Their reports are then empty, and the pass stores them without computing
+// each (a month of them is one insert, not 44,640 reports).
+func (r *Runner) emptyPass(ctx context.Context, presence *store.Presence, from, to time.Time) (bool, error) {
+	window := billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}
+	capacity, err := presence.Capacity(window)
+	if err != nil || len(capacity) > 0 {
+		return false, nil // not known to be empty: computed minute by minute
+	}
+	allocs, err := store.ReadAllocations(ctx, r.conn, window)
+	return err == nil && len(allocs) == 0, err
 }
 
 // assignment is the nodes this pass attributes: every node (Owns nil) without Shards; ok is
@@ -321,14 +348,29 @@ func (r *Runner) redoFrom(at, closed time.Time) {
 	}
 }
 
+// liveTurn says whether this pass attributes only the latest minutes (the lookback and the
+// fresh ones), leaving the minutes owed before them to the next pass. While a record owes
+// minutes before the lookback (a backfill, a period's close, a recomputation), passes
+// alternate between the fresh minutes, when one has closed, and the oldest owed ones, so that
+// a long backlog does not hold the live minutes, and what reads them, back for hours.
+func (r *Runner) liveTurn(closed, owed time.Time) bool {
+	liveFrom := minTime(r.done, closed.Add(-r.cfg.Lookback).Truncate(time.Minute))
+	if owed.IsZero() || !owed.Before(liveFrom) || !r.redo.IsZero() || r.backlogNext || !r.done.Before(closed) {
+		r.backlogNext = false
+		return false
+	}
+	r.backlogNext = true
+	return true
+}
+
 // span is the minutes the pass attributes: [from, to), from the earliest minute owed a
-// recomputation (owed, zero: none) at the latest.
-func (r *Runner) span(closed, owed time.Time) (from, to time.Time) {
+// recomputation (owed, zero: none) at the latest, or, on a live turn, from the lookback.
+func (r *Runner) span(closed, owed time.Time, live bool) (from, to time.Time) {
 	from = minTime(r.done, closed.Add(-r.cfg.Lookback).Truncate(time.Minute))
-	if !r.redo.IsZero() {
+	if !r.redo.IsZero() && !live {
 		from = minTime(from, r.redo)
 	}
-	if !owed.IsZero() {
+	if !owed.IsZero() && !live {
 		from = minTime(from, owed)
 	}
 	to = closed
