@@ -177,7 +177,9 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	}
 	r.count(ctx, open, now)
 	owed := owedFrom(open, a.Owns)
-	live := r.liveTurn(closed, owed)
+	live := r.liveTurn(closed, owed, owedFrom(slices.DeleteFunc(slices.Clone(open), func(rec stored.Recomputation) bool {
+		return stored.FirstAttribution(rec.Reason)
+	}), a.Owns))
 	from, to := r.span(closed, owed, live)
 	p := Pass{From: from, To: to, Done: r.done, Behind: live || to.Before(closed)}
 	if !from.Before(to) {
@@ -349,13 +351,17 @@ func (r *Runner) redoFrom(at, closed time.Time) {
 }
 
 // liveTurn says whether this pass attributes only the latest minutes (the lookback and the
-// fresh ones), leaving the minutes owed before them to the next pass. While a record owes
-// minutes before the lookback (a backfill, a period's close, a recomputation), passes
-// alternate between the fresh minutes, when one has closed, and the oldest owed ones, so that
-// a long backlog does not hold the live minutes, and what reads them, back for hours.
-func (r *Runner) liveTurn(closed, owed time.Time) bool {
+// fresh ones), leaving the minutes owed before them to the next pass. While minutes never
+// attributed (a backfill, a period's close) wait before the lookback, more than a pass holds,
+// passes alternate between the fresh minutes, when one has closed, and the oldest owed ones,
+// so that a long backfill does not hold the live minutes, and what reads them, back for hours.
+// A recomputation of stored minutes (owedStale, r.redo) goes first, as before: it is short,
+// and what it corrects is billed already.
+func (r *Runner) liveTurn(closed, owed, owedStale time.Time) bool {
 	liveFrom := minTime(r.done, closed.Add(-r.cfg.Lookback).Truncate(time.Minute))
-	if owed.IsZero() || !owed.Before(liveFrom) || !r.redo.IsZero() || r.backlogNext || !r.done.Before(closed) {
+	backlog := !owed.IsZero() && owed.Add(time.Duration(r.cfg.MaxMinutes)*time.Minute).Before(closed)
+	stale := !r.redo.IsZero() || !owedStale.IsZero() && owedStale.Before(liveFrom)
+	if !backlog || !owed.Before(liveFrom) || stale || r.backlogNext || !r.done.Before(closed) {
 		r.backlogNext = false
 		return false
 	}
