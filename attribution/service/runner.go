@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -210,7 +211,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	if err != nil {
 		return p, err
 	}
-	empty, err := r.emptyPass(ctx, presence, from, to)
+	empty, err := r.emptyMinutes(ctx, presence, from, to)
 	if err != nil {
 		return p, err
 	}
@@ -218,7 +219,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	var violations [][]error
 	var failed time.Time // the first minute not stored: no recomputation advances past it
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
-		if empty {
+		if empty(m) {
 			// Nothing to bill: only the marker (and the zero rows of nodes stored before).
 			rep := report.Report{WindowStart: m, WindowEnd: m.Add(time.Minute), Currency: r.book.Currency, UnallocatedByNode: map[string]float64{}}
 			minutes = append(minutes, stored.Minute{Start: m, Report: rep, Stale: staleNodes(storedNodes[m.Unix()], rep, a.Owns)})
@@ -305,18 +306,52 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	return p, nil
 }
 
-// emptyPass says whether the pass's minutes have nothing to bill: no GPU is capacity in them
-// and no allocation is billed in them (a backfill of the time before the fleet's first sample,
-// an idle install). Their reports are then empty, and the pass stores them without computing
-// each (a month of them is one insert, not 44,640 reports).
-func (r *Runner) emptyPass(ctx context.Context, presence *store.Presence, from, to time.Time) (bool, error) {
+// emptyMinutes says which of the pass's minutes have nothing to bill: no GPU is capacity in
+// them and no allocation is billed in them (a backfill of the time before the fleet's first
+// sample, a quiet month). Their reports are empty, and the pass stores them without computing
+// each (a month of them is one insert, not 44,640 reports). It reads the pass's allocations
+// once, and answers per minute from the union of their billed time and the GPUs' capacity.
+func (r *Runner) emptyMinutes(ctx context.Context, presence *store.Presence, from, to time.Time) (func(time.Time) bool, error) {
+	none := func(time.Time) bool { return false }
 	window := billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}
 	capacity, err := presence.Capacity(window)
-	if err != nil || len(capacity) > 0 {
-		return false, nil // not known to be empty: computed minute by minute
+	if err != nil {
+		return none, nil // not known to be empty: computed minute by minute
 	}
 	allocs, err := store.ReadAllocations(ctx, r.conn, window)
-	return err == nil && len(allocs) == 0, err
+	if err != nil {
+		return none, err
+	}
+	var busy []billing.Interval
+	for _, ivs := range capacity {
+		busy = append(busy, ivs...)
+	}
+	for _, a := range allocs {
+		if iv, ok := a.Billed(window); ok {
+			busy = append(busy, iv)
+		}
+	}
+	// Merged and sorted: a minute is busy when it overlaps one of them.
+	slices.SortFunc(busy, func(a, b billing.Interval) int { return cmp.Compare(a.Start, b.Start) })
+	var merged []billing.Interval
+	for _, iv := range busy {
+		if n := len(merged); n > 0 && iv.Start <= merged[n-1].End {
+			merged[n-1].End = max(merged[n-1].End, iv.End)
+			continue
+		}
+		merged = append(merged, iv)
+	}
+	return func(m time.Time) bool {
+		start, end := m.UnixNano(), m.Add(time.Minute).UnixNano()
+		// The first merged interval ending after the minute's start: busy if it starts before its end.
+		i, _ := slices.BinarySearchFunc(merged, start, func(iv billing.Interval, t int64) int {
+			if iv.End <= t {
+				return -1
+			}
+			return 1
+		})
+		return i == len(merged) || merged[i].Start >= end
+	}, nil
 }
 
 // assignment is the nodes this pass attributes: every node (Owns nil) without Shards; ok is
