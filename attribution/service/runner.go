@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -98,6 +99,7 @@ type Runner struct {
 	holes                   time.Time
 	stale, absent, backfill atomic.Int64 // read by the gauges while a pass runs
 	backfilled              bool         // the open period's backfill is recorded (OpenFrom)
+	backlogNext             bool         // the latest pass was a live turn: the next one does the owed minutes
 
 	report func(context.Context, store.Querier, *pricebook.PriceBook, attribution.Options) (attribution.Result, error) // attribution.Report
 }
@@ -176,8 +178,11 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	}
 	r.count(ctx, open, now)
 	owed := owedFrom(open, a.Owns)
-	from, to := r.span(closed, owed)
-	p := Pass{From: from, To: to, Done: r.done, Behind: to.Before(closed)}
+	live := r.liveTurn(closed, owed, owedFrom(slices.DeleteFunc(slices.Clone(open), func(rec stored.Recomputation) bool {
+		return stored.FirstAttribution(rec.Reason)
+	}), a.Owns))
+	from, to := r.span(closed, owed, live)
+	p := Pass{From: from, To: to, Done: r.done, Behind: live || to.Before(closed)}
 	if !from.Before(to) {
 		return p, nil
 	}
@@ -194,8 +199,8 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 			return p, err
 		}
 		if r.redoFrom(back, closed); r.redo.Before(from) {
-			from, to = r.span(closed, owed)
-			p.From, p.To, p.Behind = from, to, to.Before(closed)
+			from, to = r.span(closed, owed, live)
+			p.From, p.To, p.Behind = from, to, live || to.Before(closed)
 			if presence, err = r.presence.Advance(ctx, r.conn, r.cfg.Samples, billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}, period); err != nil {
 				return p, err
 			}
@@ -206,10 +211,21 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	if err != nil {
 		return p, err
 	}
+	empty, err := r.emptyMinutes(ctx, presence, from, to)
+	if err != nil {
+		return p, err
+	}
 	var minutes []stored.Minute
 	var violations [][]error
 	var failed time.Time // the first minute not stored: no recomputation advances past it
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
+		if empty(m) {
+			// Nothing to bill: only the marker (and the zero rows of nodes stored before).
+			rep := report.Report{WindowStart: m, WindowEnd: m.Add(time.Minute), Currency: r.book.Currency, UnallocatedByNode: map[string]float64{}}
+			minutes = append(minutes, stored.Minute{Start: m, Report: rep, Stale: staleNodes(storedNodes[m.Unix()], rep, a.Owns)})
+			violations = append(violations, nil)
+			continue
+		}
 		res, err := r.report(ctx, r.conn, r.book, attribution.Options{From: m, To: m.Add(time.Minute), Samples: r.cfg.Samples, Lines: true,
 			Presence: period, Present: presence, Now: now, Delay: reportDelay(r.cfg.Delay), Nodes: a.Owns})
 		if err != nil && !errors.Is(err, attribution.ErrInvariants) {
@@ -277,8 +293,8 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	if to.After(r.done) {
 		r.done = to
 	}
-	// A recomputation cut short resumes where this pass stopped.
-	if !r.redo.IsZero() {
+	// A recomputation cut short resumes where this pass stopped (a live turn did none of it).
+	if !r.redo.IsZero() && !live {
 		r.redo = to
 		if !to.Before(minTime(r.done, closed.Add(-r.cfg.Lookback).Truncate(time.Minute))) {
 			r.redo = time.Time{}
@@ -288,6 +304,54 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	r.generation, r.assigned = a.Generation, true
 	p.Done = r.done
 	return p, nil
+}
+
+// emptyMinutes says which of the pass's minutes have nothing to bill: no GPU is capacity in
+// them and no allocation is billed in them (a backfill of the time before the fleet's first
+// sample, a quiet month). Their reports are empty, and the pass stores them without computing
+// each (a month of them is one insert, not 44,640 reports). It reads the pass's allocations
+// once, and answers per minute from the union of their billed time and the GPUs' capacity.
+func (r *Runner) emptyMinutes(ctx context.Context, presence *store.Presence, from, to time.Time) (func(time.Time) bool, error) {
+	none := func(time.Time) bool { return false }
+	window := billing.Interval{Start: from.UnixNano(), End: to.UnixNano()}
+	capacity, err := presence.Capacity(window)
+	if err != nil {
+		return none, nil // not known to be empty: computed minute by minute
+	}
+	allocs, err := store.ReadAllocations(ctx, r.conn, window)
+	if err != nil {
+		return none, err
+	}
+	var busy []billing.Interval
+	for _, ivs := range capacity {
+		busy = append(busy, ivs...)
+	}
+	for _, a := range allocs {
+		if iv, ok := a.Billed(window); ok {
+			busy = append(busy, iv)
+		}
+	}
+	// Merged and sorted: a minute is busy when it overlaps one of them.
+	slices.SortFunc(busy, func(a, b billing.Interval) int { return cmp.Compare(a.Start, b.Start) })
+	var merged []billing.Interval
+	for _, iv := range busy {
+		if n := len(merged); n > 0 && iv.Start <= merged[n-1].End {
+			merged[n-1].End = max(merged[n-1].End, iv.End)
+			continue
+		}
+		merged = append(merged, iv)
+	}
+	return func(m time.Time) bool {
+		start, end := m.UnixNano(), m.Add(time.Minute).UnixNano()
+		// The first merged interval ending after the minute's start: busy if it starts before its end.
+		i, _ := slices.BinarySearchFunc(merged, start, func(iv billing.Interval, t int64) int {
+			if iv.End <= t {
+				return -1
+			}
+			return 1
+		})
+		return i == len(merged) || merged[i].Start >= end
+	}, nil
 }
 
 // assignment is the nodes this pass attributes: every node (Owns nil) without Shards; ok is
@@ -321,14 +385,33 @@ func (r *Runner) redoFrom(at, closed time.Time) {
 	}
 }
 
+// liveTurn says whether this pass attributes only the latest minutes (the lookback and the
+// fresh ones), leaving the minutes owed before them to the next pass. While minutes never
+// attributed (a backfill, a period's close) wait before the lookback, more than a pass holds,
+// passes alternate between the fresh minutes, when one has closed, and the oldest owed ones,
+// so that a long backfill does not hold the live minutes, and what reads them, back for hours.
+// A recomputation of stored minutes (owedStale, r.redo) goes first, as before: it is short,
+// and what it corrects is billed already.
+func (r *Runner) liveTurn(closed, owed, owedStale time.Time) bool {
+	liveFrom := minTime(r.done, closed.Add(-r.cfg.Lookback).Truncate(time.Minute))
+	backlog := !owed.IsZero() && owed.Add(time.Duration(r.cfg.MaxMinutes)*time.Minute).Before(closed)
+	stale := !r.redo.IsZero() || !owedStale.IsZero() && owedStale.Before(liveFrom)
+	if !backlog || !owed.Before(liveFrom) || stale || r.backlogNext || !r.done.Before(closed) {
+		r.backlogNext = false
+		return false
+	}
+	r.backlogNext = true
+	return true
+}
+
 // span is the minutes the pass attributes: [from, to), from the earliest minute owed a
-// recomputation (owed, zero: none) at the latest.
-func (r *Runner) span(closed, owed time.Time) (from, to time.Time) {
+// recomputation (owed, zero: none) at the latest, or, on a live turn, from the lookback.
+func (r *Runner) span(closed, owed time.Time, live bool) (from, to time.Time) {
 	from = minTime(r.done, closed.Add(-r.cfg.Lookback).Truncate(time.Minute))
-	if !r.redo.IsZero() {
+	if !r.redo.IsZero() && !live {
 		from = minTime(from, r.redo)
 	}
-	if !owed.IsZero() {
+	if !owed.IsZero() && !live {
 		from = minTime(from, owed)
 	}
 	to = closed
