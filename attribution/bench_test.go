@@ -177,13 +177,18 @@ FROM (SELECT number AS inst FROM system.numbers LIMIT %d)`, start, start, end, f
 func BenchmarkAdvise(b *testing.B) {
 	f := newBenchFleet(b)
 	to := f.start.Add(time.Duration(f.seconds) * time.Second)
+	conn := newTimedQuerier(f.conn) // SLICEMETER_BENCH_QUERIES=1 logs each query's time
+	n := 0
 	for b.Loop() {
-		res, err := advice.Compute(context.Background(), f.conn, benchBook, advice.Options{From: f.start, To: to, Samples: store.MinuteRollup,
+		n++
+		res, err := advice.Compute(context.Background(), conn, benchBook, advice.Options{From: f.start, To: to, Samples: store.MinuteRollup,
 			Headroom: advice.DefaultHeadroom, MinMeasured: advice.DefaultMinMeasured, Now: to.Add(time.Hour)})
 		if err != nil || len(res.Rows) != f.instances {
 			b.Fatalf("advice: %d rows, %v; want %d", len(res.Rows), err, f.instances)
 		}
 	}
+	b.StopTimer()
+	conn.log(b, "", n)
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
 		b.ReportMetric(float64(ru.Maxrss)/1024, "peak-rss-MiB")

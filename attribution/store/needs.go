@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/billing"
@@ -40,7 +41,6 @@ GROUP BY allocation_id`
 var needsQueries = map[Samples]string{
 	RawSamples:   needsByMinute(rawMinutes),
 	SecondRollup: needsByMinute(rollupAllocationMinutes(tables.Samples1s, time.Second)),
-	MinuteRollup: needsByMinute(minuteRollupNeeds()),
 }
 
 // ReadNeeds reads the needs of the billed allocations from the source, by allocation id, in
@@ -50,10 +50,13 @@ func ReadNeeds(ctx context.Context, conn Querier, src Samples, billed []billing.
 	if err != nil {
 		return nil, err
 	}
-	query := needsQueries[src]
 	out := make(map[string]Need, len(billed))
 	for _, chunk := range chunks(billed, q.rowsPerSecond) {
-		_, args := usageArgs(q, chunk)
+		span, args := usageArgs(q, chunk)
+		query := needsQueries[src]
+		if src == MinuteRollup {
+			query, args = minuteNeeds(chunk, span, args)
+		}
 		err := chquery.Each(chunkContext(ctx, chunk), conn, query, args, func(scan func(...any) error) error {
 			var (
 				id     string
@@ -72,4 +75,47 @@ func ReadNeeds(ctx context.Context, conn Querier, src Samples, billed []billing.
 		}
 	}
 	return out, nil
+}
+
+// maxNeedsBranches bounds the branches of minuteRollupNeeds: each repeats the chunk's targets
+// in the query's text.
+const maxNeedsBranches = 8
+
+// minuteNeeds is the needs query of a chunk from samples_1m and its arguments (usageArgs'
+// args rebound): the whole minutes read in up to maxNeedsBranches branches of whole UTC days
+// over the chunk's span, the first open to the past and the last to the future.
+func minuteNeeds(chunk []billing.Billed, span billing.Interval, args []any) (string, []any) {
+	const day = int64(24 * time.Hour)
+	first, last := chquery.FloorTo(span.Start-int64(maxSampleInterval), day), chquery.FloorTo(span.End, day)
+	days := (last-first)/day + 1
+	branches := int(min(days, maxNeedsBranches))
+	if branches*chunkTextOf(chunk) > maxChunkText {
+		branches = 1
+	}
+	per := (days + int64(branches) - 1) / int64(branches)
+	dedup, table, rest := args[:6], args[6:6+len(allocationArgs(chunk))], args[6+len(allocationArgs(chunk)):]
+	var out []any
+	for i := range branches {
+		lo, hi := first+int64(i)*per*day, first+int64(i+1)*per*day
+		if i == 0 {
+			lo = 0
+		}
+		if i == branches-1 {
+			hi = math.MaxInt64
+		}
+		out = append(out, dedup...)
+		out = append(out, chquery.DateTimeArg(lo), chquery.DateTimeArg(hi))
+	}
+	out = append(out, table...)
+	out = append(out, rest...)
+	return needsByMinute(minuteRollupNeeds(branches)), out
+}
+
+// chunkTextOf is the chunk's chunkText.
+func chunkTextOf(chunk []billing.Billed) int {
+	n := 0
+	for _, b := range chunk {
+		n += chunkText(b)
+	}
+	return n
 }
