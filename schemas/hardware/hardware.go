@@ -62,7 +62,7 @@ const MaxComputeSlices = 7
 // the C-Series tables of each board): NVIDIA H100 SXM5 80GB H100-80C, -40C, -20C, -16C, -10C,
 // -8C, -5C, -4C; A100 40GB A100-40C, -20C, -10C, -8C, -5C, -4C; A100 80GB (named A100D-)
 // A100D-80C, -40C, -20C, -16C, -10C, -8C, -4C; L40S L40S-48C, -24C, -16C, -12C, -8C, -6C, -4C.
-// The H100 and A100 40GB lists are DESIGN.md's; the A100 80GB and L40S lists were written from
+// The H100 and A100 40GB lists are the right-sizing contract's examples; the A100 80GB and L40S lists were written from
 // the guide's tables as remembered and not re-read when they were added (the guide could not be
 // fetched then): check them against the guide before relying on advice for those models.
 // H200 is left without vGPU profiles: the guide's H200 tables were not at hand to check, and
