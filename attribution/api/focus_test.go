@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parquet-go/parquet-go"
-
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/report"
 )
@@ -107,7 +105,7 @@ func TestFOCUSStream(t *testing.T) {
 				}
 				got = len(lines) - 1
 			case focus.Parquet:
-				rows, err := parquet.Read[focus.Row](bytes.NewReader(b), int64(len(b)))
+				rows, err := focus.ReadParquet(bytes.NewReader(b), int64(len(b)))
 				if err != nil {
 					t.Fatalf("Parquet: %v", err)
 				}
@@ -156,7 +154,7 @@ func TestFOCUSFormulaCells(t *testing.T) {
 		}
 	}
 	b := get("&encoding=parquet")
-	pq, err := parquet.Read[focus.Row](bytes.NewReader(b), int64(len(b)))
+	pq, err := focus.ReadParquet(bytes.NewReader(b), int64(len(b)))
 	if err != nil || len(pq) != 1 || pq[0].XAllocationID == nil || *pq[0].XAllocationID != id {
 		t.Errorf("Parquet: %v, %d rows; want the raw id", err, len(pq))
 	}

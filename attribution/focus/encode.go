@@ -9,7 +9,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 )
 
 // The cells of a row are appended to byte slices rather than made strings one by one: an
@@ -31,6 +34,33 @@ func appendDecimal(b []byte, v float64) []byte {
 		}
 	}
 	return append(b, ".0"...)
+}
+
+// MoneyScale is the decimal places of every money cell (BilledCost, the unit prices, the x_
+// costs): the scale of the money columns slicemeter stores (stored.MoneyScale, Decimal(38,
+// 12)). An amount is rounded there as a Decimal and printed from it, so that a file never
+// carries a float's noise (0.21202777777777776) and Σ of a tenant's rows stays its report's
+// cost far below the report's 6 decimals.
+const MoneyScale = stored.MoneyScale
+
+// money is an amount as a Decimal at MoneyScale; ok is false for NaN and ±Inf (a null cell).
+func money(v float64) (d decimal.Decimal, ok bool) {
+	d, err := stored.Money(v)
+	return d, err == nil
+}
+
+// appendMoney appends an amount as a FOCUS decimal at MoneyScale (trailing zeros dropped,
+// always with a decimal point, as appendDecimal); NaN and infinities are null.
+func appendMoney(b []byte, v float64) []byte {
+	d, ok := money(v)
+	if !ok {
+		return b
+	}
+	s := d.String()
+	if !strings.Contains(s, ".") {
+		s += ".0"
+	}
+	return append(b, s...)
 }
 
 // appendDateTime appends t in UTC as DateTime.
@@ -126,6 +156,18 @@ func (c *csvLine) optNum(v *float64) {
 	}
 }
 
+func (c *csvLine) money(v float64) {
+	c.sep()
+	c.b = appendMoney(c.b, v)
+}
+
+func (c *csvLine) optMoney(v *float64) {
+	c.sep()
+	if v != nil {
+		c.b = appendMoney(c.b, *v)
+	}
+}
+
 func (c *csvLine) optBool(v *bool) {
 	c.sep()
 	if v != nil {
@@ -171,6 +213,16 @@ func (c *textCells) optNum(v *float64) {
 		return
 	}
 	c.num(*v)
+}
+
+func (c *textCells) money(v float64) { *c = append(*c, string(appendMoney(nil, v))) }
+
+func (c *textCells) optMoney(v *float64) {
+	if v == nil {
+		*c = append(*c, "")
+		return
+	}
+	c.money(*v)
 }
 
 func (c *textCells) optBool(v *bool) {

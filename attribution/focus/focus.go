@@ -46,7 +46,7 @@ var DefaultIssuer = Issuer{InvoiceIssuer: "slicemeter", Provider: "slicemeter", 
 // columns in alphabetical order, then slicemeter's x_ columns.
 type Row struct {
 	AvailabilityZone           *string  `parquet:"AvailabilityZone,optional"`
-	BilledCost                 float64  `parquet:"BilledCost"`
+	BilledCost                 float64  `parquet:"BilledCost" focus:"money"`
 	BillingAccountId           string   `parquet:"BillingAccountId"`
 	BillingAccountName         string   `parquet:"BillingAccountName"`
 	BillingCurrency            string   `parquet:"BillingCurrency"`
@@ -65,13 +65,13 @@ type Row struct {
 	CommitmentDiscountType     *string  `parquet:"CommitmentDiscountType,optional"`
 	ConsumedQuantity           *float64 `parquet:"ConsumedQuantity,optional"`
 	ConsumedUnit               *string  `parquet:"ConsumedUnit,optional"`
-	ContractedCost             float64  `parquet:"ContractedCost"`
-	ContractedUnitPrice        *float64 `parquet:"ContractedUnitPrice,optional"`
-	EffectiveCost              float64  `parquet:"EffectiveCost"`
+	ContractedCost             float64  `parquet:"ContractedCost" focus:"money"`
+	ContractedUnitPrice        *float64 `parquet:"ContractedUnitPrice,optional" focus:"money"`
+	EffectiveCost              float64  `parquet:"EffectiveCost" focus:"money"`
 	InvoiceId                  string   `parquet:"InvoiceId"`
 	InvoiceIssuerName          string   `parquet:"InvoiceIssuerName"`
-	ListCost                   float64  `parquet:"ListCost"`
-	ListUnitPrice              *float64 `parquet:"ListUnitPrice,optional"`
+	ListCost                   float64  `parquet:"ListCost" focus:"money"`
+	ListUnitPrice              *float64 `parquet:"ListUnitPrice,optional" focus:"money"`
 	PricingCategory            *string  `parquet:"PricingCategory,optional"`
 	PricingCurrency            *string  `parquet:"PricingCurrency,optional"`
 	PricingQuantity            *float64 `parquet:"PricingQuantity,optional"`
@@ -97,8 +97,8 @@ type Row struct {
 	XAllocationID     *string  `parquet:"x_AllocationId,optional"`
 	XTier             string   `parquet:"x_Tier"`
 	XBilledFraction   *float64 `parquet:"x_BilledFraction,optional"`
-	XWasteCost        float64  `parquet:"x_WasteCost"`
-	XOverheadCost     float64  `parquet:"x_OverheadCost"`
+	XWasteCost        float64  `parquet:"x_WasteCost" focus:"money"`
+	XOverheadCost     float64  `parquet:"x_OverheadCost" focus:"money"`
 	XOverheadFraction *float64 `parquet:"x_OverheadFraction,optional"`
 	XEfficiency       *float64 `parquet:"x_Efficiency,optional"`
 	XJitterP99Ms      *float64 `parquet:"x_JitterP99Ms,optional"`
@@ -348,12 +348,14 @@ type cellSink interface {
 	num(v float64)
 	optNum(v *float64) // nil: null
 	optBool(v *bool)   // nil: null
+	money(v float64)   // an amount: a decimal at MoneyScale
+	optMoney(v *float64)
 }
 
 // emit passes the row's cells to c in Columns order.
 func (r *Row) emit(c cellSink) {
 	c.optText(r.AvailabilityZone)
-	c.num(r.BilledCost)
+	c.money(r.BilledCost)
 	c.text(r.BillingAccountId)
 	c.text(r.BillingAccountName)
 	c.text(r.BillingCurrency)
@@ -372,13 +374,13 @@ func (r *Row) emit(c cellSink) {
 	c.optText(r.CommitmentDiscountType)
 	c.optNum(r.ConsumedQuantity)
 	c.optText(r.ConsumedUnit)
-	c.num(r.ContractedCost)
-	c.optNum(r.ContractedUnitPrice)
-	c.num(r.EffectiveCost)
+	c.money(r.ContractedCost)
+	c.optMoney(r.ContractedUnitPrice)
+	c.money(r.EffectiveCost)
 	c.text(r.InvoiceId)
 	c.text(r.InvoiceIssuerName)
-	c.num(r.ListCost)
-	c.optNum(r.ListUnitPrice)
+	c.money(r.ListCost)
+	c.optMoney(r.ListUnitPrice)
 	c.optText(r.PricingCategory)
 	c.optText(r.PricingCurrency)
 	c.optNum(r.PricingQuantity)
@@ -403,8 +405,8 @@ func (r *Row) emit(c cellSink) {
 	c.optText(r.XAllocationID)
 	c.text(r.XTier)
 	c.optNum(r.XBilledFraction)
-	c.num(r.XWasteCost)
-	c.num(r.XOverheadCost)
+	c.money(r.XWasteCost)
+	c.money(r.XOverheadCost)
 	c.optNum(r.XOverheadFraction)
 	c.optNum(r.XEfficiency)
 	c.optNum(r.XJitterP99Ms)

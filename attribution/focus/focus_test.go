@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parquet-go/parquet-go"
-
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/focus/focustest"
@@ -76,7 +74,7 @@ func TestMetadataColumns(t *testing.T) {
 		t.Errorf("metadata columns %v\nCSV header %v", names, focus.Columns())
 	}
 	var pq []string
-	for _, f := range parquet.SchemaOf(focus.Row{}).Fields() {
+	for _, f := range focus.ParquetSchema().Fields() {
 		pq = append(pq, f.Name())
 	}
 	if !slices.Equal(pq, focus.Columns()) {
@@ -228,7 +226,7 @@ func export(t *testing.T, e focus.Export, from, to time.Time) (csvRows, parquetR
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := parquet.Read[focus.Row](bytes.NewReader(p.Bytes()), int64(p.Len()))
+	rows, err := focus.ReadParquet(bytes.NewReader(p.Bytes()), int64(p.Len()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,9 @@ func NewWriter(w io.Writer, f Format) (Writer, error) {
 		}
 		return c, nil
 	case Parquet:
-		return &parquetWriter{w: parquet.NewGenericWriter[Row](w, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(parquetRowGroup))}, nil
+		l := layoutOnce()
+		return &parquetWriter{l: l, w: parquet.NewWriter(w, ParquetSchema(), parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(parquetRowGroup)),
+			buf: reflect.MakeSlice(reflect.SliceOf(l.typ), 0, parquetBatch)}, nil
 	}
 	return nil, fmt.Errorf("FOCUS format %q: expected csv or parquet", f)
 }
@@ -90,8 +92,9 @@ func (c *csvWriter) Close() error {
 // every parquetRowGroup rows: memory stays bounded whatever the month's length (by default
 // parquet-go would hold the whole file as one row group until Close).
 type parquetWriter struct {
-	w   *parquet.GenericWriter[Row]
-	buf []Row
+	l   parquetLayout
+	w   *parquet.Writer
+	buf reflect.Value // a slice of the layout's rows
 }
 
 const (
@@ -100,18 +103,22 @@ const (
 )
 
 func (p *parquetWriter) Write(r Row) error {
-	p.buf = append(p.buf, r)
-	if len(p.buf) >= parquetBatch {
+	n := p.buf.Len()
+	p.buf = p.buf.Slice(0, n+1)
+	p.l.toParquet(&r, p.buf.Index(n))
+	if n+1 >= parquetBatch {
 		return p.flush()
 	}
 	return nil
 }
 
 func (p *parquetWriter) flush() error {
-	if _, err := p.w.Write(p.buf); err != nil {
-		return fmt.Errorf("write FOCUS rows as Parquet: %w", err)
+	for i := range p.buf.Len() {
+		if err := p.w.Write(p.buf.Index(i).Addr().Interface()); err != nil {
+			return fmt.Errorf("write FOCUS rows as Parquet: %w", err)
+		}
 	}
-	p.buf = p.buf[:0]
+	p.buf = p.buf.Slice(0, 0)
 	return nil
 }
 

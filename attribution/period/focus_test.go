@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parquet-go/parquet-go"
-
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/focus/focustest"
@@ -96,7 +94,7 @@ func TestCloseExportsFOCUS(t *testing.T) {
 			if len(corrections) != len(tc.corrections) || math.Abs(corrections["beta"]-tc.corrections["beta"]) > 1e-6 {
 				t.Errorf("corrections %v, want %v", corrections, tc.corrections)
 			}
-			pq, err := parquet.ReadFile[focus.Row](base + ".parquet")
+			pq, err := focus.ReadParquetFile(base + ".parquet")
 			if err != nil {
 				t.Fatal(err)
 			}
