@@ -33,12 +33,12 @@ func TestCSVLineIsEncodingCSV(t *testing.T) {
 			r.ChargeClass, r.RegionId = &s, &s
 			var want bytes.Buffer
 			w := csv.NewWriter(&want)
-			if err := w.Write(r.cells()); err != nil {
+			if err := w.Write(r.cells(DefaultVersion)); err != nil {
 				t.Fatal(err)
 			}
 			w.Flush()
 			var line csvLine
-			r.emit(&line)
+			r.emit(&line, DefaultVersion)
 			if got := string(line.b) + "\n"; got != want.String() {
 				t.Errorf("text %q, number %v:\n got %q\nwant %q", s, v, got, want.String())
 			}

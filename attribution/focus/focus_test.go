@@ -62,45 +62,72 @@ func TestHours(t *testing.T) {
 	}
 }
 
-// TestMetadataColumns: the metadata, the Parquet schema and the CSV header list the same
-// columns in the same order, the FOCUS columns before the x_ ones.
+// TestMetadataColumns: for each FOCUS version, the metadata, the Parquet schema and the CSV
+// header the writer writes list the same columns in the same order, the FOCUS columns before
+// the x_ ones; 1.3 has its columns and 1.2 none of them.
 func TestMetadataColumns(t *testing.T) {
-	m := focus.NewMetadata("slicemeter test", time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
-	var names []string
-	for _, c := range m.Schema.ColumnDefinition {
-		names = append(names, c.ColumnName)
-	}
-	if !slices.Equal(names, focus.Columns()) {
-		t.Errorf("metadata columns %v\nCSV header %v", names, focus.Columns())
-	}
-	var pq []string
-	for _, f := range focus.ParquetSchema().Fields() {
-		pq = append(pq, f.Name())
-	}
-	if !slices.Equal(pq, focus.Columns()) {
-		t.Errorf("Parquet columns %v\nCSV header %v", pq, focus.Columns())
-	}
-	custom := false
-	for _, c := range focus.Columns() {
-		if strings.HasPrefix(c, "x_") {
-			custom = true
-		} else if custom {
-			t.Errorf("FOCUS column %s after an x_ column", c)
-		}
-	}
-	if m.Schema.FocusVersion != "1.2" || m.Schema.CreationDate != "2026-02-01T00:00:00Z" {
-		t.Errorf("metadata %+v", m.Schema)
-	}
-	// FOCUS 1.2 (Metadata, Column Definition): the Tags column MUST name the prefixes of the
-	// provider's own tag keys; no other column has them.
-	for _, c := range m.Schema.ColumnDefinition {
-		want := []string(nil)
-		if c.ColumnName == "Tags" {
-			want = []string{focus.TagPrefix}
-		}
-		if !slices.Equal(c.ProviderTagPrefixes, want) {
-			t.Errorf("column %s: ProviderTagPrefixes %q, want %q", c.ColumnName, c.ProviderTagPrefixes, want)
-		}
+	only13 := []string{"AllocatedMethodDetails", "AllocatedMethodId", "AllocatedResourceId", "AllocatedResourceName", "AllocatedTags",
+		"HostProviderName", "ServiceProviderName"}
+	for _, tc := range []struct {
+		v          focus.Version
+		tagColumns []string // the columns with ProviderTagPrefixes
+	}{
+		{focus.Focus12, []string{"Tags"}},
+		{focus.Focus13, []string{"AllocatedTags", "Tags"}},
+	} {
+		t.Run(string(tc.v), func(t *testing.T) {
+			m := tc.v.Metadata("slicemeter test", time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), nil)
+			var names []string
+			for _, c := range m.Schema.ColumnDefinition {
+				names = append(names, c.ColumnName)
+			}
+			cols := tc.v.Columns()
+			if !slices.Equal(names, cols) {
+				t.Errorf("metadata columns %v\nCSV header %v", names, cols)
+			}
+			var b bytes.Buffer
+			w, err := tc.v.NewWriter(&b, focus.CSV)
+			if err != nil || w.Close() != nil {
+				t.Fatal(err)
+			}
+			if header := strings.TrimSuffix(b.String(), "\n"); header != strings.Join(cols, ",") {
+				t.Errorf("CSV header %s\ncolumns %v", header, cols)
+			}
+			var pq []string
+			for _, f := range tc.v.ParquetSchema().Fields() {
+				pq = append(pq, f.Name())
+			}
+			if !slices.Equal(pq, cols) {
+				t.Errorf("Parquet columns %v\nCSV header %v", pq, cols)
+			}
+			custom := false
+			for _, c := range cols {
+				if strings.HasPrefix(c, "x_") {
+					custom = true
+				} else if custom {
+					t.Errorf("FOCUS column %s after an x_ column", c)
+				}
+			}
+			for _, c := range only13 {
+				if got, want := slices.Contains(cols, c), tc.v == focus.Focus13; got != want {
+					t.Errorf("column %s present %v, want %v", c, got, want)
+				}
+			}
+			if m.Schema.FocusVersion != string(tc.v) || m.Schema.CreationDate != "2026-02-01T00:00:00Z" {
+				t.Errorf("metadata %+v", m.Schema)
+			}
+			// FOCUS 1.2 (Metadata, Column Definition): the Tags column MUST name the prefixes of
+			// the provider's own tag keys; 1.3's AllocatedTags holds tags too.
+			for _, c := range m.Schema.ColumnDefinition {
+				want := []string(nil)
+				if slices.Contains(tc.tagColumns, c.ColumnName) {
+					want = []string{focus.TagPrefix}
+				}
+				if !slices.Equal(c.ProviderTagPrefixes, want) {
+					t.Errorf("column %s: ProviderTagPrefixes %q, want %q", c.ColumnName, c.ProviderTagPrefixes, want)
+				}
+			}
+		})
 	}
 }
 

@@ -27,19 +27,35 @@ const decimalBytes = 16
 
 type decimalCell = [decimalBytes]byte
 
-// parquetLayout is the Parquet row type of Row and which of its fields are money.
+// parquetLayout is the Parquet row type of a version's Row: its fields (Row's field index of
+// each), and which of them are money.
 type parquetLayout struct {
-	typ   reflect.Type
-	money []bool // by field index
+	typ    reflect.Type
+	schema *parquet.Schema
+	field  []int  // Row's field of each
+	money  []bool // by field of typ
 }
 
-var layoutOnce = sync.OnceValue(func() parquetLayout {
+var layouts = sync.OnceValue(func() map[Version]parquetLayout {
+	return map[Version]parquetLayout{Focus12: newLayout(Focus12), Focus13: newLayout(Focus13)}
+})
+
+// layoutOf is the version's layout.
+func layoutOf(v Version) parquetLayout { return layouts()[v] }
+
+func newLayout(v Version) parquetLayout {
 	t := reflect.TypeFor[Row]()
-	l := parquetLayout{money: make([]bool, t.NumField())}
-	fields := make([]reflect.StructField, t.NumField())
-	for i := range t.NumField() {
-		f := t.Field(i)
-		fields[i] = reflect.StructField{Name: f.Name, Type: f.Type, Tag: f.Tag}
+	var l parquetLayout
+	var fields []reflect.StructField
+	for j := range t.NumField() {
+		f := t.Field(j)
+		if !v.has(f.Tag.Get("since")) {
+			continue
+		}
+		i := len(fields)
+		l.field = append(l.field, j)
+		l.money = append(l.money, false)
+		fields = append(fields, reflect.StructField{Name: f.Name, Type: f.Type, Tag: reflect.StructTag(fmt.Sprintf("parquet:%q", f.Tag.Get("parquet")))})
 		if f.Tag.Get("focus") != "money" {
 			continue
 		}
@@ -57,19 +73,21 @@ var layoutOnce = sync.OnceValue(func() parquetLayout {
 		}
 	}
 	l.typ = reflect.StructOf(fields)
+	l.schema = parquet.SchemaOf(reflect.New(l.typ).Elem().Interface())
 	return l
-})
-
-// ParquetSchema is the schema of the FOCUS Parquet file.
-func ParquetSchema() *parquet.Schema {
-	return parquet.SchemaOf(reflect.New(layoutOnce().typ).Elem().Interface())
 }
+
+// ParquetSchema is the schema of the FOCUS Parquet file of the default version.
+func ParquetSchema() *parquet.Schema { return layoutOf(DefaultVersion).schema }
+
+// ParquetSchema is the schema of the version's FOCUS Parquet file.
+func (v Version) ParquetSchema() *parquet.Schema { return layoutOf(v).schema }
 
 // toParquet sets dst (a value of the layout's type) to r.
 func (l parquetLayout) toParquet(r *Row, dst reflect.Value) {
 	src := reflect.ValueOf(r).Elem()
 	for i, isMoney := range l.money {
-		f := src.Field(i)
+		f := src.Field(l.field[i])
 		if !isMoney {
 			dst.Field(i).Set(f)
 			continue
@@ -97,19 +115,19 @@ func (l parquetLayout) fromParquet(src reflect.Value) Row {
 	var r Row
 	dst := reflect.ValueOf(&r).Elem()
 	for i, isMoney := range l.money {
-		f := src.Field(i)
+		f, d := src.Field(i), dst.Field(l.field[i])
 		if !isMoney {
-			dst.Field(i).Set(f)
+			d.Set(f)
 			continue
 		}
 		if f.Kind() == reflect.Pointer {
 			if !f.IsNil() {
 				v := floatOf(f.Elem().Interface().(decimalCell))
-				dst.Field(i).Set(reflect.ValueOf(&v))
+				d.Set(reflect.ValueOf(&v))
 			}
 			continue
 		}
-		dst.Field(i).SetFloat(floatOf(f.Interface().(decimalCell)))
+		d.SetFloat(floatOf(f.Interface().(decimalCell)))
 	}
 	return r
 }
@@ -141,14 +159,18 @@ func floatOf(cell decimalCell) float64 {
 }
 
 // ReadParquet reads a FOCUS Parquet file back as rows, the money columns as the float64 of
-// their decimals (which Cells prints as the CSV does).
+// their decimals (which Cells prints as the CSV does). The file's version is told by its
+// columns (a 1.3 file has AllocatedMethodId).
 func ReadParquet(r io.ReaderAt, size int64) ([]Row, error) {
-	l := layoutOnce()
 	f, err := parquet.OpenFile(r, size)
 	if err != nil {
 		return nil, fmt.Errorf("open the FOCUS Parquet file: %w", err)
 	}
-	pr := parquet.NewReader(f, ParquetSchema())
+	l := layoutOf(Focus12)
+	if _, ok := f.Schema().Lookup("AllocatedMethodId"); ok {
+		l = layoutOf(Focus13)
+	}
+	pr := parquet.NewReader(f, l.schema)
 	defer pr.Close()
 	var out []Row
 	for {

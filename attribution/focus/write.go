@@ -28,12 +28,18 @@ type Writer interface {
 	Close() error
 }
 
-// NewWriter is a Writer of the format on w.
-func NewWriter(w io.Writer, f Format) (Writer, error) {
+// NewWriter is a Writer of the format on w, of the default FOCUS version.
+func NewWriter(w io.Writer, f Format) (Writer, error) { return DefaultVersion.NewWriter(w, f) }
+
+// NewWriter is a Writer of the format on w writing the version's columns.
+func (v Version) NewWriter(w io.Writer, f Format) (Writer, error) {
+	if _, err := ParseVersion(string(v)); err != nil {
+		return nil, err
+	}
 	switch f {
 	case CSV:
-		c := &csvWriter{w: bufio.NewWriterSize(w, csvBuffer)}
-		for _, name := range Columns() {
+		c := &csvWriter{w: bufio.NewWriterSize(w, csvBuffer), v: v}
+		for _, name := range v.Columns() {
 			c.line.text(name)
 		}
 		if err := c.end(); err != nil {
@@ -41,8 +47,8 @@ func NewWriter(w io.Writer, f Format) (Writer, error) {
 		}
 		return c, nil
 	case Parquet:
-		l := layoutOnce()
-		return &parquetWriter{l: l, w: parquet.NewWriter(w, ParquetSchema(), parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(parquetRowGroup)),
+		l := layoutOf(v)
+		return &parquetWriter{l: l, w: parquet.NewWriter(w, l.schema, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(parquetRowGroup)),
 			buf: reflect.MakeSlice(reflect.SliceOf(l.typ), 0, parquetBatch)}, nil
 	}
 	return nil, fmt.Errorf("FOCUS format %q: expected csv or parquet", f)
@@ -53,12 +59,13 @@ func NewWriter(w io.Writer, f Format) (Writer, error) {
 type csvWriter struct {
 	w    *bufio.Writer
 	line csvLine
+	v    Version
 }
 
 const csvBuffer = 256 << 10
 
 func (c *csvWriter) Write(r Row) error {
-	r.emit(&c.line)
+	r.emit(&c.line, c.v)
 	if err := c.end(); err != nil {
 		return fmt.Errorf("write a FOCUS row: %w", err)
 	}
@@ -132,8 +139,9 @@ func (p *parquetWriter) Close() error {
 	return nil
 }
 
-// Metadata is the FOCUS metadata published beside an exported file: who generated it and
-// its schema (FOCUS 1.2, "Metadata").
+// Metadata is the FOCUS metadata published beside an exported file: who generated it, its
+// schema ("Metadata") and, from FOCUS 1.3, the dataset instance and its recency: when it
+// was updated and which of its time sectors are complete.
 type Metadata struct {
 	DataGenerator struct {
 		DataGenerator string `json:"DataGenerator"`
@@ -144,6 +152,8 @@ type Metadata struct {
 		CreationDate     string   `json:"CreationDate"`
 		ColumnDefinition []Column `json:"ColumnDefinition"`
 	} `json:"Schema"`
+	DatasetInstance []DatasetInstance `json:"DatasetInstance,omitempty"`
+	Recency         []Recency         `json:"Recency,omitempty"`
 }
 
 // Column is one column's definition in the metadata.
@@ -151,23 +161,86 @@ type Column struct {
 	ColumnName     string `json:"ColumnName"`
 	DataType       string `json:"DataType"`
 	StringEncoding string `json:"StringEncoding,omitempty"`
+	// NumericPrecision and NumberScale are the money columns' (decimal(38, MoneyScale)).
+	NumericPrecision int `json:"NumericPrecision,omitempty"`
+	NumberScale      int `json:"NumberScale,omitempty"`
 	// ProviderTagPrefixes are the prefixes of the provider's own tag keys, which FOCUS 1.2
-	// requires of the Tags column (and of no other).
+	// requires of the Tags column (and of no other; 1.3's AllocatedTags too).
 	ProviderTagPrefixes []string `json:"ProviderTagPrefixes,omitempty"`
 	Nullable            bool     `json:"x_Nullable"`
 }
 
-// SchemaID names the schema of Columns: it changes when they do.
-const SchemaID = "slicemeter-focus-1.2-v2"
+// DatasetInstance names the dataset a file is an artifact of (FOCUS 1.3): slicemeter's one
+// Cost and Usage dataset.
+type DatasetInstance struct {
+	DatasetInstanceID   string `json:"DatasetInstanceId"`
+	DatasetInstanceName string `json:"DatasetInstanceName"`
+	FocusDatasetID      string `json:"FocusDatasetId"`
+}
 
-// NewMetadata is the metadata of a file of Columns created at created.
+// Recency is FOCUS 1.3's recency of a dataset instance: when it and its metadata were last
+// updated, and its time sectors. The dataset is a time series (rows by charge period), so its
+// completeness is per time sector.
+type Recency struct {
+	DatasetInstanceID          string       `json:"DatasetInstanceId"`
+	RecencyLastUpdated         string       `json:"RecencyLastUpdated"`
+	DatasetInstanceLastUpdated string       `json:"DatasetInstanceLastUpdated"`
+	TimeSectors                []TimeSector `json:"TimeSectors"`
+}
+
+// TimeSector is one billing period (clipped to the file's range) of a file. Complete means
+// that the period is closed: its figures are final, and what arrives later is billed as a
+// Correction row of a later period. An open period's rows can still change.
+type TimeSector struct {
+	TimeSectorStart       string `json:"TimeSectorStart"`
+	TimeSectorEnd         string `json:"TimeSectorEnd"`
+	TimeSectorComplete    bool   `json:"TimeSectorComplete"`
+	TimeSectorLastUpdated string `json:"TimeSectorLastUpdated"`
+}
+
+// DatasetInstanceID is slicemeter's Cost and Usage dataset instance.
+const DatasetInstanceID = "slicemeter-cost-and-usage"
+
+// SchemaID names the schema of a version's columns: it changes when they do.
+func (v Version) SchemaID() string { return "slicemeter-focus-" + string(v) + "-v3" }
+
+// NewMetadata is the metadata of a file of the default version's columns created at
+// created, without recency.
 func NewMetadata(generator string, created time.Time) Metadata {
+	return DefaultVersion.Metadata(generator, created, nil)
+}
+
+// Sectors are the time sectors of [from, to): one per billing period of zone, clipped to the
+// range, complete when closed says so of the period.
+func Sectors(from, to time.Time, zone *time.Location, updated time.Time, closed func(Period) bool) []TimeSector {
+	var out []TimeSector
+	zone = zoneOr(zone)
+	for start := from; start.Before(to); {
+		p := PeriodOf(start, zone)
+		end := p.End
+		if to.Before(end) {
+			end = to
+		}
+		out = append(out, TimeSector{TimeSectorStart: start.UTC().Format(DateTime), TimeSectorEnd: end.UTC().Format(DateTime),
+			TimeSectorComplete:    closed != nil && start.Equal(p.Start) && end.Equal(p.End) && closed(p),
+			TimeSectorLastUpdated: updated.UTC().Format(DateTime)})
+		start = end
+	}
+	return out
+}
+
+// Metadata is the metadata of a file of the version's columns created at created. From
+// FOCUS 1.3 it has the dataset instance and, when sectors are given, its recency.
+func (v Version) Metadata(generator string, created time.Time, sectors []TimeSector) Metadata {
 	var m Metadata
 	m.DataGenerator.DataGenerator = generator
-	m.Schema.SchemaID, m.Schema.FocusVersion, m.Schema.CreationDate = SchemaID, Version, created.UTC().Format(DateTime)
+	m.Schema.SchemaID, m.Schema.FocusVersion, m.Schema.CreationDate = v.SchemaID(), string(v), created.UTC().Format(DateTime)
 	t := reflect.TypeFor[Row]()
 	for i := range t.NumField() {
 		f := t.Field(i)
+		if !v.has(f.Tag.Get("since")) {
+			continue
+		}
 		name, opts, _ := strings.Cut(f.Tag.Get("parquet"), ",")
 		c := Column{ColumnName: name, Nullable: opts == "optional"}
 		ft := f.Type
@@ -177,18 +250,29 @@ func NewMetadata(generator string, created time.Time) Metadata {
 		switch {
 		case ft.Kind() == reflect.Float64:
 			c.DataType = "Decimal"
+			if f.Tag.Get("focus") == "money" {
+				c.NumericPrecision, c.NumberScale = moneyPrecision, MoneyScale
+			}
 		case ft.Kind() == reflect.Bool:
 			c.DataType = "Boolean"
 		case strings.HasSuffix(name, "Start") || strings.HasSuffix(name, "End"):
 			c.DataType, c.StringEncoding = "DateTime", "UTF-8"
-		case name == "SkuPriceDetails":
+		case name == "SkuPriceDetails" || name == "AllocatedMethodDetails":
 			c.DataType, c.StringEncoding = "JSON", "UTF-8"
-		case name == "Tags":
+		case name == "Tags" || name == "AllocatedTags":
 			c.DataType, c.StringEncoding, c.ProviderTagPrefixes = "JSON", "UTF-8", []string{TagPrefix}
 		default:
 			c.DataType, c.StringEncoding = "String", "UTF-8"
 		}
 		m.Schema.ColumnDefinition = append(m.Schema.ColumnDefinition, c)
+	}
+	if !v.has(string(Focus13)) {
+		return m
+	}
+	m.DatasetInstance = []DatasetInstance{{DatasetInstanceID: DatasetInstanceID, DatasetInstanceName: "GPU usage billed by " + generator, FocusDatasetID: "CostAndUsage"}}
+	if len(sectors) > 0 {
+		at := created.UTC().Format(DateTime)
+		m.Recency = []Recency{{DatasetInstanceID: DatasetInstanceID, RecencyLastUpdated: at, DatasetInstanceLastUpdated: at, TimeSectors: sectors}}
 	}
 	return m
 }
@@ -207,4 +291,7 @@ func (m Metadata) Write(w io.Writer) error {
 
 // Cells are the row's CSV cells in Columns order (an empty cell is null, a text one as
 // report.SpreadsheetSafe makes it).
-func Cells(r Row) []string { return r.cells() }
+func Cells(r Row) []string { return r.cells(DefaultVersion) }
+
+// Cells are the row's CSV cells in the version's Columns order.
+func (v Version) Cells(r Row) []string { return r.cells(v) }

@@ -16,12 +16,18 @@ type outputFlags struct {
 
 func addOutputFlags(c *kingpin.CmdClause) *outputFlags {
 	f := &outputFlags{}
-	c.Flag("format", "Output format; focus: FinOps FOCUS 1.2, one row per allocation per hour (whatever --step).").Default(request.CSV).EnumVar(&f.format, request.CommandFormats()...)
+	c.Flag("format", "Output format; focus: FinOps FOCUS (--focus.version), one row per allocation per hour (whatever --step).").Default(request.CSV).EnumVar(&f.format, request.CommandFormats()...)
 	c.Flag("by", "One row per tenant, or per allocation (the line items each tenant's row sums).").Default("tenant").EnumVar(&f.by, "tenant", "allocation")
 	c.Flag("focus.file-format", "With --format focus: the file written to stdout, csv or parquet.").Default("csv").EnumVar((*string)(&f.focus.FileFormat), "csv", "parquet")
 	c.Flag("focus.metadata", "With --format focus: write the FOCUS metadata (version, generator, schema) to this file.").StringVar(&f.focus.Metadata)
 	issuerFlag(c, &f.focus.Issuer)
+	versionFlag(c, (*string)(&f.focus.Version))
 	return f
+}
+
+func versionFlag(c *kingpin.CmdClause, dst *string) {
+	c.Flag("focus.version", "The FOCUS version of the FOCUS files and metadata: 1.3 (the split-cost Allocated* columns, ServiceProviderName, HostProviderName, the metadata's recency) or 1.2.").
+		Default(string(focus.DefaultVersion)).EnumVar(dst, focus.Versions()...)
 }
 
 func issuerFlag(c *kingpin.CmdClause, dst *string) {
@@ -33,5 +39,6 @@ func addExportFlags(c *kingpin.CmdClause) *focus.MonthlyExport {
 	f := &focus.MonthlyExport{}
 	c.Flag("billing.export-dir", "When a billing period closes, write its FOCUS files here: focus-YYYY-MM.csv, .parquet and .metadata.json.").StringVar(&f.Dir)
 	issuerFlag(c, &f.Issuer)
+	versionFlag(c, (*string)(&f.Version))
 	return f
 }
