@@ -310,8 +310,10 @@ func allocated(c *usageCells, a report.AllocationRow) {
 	b = appendJSONFloat(append(b, `,"UsageQuantity":`...), a.Allocated.Hours())
 	b = append(b, `,"UsageUnit":"Hours"}]}`...)
 	d := len(b)
+	// The GPU's own tags, none of the row's Tags (FOCUS 1.3: AllocatedTags "MUST NOT include
+	// resource tags already present in Tags").
 	b = appendJSONString(append(b, `{"slicemeter/gpu-model":`...), a.Model)
-	b = append(appendJSONString(append(b, `,"slicemeter/node":`...), a.Node), '}')
+	b = append(appendJSONString(append(b, `,"slicemeter/instance-kind":`...), a.Kind), '}')
 	s := string(b)
 	c.allocResource, c.allocDetails, c.allocTags = s[:n], s[n:d], s[d:]
 }
