@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/focus/focustest"
@@ -352,5 +355,71 @@ func TestCountHours(t *testing.T) {
 		if d := time.Since(start); d > time.Second {
 			t.Errorf("CountHours(%s, %s) took %s", tc.from, tc.to, d)
 		}
+	}
+}
+
+// moneyColumns are the FOCUS money columns: printed from a Decimal at focus.MoneyScale.
+var moneyColumns = []string{"BilledCost", "ContractedCost", "ContractedUnitPrice", "EffectiveCost", "ListCost", "ListUnitPrice", "x_WasteCost", "x_OverheadCost"}
+
+// TestMoneyFromDecimals: amounts with a float's noise (2.3966666666666665, as an hour of a
+// 2.4/h price comes out) are written at focus.MoneyScale in every version, in the CSV and in
+// the Parquet file, whose money columns are DECIMAL(38, 12); reading the Parquet file back
+// gives the CSV's cells.
+func TestMoneyFromDecimals(t *testing.T) {
+	p := focus.PeriodOf(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC), time.UTC)
+	cold := 5 * time.Second
+	row := focus.Usage(report.AllocationRow{Tenant: "gamma", AllocationID: "a", Tier: "pro", Node: "node-a", Instance: "gpu0/mig0", Kind: "mig",
+		Model: "A100-SXM4-40GB", Profile: "1g.5gb", Fraction: 1.0 / 7, Allocated: 3588 * time.Second, Started: p.Start,
+		ListCost: 0.2278095238095238, Cost: 0.21202777777777776, WasteCost: 0.10335802469135802, OverheadCost: 0.02109347442680775,
+		Currency: "USD", WindowStart: p.Start, WindowEnd: p.Start.Add(time.Hour), ColdStart: &cold}, p, focus.DefaultIssuer)
+	for _, v := range []focus.Version{focus.Focus12, focus.Focus13} {
+		t.Run(string(v), func(t *testing.T) {
+			var c, pq bytes.Buffer
+			for _, out := range []struct {
+				f focus.Format
+				b *bytes.Buffer
+			}{{focus.CSV, &c}, {focus.Parquet, &pq}} {
+				w, err := v.NewWriter(out.b, out.f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Write(row); err != nil || w.Close() != nil {
+					t.Fatal(err)
+				}
+			}
+			rows, err := csv.NewReader(&c).ReadAll()
+			if err != nil {
+				t.Fatal(err)
+			}
+			focustest.CheckMoneyDigits(t, rows, focus.MoneyScale, moneyColumns...)
+			if got := rows[1][slices.Index(rows[0], "BilledCost")]; got != "0.212027777778" {
+				t.Errorf("BilledCost %s, want 0.212027777778", got)
+			}
+			back, err := focus.ReadParquet(bytes.NewReader(pq.Bytes()), int64(pq.Len()))
+			if err != nil || len(back) != 1 {
+				t.Fatalf("read back %d rows: %v", len(back), err)
+			}
+			if got := v.Cells(back[0]); !slices.Equal(got, rows[1]) {
+				t.Errorf("Parquet row %v\nCSV row %v", got, rows[1])
+			}
+			f, err := parquet.OpenFile(bytes.NewReader(pq.Bytes()), int64(pq.Len()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range moneyColumns {
+				col, ok := f.Schema().Lookup(name)
+				if !ok {
+					t.Fatalf("no Parquet column %s", name)
+				}
+				lt := col.Node.Type().LogicalType()
+				var dec *format.DecimalType
+				if lt != nil {
+					dec, _ = lt.Value.(*format.DecimalType)
+				}
+				if dec == nil || dec.Scale != focus.MoneyScale || dec.Precision != 38 {
+					t.Errorf("Parquet column %s: logical type %v, want DECIMAL(38, %d)", name, lt, focus.MoneyScale)
+				}
+			}
+		})
 	}
 }
