@@ -178,11 +178,23 @@ func TestScenarios(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := focus.Export{Report: focus.FromAttribution(conn, book, o, nil), Zone: book.Zone(), Issuer: focus.DefaultIssuer}
-			rows, parquetRows, files := export(t, e, sc.Start, sc.End())
+			// FOCUS 1.2, as selected: its rules, the money's digits and the validator.
+			rows12, parquet12, files12 := export(t, e, sc.Start, sc.End(), focus.Focus12)
+			focustest.Check12(t, rows12)
+			focustest.CheckMoneyDigits(t, rows12, focus.MoneyScale, moneyColumns...)
+			if !slices.EqualFunc(rows12, parquet12, slices.Equal) {
+				t.Errorf("FOCUS 1.2: the Parquet file's %d rows differ from the CSV's %d", len(parquet12), len(rows12))
+			}
+			// FOCUS 1.3, the default: the same rows with its columns added.
+			rows, parquetRows, files := export(t, e, sc.Start, sc.End(), focus.DefaultVersion)
 			if len(rows) < 2 {
 				t.Fatalf("no FOCUS rows")
 			}
-			focustest.Check12(t, rows)
+			focustest.Check13(t, rows)
+			focustest.CheckMoneyDigits(t, rows, focus.MoneyScale, moneyColumns...)
+			if len(rows) != len(rows12) {
+				t.Errorf("FOCUS 1.3 has %d rows, 1.2 %d", len(rows), len(rows12))
+			}
 			billed, list := sums(t, rows, "BilledCost"), sums(t, rows, "ListCost")
 			energy, anyEnergy := sums(t, rows, "x_EnergyJoules"), 0.
 			for _, r := range res.Report.Tenants {
@@ -220,19 +232,24 @@ func TestScenarios(t *testing.T) {
 			if d := os.Getenv("SLICEMETER_FOCUS_KEEP"); d != "" {
 				dir = d
 			}
-			for f, data := range files {
-				out := filepath.Join(dir, name+".focus."+string(f))
-				if err := os.WriteFile(out, data, 0o600); err != nil {
-					t.Fatal(err)
+			// focus-validator 1.0 checks the FOCUS 1.0 rules: it runs on both versions' files
+			// (a 1.3 file's added columns are unknown to it and pass).
+			for v, fs := range map[focus.Version]map[focus.Format][]byte{focus.Focus12: files12, focus.Focus13: files} {
+				for f, data := range fs {
+					out := filepath.Join(dir, name+".focus-"+string(v)+"."+string(f))
+					if err := os.WriteFile(out, data, 0o600); err != nil {
+						t.Fatal(err)
+					}
+					localtest.ValidateFOCUS(t, out)
 				}
-				localtest.ValidateFOCUS(t, out)
 			}
 		})
 	}
 }
 
-// export writes the range as CSV and as Parquet and reads both back as rows of cells.
-func export(t *testing.T, e focus.Export, from, to time.Time) (csvRows, parquetRows [][]string, files map[focus.Format][]byte) {
+// export writes the range as CSV and as Parquet of the version and reads both back as rows
+// of cells.
+func export(t *testing.T, e focus.Export, from, to time.Time, v focus.Version) (csvRows, parquetRows [][]string, files map[focus.Format][]byte) {
 	t.Helper()
 	ctx := context.Background()
 	var c, p bytes.Buffer
@@ -240,7 +257,7 @@ func export(t *testing.T, e focus.Export, from, to time.Time) (csvRows, parquetR
 		f focus.Format
 		w io.Writer
 	}{{focus.CSV, &c}, {focus.Parquet, &p}} {
-		w, err := focus.NewWriter(out.w, out.f)
+		w, err := v.NewWriter(out.w, out.f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,9 +277,9 @@ func export(t *testing.T, e focus.Export, from, to time.Time) (csvRows, parquetR
 	if err != nil {
 		t.Fatal(err)
 	}
-	parquetRows = [][]string{focus.Columns()}
+	parquetRows = [][]string{v.Columns()}
 	for _, r := range rows {
-		parquetRows = append(parquetRows, focus.Cells(r))
+		parquetRows = append(parquetRows, v.Cells(r))
 	}
 	return csvRows, parquetRows, files
 }
