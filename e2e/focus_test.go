@@ -151,7 +151,8 @@ func TestMoneyDigitsEveryWriter(t *testing.T) {
 	file := filepath.Join(scenarios, "mig-basic.yaml")
 	sc := loadScenario(t, file)
 	dsn := localtest.Database(t, localtest.DatabaseOptions{Unmigrated: true}).DSN
-	apptest.Demo(t, ctx, "--no-attribution.store-minutes", "--scenario", file, "--fast", "--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0", "--report", filepath.Join(t.TempDir(), "r.csv"))
+	// The demo stores the attributed minutes too: the fleet report reads them.
+	apptest.Demo(t, ctx, "--scenario", file, "--fast", "--clickhouse.dsn", dsn, "--web.listen-address", "127.0.0.1:0", "--report", filepath.Join(t.TempDir(), "r.csv"))
 	window := scenarioWindow(file, sc)
 	reportMoney := []string{"list_cost", "cost", "waste_cost", "overhead_cost"}
 	fleetMoney := []string{"idle_memory_cost", "revenue", "list_revenue", "operator_cost", "margin"}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution/focus"
@@ -25,9 +27,16 @@ func addOutputFlags(c *kingpin.CmdClause) *outputFlags {
 	return f
 }
 
+// versionFlag adds --focus.version; a bad value is a usage error naming the flag and what it
+// takes (kingpin's enum error names neither).
 func versionFlag(c *kingpin.CmdClause, dst *string) {
 	c.Flag("focus.version", "The FOCUS version of the FOCUS files and metadata: 1.3 (the split-cost Allocated* columns, ServiceProviderName, HostProviderName, the metadata's recency) or 1.2.").
-		Default(string(focus.DefaultVersion)).EnumVar(dst, focus.Versions()...)
+		Default(string(focus.DefaultVersion)).Action(func(*kingpin.ParseContext) error {
+		if _, err := focus.ParseVersion(*dst); err != nil {
+			return fmt.Errorf("--focus.version: %w", err)
+		}
+		return nil
+	}).StringVar(dst)
 }
 
 func issuerFlag(c *kingpin.CmdClause, dst *string) {
