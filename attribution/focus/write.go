@@ -48,7 +48,7 @@ func (v Version) NewWriter(w io.Writer, f Format) (Writer, error) {
 		return c, nil
 	case Parquet:
 		l := layoutOf(v)
-		return &parquetWriter{l: l, w: parquet.NewWriter(w, l.schema, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(parquetRowGroup)),
+		return &parquetWriter{l: l, w: parquet.NewGenericWriter[any](w, l.schema, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(parquetRowGroup)),
 			buf: reflect.MakeSlice(reflect.SliceOf(l.typ), 0, parquetBatch)}, nil
 	}
 	return nil, fmt.Errorf("FOCUS format %q: expected csv or parquet", f)
@@ -99,9 +99,10 @@ func (c *csvWriter) Close() error {
 // every parquetRowGroup rows: memory stays bounded whatever the month's length (by default
 // parquet-go would hold the whole file as one row group until Close).
 type parquetWriter struct {
-	l   parquetLayout
-	w   *parquet.Writer
-	buf reflect.Value // a slice of the layout's rows
+	l    parquetLayout
+	w    *parquet.GenericWriter[any] // of the layout's schema: its rows are written by reflection
+	buf  reflect.Value               // a slice of the layout's rows
+	rows []any                       // pointers into buf, as the writer takes them
 }
 
 const (
@@ -120,10 +121,12 @@ func (p *parquetWriter) Write(r Row) error {
 }
 
 func (p *parquetWriter) flush() error {
+	p.rows = p.rows[:0]
 	for i := range p.buf.Len() {
-		if err := p.w.Write(p.buf.Index(i).Addr().Interface()); err != nil {
-			return fmt.Errorf("write FOCUS rows as Parquet: %w", err)
-		}
+		p.rows = append(p.rows, p.buf.Index(i).Addr().Interface())
+	}
+	if _, err := p.w.Write(p.rows); err != nil {
+		return fmt.Errorf("write FOCUS rows as Parquet: %w", err)
 	}
 	p.buf = p.buf.Slice(0, 0)
 	return nil
