@@ -1,6 +1,7 @@
 package focus
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -50,17 +51,61 @@ func money(v float64) (d decimal.Decimal, ok bool) {
 }
 
 // appendMoney appends an amount as a FOCUS decimal at MoneyScale (trailing zeros dropped,
-// always with a decimal point, as appendDecimal); NaN and infinities are null.
+// always with a decimal point, as appendDecimal); NaN and infinities are null. It is
+// stored.Money's Decimal printed (decimal.NewFromFloat(v).Round(MoneyScale).String(): the
+// float's shortest decimal form rounded half away from zero), done on the digits without
+// allocating: an export writes eight amounts per row.
 func appendMoney(b []byte, v float64) []byte {
-	d, ok := money(v)
-	if !ok {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return b
 	}
-	s := d.String()
-	if !strings.Contains(s, ".") {
-		s += ".0"
+	var tmp [64]byte
+	digits, neg := roundedDigits(tmp[:0], v)
+	if neg {
+		b = append(b, '-')
 	}
-	return append(b, s...)
+	b = append(b, digits...)
+	if bytes.IndexByte(digits, '.') < 0 {
+		b = append(b, ".0"...)
+	}
+	return b
+}
+
+// roundedDigits appends |v|'s shortest decimal form rounded half away from zero to MoneyScale
+// places, without trailing zeros (nor a point when nothing is left after it), to b; neg says
+// whether the amount is negative (never for one that rounds to zero).
+func roundedDigits(b []byte, v float64) (digits []byte, neg bool) {
+	neg = v < 0
+	b = strconv.AppendFloat(b, math.Abs(v), 'f', -1, 64)
+	point := bytes.IndexByte(b, '.')
+	if point >= 0 && len(b)-point-1 > MoneyScale {
+		up := b[point+1+MoneyScale] >= '5'
+		b = b[:point+1+MoneyScale]
+		for i := len(b) - 1; up && i >= 0; i-- {
+			switch {
+			case b[i] == '.':
+			case b[i] == '9':
+				b[i] = '0'
+			default:
+				b[i]++
+				up = false
+			}
+		}
+		if up { // 9.99… became 10.00…
+			b = append(b, 0)
+			copy(b[1:], b)
+			b[0] = '1'
+			point++
+		}
+	}
+	if point >= 0 {
+		b = bytes.TrimRight(b, "0")
+		b = bytes.TrimSuffix(b, []byte("."))
+	}
+	if neg && len(bytes.Trim(b, "0.")) == 0 {
+		neg = false
+	}
+	return b, neg
 }
 
 // appendDateTime appends t in UTC as DateTime.
