@@ -85,33 +85,6 @@ func ParquetSchema() *parquet.Schema { return layoutOf(DefaultVersion).schema }
 // ParquetSchema is the schema of the version's FOCUS Parquet file.
 func (v Version) ParquetSchema() *parquet.Schema { return layoutOf(v).schema }
 
-// toParquet sets dst (a value of the layout's type) to r.
-func (l parquetLayout) toParquet(r *Row, dst reflect.Value) {
-	src := reflect.ValueOf(r).Elem()
-	for i, isMoney := range l.money {
-		f := src.Field(l.field[i])
-		if !isMoney {
-			dst.Field(i).Set(f)
-			continue
-		}
-		if f.Kind() == reflect.Pointer {
-			if f.IsNil() {
-				dst.Field(i).SetZero()
-				continue
-			}
-			cell, ok := decimalOf(f.Elem().Float())
-			if !ok {
-				dst.Field(i).SetZero()
-				continue
-			}
-			dst.Field(i).Set(reflect.ValueOf(&cell))
-			continue
-		}
-		cell, _ := decimalOf(f.Float()) // NaN and ±Inf: 0 (a required column has no null)
-		dst.Field(i).Set(reflect.ValueOf(cell))
-	}
-}
-
 // fromParquet is the Row of src (a value of the layout's type).
 func (l parquetLayout) fromParquet(src reflect.Value) Row {
 	var r Row

@@ -47,9 +47,7 @@ func (v Version) NewWriter(w io.Writer, f Format) (Writer, error) {
 		}
 		return c, nil
 	case Parquet:
-		l := layoutOf(v)
-		return &parquetWriter{l: l, w: parquet.NewGenericWriter[any](w, l.schema, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(parquetRowGroup)),
-			buf: reflect.MakeSlice(reflect.SliceOf(l.typ), 0, parquetBatch)}, nil
+		return &parquetWriter{v: v, w: parquet.NewGenericWriter[any](w, layoutOf(v).schema, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(parquetRowGroup))}, nil
 	}
 	return nil, fmt.Errorf("FOCUS format %q: expected csv or parquet", f)
 }
@@ -95,14 +93,16 @@ func (c *csvWriter) Close() error {
 	return nil
 }
 
-// parquetWriter buffers a few rows per call to the Parquet writer, which writes a row group
-// every parquetRowGroup rows: memory stays bounded whatever the month's length (by default
-// parquet-go would hold the whole file as one row group until Close).
+// parquetWriter writes each row as a Parquet row built from its cells (emit, as the CSV line
+// is), without reflection; the writer starts a row group every parquetRowGroup rows, so memory
+// stays bounded whatever the month's length (by default parquet-go would hold the whole file
+// as one row group until Close).
 type parquetWriter struct {
-	l    parquetLayout
-	w    *parquet.GenericWriter[any] // of the layout's schema: its rows are written by reflection
-	buf  reflect.Value               // a slice of the layout's rows
-	rows []any                       // pointers into buf, as the writer takes them
+	w    *parquet.GenericWriter[any] // of the version's schema
+	v    Version
+	cell parquetCells
+	rows []parquet.Row // a batch, written at parquetBatch rows; each row's slice is reused
+	n    int           // rows in the batch
 }
 
 const (
@@ -111,25 +111,103 @@ const (
 )
 
 func (p *parquetWriter) Write(r Row) error {
-	n := p.buf.Len()
-	p.buf = p.buf.Slice(0, n+1)
-	p.l.toParquet(&r, p.buf.Index(n))
-	if n+1 >= parquetBatch {
+	if p.n == len(p.rows) {
+		p.rows = append(p.rows, nil)
+	}
+	p.cell.row = p.rows[p.n][:0]
+	r.emit(&p.cell, p.v)
+	p.rows[p.n] = p.cell.row
+	if p.n++; p.n == parquetBatch {
 		return p.flush()
 	}
 	return nil
 }
 
+// flush writes the batch; the writer copies the values, so the arena they point into is
+// reused after.
 func (p *parquetWriter) flush() error {
-	p.rows = p.rows[:0]
-	for i := range p.buf.Len() {
-		p.rows = append(p.rows, p.buf.Index(i).Addr().Interface())
+	if p.n == 0 {
+		return nil
 	}
-	if _, err := p.w.Write(p.rows); err != nil {
+	_, err := p.w.WriteRows(p.rows[:p.n])
+	p.n, p.cell.arena = 0, p.cell.arena[:0]
+	if err != nil {
 		return fmt.Errorf("write FOCUS rows as Parquet: %w", err)
 	}
-	p.buf = p.buf.Slice(0, 0)
 	return nil
+}
+
+// parquetCells is a cellSink building a flat Parquet row of the schema (parquetLayout): one
+// leaf column per cell, in Columns order; a required cell at definition level 0, an optional
+// one at 1 (0 when null). Text is copied into arena, which the batch's values point into
+// until the writer has copied them (WriteRows); when arena grows, the values made before keep
+// pointing into its earlier array, which they keep alive. Text is kept raw (no spreadsheet guard: that is the
+// CSV's); money is a DECIMAL(38, MoneyScale) cell (decimalOf).
+type parquetCells struct {
+	row   parquet.Row
+	arena []byte
+}
+
+func (p *parquetCells) add(v parquet.Value, def int) {
+	p.row = append(p.row, v.Level(0, def, len(p.row)))
+}
+
+func (p *parquetCells) bytes(b []byte) []byte {
+	n := len(p.arena)
+	p.arena = append(p.arena, b...)
+	return p.arena[n:len(p.arena):len(p.arena)]
+}
+
+func (p *parquetCells) str(s string) []byte {
+	n := len(p.arena)
+	p.arena = append(p.arena, s...)
+	return p.arena[n:len(p.arena):len(p.arena)]
+}
+
+func (p *parquetCells) text(s string) { p.add(parquet.ByteArrayValue(p.str(s)), 0) }
+
+func (p *parquetCells) optText(s *string) {
+	if s == nil {
+		p.add(parquet.Value{}, 0)
+		return
+	}
+	p.add(parquet.ByteArrayValue(p.str(*s)), 1)
+}
+
+func (p *parquetCells) num(v float64) { p.add(parquet.DoubleValue(v), 0) }
+
+func (p *parquetCells) optNum(v *float64) {
+	if v == nil {
+		p.add(parquet.Value{}, 0)
+		return
+	}
+	p.add(parquet.DoubleValue(*v), 1)
+}
+
+func (p *parquetCells) optBool(v *bool) {
+	if v == nil {
+		p.add(parquet.Value{}, 0)
+		return
+	}
+	p.add(parquet.BooleanValue(*v), 1)
+}
+
+// money: NaN and ±Inf are 0 (a required column has no null; the report refuses them before).
+func (p *parquetCells) money(v float64) {
+	cell, _ := decimalOf(v)
+	p.add(parquet.FixedLenByteArrayValue(p.bytes(cell[:])), 0)
+}
+
+func (p *parquetCells) optMoney(v *float64) {
+	cell, ok := decimalOf(0)
+	if v != nil {
+		cell, ok = decimalOf(*v)
+	}
+	if v == nil || !ok {
+		p.add(parquet.Value{}, 0)
+		return
+	}
+	p.add(parquet.FixedLenByteArrayValue(p.bytes(cell[:])), 1)
 }
 
 func (p *parquetWriter) Close() error {
