@@ -119,9 +119,9 @@ func goldenOutputs(t *testing.T, ctx context.Context, ch *local.ClickHouse, file
 	return out
 }
 
-// creationDate is the FOCUS metadata's creation time, the one thing in the files that is the
-// wall clock's.
-var creationDate = regexp.MustCompile(`("CreationDate"\s*:\s*)"[^"]*"`)
+// creationDate is the FOCUS metadata's creation time and (FOCUS 1.3) its recency's update
+// times, the only things in the files that are the wall clock's.
+var creationDate = regexp.MustCompile(`("(?:CreationDate|RecencyLastUpdated|DatasetInstanceLastUpdated|TimeSectorLastUpdated)"\s*:\s*)"[^"]*"`)
 
 // timestamp is an RFC 3339 time in UTC as the reports write them.
 var timestamp = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)

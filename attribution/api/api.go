@@ -517,7 +517,8 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Format.Metadata {
-		_ = focus.NewMetadata(focus.Generator, time.Now()).Write(w)
+		now := time.Now()
+		_ = req.FocusVersion.Metadata(focus.Generator, now, focus.Sectors(from, to, s.Zone, now, nil)).Write(w)
 		return
 	}
 	// The request's cost, counted from its parameters before anything is built or read: its

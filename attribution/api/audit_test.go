@@ -12,6 +12,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/schemas/audit"
@@ -64,6 +65,14 @@ func (memPeriods) Close(_ context.Context, m period.Month, _ time.Time) (period.
 		return period.Closed{}, fmt.Errorf("close %s: the database is gone", m)
 	}
 	return period.Closed{Period: m, Version: 1, Currency: "USD", Cost: decimal.RequireFromString("3")}, nil
+}
+
+// lastFOCUSVersion is the focus_version= of the last close through CloseFOCUS.
+var lastFOCUSVersion focus.Version
+
+func (p memPeriods) CloseFOCUS(ctx context.Context, m period.Month, now time.Time, v focus.Version) (period.Closed, error) {
+	lastFOCUSVersion = v
+	return p.Close(ctx, m, now)
 }
 
 func get(t *testing.T, method, url string) (int, string) {
@@ -204,6 +213,8 @@ func TestPeriods(t *testing.T) {
 		{"failed", "POST", "/api/v1/periods/2025-11/close", 500, []string{"error_id"}},
 		{"bad month", "POST", "/api/v1/periods/2026-13/close", 400, []string{`2026-13`, "YYYY-MM"}},
 		{"get close", "GET", "/api/v1/periods/2026-02/close", 405, nil},
+		{"close, FOCUS 1.2 files", "POST", "/api/v1/periods/2026-02/close?focus_version=1.2", 200, []string{`"period":"2026-02"`}},
+		{"close, bad focus_version", "POST", "/api/v1/periods/2026-02/close?focus_version=2.0", 400, []string{"focus_version", `2.0`, "expected 1.3 or 1.2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,6 +226,9 @@ func TestPeriods(t *testing.T) {
 				if !strings.Contains(b, w) {
 					t.Errorf("answer lacks %q: %s", w, b)
 				}
+			}
+			if strings.Contains(tt.path, "focus_version=1.2") && lastFOCUSVersion != focus.Focus12 {
+				t.Errorf("closed with FOCUS files of version %q, want 1.2", lastFOCUSVersion)
 			}
 		})
 	}

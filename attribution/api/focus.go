@@ -14,7 +14,8 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/request"
 )
 
-// getFOCUS answers the FOCUS 1.2 file of [from, to) (format=focus), CSV or (encoding=parquet)
+// getFOCUS answers the FOCUS file (focus_version=, 1.3 by default) of [from, to)
+// (format=focus), CSV or (encoding=parquet)
 // Parquet: one Usage row per allocation per hour, only the scope's tenants. Its metadata is
 // format=focus-metadata (the Link header says so).
 //
@@ -37,7 +38,7 @@ func (s *Server) getFOCUS(w http.ResponseWriter, r *http.Request, sc readScope, 
 		e.Tenants = nonNil(sc.tenants)
 	}
 	out := &gate{w: w}
-	fw, err := focus.NewWriter(out, req.Encoding)
+	fw, err := req.FocusVersion.NewWriter(out, req.Encoding)
 	if err != nil {
 		s.fail(w, http.StatusInternalServerError, err)
 		return

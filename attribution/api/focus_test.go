@@ -14,9 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parquet-go/parquet-go"
-
 	"github.com/slicemeter/slicemeter/attribution/focus"
+	"github.com/slicemeter/slicemeter/attribution/focus/focustest"
 	"github.com/slicemeter/slicemeter/attribution/report"
 )
 
@@ -107,7 +106,7 @@ func TestFOCUSStream(t *testing.T) {
 				}
 				got = len(lines) - 1
 			case focus.Parquet:
-				rows, err := parquet.Read[focus.Row](bytes.NewReader(b), int64(len(b)))
+				rows, err := focus.ReadParquet(bytes.NewReader(b), int64(len(b)))
 				if err != nil {
 					t.Fatalf("Parquet: %v", err)
 				}
@@ -156,8 +155,74 @@ func TestFOCUSFormulaCells(t *testing.T) {
 		}
 	}
 	b := get("&encoding=parquet")
-	pq, err := parquet.Read[focus.Row](bytes.NewReader(b), int64(len(b)))
+	pq, err := focus.ReadParquet(bytes.NewReader(b), int64(len(b)))
 	if err != nil || len(pq) != 1 || pq[0].XAllocationID == nil || *pq[0].XAllocationID != id {
 		t.Errorf("Parquet: %v, %d rows; want the raw id", err, len(pq))
+	}
+}
+
+// TestFOCUSVersionParam: the FOCUS export and its metadata are FOCUS 1.3 by default and 1.2
+// with focus_version=1.2 (the API's name of --focus.version); another version is a 400 naming
+// the parameter.
+func TestFOCUSVersionParam(t *testing.T) {
+	from := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	s := &Server{Store: &memStore{}, Auth: AllowAll{}, Report: hourlyLines(time.Time{})}
+	srv := httptest.NewServer(http.HandlerFunc(s.getReport))
+	defer srv.Close()
+	for _, tc := range []struct {
+		query   string
+		status  int
+		version string // the metadata's and the file's
+	}{
+		{"", 200, "1.3"},
+		{"&focus_version=1.3", 200, "1.3"},
+		{"&focus_version=1.2", 200, "1.2"},
+		{"&focus_version=1.4", 400, ""},
+	} {
+		for _, format := range []string{"focus", "focus-metadata"} {
+			t.Run(format+tc.query, func(t *testing.T) {
+				resp, err := http.Get(srv.URL + "/api/v1/report?format=" + format + "&from=" + from.Format(time.RFC3339) + "&to=" +
+					from.Add(2*time.Hour).Format(time.RFC3339) + tc.query)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, err := io.ReadAll(resp.Body)
+				if err != nil || resp.StatusCode != tc.status {
+					t.Fatalf("status %d: %s (%v); want %d", resp.StatusCode, b, err, tc.status)
+				}
+				if tc.status != 200 {
+					var p problem
+					if json.Unmarshal(b, &p) != nil || !strings.Contains(p.Error, "focus_version") {
+						t.Errorf("%s: want a JSON error naming focus_version", b)
+					}
+					return
+				}
+				if format == "focus-metadata" {
+					var m focus.Metadata
+					if err := json.Unmarshal(b, &m); err != nil || m.Schema.FocusVersion != tc.version {
+						t.Fatalf("metadata %s: %v", b, err)
+					}
+					if tc.version == "1.3" {
+						focustest.CheckMetadata13(t, b, true, false)
+					} else if len(m.Recency) != 0 || len(m.DatasetInstance) != 0 {
+						t.Errorf("FOCUS 1.2 metadata with 1.3's Recency or DatasetInstance: %s", b)
+					}
+					return
+				}
+				rows, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+				if err != nil || len(rows) < 2 {
+					t.Fatalf("CSV %q: %v", b, err)
+				}
+				if !slices.Equal(rows[0], focus.Version(tc.version).Columns()) {
+					t.Errorf("header %v, want FOCUS %s's %v", rows[0], tc.version, focus.Version(tc.version).Columns())
+				}
+				if tc.version == "1.3" {
+					focustest.Check13(t, rows)
+				} else {
+					focustest.Check12(t, rows)
+				}
+			})
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/period"
 	"github.com/slicemeter/slicemeter/attribution/stored"
 )
@@ -16,6 +17,12 @@ import (
 type Periods interface {
 	List(ctx context.Context) ([]period.Closed, error)
 	Close(ctx context.Context, m period.Month, now time.Time) (period.Closed, error)
+}
+
+// focusVersionCloser is a Periods that can write a close's FOCUS files in a version other
+// than its own (the API's focus_version=).
+type focusVersionCloser interface {
+	CloseFOCUS(ctx context.Context, m period.Month, now time.Time, v focus.Version) (period.Closed, error)
 }
 
 // periodJSON is a closed period on the wire: its totals as decimal strings with the report's
@@ -101,12 +108,26 @@ func (s *Server) closePeriod(w http.ResponseWriter, r *http.Request) {
 	if !s.checkPeriod(w, "path period", r.PathValue("period"), m) {
 		return
 	}
+	// focus_version= (--focus.version's name on the API) says the version of the FOCUS files
+	// the close writes; without it, the service's --focus.version.
+	var v focus.Version
+	if q := r.URL.Query().Get("focus_version"); q != "" {
+		if v, err = focus.ParseVersion(q); err != nil {
+			s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter focus_version: %w", err))
+			return
+		}
+	}
 	release, ok := s.admitReport(w, r, p) // a close computes the month's bill
 	if !ok {
 		return
 	}
 	defer release()
-	closed, err := s.Periods.Close(r.Context(), m, time.Now())
+	var closed period.Closed
+	if vc, ok := s.Periods.(focusVersionCloser); ok && v != "" {
+		closed, err = vc.CloseFOCUS(r.Context(), m, time.Now(), v)
+	} else {
+		closed, err = s.Periods.Close(r.Context(), m, time.Now())
+	}
 	switch {
 	case errors.Is(err, period.ErrClosed), errors.Is(err, period.ErrNotOver), errors.Is(err, period.ErrOutOfOrder), errors.Is(err, stored.ErrNotAttributed),
 		errors.Is(err, period.ErrOwed):

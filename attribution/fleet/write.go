@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"github.com/slicemeter/slicemeter/attribution/report"
 )
 
 // Header is the CSV's header: the issue's columns, then the ratios and the limit that the
@@ -45,8 +47,8 @@ func WriteCSV(w io.Writer, rows []Row) error {
 		rec := []string{
 			text(r.Group), r.WindowStart.UTC().Format(time.RFC3339), r.WindowEnd.UTC().Format(time.RFC3339),
 			fixed(r.CapacityGPUHours, 6), fixed(r.AllocatedGPUHours, 6), fixed(r.ActiveGPUHours, 6),
-			opt(r.MemoryEfficiency, 4), fixed(r.IdleMemoryCost, 6), fixed(r.Revenue, 6), fixed(r.ListRevenue, 6),
-			opt(r.OperatorCost, 6), opt(r.Margin, 6), opt(r.BreakEvenAllocationRatio, 4), opt(r.OverheadRatio, 4),
+			opt(r.MemoryEfficiency, 4), report.Money(r.IdleMemoryCost), report.Money(r.Revenue), report.Money(r.ListRevenue),
+			optMoney(r.OperatorCost), optMoney(r.Margin), opt(r.BreakEvenAllocationRatio, 4), opt(r.OverheadRatio, 4),
 			strconv.Itoa(r.MaxTenantsPerHost), strconv.Itoa(r.FragmentedSlices), fixed(r.EnergyKWh, 6), text(r.Currency),
 			opt(r.AllocationRatio, 4), opt(r.ActiveRatio, 4), strconv.Itoa(r.TenantLimit),
 		}
@@ -59,17 +61,46 @@ func WriteCSV(w io.Writer, rows []Row) error {
 }
 
 // WriteJSON writes the rows as a JSON array of objects with the CSV's fields (null where the
-// CSV is empty).
+// CSV is empty). The money fields are numbers with the CSV's 6 decimals, printed from a
+// Decimal (report.Money), not a float's 17 digits.
 func WriteJSON(w io.Writer, rows []Row) error {
-	if rows == nil {
-		rows = []Row{}
+	out := make([]jsonRow, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, jsonRow{Row: r, IdleMemoryCost: json.Number(report.Money(r.IdleMemoryCost)), Revenue: json.Number(report.Money(r.Revenue)),
+			ListRevenue: json.Number(report.Money(r.ListRevenue)), OperatorCost: optNumber(r.OperatorCost), Margin: optNumber(r.Margin)})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(rows); err != nil {
+	if err := enc.Encode(out); err != nil {
 		return fmt.Errorf("write the fleet report as JSON: %w", err)
 	}
 	return nil
+}
+
+// jsonRow is a Row as JSON: its money fields shadow the Row's (encoding/json takes the
+// shallower field of a name).
+type jsonRow struct {
+	Row
+	IdleMemoryCost json.Number  `json:"idle_memory_cost"`
+	Revenue        json.Number  `json:"revenue"`
+	ListRevenue    json.Number  `json:"list_revenue"`
+	OperatorCost   *json.Number `json:"operator_cost"`
+	Margin         *json.Number `json:"margin"`
+}
+
+func optNumber(v *float64) *json.Number {
+	if v == nil {
+		return nil
+	}
+	n := json.Number(report.Money(*v))
+	return &n
+}
+
+func optMoney(v *float64) string {
+	if v == nil {
+		return ""
+	}
+	return report.Money(*v)
 }
 
 func fixed(v float64, places int) string { return strconv.FormatFloat(v, 'f', places, 64) }

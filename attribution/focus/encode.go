@@ -1,6 +1,7 @@
 package focus
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -9,7 +10,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/slicemeter/slicemeter/attribution/report"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 )
 
 // The cells of a row are appended to byte slices rather than made strings one by one: an
@@ -31,6 +35,77 @@ func appendDecimal(b []byte, v float64) []byte {
 		}
 	}
 	return append(b, ".0"...)
+}
+
+// MoneyScale is the decimal places of every money cell (BilledCost, the unit prices, the x_
+// costs): the scale of the money columns slicemeter stores (stored.MoneyScale, Decimal(38,
+// 12)). An amount is rounded there as a Decimal and printed from it, so that a file never
+// carries a float's noise (0.21202777777777776) and Σ of a tenant's rows stays its report's
+// cost far below the report's 6 decimals.
+const MoneyScale = stored.MoneyScale
+
+// money is an amount as a Decimal at MoneyScale; ok is false for NaN and ±Inf (a null cell).
+func money(v float64) (d decimal.Decimal, ok bool) {
+	d, err := stored.Money(v)
+	return d, err == nil
+}
+
+// appendMoney appends an amount as a FOCUS decimal at MoneyScale (trailing zeros dropped,
+// always with a decimal point, as appendDecimal); NaN and infinities are null. It is
+// stored.Money's Decimal printed (decimal.NewFromFloat(v).Round(MoneyScale).String(): the
+// float's shortest decimal form rounded half away from zero), done on the digits without
+// allocating: an export writes eight amounts per row.
+func appendMoney(b []byte, v float64) []byte {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return b
+	}
+	var tmp [64]byte
+	digits, neg := roundedDigits(tmp[:0], v)
+	if neg {
+		b = append(b, '-')
+	}
+	b = append(b, digits...)
+	if bytes.IndexByte(digits, '.') < 0 {
+		b = append(b, ".0"...)
+	}
+	return b
+}
+
+// roundedDigits appends |v|'s shortest decimal form rounded half away from zero to MoneyScale
+// places, without trailing zeros (nor a point when nothing is left after it), to b; neg says
+// whether the amount is negative (never for one that rounds to zero).
+func roundedDigits(b []byte, v float64) (digits []byte, neg bool) {
+	neg = v < 0
+	b = strconv.AppendFloat(b, math.Abs(v), 'f', -1, 64)
+	point := bytes.IndexByte(b, '.')
+	if point >= 0 && len(b)-point-1 > MoneyScale {
+		up := b[point+1+MoneyScale] >= '5'
+		b = b[:point+1+MoneyScale]
+		for i := len(b) - 1; up && i >= 0; i-- {
+			switch {
+			case b[i] == '.':
+			case b[i] == '9':
+				b[i] = '0'
+			default:
+				b[i]++
+				up = false
+			}
+		}
+		if up { // 9.99… became 10.00…
+			b = append(b, 0)
+			copy(b[1:], b)
+			b[0] = '1'
+			point++
+		}
+	}
+	if point >= 0 {
+		b = bytes.TrimRight(b, "0")
+		b = bytes.TrimSuffix(b, []byte("."))
+	}
+	if neg && len(bytes.Trim(b, "0.")) == 0 {
+		neg = false
+	}
+	return b, neg
 }
 
 // appendDateTime appends t in UTC as DateTime.
@@ -126,6 +201,18 @@ func (c *csvLine) optNum(v *float64) {
 	}
 }
 
+func (c *csvLine) money(v float64) {
+	c.sep()
+	c.b = appendMoney(c.b, v)
+}
+
+func (c *csvLine) optMoney(v *float64) {
+	c.sep()
+	if v != nil {
+		c.b = appendMoney(c.b, *v)
+	}
+}
+
 func (c *csvLine) optBool(v *bool) {
 	c.sep()
 	if v != nil {
@@ -171,6 +258,16 @@ func (c *textCells) optNum(v *float64) {
 		return
 	}
 	c.num(*v)
+}
+
+func (c *textCells) money(v float64) { *c = append(*c, string(appendMoney(nil, v))) }
+
+func (c *textCells) optMoney(v *float64) {
+	if v == nil {
+		*c = append(*c, "")
+		return
+	}
+	c.money(*v)
 }
 
 func (c *textCells) optBool(v *bool) {

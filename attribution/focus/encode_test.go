@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parquet-go/parquet-go"
-
 	"github.com/slicemeter/slicemeter/attribution/report"
 )
 
@@ -35,12 +33,12 @@ func TestCSVLineIsEncodingCSV(t *testing.T) {
 			r.ChargeClass, r.RegionId = &s, &s
 			var want bytes.Buffer
 			w := csv.NewWriter(&want)
-			if err := w.Write(r.cells()); err != nil {
+			if err := w.Write(r.cells(DefaultVersion)); err != nil {
 				t.Fatal(err)
 			}
 			w.Flush()
 			var line csvLine
-			r.emit(&line)
+			r.emit(&line, DefaultVersion)
 			if got := string(line.b) + "\n"; got != want.String() {
 				t.Errorf("text %q, number %v:\n got %q\nwant %q", s, v, got, want.String())
 			}
@@ -189,7 +187,7 @@ func TestCSVFormulaCells(t *testing.T) {
 		if got := col["BilledCost"]; got != "-1.0" {
 			t.Errorf("BilledCost %q, want -1.0 (a number is never prefixed)", got)
 		}
-		pq, err := parquet.Read[Row](bytes.NewReader(pqOut.Bytes()), int64(pqOut.Len()))
+		pq, err := ReadParquet(bytes.NewReader(pqOut.Bytes()), int64(pqOut.Len()))
 		if err != nil || len(pq) != 1 {
 			t.Fatalf("%q: Parquet %d rows, %v", id, len(pq), err)
 		}
@@ -231,7 +229,7 @@ func TestMonthFilesFormulaCells(t *testing.T) {
 			t.Errorf("%s %q, want it to start with '%s", col, got, id)
 		}
 	}
-	pq, err := parquet.ReadFile[Row](filepath.Join(dir, "focus-"+p.Name+".parquet"))
+	pq, err := ReadParquetFile(filepath.Join(dir, "focus-"+p.Name+".parquet"))
 	if err != nil || len(pq) != 1 || pq[0].XAllocationID == nil || *pq[0].XAllocationID != id {
 		t.Errorf("Parquet: %v, %d rows; want the raw id", err, len(pq))
 	}

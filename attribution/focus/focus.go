@@ -1,4 +1,4 @@
-// Package focus is the FinOps FOCUS 1.2 export of the bill (attribution/README.md, "FOCUS export"): one
+// Package focus is the FinOps FOCUS export of the bill (1.3 by default, 1.2 selectable) (attribution/README.md, "FOCUS export"): one
 // Usage row per allocation per hour, built from the report's line items, and one Correction
 // row per correction line of a closed period; written as CSV or Parquet, row by row, with the
 // FOCUS metadata beside the file.
@@ -6,14 +6,44 @@ package focus
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/report"
 )
 
-// Version is the FOCUS version of the export.
-const Version = "1.2"
+// Version is a FOCUS version the export writes: its columns (Version.Columns) and metadata.
+type Version string
+
+// The FOCUS versions written. 1.3 adds the split-cost Allocated* columns (a GPU slice is a
+// share of a physical GPU), ServiceProviderName and HostProviderName (1.3 deprecates
+// ProviderName and PublisherName but keeps them mandatory, so both are written) and the
+// metadata's Recency.
+const (
+	Focus12        Version = "1.2"
+	Focus13        Version = "1.3"
+	DefaultVersion         = Focus13
+)
+
+// Versions are the versions --focus.version and focus_version= accept.
+func Versions() []string { return []string{string(Focus13), string(Focus12)} }
+
+// ParseVersion is the version named s; empty is DefaultVersion.
+func ParseVersion(s string) (Version, error) {
+	switch Version(s) {
+	case "":
+		return DefaultVersion, nil
+	case Focus12, Focus13:
+		return Version(s), nil
+	}
+	return "", fmt.Errorf("FOCUS version %q: expected 1.3 or 1.2", s)
+}
+
+// has says whether the version has a column introduced in since (a Row field's since tag;
+// empty: every version).
+func (v Version) has(since string) bool { return since == "" || since <= string(v) }
 
 // DateTime is FOCUS's date-time format: UTC, to the second.
 const DateTime = "2006-01-02T15:04:05Z"
@@ -34,7 +64,8 @@ const TagPrefix = "slicemeter/"
 const ConsumedUnit = "Seconds"
 
 // Issuer names who issues and provides the bill (InvoiceIssuerName, ProviderName,
-// PublisherName).
+// PublisherName, and in 1.3 ServiceProviderName and HostProviderName, which are Provider:
+// slicemeter's operator runs the GPUs it sells, so it is its own host).
 type Issuer struct {
 	InvoiceIssuer, Provider, Publisher string
 }
@@ -45,8 +76,16 @@ var DefaultIssuer = Issuer{InvoiceIssuer: "slicemeter", Provider: "slicemeter", 
 // Row is one FOCUS row. A nil pointer is a null cell. Field order is column order: the FOCUS
 // columns in alphabetical order, then slicemeter's x_ columns.
 type Row struct {
+	// The split-cost columns of FOCUS 1.3: the physical GPU the row's instance is a share of,
+	// and how (attribution/README.md, "FOCUS export").
+	AllocatedMethodDetails *string `parquet:"AllocatedMethodDetails,optional" since:"1.3"`
+	AllocatedMethodId      *string `parquet:"AllocatedMethodId,optional" since:"1.3"`
+	AllocatedResourceId    *string `parquet:"AllocatedResourceId,optional" since:"1.3"`
+	AllocatedResourceName  *string `parquet:"AllocatedResourceName,optional" since:"1.3"`
+	AllocatedTags          *string `parquet:"AllocatedTags,optional" since:"1.3"`
+
 	AvailabilityZone           *string  `parquet:"AvailabilityZone,optional"`
-	BilledCost                 float64  `parquet:"BilledCost"`
+	BilledCost                 float64  `parquet:"BilledCost" focus:"money"`
 	BillingAccountId           string   `parquet:"BillingAccountId"`
 	BillingAccountName         string   `parquet:"BillingAccountName"`
 	BillingCurrency            string   `parquet:"BillingCurrency"`
@@ -65,13 +104,14 @@ type Row struct {
 	CommitmentDiscountType     *string  `parquet:"CommitmentDiscountType,optional"`
 	ConsumedQuantity           *float64 `parquet:"ConsumedQuantity,optional"`
 	ConsumedUnit               *string  `parquet:"ConsumedUnit,optional"`
-	ContractedCost             float64  `parquet:"ContractedCost"`
-	ContractedUnitPrice        *float64 `parquet:"ContractedUnitPrice,optional"`
-	EffectiveCost              float64  `parquet:"EffectiveCost"`
+	ContractedCost             float64  `parquet:"ContractedCost" focus:"money"`
+	ContractedUnitPrice        *float64 `parquet:"ContractedUnitPrice,optional" focus:"money"`
+	EffectiveCost              float64  `parquet:"EffectiveCost" focus:"money"`
+	HostProviderName           string   `parquet:"HostProviderName" since:"1.3"`
 	InvoiceId                  string   `parquet:"InvoiceId"`
 	InvoiceIssuerName          string   `parquet:"InvoiceIssuerName"`
-	ListCost                   float64  `parquet:"ListCost"`
-	ListUnitPrice              *float64 `parquet:"ListUnitPrice,optional"`
+	ListCost                   float64  `parquet:"ListCost" focus:"money"`
+	ListUnitPrice              *float64 `parquet:"ListUnitPrice,optional" focus:"money"`
 	PricingCategory            *string  `parquet:"PricingCategory,optional"`
 	PricingCurrency            *string  `parquet:"PricingCurrency,optional"`
 	PricingQuantity            *float64 `parquet:"PricingQuantity,optional"`
@@ -85,6 +125,7 @@ type Row struct {
 	ResourceType               *string  `parquet:"ResourceType,optional"`
 	ServiceCategory            string   `parquet:"ServiceCategory"`
 	ServiceName                string   `parquet:"ServiceName"`
+	ServiceProviderName        string   `parquet:"ServiceProviderName" since:"1.3"`
 	ServiceSubcategory         string   `parquet:"ServiceSubcategory"`
 	SkuId                      *string  `parquet:"SkuId,optional"`
 	SkuMeter                   *string  `parquet:"SkuMeter,optional"`
@@ -97,8 +138,8 @@ type Row struct {
 	XAllocationID     *string  `parquet:"x_AllocationId,optional"`
 	XTier             string   `parquet:"x_Tier"`
 	XBilledFraction   *float64 `parquet:"x_BilledFraction,optional"`
-	XWasteCost        float64  `parquet:"x_WasteCost"`
-	XOverheadCost     float64  `parquet:"x_OverheadCost"`
+	XWasteCost        float64  `parquet:"x_WasteCost" focus:"money"`
+	XOverheadCost     float64  `parquet:"x_OverheadCost" focus:"money"`
 	XOverheadFraction *float64 `parquet:"x_OverheadFraction,optional"`
 	XEfficiency       *float64 `parquet:"x_Efficiency,optional"`
 	XJitterP99Ms      *float64 `parquet:"x_JitterP99Ms,optional"`
@@ -113,22 +154,22 @@ type Row struct {
 	XMemoryEfficiency *float64 `parquet:"x_MemoryEfficiency,optional"`
 }
 
-// Columns are the CSV header: the Row's columns in order.
-func Columns() []string {
-	return []string{
-		"AvailabilityZone", "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency",
-		"BillingPeriodEnd", "BillingPeriodStart", "ChargeCategory", "ChargeClass", "ChargeDescription",
-		"ChargeFrequency", "ChargePeriodEnd", "ChargePeriodStart", "CommitmentDiscountCategory",
-		"CommitmentDiscountId", "CommitmentDiscountName", "CommitmentDiscountStatus", "CommitmentDiscountType",
-		"ConsumedQuantity", "ConsumedUnit", "ContractedCost", "ContractedUnitPrice", "EffectiveCost",
-		"InvoiceId", "InvoiceIssuerName", "ListCost", "ListUnitPrice", "PricingCategory", "PricingCurrency",
-		"PricingQuantity", "PricingUnit", "ProviderName", "PublisherName", "RegionId", "RegionName",
-		"ResourceId", "ResourceName", "ResourceType", "ServiceCategory", "ServiceName", "ServiceSubcategory", "SkuId", "SkuMeter",
-		"SkuPriceDetails", "SkuPriceId", "SubAccountId", "SubAccountName", "Tags",
-		"x_AllocationId", "x_Tier", "x_BilledFraction", "x_WasteCost", "x_OverheadCost", "x_OverheadFraction",
-		"x_Efficiency", "x_JitterP99Ms", "x_ColdStartSeconds", "x_ColdStartBreach", "x_UnmeteredSeconds",
-		"x_CorrectedPeriod", "x_EnergyJoules", "x_MemoryEfficiency",
+// Columns are the CSV header of the default version.
+func Columns() []string { return DefaultVersion.Columns() }
+
+// Columns are the version's CSV header: Row's columns in order, those of later versions left
+// out.
+func (v Version) Columns() []string {
+	t := reflect.TypeFor[Row]()
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if v.has(f.Tag.Get("since")) {
+			name, _, _ := strings.Cut(f.Tag.Get("parquet"), ",")
+			out = append(out, name)
+		}
 	}
+	return out
 }
 
 // Period is a billing period: a calendar month of the price book's time zone.
@@ -155,6 +196,7 @@ type usageCells struct {
 	resource, resourceName, sku, details, skuPriceID, tags, subAccountID, subAccountName, allocationID string
 	consumed, qty, listUnit, contractedUnit, fraction, overhead, jitter, coldStart, energy             float64
 	breach                                                                                             bool
+	allocMethod, allocDetails, allocResource, allocTags                                                string
 }
 
 // Usage is the FOCUS row of one line item (one allocation in one hour), billed in period p.
@@ -247,7 +289,55 @@ func Usage(a report.AllocationRow, p Period, issuer Issuer) Row {
 	r.XUnmeteredSeconds = a.Unmetered.Seconds()
 	c.energy = a.EnergyJ
 	r.XEnergyJoules, r.XMemoryEfficiency = &c.energy, a.MemoryEfficiency
+	allocated(c, a)
+	r.AllocatedMethodId, r.AllocatedMethodDetails = &c.allocMethod, &c.allocDetails
+	r.AllocatedResourceId, r.AllocatedResourceName, r.AllocatedTags = &c.allocResource, &c.allocResource, &c.allocTags
 	return r
+}
+
+// allocated sets the FOCUS 1.3 split-cost cells of a Usage row: the row's instance is a share
+// of one physical GPU (AllocatedResourceId, node/gpu), split by the rule of its kind
+// (AllocatedMethodId), with one element whose AllocatedRatio is the billed fraction and whose
+// usage is the hours the share was held, so that AllocatedRatio × UsageQuantity is the row's
+// PricingQuantity (GPU-Hours).
+func allocated(c *usageCells, a report.AllocationRow) {
+	c.allocMethod = AllocatedMethod(a.Kind)
+	gpu, _, _ := strings.Cut(a.Instance, "/")
+	b := make([]byte, 0, 256)
+	b = append(append(append(b, a.Node...), '/'), gpu...)
+	n := len(b)
+	b = appendJSONFloat(append(b, `{"Elements":[{"AllocatedRatio":`...), a.Fraction)
+	b = appendJSONFloat(append(b, `,"UsageQuantity":`...), a.Allocated.Hours())
+	b = append(b, `,"UsageUnit":"Hours"}]}`...)
+	d := len(b)
+	// The GPU's own tags, none of the row's Tags (FOCUS 1.3: AllocatedTags "MUST NOT include
+	// resource tags already present in Tags").
+	b = appendJSONString(append(b, `{"slicemeter/gpu-model":`...), a.Model)
+	b = append(appendJSONString(append(b, `,"slicemeter/instance-kind":`...), a.Kind), '}')
+	s := string(b)
+	c.allocResource, c.allocDetails, c.allocTags = s[:n], s[n:d], s[d:]
+}
+
+// The AllocatedMethodId of each kind of instance: the rule that gives its billed fraction of
+// the physical GPU (attribution/README.md, "Definitions").
+const (
+	MethodMIG   = "mig-compute-slices"
+	MethodVGPU  = "vgpu-framebuffer"
+	MethodShare = "share-replicas"
+	MethodWhole = "whole"
+)
+
+// AllocatedMethod is the AllocatedMethodId of an instance of the kind.
+func AllocatedMethod(kind string) string {
+	switch kind {
+	case "mig":
+		return MethodMIG
+	case "vgpu":
+		return MethodVGPU
+	case "share":
+		return MethodShare
+	}
+	return MethodWhole
 }
 
 // chargePeriod is the part of the line item's window that it bills, in whole seconds: billing
@@ -314,7 +404,7 @@ func constant(tenant, tier, currency string, issuer Issuer) Row {
 	return Row{
 		BillingAccountId: tenant, BillingAccountName: tenant, BillingCurrency: currency,
 		ChargeCategory: "Usage", ChargeFrequency: "Usage-Based", InvoiceIssuerName: issuer.InvoiceIssuer,
-		ProviderName: issuer.Provider, PublisherName: issuer.Publisher,
+		ProviderName: issuer.Provider, PublisherName: issuer.Publisher, ServiceProviderName: issuer.Provider, HostProviderName: issuer.Provider,
 		ServiceCategory: "AI and Machine Learning", ServiceName: "GPU", ServiceSubcategory: ServiceSubcategory, XTier: tier,
 	}
 }
@@ -333,10 +423,10 @@ func resourceType(kind string) string {
 	return "GPU"
 }
 
-// cells renders the row in Columns order; nil is an empty cell.
-func (r *Row) cells() []string {
-	c := textCells(make([]string, 0, 62))
-	r.emit(&c)
+// cells renders the row in the version's Columns order; nil is an empty cell.
+func (r *Row) cells(v Version) []string {
+	c := textCells(make([]string, 0, 70))
+	r.emit(&c, v)
 	return c
 }
 
@@ -348,12 +438,22 @@ type cellSink interface {
 	num(v float64)
 	optNum(v *float64) // nil: null
 	optBool(v *bool)   // nil: null
+	money(v float64)   // an amount: a decimal at MoneyScale
+	optMoney(v *float64)
 }
 
-// emit passes the row's cells to c in Columns order.
-func (r *Row) emit(c cellSink) {
+// emit passes the row's cells to c in the version's Columns order.
+func (r *Row) emit(c cellSink, v Version) {
+	v13 := v.has(string(Focus13))
+	if v13 {
+		c.optText(r.AllocatedMethodDetails)
+		c.optText(r.AllocatedMethodId)
+		c.optText(r.AllocatedResourceId)
+		c.optText(r.AllocatedResourceName)
+		c.optText(r.AllocatedTags)
+	}
 	c.optText(r.AvailabilityZone)
-	c.num(r.BilledCost)
+	c.money(r.BilledCost)
 	c.text(r.BillingAccountId)
 	c.text(r.BillingAccountName)
 	c.text(r.BillingCurrency)
@@ -372,13 +472,16 @@ func (r *Row) emit(c cellSink) {
 	c.optText(r.CommitmentDiscountType)
 	c.optNum(r.ConsumedQuantity)
 	c.optText(r.ConsumedUnit)
-	c.num(r.ContractedCost)
-	c.optNum(r.ContractedUnitPrice)
-	c.num(r.EffectiveCost)
+	c.money(r.ContractedCost)
+	c.optMoney(r.ContractedUnitPrice)
+	c.money(r.EffectiveCost)
+	if v13 {
+		c.text(r.HostProviderName)
+	}
 	c.text(r.InvoiceId)
 	c.text(r.InvoiceIssuerName)
-	c.num(r.ListCost)
-	c.optNum(r.ListUnitPrice)
+	c.money(r.ListCost)
+	c.optMoney(r.ListUnitPrice)
 	c.optText(r.PricingCategory)
 	c.optText(r.PricingCurrency)
 	c.optNum(r.PricingQuantity)
@@ -392,6 +495,9 @@ func (r *Row) emit(c cellSink) {
 	c.optText(r.ResourceType)
 	c.text(r.ServiceCategory)
 	c.text(r.ServiceName)
+	if v13 {
+		c.text(r.ServiceProviderName)
+	}
 	c.text(r.ServiceSubcategory)
 	c.optText(r.SkuId)
 	c.optText(r.SkuMeter)
@@ -403,8 +509,8 @@ func (r *Row) emit(c cellSink) {
 	c.optText(r.XAllocationID)
 	c.text(r.XTier)
 	c.optNum(r.XBilledFraction)
-	c.num(r.XWasteCost)
-	c.num(r.XOverheadCost)
+	c.money(r.XWasteCost)
+	c.money(r.XOverheadCost)
 	c.optNum(r.XOverheadFraction)
 	c.optNum(r.XEfficiency)
 	c.optNum(r.XJitterP99Ms)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/focus"
@@ -64,45 +65,72 @@ func TestHours(t *testing.T) {
 	}
 }
 
-// TestMetadataColumns: the metadata, the Parquet schema and the CSV header list the same
-// columns in the same order, the FOCUS columns before the x_ ones.
+// TestMetadataColumns: for each FOCUS version, the metadata, the Parquet schema and the CSV
+// header the writer writes list the same columns in the same order, the FOCUS columns before
+// the x_ ones; 1.3 has its columns and 1.2 none of them.
 func TestMetadataColumns(t *testing.T) {
-	m := focus.NewMetadata("slicemeter test", time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
-	var names []string
-	for _, c := range m.Schema.ColumnDefinition {
-		names = append(names, c.ColumnName)
-	}
-	if !slices.Equal(names, focus.Columns()) {
-		t.Errorf("metadata columns %v\nCSV header %v", names, focus.Columns())
-	}
-	var pq []string
-	for _, f := range parquet.SchemaOf(focus.Row{}).Fields() {
-		pq = append(pq, f.Name())
-	}
-	if !slices.Equal(pq, focus.Columns()) {
-		t.Errorf("Parquet columns %v\nCSV header %v", pq, focus.Columns())
-	}
-	custom := false
-	for _, c := range focus.Columns() {
-		if strings.HasPrefix(c, "x_") {
-			custom = true
-		} else if custom {
-			t.Errorf("FOCUS column %s after an x_ column", c)
-		}
-	}
-	if m.Schema.FocusVersion != "1.2" || m.Schema.CreationDate != "2026-02-01T00:00:00Z" {
-		t.Errorf("metadata %+v", m.Schema)
-	}
-	// FOCUS 1.2 (Metadata, Column Definition): the Tags column MUST name the prefixes of the
-	// provider's own tag keys; no other column has them.
-	for _, c := range m.Schema.ColumnDefinition {
-		want := []string(nil)
-		if c.ColumnName == "Tags" {
-			want = []string{focus.TagPrefix}
-		}
-		if !slices.Equal(c.ProviderTagPrefixes, want) {
-			t.Errorf("column %s: ProviderTagPrefixes %q, want %q", c.ColumnName, c.ProviderTagPrefixes, want)
-		}
+	only13 := []string{"AllocatedMethodDetails", "AllocatedMethodId", "AllocatedResourceId", "AllocatedResourceName", "AllocatedTags",
+		"HostProviderName", "ServiceProviderName"}
+	for _, tc := range []struct {
+		v          focus.Version
+		tagColumns []string // the columns with ProviderTagPrefixes
+	}{
+		{focus.Focus12, []string{"Tags"}},
+		{focus.Focus13, []string{"AllocatedTags", "Tags"}},
+	} {
+		t.Run(string(tc.v), func(t *testing.T) {
+			m := tc.v.Metadata("slicemeter test", time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), nil)
+			var names []string
+			for _, c := range m.Schema.ColumnDefinition {
+				names = append(names, c.ColumnName)
+			}
+			cols := tc.v.Columns()
+			if !slices.Equal(names, cols) {
+				t.Errorf("metadata columns %v\nCSV header %v", names, cols)
+			}
+			var b bytes.Buffer
+			w, err := tc.v.NewWriter(&b, focus.CSV)
+			if err != nil || w.Close() != nil {
+				t.Fatal(err)
+			}
+			if header := strings.TrimSuffix(b.String(), "\n"); header != strings.Join(cols, ",") {
+				t.Errorf("CSV header %s\ncolumns %v", header, cols)
+			}
+			var pq []string
+			for _, f := range tc.v.ParquetSchema().Fields() {
+				pq = append(pq, f.Name())
+			}
+			if !slices.Equal(pq, cols) {
+				t.Errorf("Parquet columns %v\nCSV header %v", pq, cols)
+			}
+			custom := false
+			for _, c := range cols {
+				if strings.HasPrefix(c, "x_") {
+					custom = true
+				} else if custom {
+					t.Errorf("FOCUS column %s after an x_ column", c)
+				}
+			}
+			for _, c := range only13 {
+				if got, want := slices.Contains(cols, c), tc.v == focus.Focus13; got != want {
+					t.Errorf("column %s present %v, want %v", c, got, want)
+				}
+			}
+			if m.Schema.FocusVersion != string(tc.v) || m.Schema.CreationDate != "2026-02-01T00:00:00Z" {
+				t.Errorf("metadata %+v", m.Schema)
+			}
+			// FOCUS 1.2 (Metadata, Column Definition): the Tags column MUST name the prefixes of
+			// the provider's own tag keys; 1.3's AllocatedTags holds tags too.
+			for _, c := range m.Schema.ColumnDefinition {
+				want := []string(nil)
+				if slices.Contains(tc.tagColumns, c.ColumnName) {
+					want = []string{focus.TagPrefix}
+				}
+				if !slices.Equal(c.ProviderTagPrefixes, want) {
+					t.Errorf("column %s: ProviderTagPrefixes %q, want %q", c.ColumnName, c.ProviderTagPrefixes, want)
+				}
+			}
+		})
 	}
 }
 
@@ -150,11 +178,23 @@ func TestScenarios(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := focus.Export{Report: focus.FromAttribution(conn, book, o, nil), Zone: book.Zone(), Issuer: focus.DefaultIssuer}
-			rows, parquetRows, files := export(t, e, sc.Start, sc.End())
+			// FOCUS 1.2, as selected: its rules, the money's digits and the validator.
+			rows12, parquet12, files12 := export(t, e, sc.Start, sc.End(), focus.Focus12)
+			focustest.Check12(t, rows12)
+			focustest.CheckMoneyDigits(t, rows12, focus.MoneyScale, moneyColumns...)
+			if !slices.EqualFunc(rows12, parquet12, slices.Equal) {
+				t.Errorf("FOCUS 1.2: the Parquet file's %d rows differ from the CSV's %d", len(parquet12), len(rows12))
+			}
+			// FOCUS 1.3, the default: the same rows with its columns added.
+			rows, parquetRows, files := export(t, e, sc.Start, sc.End(), focus.DefaultVersion)
 			if len(rows) < 2 {
 				t.Fatalf("no FOCUS rows")
 			}
-			focustest.Check12(t, rows)
+			focustest.Check13(t, rows)
+			focustest.CheckMoneyDigits(t, rows, focus.MoneyScale, moneyColumns...)
+			if len(rows) != len(rows12) {
+				t.Errorf("FOCUS 1.3 has %d rows, 1.2 %d", len(rows), len(rows12))
+			}
 			billed, list := sums(t, rows, "BilledCost"), sums(t, rows, "ListCost")
 			energy, anyEnergy := sums(t, rows, "x_EnergyJoules"), 0.
 			for _, r := range res.Report.Tenants {
@@ -192,19 +232,24 @@ func TestScenarios(t *testing.T) {
 			if d := os.Getenv("SLICEMETER_FOCUS_KEEP"); d != "" {
 				dir = d
 			}
-			for f, data := range files {
-				out := filepath.Join(dir, name+".focus."+string(f))
-				if err := os.WriteFile(out, data, 0o600); err != nil {
-					t.Fatal(err)
+			// focus-validator 1.0 checks the FOCUS 1.0 rules: it runs on both versions' files
+			// (a 1.3 file's added columns are unknown to it and pass).
+			for v, fs := range map[focus.Version]map[focus.Format][]byte{focus.Focus12: files12, focus.Focus13: files} {
+				for f, data := range fs {
+					out := filepath.Join(dir, name+".focus-"+string(v)+"."+string(f))
+					if err := os.WriteFile(out, data, 0o600); err != nil {
+						t.Fatal(err)
+					}
+					localtest.ValidateFOCUS(t, out)
 				}
-				localtest.ValidateFOCUS(t, out)
 			}
 		})
 	}
 }
 
-// export writes the range as CSV and as Parquet and reads both back as rows of cells.
-func export(t *testing.T, e focus.Export, from, to time.Time) (csvRows, parquetRows [][]string, files map[focus.Format][]byte) {
+// export writes the range as CSV and as Parquet of the version and reads both back as rows
+// of cells.
+func export(t *testing.T, e focus.Export, from, to time.Time, v focus.Version) (csvRows, parquetRows [][]string, files map[focus.Format][]byte) {
 	t.Helper()
 	ctx := context.Background()
 	var c, p bytes.Buffer
@@ -212,7 +257,7 @@ func export(t *testing.T, e focus.Export, from, to time.Time) (csvRows, parquetR
 		f focus.Format
 		w io.Writer
 	}{{focus.CSV, &c}, {focus.Parquet, &p}} {
-		w, err := focus.NewWriter(out.w, out.f)
+		w, err := v.NewWriter(out.w, out.f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,13 +273,13 @@ func export(t *testing.T, e focus.Export, from, to time.Time) (csvRows, parquetR
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := parquet.Read[focus.Row](bytes.NewReader(p.Bytes()), int64(p.Len()))
+	rows, err := focus.ReadParquet(bytes.NewReader(p.Bytes()), int64(p.Len()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	parquetRows = [][]string{focus.Columns()}
+	parquetRows = [][]string{v.Columns()}
 	for _, r := range rows {
-		parquetRows = append(parquetRows, focus.Cells(r))
+		parquetRows = append(parquetRows, v.Cells(r))
 	}
 	return csvRows, parquetRows, files
 }
@@ -327,5 +372,71 @@ func TestCountHours(t *testing.T) {
 		if d := time.Since(start); d > time.Second {
 			t.Errorf("CountHours(%s, %s) took %s", tc.from, tc.to, d)
 		}
+	}
+}
+
+// moneyColumns are the FOCUS money columns: printed from a Decimal at focus.MoneyScale.
+var moneyColumns = []string{"BilledCost", "ContractedCost", "ContractedUnitPrice", "EffectiveCost", "ListCost", "ListUnitPrice", "x_WasteCost", "x_OverheadCost"}
+
+// TestMoneyFromDecimals: amounts with a float's noise (2.3966666666666665, as an hour of a
+// 2.4/h price comes out) are written at focus.MoneyScale in every version, in the CSV and in
+// the Parquet file, whose money columns are DECIMAL(38, 12); reading the Parquet file back
+// gives the CSV's cells.
+func TestMoneyFromDecimals(t *testing.T) {
+	p := focus.PeriodOf(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC), time.UTC)
+	cold := 5 * time.Second
+	row := focus.Usage(report.AllocationRow{Tenant: "gamma", AllocationID: "a", Tier: "pro", Node: "node-a", Instance: "gpu0/mig0", Kind: "mig",
+		Model: "A100-SXM4-40GB", Profile: "1g.5gb", Fraction: 1.0 / 7, Allocated: 3588 * time.Second, Started: p.Start,
+		ListCost: 0.2278095238095238, Cost: 0.21202777777777776, WasteCost: 0.10335802469135802, OverheadCost: 0.02109347442680775,
+		Currency: "USD", WindowStart: p.Start, WindowEnd: p.Start.Add(time.Hour), ColdStart: &cold}, p, focus.DefaultIssuer)
+	for _, v := range []focus.Version{focus.Focus12, focus.Focus13} {
+		t.Run(string(v), func(t *testing.T) {
+			var c, pq bytes.Buffer
+			for _, out := range []struct {
+				f focus.Format
+				b *bytes.Buffer
+			}{{focus.CSV, &c}, {focus.Parquet, &pq}} {
+				w, err := v.NewWriter(out.b, out.f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Write(row); err != nil || w.Close() != nil {
+					t.Fatal(err)
+				}
+			}
+			rows, err := csv.NewReader(&c).ReadAll()
+			if err != nil {
+				t.Fatal(err)
+			}
+			focustest.CheckMoneyDigits(t, rows, focus.MoneyScale, moneyColumns...)
+			if got := rows[1][slices.Index(rows[0], "BilledCost")]; got != "0.212027777778" {
+				t.Errorf("BilledCost %s, want 0.212027777778", got)
+			}
+			back, err := focus.ReadParquet(bytes.NewReader(pq.Bytes()), int64(pq.Len()))
+			if err != nil || len(back) != 1 {
+				t.Fatalf("read back %d rows: %v", len(back), err)
+			}
+			if got := v.Cells(back[0]); !slices.Equal(got, rows[1]) {
+				t.Errorf("Parquet row %v\nCSV row %v", got, rows[1])
+			}
+			f, err := parquet.OpenFile(bytes.NewReader(pq.Bytes()), int64(pq.Len()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range moneyColumns {
+				col, ok := f.Schema().Lookup(name)
+				if !ok {
+					t.Fatalf("no Parquet column %s", name)
+				}
+				lt := col.Node.Type().LogicalType()
+				var dec *format.DecimalType
+				if lt != nil {
+					dec, _ = lt.Value.(*format.DecimalType)
+				}
+				if dec == nil || dec.Scale != focus.MoneyScale || dec.Precision != 38 {
+					t.Errorf("Parquet column %s: logical type %v, want DECIMAL(38, %d)", name, lt, focus.MoneyScale)
+				}
+			}
+		})
 	}
 }

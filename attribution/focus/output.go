@@ -22,12 +22,17 @@ type Output struct {
 	FileFormat Format
 	Metadata   string // where the metadata is written; empty: nowhere
 	Issuer     string
+	Version    Version // empty: DefaultVersion
 }
 
 // Write writes the FOCUS rows of [from, to) to w as o says, and the metadata beside.
 func (o Output) Write(ctx context.Context, e Export, from, to time.Time, w io.Writer) error {
 	e.Issuer = IssuerNamed(o.Issuer)
-	fw, err := NewWriter(w, o.FileFormat)
+	v, err := ParseVersion(string(o.Version))
+	if err != nil {
+		return err
+	}
+	fw, err := v.NewWriter(w, o.FileFormat)
 	if err != nil {
 		return err
 	}
@@ -40,7 +45,12 @@ func (o Output) Write(ctx context.Context, e Export, from, to time.Time, w io.Wr
 	if o.Metadata == "" {
 		return nil
 	}
-	return writeFile(o.Metadata, func(w io.Writer) error { return NewMetadata(Generator, time.Now()).Write(w) })
+	// A report's periods are not known to be closed: its sectors are incomplete (a closed
+	// month's are in the period files).
+	now := time.Now()
+	return writeFile(o.Metadata, func(w io.Writer) error {
+		return v.Metadata(Generator, now, Sectors(from, to, zoneOr(e.Zone), now, nil)).Write(w)
+	})
 }
 
 // Generator is the FOCUS DataGenerator.
@@ -49,8 +59,9 @@ const Generator = "slicemeter"
 // MonthlyExport says where the monthly FOCUS files go when a billing period closes, and who
 // issues them.
 type MonthlyExport struct {
-	Dir    string
-	Issuer string
+	Dir     string
+	Issuer  string
+	Version Version // empty: DefaultVersion
 }
 
 // Month writes the FOCUS files of the billing period p into the directory: its Usage rows
@@ -61,16 +72,20 @@ func (f *MonthlyExport) Month(ctx context.Context, e Export, p Period, closed re
 	e.Issuer = IssuerNamed(f.Issuer)
 	base := filepath.Join(f.Dir, "focus-"+p.Name)
 	var tot Totals
+	v, err := ParseVersion(string(f.Version))
+	if err != nil {
+		return tot, fmt.Errorf("FOCUS export of %s: %w", p.Name, err)
+	}
 	if err := os.MkdirAll(f.Dir, 0o755); err != nil {
 		return tot, fmt.Errorf("FOCUS export of %s: %w", p.Name, err)
 	}
-	err := writeFile(base+".csv", func(cw io.Writer) error {
+	err = writeFile(base+".csv", func(cw io.Writer) error {
 		return writeFile(base+".parquet", func(pw io.Writer) error {
-			c, err := NewWriter(cw, CSV)
+			c, err := v.NewWriter(cw, CSV)
 			if err != nil {
 				return err
 			}
-			pq, err := NewWriter(pw, Parquet)
+			pq, err := v.NewWriter(pw, Parquet)
 			if err != nil {
 				return err
 			}
@@ -87,7 +102,12 @@ func (f *MonthlyExport) Month(ctx context.Context, e Export, p Period, closed re
 	if err != nil {
 		return tot, fmt.Errorf("FOCUS export of %s: %w", p.Name, err)
 	}
-	if err := writeFile(base+".metadata.json", func(w io.Writer) error { return NewMetadata(Generator, time.Now()).Write(w) }); err != nil {
+	// The month is closed: its one time sector is complete.
+	now := time.Now()
+	isClosed := func(Period) bool { return true }
+	if err := writeFile(base+".metadata.json", func(w io.Writer) error {
+		return v.Metadata(Generator, now, Sectors(p.Start, p.End, zoneOr(e.Zone), now, isClosed)).Write(w)
+	}); err != nil {
 		return tot, fmt.Errorf("FOCUS export of %s: %w", p.Name, err)
 	}
 	return tot, nil

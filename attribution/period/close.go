@@ -82,6 +82,16 @@ var Tolerance = decimal.New(1, -9)
 // periods before it) is computed through attribution.Report, stored once, and returned as
 // stored. It is refused for a period closed already (ErrClosed), one not over (ErrNotOver)
 // and one before a closed period (ErrOutOfOrder).
+// WithFOCUSVersion is the closer writing its FOCUS files (if it writes any) in version v.
+func (c Closer) WithFOCUSVersion(v focus.Version) Closer {
+	if c.Export != nil {
+		e := *c.Export
+		e.Version = v
+		c.Export = &e
+	}
+	return c
+}
+
 func (c Closer) Close(ctx context.Context, m Month, now time.Time) (Closed, error) {
 	zone := c.Book.Zone()
 	start, end := m.Bounds(zone)

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parquet-go/parquet-go"
-
 	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/focus/focustest"
@@ -27,8 +25,10 @@ import (
 // directory, a late pass over a day of February between them: each close writes the month's
 // FOCUS CSV, Parquet and metadata; the Usage rows' BilledCost sums to each tenant's cost of
 // the closed report, March's file bills February's late day as a Correction row, the Parquet
-// file holds the CSV's rows, both months' CSV keeps the FOCUS 1.2 rules (focustest.Check12)
-// and the FOCUS validator passes both months' CSV and Parquet.
+// file holds the CSV's rows, both months' CSV keeps the FOCUS 1.3 rules (focustest.Check13,
+// the default version; Correction rows carry no split-cost cells) with money at
+// focus.MoneyScale, the metadata's one time sector is complete (the month is closed), and the
+// FOCUS validator passes both months' CSV and Parquet.
 func TestCloseExportsFOCUS(t *testing.T) {
 	ctx := context.Background()
 	conn := chtest.NewDatabase(t, nil)
@@ -65,7 +65,9 @@ func TestCloseExportsFOCUS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			focustest.Check12(t, rows) // the Correction rows appear only here
+			focustest.Check13(t, rows) // the Correction rows appear only here
+			focustest.CheckMoneyDigits(t, rows, focus.MoneyScale, "BilledCost", "ContractedCost", "EffectiveCost", "ListCost",
+				"ListUnitPrice", "ContractedUnitPrice", "x_WasteCost", "x_OverheadCost")
 			col := func(c string) int { return slices.Index(rows[0], c) }
 			usage, billed, corrections := 0, map[string]float64{}, map[string]float64{}
 			for _, r := range rows[1:] {
@@ -96,16 +98,22 @@ func TestCloseExportsFOCUS(t *testing.T) {
 			if len(corrections) != len(tc.corrections) || math.Abs(corrections["beta"]-tc.corrections["beta"]) > 1e-6 {
 				t.Errorf("corrections %v, want %v", corrections, tc.corrections)
 			}
-			pq, err := parquet.ReadFile[focus.Row](base + ".parquet")
+			pq, err := focus.ReadParquetFile(base + ".parquet")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(pq) != len(rows)-1 || !slices.Equal(focus.Cells(pq[len(pq)-1]), rows[len(rows)-1]) {
 				t.Errorf("the Parquet file has %d rows, the CSV %d", len(pq), len(rows)-1)
 			}
+			b, err := os.ReadFile(base + ".metadata.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			focustest.CheckMetadata13(t, b, true, true)
 			var m focus.Metadata
-			if b, err := os.ReadFile(base + ".metadata.json"); err != nil || json.Unmarshal(b, &m) != nil || m.Schema.FocusVersion != "1.2" {
-				t.Errorf("metadata: %v %+v", err, m.Schema)
+			if err := json.Unmarshal(b, &m); err != nil || len(m.Recency) != 1 || len(m.Recency[0].TimeSectors) != 1 ||
+				m.Recency[0].TimeSectors[0].TimeSectorStart != tc.closed.Start.UTC().Format(focus.DateTime) {
+				t.Errorf("metadata: %v %+v", err, m.Recency)
 			}
 			localtest.ValidateFOCUS(t, base+".csv")
 			localtest.ValidateFOCUS(t, base+".parquet")

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shopspring/decimal"
 )
 
 // Unallocated names the row that holds the capacity no tenant paid list price for.
@@ -158,10 +160,10 @@ func (row Row) cells() ([]cell, error) {
 		"window_start":        text(timestamp(row.WindowStart)),
 		"window_end":          text(timestamp(row.WindowEnd)),
 		"allocated_seconds":   seconds(row.Allocated),
-		"list_cost":           num("list_cost", row.ListCost, 6),
-		"cost":                num("cost", row.Cost, 6),
-		"waste_cost":          num("waste_cost", row.WasteCost, 6),
-		"overhead_cost":       num("overhead_cost", row.OverheadCost, 6),
+		"list_cost":           r.money("list_cost", row.ListCost),
+		"cost":                r.money("cost", row.Cost),
+		"waste_cost":          r.money("waste_cost", row.WasteCost),
+		"overhead_cost":       r.money("overhead_cost", row.OverheadCost),
 		"cold_start_breaches": {text: strconv.Itoa(row.ColdStartBreaches), number: true},
 		"unmetered_seconds":   seconds(row.Unmetered),
 		"currency":            text(row.Currency),
@@ -221,6 +223,15 @@ func (r *renderer) num(name string, v float64, decimals int) cell {
 	return cell{text: fixed(v, decimals), number: true}
 }
 
+// money renders an amount (MoneyPlaces decimals, from a Decimal: Money).
+func (r *renderer) money(name string, v float64) cell {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		r.bad = append(r.bad, fmt.Sprintf("%s is %v", name, v))
+		return cell{text: fixed(v, MoneyPlaces), number: true}
+	}
+	return cell{text: Money(v), number: true}
+}
+
 func (r *renderer) seconds(d time.Duration) cell { return r.num("", d.Seconds(), 3) }
 
 func (r *renderer) millis(d time.Duration) cell {
@@ -235,6 +246,22 @@ func (r *renderer) err() error {
 }
 
 func text(s string) cell { return cell{text: s} }
+
+// MoneyPlaces are the decimals of every amount a report, a statement or the fleet report
+// prints (DESIGN's "money 6 decimals").
+const MoneyPlaces = 6
+
+// Money prints an amount with MoneyPlaces decimals, rounded as a Decimal (half away from
+// zero) from the float's shortest decimal form: an amount read from the stored Decimal
+// minutes is that decimal exactly, so it is rounded as finance would round it, not as its
+// binary neighbour would be; never "-0.000000". NaN and ±Inf print as fixed does (a report
+// refuses them before).
+func Money(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fixed(v, MoneyPlaces)
+	}
+	return decimal.NewFromFloat(v).StringFixed(MoneyPlaces)
+}
 
 // fixed prints v with the given decimals, never as "-0.000".
 func fixed(v float64, decimals int) string {

@@ -29,6 +29,9 @@ type Request struct {
 	FromMinutes bool
 	// Encoding is the FOCUS export's file format (encoding=, --focus.file-format).
 	Encoding focus.Format
+	// FocusVersion is the FOCUS export's version, of its file and its metadata
+	// (focus_version=, --focus.version; empty: focus.DefaultVersion).
+	FocusVersion focus.Version
 	// Windows is how many windows the request builds, counted before anything is read: the
 	// steps, or the hours of FOCUS rows (one row per allocation per hour, whatever the step).
 	Windows int
@@ -53,7 +56,8 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Parse reads a report request of [from, to) from its parameters, in this order: format (csv
 // when empty), by, source (samples or minutes), step (its windows counted in zone) and, for the
-// FOCUS export, encoding (csv or parquet). The metadata format reads no other parameter.
+// FOCUS export, encoding (csv or parquet). The FOCUS export and its metadata read
+// focus_version (1.3 or 1.2) first; the metadata format reads no other parameter.
 func Parse(p Params, from, to time.Time, zone *time.Location) (Request, error) {
 	req := Request{From: from, To: to}
 	name := p.Get("format")
@@ -65,6 +69,13 @@ func Parse(p Params, from, to time.Time, zone *time.Location) (Request, error) {
 		return Request{}, &Error{"format", fmt.Errorf("report format %q: expected %s", name, expected())}
 	}
 	req.Format = f
+	if f.FOCUS || f.Metadata {
+		v, err := focus.ParseVersion(p.Get("focus_version"))
+		if err != nil {
+			return Request{}, &Error{"focus_version", err}
+		}
+		req.FocusVersion = v
+	}
 	if f.Metadata {
 		return req, nil
 	}

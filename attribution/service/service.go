@@ -340,3 +340,8 @@ func (p periods) List(ctx context.Context) ([]period.Closed, error) { return per
 func (p periods) Close(ctx context.Context, m period.Month, now time.Time) (period.Closed, error) {
 	return p.closer.Close(ctx, m, now)
 }
+
+// CloseFOCUS closes the period with its FOCUS files in version v (the API's focus_version=).
+func (p periods) CloseFOCUS(ctx context.Context, m period.Month, now time.Time, v focus.Version) (period.Closed, error) {
+	return p.closer.WithFOCUSVersion(v).Close(ctx, m, now)
+}

@@ -9,6 +9,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/slicemeter/slicemeter/attribution/report"
 )
 
 //go:embed statement.html.tmpl
@@ -30,7 +32,7 @@ var page = template.Must(template.New("statement").Funcs(template.FuncMap{
 
 // money renders an amount with the report's 6 decimals, so that the page's totals read as
 // the report's do.
-func money(f float64) string { return strconv.FormatFloat(f, 'f', 6, 64) }
+func money(f float64) string { return report.Money(f) }
 
 func dur(d time.Duration) string {
 	if d >= time.Second {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/attribution/focus"
@@ -16,12 +18,25 @@ type outputFlags struct {
 
 func addOutputFlags(c *kingpin.CmdClause) *outputFlags {
 	f := &outputFlags{}
-	c.Flag("format", "Output format; focus: FinOps FOCUS 1.2, one row per allocation per hour (whatever --step).").Default(request.CSV).EnumVar(&f.format, request.CommandFormats()...)
+	c.Flag("format", "Output format; focus: FinOps FOCUS (--focus.version), one row per allocation per hour (whatever --step).").Default(request.CSV).EnumVar(&f.format, request.CommandFormats()...)
 	c.Flag("by", "One row per tenant, or per allocation (the line items each tenant's row sums).").Default("tenant").EnumVar(&f.by, "tenant", "allocation")
 	c.Flag("focus.file-format", "With --format focus: the file written to stdout, csv or parquet.").Default("csv").EnumVar((*string)(&f.focus.FileFormat), "csv", "parquet")
 	c.Flag("focus.metadata", "With --format focus: write the FOCUS metadata (version, generator, schema) to this file.").StringVar(&f.focus.Metadata)
 	issuerFlag(c, &f.focus.Issuer)
+	versionFlag(c, (*string)(&f.focus.Version))
 	return f
+}
+
+// versionFlag adds --focus.version; a bad value is a usage error naming the flag and what it
+// takes (kingpin's enum error names neither).
+func versionFlag(c *kingpin.CmdClause, dst *string) {
+	c.Flag("focus.version", "The FOCUS version of the FOCUS files and metadata: 1.3 (the split-cost Allocated* columns, ServiceProviderName, HostProviderName, the metadata's recency) or 1.2.").
+		Default(string(focus.DefaultVersion)).Action(func(*kingpin.ParseContext) error {
+		if _, err := focus.ParseVersion(*dst); err != nil {
+			return fmt.Errorf("--focus.version: %w", err)
+		}
+		return nil
+	}).StringVar(dst)
 }
 
 func issuerFlag(c *kingpin.CmdClause, dst *string) {
@@ -33,5 +48,6 @@ func addExportFlags(c *kingpin.CmdClause) *focus.MonthlyExport {
 	f := &focus.MonthlyExport{}
 	c.Flag("billing.export-dir", "When a billing period closes, write its FOCUS files here: focus-YYYY-MM.csv, .parquet and .metadata.json.").StringVar(&f.Dir)
 	issuerFlag(c, &f.Issuer)
+	versionFlag(c, (*string)(&f.Version))
 	return f
 }

@@ -119,7 +119,8 @@ func (c *reportCmd) run(ctx context.Context, logger *slog.Logger) error {
 
 // params are the request's parameters as the flags set them.
 func (c *reportCmd) params() url.Values {
-	p := url.Values{"format": {c.out.format}, "by": {c.out.by}, "step": {*c.step}, "encoding": {string(c.out.focus.FileFormat)}}
+	p := url.Values{"format": {c.out.format}, "by": {c.out.by}, "step": {*c.step}, "encoding": {string(c.out.focus.FileFormat)},
+		"focus_version": {string(c.out.focus.Version)}}
 	if *c.minutes {
 		p.Set("source", "minutes")
 	}
@@ -127,7 +128,7 @@ func (c *reportCmd) params() url.Values {
 }
 
 // requestFlags name the request's parameters as the command's flags.
-var requestFlags = map[string]string{"format": "--format", "by": "--by", "source": "--from-minutes", "step": "--step", "encoding": "--focus.file-format"}
+var requestFlags = map[string]string{"format": "--format", "by": "--by", "source": "--from-minutes", "step": "--step", "encoding": "--focus.file-format", "focus_version": "--focus.version"}
 
 // flagError names a request's bad parameter by its flag.
 func flagError(err error) error {

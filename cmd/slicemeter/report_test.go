@@ -17,11 +17,13 @@ import (
 func TestReportNamesBadParametersByFlag(t *testing.T) {
 	from := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	for query, want := range map[string]string{
-		"format=xml":               "--format: ",
-		"by=node":                  "--by: ",
-		"source=x":                 "--from-minutes: ",
-		"step=7x":                  `--step: step "7x": `,
-		"format=focus&encoding=xz": "--focus.file-format: ",
+		"format=xml":                     "--format: ",
+		"by=node":                        "--by: ",
+		"source=x":                       "--from-minutes: ",
+		"step=7x":                        `--step: step "7x": `,
+		"format=focus&encoding=xz":       "--focus.file-format: ",
+		"format=focus&focus_version=1.4": "--focus.version: ",
+		"format=focus-metadata&focus_version=1.1": "--focus.version: ",
 	} {
 		q, _ := url.ParseQuery(query)
 		_, err := request.Parse(q, from, from.Add(time.Hour), time.UTC)

@@ -109,10 +109,16 @@ func renameCSV(file, to string) error {
 
 // renameParquetScript rewrites a Parquet file (argv 1) as argv 2 with the columns renamed
 // by the JSON object argv 3, with the pyarrow of the validator's virtual environment: the
-// Go Parquet library cannot rename a column without rewriting the schema by hand.
+// Go Parquet library cannot rename a column without rewriting the schema by hand. It also
+// casts the DECIMAL columns (the money, decimal(38, 12)) to double: focus-validator 1.0's
+// "IsDecimal" rules accept only a float dtype, and pandas reads a Parquet decimal as Python
+// Decimal objects, so the validator would fail every money column of a file whose type is
+// exactly what FOCUS asks for. The CSV, which it reads as floats, is checked as written.
 const renameParquetScript = `import json, sys
+import pyarrow as pa
 import pyarrow.parquet as pq
 t = pq.read_table(sys.argv[1])
+t = t.cast(pa.schema([pa.field(f.name, pa.float64(), f.nullable) if pa.types.is_decimal(f.type) else f for f in t.schema]))
 names = json.loads(sys.argv[3])
 pq.write_table(t.rename_columns([names.get(c, c) for c in t.column_names]), sys.argv[2])
 `
