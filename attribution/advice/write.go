@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/slicemeter/slicemeter/attribution/report"
 )
 
 // By is how the advice is grouped.
@@ -270,7 +272,7 @@ func writeCSV(w io.Writer, header []string, rows [][]cell) error {
 		for i, c := range row {
 			rec[i] = c.text
 			if !c.number {
-				rec[i] = guard(c.text)
+				rec[i] = report.SpreadsheetSafe(c.text)
 			}
 		}
 		if err := cw.Write(rec); err != nil {
@@ -279,14 +281,6 @@ func writeCSV(w io.Writer, header []string, rows [][]cell) error {
 	}
 	cw.Flush()
 	return cw.Error()
-}
-
-// guard keeps a spreadsheet from evaluating a cell (README.md, "Tenant names").
-func guard(s string) string {
-	if s != "" && (s[0] == '=' || s[0] == '+' || s[0] == '-' || s[0] == '@' || s[0] == '\t' || s[0] == '\r') {
-		return "'" + s
-	}
-	return s
 }
 
 // writeJSON writes an array of objects with the CSV's fields, in its order (null where the
