@@ -51,7 +51,7 @@ func TestClusterDeployment(t *testing.T) {
 	collector := apptest.StartCollector(t, ctx, "--kafka.brokers", kfk.Brokers(), "--clickhouse.dsn", writeDSN,
 		"--clickhouse.cluster", name, "--kafka.group", "e2e-cluster", "--collector.flush-interval", "200ms")
 
-	apptest.MustRun(t, ctx, "exporter", "--source", "sim", "--scenario", file, "--sim.fast",
+	apptest.MustRun(t, ctx, "exporter", "--source", "sim", "--scenario", file, "--sim.fast", "--no-sim.allocations", // announced above
 		"--kafka.brokers", kfk.Brokers(), "--kafka.flush-interval", "5s", "--web.listen-address", "127.0.0.1:0")
 	instances := 5 // four MIG instances and a whole GPU
 	ticks := int(sc.Duration / sc.Interval)

@@ -76,7 +76,7 @@ func TestKafkaSASL(t *testing.T) {
 	}
 	plain := sk.User(kafkaconn.MechanismPlain)
 	exp := apptest.MustRun(t, ctx, append([]string{"exporter", "--source", "sim", "--scenario", file, "--sim.fast",
-		"--kafka.flush-interval", "1s", "--kafka.partitions", "2", "--web.listen-address", "127.0.0.1:0"}, secure(plain, plain.PasswordFile)...)...)
+		"--no-sim.allocations", "--kafka.flush-interval", "1s", "--kafka.partitions", "2", "--web.listen-address", "127.0.0.1:0"}, secure(plain, plain.PasswordFile)...)...)
 	noPassword("the exporter's output", exp.Stdout+exp.Stderr)
 	conn := connect(t, ctx, dsn)
 	waitSamplesAndAllocations(t, ctx, conn, simulatedCount(t, sc), uint64(len(events)), 2*time.Minute, collector)

@@ -56,8 +56,9 @@ func TestSeparateProcesses(t *testing.T) {
 				"--kafka.group", "e2e-"+name, "--collector.flush-interval", "200ms")
 			events := announceAllocations(t, ctx, brokers, sc)
 
+			// The test announces the allocations itself (announceAllocations): no simulated scheduler.
 			apptest.MustRun(t, ctx, "exporter", "--source", "sim", "--scenario", file, "--sim.fast", "--sim.start", start.Format(time.RFC3339),
-				"--kafka.brokers", kfk.Brokers(), "--kafka.flush-interval", "5s", "--web.listen-address", "127.0.0.1:0")
+				"--no-sim.allocations", "--kafka.brokers", kfk.Brokers(), "--kafka.flush-interval", "5s", "--web.listen-address", "127.0.0.1:0")
 			conn := connect(t, ctx, dsn)
 			waitSamplesAndAllocations(t, ctx, conn, simulatedCount(t, sc), uint64(len(events)), 3*time.Minute, collector)
 			// A clean stop: SIGTERM, final flush, exit 0.

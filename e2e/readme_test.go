@@ -85,8 +85,31 @@ func TestREADMESeparateProcesses(t *testing.T) {
 	cmd.Dir = root
 	// Its own process group, so that the block's background processes are stopped with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Files, not buffers: the block's background processes keep its output open after bash
+	// exits, and Wait would wait for them to close pipes.
+	dir := t.TempDir()
+	stdoutFile, err := os.Create(filepath.Join(dir, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdoutFile.Close()
+	stderrFile, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderrFile.Close()
+	cmd.Stdout, cmd.Stderr = stdoutFile, stderrFile
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	readOutput := func() {
+		stdout.Reset()
+		stderr.Reset()
+		if b, err := os.ReadFile(stdoutFile.Name()); err == nil {
+			stdout.Write(b)
+		}
+		if b, err := os.ReadFile(stderrFile.Name()); err == nil {
+			stderr.Write(b)
+		}
+	}
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -94,10 +117,17 @@ func TestREADMESeparateProcesses(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	stopGroup := func() {
-		// SIGTERM lets the stack stop its servers and the services flush; then SIGKILL.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		time.Sleep(3 * time.Second)
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		// SIGTERM lets the stack stop its servers and remove their directories (Kafka takes a
+		// few seconds) and the services flush; whatever is left after a minute gets SIGKILL.
+		pgid := cmd.Process.Pid
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if syscall.Kill(-pgid, 0) != nil { // ESRCH: the group is empty
+				return
+			}
+		}
+		t.Logf("the README's processes did not stop within a minute of SIGTERM; killing them")
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
 	var runErr error
 	select {
@@ -105,11 +135,13 @@ func TestREADMESeparateProcesses(t *testing.T) {
 	case <-ctx.Done():
 		stopGroup()
 		<-exited
+		readOutput()
 		t.Fatalf("the README's block did not finish within 4 minutes\nstdout:\n%s\nstderr:\n%s",
 			stdout.String(), apptest.Tail(stderr.String(), 60))
 	}
 	took := time.Since(began)
 	stopGroup()
+	readOutput()
 	if runErr != nil {
 		t.Fatalf("the README's block failed: %v\nstdout:\n%s\nstderr:\n%s", runErr, stdout.String(), apptest.Tail(stderr.String(), 60))
 	}

@@ -30,7 +30,7 @@ func newExporterCmd(app *kingpin.Application) *exporterCmd {
 	c.Flag("sim.node", "Simulate only this node of the scenario (default: every node).").StringVar(&cfg.SimNode)
 	c.Flag("sim.start", "Move the scenario to start at this time (RFC 3339, or now): samples then carry wall-clock timestamps, as Prometheus and the staleness alert expect.").StringVar(&cfg.SimStart)
 	c.Flag("sim.fast", "Run the simulated clock as fast as possible instead of in real time.").BoolVar(&cfg.Fast)
-	c.Flag("sim.allocations", "With --source sim and --kafka.brokers: publish the scenario's allocations on the allocations topic as a scheduler would, so that its tenants are billed (--no-sim.allocations: samples only).").Default("true").BoolVar(&cfg.SimAllocations)
+	c.Flag("sim.allocations", "With --source sim and --kafka.brokers: publish the scenario's allocations on the allocations topic as a scheduler would, so that its tenants are billed (--no-sim.allocations: samples only; with --kubernetes the pods' allocations instead).").Default("true").BoolVar(&cfg.SimAllocations)
 	c.Flag("node", "Node name in samples for --source nvml.").Default(host).StringVar(&cfg.Node)
 	c.Flag("nvml.library", "Path of libnvidia-ml.so.1 (default: the dynamic loader's search, then the usual driver directories).").StringVar(&cfg.NVMLLibrary)
 	c.Flag("interval", "Sampling interval for --source nvml.").Default("100ms").DurationVar(&cfg.Interval)

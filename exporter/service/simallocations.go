@@ -144,7 +144,8 @@ func (p *simScheduler) publish(ctx context.Context, events []*pb.AllocationEvent
 // startSimScheduler starts the simulated scheduler of a "sim" source with --sim.allocations
 // and brokers; the returned function stops it and closes its writer.
 func (s *Service) startSimScheduler(ctx context.Context) func() {
-	if s.cfg.Source != "sim" || !s.cfg.SimAllocations || len(s.kafka.Brokers) == 0 || s.src.scenario == nil {
+	// With --kubernetes the pods are the scheduler: their allocations are the ones published.
+	if s.cfg.Source != "sim" || !s.cfg.SimAllocations || len(s.kafka.Brokers) == 0 || s.src.scenario == nil || s.kube != nil {
 		return func() {}
 	}
 	w := s.kafka.NewWriter("", s.logger)
