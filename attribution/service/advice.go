@@ -16,6 +16,19 @@ import (
 // computing it reads a week of samples_1m.
 const adviceEvery = time.Hour
 
+// adviceRetryEmpty is how soon an advice that found nothing billed is computed again: on a
+// fresh install the first pass runs before any allocation is billed, and an hour of no gauges
+// would hide the fleet's first advice.
+const adviceRetryEmpty = 30 * time.Second
+
+// nextAdvice is when the advice computed at now is computed again.
+func nextAdvice(now time.Time, res advice.Result) time.Time {
+	if len(res.Rows) == 0 {
+		return now.Add(adviceRetryEmpty)
+	}
+	return now.Add(adviceEvery)
+}
+
 // adviceMetrics serve right-sizing advice over the last advice.DefaultWindow as gauges: each
 // tenant's savings over 30 days and the GPU-equivalents right-sizing frees per GPU model
 // (model="__fleet__": the whole fleet), for the economics dashboard.
@@ -60,7 +73,7 @@ func (m *adviceMetrics) update(ctx context.Context, conn store.Querier, book *pr
 		m.errors.Inc()
 		return err
 	}
-	m.set(res, now.Add(adviceEvery))
+	m.set(res, nextAdvice(now, res))
 	return nil
 }
 

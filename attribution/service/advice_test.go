@@ -63,3 +63,21 @@ slicemeter_advice_savings_30d{currency="USD",tenant="beta"} 0
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 }
+
+// An advice that found nothing billed (a fresh install's first pass) is computed again within
+// a minute, not an hour later.
+func TestNextAdvice(t *testing.T) {
+	now := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name string
+		res  advice.Result
+		want time.Duration
+	}{
+		{"nothing billed", advice.Result{}, adviceRetryEmpty},
+		{"advice", advice.Result{Rows: []advice.Row{{Tenant: "acme"}}}, adviceEvery},
+	} {
+		if got := nextAdvice(now, c.res).Sub(now); got != c.want {
+			t.Errorf("%s: next in %v, want %v", c.name, got, c.want)
+		}
+	}
+}
