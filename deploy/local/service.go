@@ -36,6 +36,20 @@ func (s *service) Pid() int {
 	return s.proc.pid()
 }
 
+// Died is nil while the server runs (or was stopped on purpose); once its process has exited
+// on its own (a crash, the OOM killer) it says how, with the tail of its logs.
+func (s *service) Died() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return nil
+	}
+	if dead, why := s.proc.exited(); dead {
+		return fmt.Errorf("%s (pid %d) exited on its own (%s)%s", s.name, s.proc.pid(), why, tails(s.logs()))
+	}
+	return nil
+}
+
 // Stop stops the server (SIGTERM, then SIGKILL after stopGrace) and keeps its data, so that
 // Restart brings it back on the same ports. Stopping a stopped server does nothing. The error
 // reports a server that had crashed before Stop.

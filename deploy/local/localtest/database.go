@@ -62,6 +62,18 @@ func Database(t testing.TB, opts DatabaseOptions) *DB {
 	ctx, cancel := context.WithTimeout(context.Background(), databaseTimeout)
 	defer cancel()
 	db := &DB{Name: name, DSN: ch.DSN(name), Server: ch}
+	// A server that died under an earlier test fails every later one: say why, once per test,
+	// instead of "connection refused".
+	if err := ch.Died(); err != nil {
+		t.Fatalf("the ClickHouse server under the tests is gone: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := ch.Died(); err != nil && !t.Failed() {
+			t.Errorf("the ClickHouse server died during the test: %v", err)
+		} else if err != nil {
+			t.Logf("the ClickHouse server died during the test: %v", err)
+		}
+	})
 	if err := recreate(ctx, ch, name); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ package localtest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -45,10 +46,13 @@ func (s *shared[T]) get(start func(context.Context) (T, error)) (T, error) {
 	return s.srv, s.err
 }
 
-func (s *shared[T]) close() {
+// close stops the server. Its error is a server that died while the tests ran (a crash, the
+// OOM killer), with the tail of its logs: the only account of why the tests after it failed.
+func (s *shared[T]) close() error {
 	if s.ok {
-		_ = s.srv.Close()
+		return s.srv.Close()
 	}
+	return nil
 }
 
 // The test binary's servers. Main stops them.
@@ -67,8 +71,14 @@ func Main(m *testing.M) {
 // of exiting.
 func Run(m *testing.M) int {
 	code := m.Run()
-	sharedClickHouse.close()
-	sharedKafka.close()
+	for _, err := range []error{sharedClickHouse.close(), sharedKafka.close()} {
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "localtest: the shared server died during the tests: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
 	return code
 }
 
