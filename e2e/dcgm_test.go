@@ -178,7 +178,9 @@ var dcgmPCIBusIDs = map[string]string{"0": "00000000:18:00.0", "1": "00000000:2A
 // The dcgm-exporter compatibility rules (alerts/dcgm-compat.rules.yml) in a real Prometheus that
 // scrapes the exporter's collector on loopback: dashboard 12239's expressions, every default
 // counter the rules publish, and every query of the GPU-health dashboard return series with the
-// labels dcgm-exporter's users expect (GPU_I_ID and GPU_I_PROFILE on MIG instances).
+// labels dcgm-exporter's users expect (GPU_I_ID and GPU_I_PROFILE on MIG instances); so do
+// dcgm-exporter's dashboard and every name as 4.9.0 and 4.10.0 renamed them, with 4.10's labels
+// and units, beside the old ones.
 func TestDCGMCompat(t *testing.T) {
 	t.Parallel()
 	localtest.SkipShort(t, "Prometheus")
