@@ -108,35 +108,56 @@ func overlap(a0, a1, b0, b1 int64) int64 {
 }
 
 // pollSchedulerLog reads the GPU's vGPU scheduler log. The driver keeps 200 entries, so it must
-// be read at least 5×/s (PollSchedulerLogs does it between ticks longer than 200 ms).
+// be read more often than they fill (Poll does it between ticks, SchedPollEvery says how often).
 func (s *Source) pollSchedulerLog(g *gpuDev, interval time.Duration) {
 	log, r := g.dev.GetVgpuSchedulerLog_v2(nvml.VgpuSchedulerLogInfo_v2{})
 	if !s.ok(g, "nvmlDeviceGetVgpuSchedulerLog_v2", r) {
 		return
 	}
+	g.slice = time.Duration(log.Timeslice) * time.Microsecond
 	n := min(int(log.EntriesCount), len(log.LogEntries))
 	g.sched.ingest(log.LogEntries[:n], int64(interval))
 	s.m.lateSched.Add(float64(g.sched.late))
 	g.sched.late = 0
 }
 
-// PollSchedulerLogs reads every vGPU GPU's scheduler log every 200 ms until ctx ends; run it
-// when the sampling interval is longer than that.
-func (s *Source) PollSchedulerLogs(ctx context.Context, interval time.Duration) {
-	tk := time.NewTicker(200 * time.Millisecond)
-	defer tk.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tk.C:
-		}
-		s.mu.Lock()
-		for _, g := range s.gpus {
-			if g.dev != nil && len(g.vgpus) > 0 && g.schedOK && g.can("nvmlDeviceGetVgpuSchedulerLog_v2") {
-				s.pollSchedulerLog(g, interval)
+// SchedPollEvery is how often a vGPU scheduler log with time slice slice (0: not known yet) must
+// be read: at least 5 times a second, and before half of the driver's 200 entries (one per run
+// slice) are written, so that a late read still overlaps the previous one.
+func SchedPollEvery(slice time.Duration) time.Duration {
+	every := 200 * time.Millisecond
+	if slice > 0 && 100*slice < every {
+		every = 100 * slice
+	}
+	return every
+}
+
+// PollEvery is how often, in the source's time, the vGPU scheduler logs must be read between
+// ticks (exporter.Poller); 0 where no GPU hosts vGPUs with a scheduler log.
+func (s *Source) PollEvery() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var every time.Duration
+	for _, g := range s.gpus {
+		if g.dev != nil && len(g.vgpus) > 0 && g.schedOK && g.can("nvmlDeviceGetVgpuSchedulerLog_v2") {
+			if e := SchedPollEvery(g.slice); every == 0 || e < every {
+				every = e
 			}
 		}
-		s.mu.Unlock()
 	}
+	return every
+}
+
+// Poll reads every vGPU GPU's scheduler log (exporter.Poller): the loop calls it between ticks
+// on the ticks' clock, so a simulated or replayed node is read on the same schedule as a real one.
+// A failed read is counted and logged by the source, as in Read.
+func (s *Source) Poll(_ context.Context, _ time.Time, interval time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.gpus {
+		if g.dev != nil && len(g.vgpus) > 0 && g.schedOK && g.can("nvmlDeviceGetVgpuSchedulerLog_v2") {
+			s.pollSchedulerLog(g, interval)
+		}
+	}
+	return nil
 }

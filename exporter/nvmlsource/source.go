@@ -60,7 +60,7 @@ type Source struct {
 	logger *slog.Logger
 	logs   *lograte.Limiter // what may repeat every tick (XIDs): once a minute per kind
 
-	mu           sync.Mutex // Read and PollSchedulerLogs
+	mu           sync.Mutex // Read and Poll
 	gpus         []*gpuDev
 	events       nvml.EventSet
 	lastDiscover time.Time
@@ -84,7 +84,8 @@ type gpuDev struct {
 	gpm     bool       // GPM supported (Hopper or newer)
 	gpmMIG  bool       // nvmlGpmMigSampleGet present
 	devGPM  *gpmTarget
-	schedOK bool // nvmlDeviceGetVgpuSchedulerLog_v2 present
+	schedOK bool          // nvmlDeviceGetVgpuSchedulerLog_v2 present
+	slice   time.Duration // the vGPU scheduler's time slice, from its log (0: not read yet)
 
 	unsupported map[string]bool // calls that returned NOT_SUPPORTED are not made again
 	fields      *fieldState     // the health field values asked every tick
