@@ -54,11 +54,12 @@ var ErrLibraryNotFound = errors.New("the NVML library libnvidia-ml.so.1 was not 
 // Source samples one node through NVML. Read takes the window [t−interval, t): what the
 // driver buffered since the previous tick.
 type Source struct {
-	lib    nvml.Interface
-	cfg    Config
-	m      *Metrics
-	logger *slog.Logger
-	logs   *lograte.Limiter // what may repeat every tick (XIDs): once a minute per kind
+	lib      nvml.Interface
+	cfg      Config
+	m        *Metrics
+	logger   *slog.Logger
+	lostLogs *lograte.Limiter // wrapped vGPU scheduler logs: once per sampling interval
+	logs     *lograte.Limiter // what may repeat every tick (XIDs): once a minute per kind
 
 	mu           sync.Mutex // Read and Poll
 	gpus         []*gpuDev
