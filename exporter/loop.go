@@ -120,6 +120,13 @@ func (l *Loop) Run(ctx context.Context) (int64, error) {
 		if !l.End.IsZero() && !t.Before(l.End) {
 			break
 		}
+		// What the source must read between ticks (the vGPU scheduler log), on the same clock.
+		if _, err := PollBefore(ctx, l.Source, l.Clock, t, l.Interval); err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			refusals.Log(ctx, time.Now(), slog.LevelWarn, "source_poll", "a read of the source between ticks failed", "tick", t, "err", err)
+		}
 		if err := l.Clock.WaitUntil(ctx, t); err != nil {
 			break
 		}

@@ -9,6 +9,7 @@ type Metrics struct {
 	gpuFailures *prometheus.CounterVec
 	utilSamples prometheus.Counter
 	lateSched   prometheus.Counter
+	lostSched   *prometheus.CounterVec
 }
 
 // NewMetrics registers the source's metrics with reg (nil: unregistered).
@@ -29,6 +30,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		lateSched: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slicemeter_exporter_vgpu_scheduler_late_entries_total", Help: "vGPU scheduler log entries read after the tick their run started in was reported: that run time is missing from it, the wait is counted in the next tick.",
 		}),
+		lostSched: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slicemeter_exporter_vgpu_schedlog_lost_seconds_total", Help: "GPU time whose vGPU scheduler log entries the driver overwrote before they were read (the 200-entry log wrapped between two reads); the ticks it reaches are marked unmeasured (sm_active_unavailable), never idle.",
+		}, []string{"gpu"}),
 	}
 	// Every call's series exists from the start at 0, so that increase() and the NVML error
 	// alert see a call's first failure.
@@ -37,13 +41,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.errors.WithLabelValues(call)
 	}
 	if reg != nil {
-		reg.MustRegister(m.calls, m.errors, m.gpuFailures, m.utilSamples, m.lateSched)
+		reg.MustRegister(m.calls, m.errors, m.gpuFailures, m.utilSamples, m.lateSched, m.lostSched)
 	}
 	return m
 }
 
 // gpuFound starts the GPU's read-failure series at 0.
-func (m *Metrics) gpuFound(uuid string) { m.gpuFailures.WithLabelValues(uuid) }
+func (m *Metrics) gpuFound(uuid string) {
+	m.gpuFailures.WithLabelValues(uuid)
+	m.lostSched.WithLabelValues(uuid)
+}
 
 // Calls are the NVML calls the source makes and counts (the call label's values);
 // TestCallsListsEveryCall keeps the list complete.

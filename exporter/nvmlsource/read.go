@@ -242,6 +242,9 @@ func (s *Source) readVGPU(dst []*pb.Sample, g *gpuDev, st *exporter.GPUState, ba
 			run := tick.run[uint32(v.index)]
 			smp.Vgpu = &pb.VgpuSchedule{RunNs: uint64(run), SwitchNs: uint64(tick.switching), WaitsNs: tick.waits[uint32(v.index)]}
 			smp.SmActive = float64(run) / float64(interval)
+			// Part of the window's log was overwritten unread: its run time is unknown, which
+			// attribution must not read as idle (no efficiency, no waste from this tick).
+			smp.SmActiveUnavailable = tick.lost
 		}
 		act := exporter.InstanceActivity{InstanceID: smp.InstanceId, VMID: v.vmID, VGPUType: v.profile}
 		if h, ok := VgpuHandle(v.inst); ok {

@@ -2,10 +2,13 @@ package nvmlsource
 
 import (
 	"context"
+	"log/slog"
 	"sort"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/slicemeter/slicemeter/internal/lograte"
 )
 
 // schedLog turns one physical GPU's vGPU scheduler log into per-tick run time, waits and switch
@@ -20,6 +23,11 @@ type schedLog struct {
 	prevEnd   map[uint32]int64 // runlist → end of its latest run (ns)
 	prevCum   map[uint32]uint64
 	late      uint64 // slices that started inside an already reported window (their run there is lost)
+	prevTotal map[uint32]uint64
+	// lost: spans of GPU time (ns) whose entries the driver overwrote before a read (the log
+	// wrapped); the windows they reach are unmeasured, never idle.
+	lost  [][2]int64
+	reads int // reads ingested
 }
 
 type runSlice struct {
@@ -39,15 +47,18 @@ type schedTick struct {
 	run       map[uint32]int64
 	waits     map[uint32][]uint64
 	switching int64
+	lost      bool // part of the window's log was overwritten before it was read
 }
 
 func newSchedLog() *schedLog {
-	return &schedLog{prevEnd: map[uint32]int64{}, prevCum: map[uint32]uint64{}}
+	return &schedLog{prevEnd: map[uint32]int64{}, prevCum: map[uint32]uint64{}, prevTotal: map[uint32]uint64{}}
 }
 
 // ingest adds the entries not seen before. gap is the sampling interval: a pause of a whole
-// interval or more between two runs of a vGPU means it had no work, so it is not a wait.
-func (l *schedLog) ingest(entries []nvml.VgpuSchedulerLogEntry_v2, gap int64) {
+// interval or more between two runs of a vGPU means it had no work, so it is not a wait. It
+// returns the GPU time (ns) whose entries were lost: a full log with no entry of the previous
+// read, whose oldest run does not follow its runlist's previous one.
+func (l *schedLog) ingest(entries []nvml.VgpuSchedulerLogEntry_v2, gap int64) (lost int64) {
 	fresh := make([]nvml.VgpuSchedulerLogEntry_v2, 0, len(entries))
 	for _, e := range entries {
 		if e.Timestamp > l.lastSeen {
@@ -56,6 +67,21 @@ func (l *schedLog) ingest(entries []nvml.VgpuSchedulerLogEntry_v2, gap int64) {
 	}
 	// The driver's ring is not necessarily in time order once it has wrapped.
 	sort.Slice(fresh, func(i, j int) bool { return fresh[i].Timestamp < fresh[j].Timestamp })
+	if l.reads > 0 && len(fresh) > 0 && len(fresh) == len(entries) && len(entries) >= schedLogEntries {
+		// No overlap with the previous read: lost entries, if the oldest run does not follow
+		// its runlist's previous one (a runlist never seen had run 0 before).
+		o := fresh[0]
+		if prev := l.prevTotal[o.SwRunlistId]; o.TimeRunTotal-o.TimeRun > prev {
+			from, to := int64(l.lastSeen), int64(o.Timestamp-o.TimeRun)
+			if from == 0 { // nothing seen before: at least that runlist's missing run is lost
+				from = to - int64(o.TimeRunTotal-o.TimeRun-prev)
+			}
+			if to > from {
+				l.lost = append(l.lost, [2]int64{from, to})
+				lost = to - from
+			}
+		}
+	}
 	for _, e := range fresh {
 		l.lastSeen = e.Timestamp
 		end := int64(e.Timestamp)
@@ -67,6 +93,7 @@ func (l *schedLog) ingest(entries []nvml.VgpuSchedulerLogEntry_v2, gap int64) {
 			s.switchEnd = end + int64(e.CumulativePreemptionTime)
 		}
 		l.prevCum[e.SwRunlistId] = e.CumulativePreemptionTime
+		l.prevTotal[e.SwRunlistId] = e.TimeRunTotal
 		if pe, ok := l.prevEnd[e.SwRunlistId]; ok && s.start >= pe && s.start-pe < gap {
 			s.wait, s.hasWait = s.start-pe, true
 		}
@@ -77,7 +104,12 @@ func (l *schedLog) ingest(entries []nvml.VgpuSchedulerLogEntry_v2, gap int64) {
 		}
 		l.held = append(l.held, s)
 	}
+	l.reads++
+	return lost
 }
+
+// schedLogEntries is the driver's scheduler log capacity (NVML_SCHEDULER_SW_MAX_LOG_ENTRIES).
+const schedLogEntries = 200
 
 // window reports [from, to) (ns) and forgets what cannot reach a later window.
 func (l *schedLog) window(from, to int64) schedTick {
@@ -95,6 +127,16 @@ func (l *schedLog) window(from, to int64) schedTick {
 		}
 	}
 	l.held = kept
+	lost := l.lost[:0]
+	for _, sp := range l.lost {
+		if sp[1] > from && sp[0] < to {
+			out.lost = true
+		}
+		if sp[1] > to {
+			lost = append(lost, sp)
+		}
+	}
+	l.lost = lost
 	l.processed = max(l.processed, to)
 	return out
 }
@@ -108,35 +150,64 @@ func overlap(a0, a1, b0, b1 int64) int64 {
 }
 
 // pollSchedulerLog reads the GPU's vGPU scheduler log. The driver keeps 200 entries, so it must
-// be read at least 5×/s (PollSchedulerLogs does it between ticks longer than 200 ms).
+// be read more often than they fill (Poll does it between ticks, SchedPollEvery says how often).
 func (s *Source) pollSchedulerLog(g *gpuDev, interval time.Duration) {
 	log, r := g.dev.GetVgpuSchedulerLog_v2(nvml.VgpuSchedulerLogInfo_v2{})
 	if !s.ok(g, "nvmlDeviceGetVgpuSchedulerLog_v2", r) {
 		return
 	}
+	g.slice = time.Duration(log.Timeslice) * time.Microsecond
 	n := min(int(log.EntriesCount), len(log.LogEntries))
-	g.sched.ingest(log.LogEntries[:n], int64(interval))
+	if lost := g.sched.ingest(log.LogEntries[:n], int64(interval)); lost > 0 {
+		s.m.lostSched.WithLabelValues(g.uuid).Add(time.Duration(lost).Seconds())
+		if s.lostLogs == nil {
+			s.lostLogs = lograte.New(s.logger, interval)
+		}
+		s.lostLogs.Log(context.Background(), time.Now(), slog.LevelWarn, "vgpu_schedlog_wrapped",
+			"the vGPU scheduler log wrapped between two reads: its run time is lost, the ticks it reaches are unmeasured",
+			"gpu", g.uuid, "lost", time.Duration(lost))
+	}
 	s.m.lateSched.Add(float64(g.sched.late))
 	g.sched.late = 0
 }
 
-// PollSchedulerLogs reads every vGPU GPU's scheduler log every 200 ms until ctx ends; run it
-// when the sampling interval is longer than that.
-func (s *Source) PollSchedulerLogs(ctx context.Context, interval time.Duration) {
-	tk := time.NewTicker(200 * time.Millisecond)
-	defer tk.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tk.C:
-		}
-		s.mu.Lock()
-		for _, g := range s.gpus {
-			if g.dev != nil && len(g.vgpus) > 0 && g.schedOK && g.can("nvmlDeviceGetVgpuSchedulerLog_v2") {
-				s.pollSchedulerLog(g, interval)
+// SchedPollEvery is how often a vGPU scheduler log with time slice slice (0: not known yet) must
+// be read: at least 5 times a second, and before half of the driver's 200 entries (one per run
+// slice) are written, so that a late read still overlaps the previous one.
+func SchedPollEvery(slice time.Duration) time.Duration {
+	every := 200 * time.Millisecond
+	if slice > 0 && 100*slice < every {
+		every = 100 * slice
+	}
+	return every
+}
+
+// PollEvery is how often, in the source's time, the vGPU scheduler logs must be read between
+// ticks (exporter.Poller); 0 where no GPU hosts vGPUs with a scheduler log.
+func (s *Source) PollEvery() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var every time.Duration
+	for _, g := range s.gpus {
+		if g.dev != nil && len(g.vgpus) > 0 && g.schedOK && g.can("nvmlDeviceGetVgpuSchedulerLog_v2") {
+			if e := SchedPollEvery(g.slice); every == 0 || e < every {
+				every = e
 			}
 		}
-		s.mu.Unlock()
 	}
+	return every
+}
+
+// Poll reads every vGPU GPU's scheduler log (exporter.Poller): the loop calls it between ticks
+// on the ticks' clock, so a simulated or replayed node is read on the same schedule as a real one.
+// A failed read is counted and logged by the source, as in Read.
+func (s *Source) Poll(_ context.Context, _ time.Time, interval time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.gpus {
+		if g.dev != nil && len(g.vgpus) > 0 && g.schedOK && g.can("nvmlDeviceGetVgpuSchedulerLog_v2") {
+			s.pollSchedulerLog(g, interval)
+		}
+	}
+	return nil
 }

@@ -54,13 +54,14 @@ var ErrLibraryNotFound = errors.New("the NVML library libnvidia-ml.so.1 was not 
 // Source samples one node through NVML. Read takes the window [t−interval, t): what the
 // driver buffered since the previous tick.
 type Source struct {
-	lib    nvml.Interface
-	cfg    Config
-	m      *Metrics
-	logger *slog.Logger
-	logs   *lograte.Limiter // what may repeat every tick (XIDs): once a minute per kind
+	lib      nvml.Interface
+	cfg      Config
+	m        *Metrics
+	logger   *slog.Logger
+	lostLogs *lograte.Limiter // wrapped vGPU scheduler logs: once per sampling interval
+	logs     *lograte.Limiter // what may repeat every tick (XIDs): once a minute per kind
 
-	mu           sync.Mutex // Read and PollSchedulerLogs
+	mu           sync.Mutex // Read and Poll
 	gpus         []*gpuDev
 	events       nvml.EventSet
 	lastDiscover time.Time
@@ -84,7 +85,8 @@ type gpuDev struct {
 	gpm     bool       // GPM supported (Hopper or newer)
 	gpmMIG  bool       // nvmlGpmMigSampleGet present
 	devGPM  *gpmTarget
-	schedOK bool // nvmlDeviceGetVgpuSchedulerLog_v2 present
+	schedOK bool          // nvmlDeviceGetVgpuSchedulerLog_v2 present
+	slice   time.Duration // the vGPU scheduler's time slice, from its log (0: not read yet)
 
 	unsupported map[string]bool // calls that returned NOT_SUPPORTED are not made again
 	fields      *fieldState     // the health field values asked every tick

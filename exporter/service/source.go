@@ -113,10 +113,8 @@ func openNVML(cfg *Config, shares exporter.Shares, m *nvmlsource.Metrics, logger
 	s := &source{Source: src, start: start, end: end, interval: interval, clock: exporter.RealClock{},
 		close:    func() error { return errors.Join(src.Close(), closeRec()) },
 		describe: []any{"source", "nvml", "node", cfg.Node, "record", cfg.Record}}
-	if interval > 200*time.Millisecond {
-		// The driver's vGPU scheduler log holds 200 entries: read it at least 5×/s.
-		s.poll = func(ctx context.Context) { src.PollSchedulerLogs(ctx, interval) }
-	}
+	// The driver's vGPU scheduler log holds 200 entries: the loop reads it between ticks on
+	// the ticks' clock (exporter.Poller, PollBefore).
 	return s, nil
 }
 

@@ -40,8 +40,11 @@ type gpu struct {
 	energyMJ uint64                          // total energy counter
 	slices   []runSlice                      // vGPU runs of the current tick
 	schedLog []nvml.VgpuSchedulerLogEntry_v2 // the latest schedLogSize entries
-	runTotal []time.Duration                 // per vGPU
-	preempt  []time.Duration                 // per vGPU, cumulative switch time
+	// schedNext: entries of the current tick not yet written (their run ends after the time
+	// the log was last read at).
+	schedNext []nvml.VgpuSchedulerLogEntry_v2
+	runTotal  []time.Duration // per vGPU
+	preempt   []time.Duration // per vGPU, cumulative switch time
 }
 
 type instance struct {
@@ -251,4 +254,14 @@ func (g *gpu) memUsed(d time.Duration) uint64 {
 		used += inst.memUsed(d)
 	}
 	return used
+}
+
+// hasVGPUs says whether a GPU of the node hosts vGPUs (it has a scheduler log to read).
+func (n *node) hasVGPUs() bool {
+	for _, g := range n.gpus {
+		if g.sched != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -88,7 +88,7 @@ func (w *world) advance(d time.Duration) {
 		for _, s := range g.slices {
 			g.runTotal[s.vgpu] += s.runEnd - s.start
 			g.preempt[s.vgpu] += s.switchEnd - s.runEnd
-			g.schedLog = append(g.schedLog, nvml.VgpuSchedulerLogEntry_v2{
+			g.schedNext = append(g.schedNext, nvml.VgpuSchedulerLogEntry_v2{
 				Timestamp:                uint64(w.start.Add(s.runEnd).UnixNano()),
 				TimeRunTotal:             uint64(g.runTotal[s.vgpu]),
 				TimeRun:                  uint64(s.runEnd - s.start),
@@ -97,6 +97,29 @@ func (w *world) advance(d time.Duration) {
 				CumulativePreemptionTime: uint64(g.preempt[s.vgpu]),
 			})
 		}
+	}
+}
+
+// write puts the scheduler log entries of runs that ended by d (offset from the start) into the
+// driver's ring of schedLogSize entries, so that a read between ticks sees the log as it
+// stands then, and a read that comes too late finds it wrapped.
+// d < 0 writes them all: a read at a tick's end sees the whole tick, as it always has (a run
+// that reaches past the tick's end is logged with it).
+func (w *world) write(d time.Duration) {
+	limit := uint64(math.MaxUint64)
+	if d >= 0 {
+		limit = uint64(w.start.Add(d).UnixNano())
+	}
+	for _, g := range w.n.gpus {
+		rest := g.schedNext[:0]
+		for _, e := range g.schedNext {
+			if e.Timestamp <= limit {
+				g.schedLog = append(g.schedLog, e)
+			} else {
+				rest = append(rest, e)
+			}
+		}
+		g.schedNext = rest
 		if len(g.schedLog) > schedLogSize {
 			g.schedLog = append(g.schedLog[:0], g.schedLog[len(g.schedLog)-schedLogSize:]...)
 		}

@@ -118,28 +118,19 @@ func (s *Source) Read(ctx context.Context, t time.Time, interval time.Duration) 
 				_ = n.src.Close()
 				n.src = nil
 			}
-			n.world.advance(d)
+			if n.world.d != d {
+				n.world.advance(d)
+			}
+			n.world.write(-1)
 			continue
 		}
-		if n.src == nil {
-			// Opened while the world still stands at t, the end of the previous tick.
-			var lib nvml.Interface = n.world.lib
-			ids := nvmlsource.Indices
-			if s.sc.UUIDs {
-				ids = nvmlsource.UUIDs
-			}
-			cfg := nvmlsource.Config{Node: n.name, IDs: ids, Metrics: s.opts.Metrics, Logger: s.opts.Logger,
-				Rediscover: s.opts.Rediscover, Shares: shares{n, s.sc.UUIDs}}
-			if r := s.opts.Recorder; r != nil {
-				lib, cfg.BeforeRead = r.Library(lib), r.BeginTick
-			}
-			src, err := nvmlsource.Open(lib, cfg, t)
-			if err != nil {
-				return nil, fmt.Errorf("opening the simulated NVML of node %s: %w", n.name, err)
-			}
-			n.src = src
+		if err := s.open(n, t); err != nil {
+			return nil, err
 		}
-		n.world.advance(d)
+		if n.world.d != d { // not yet advanced by a poll
+			n.world.advance(d)
+		}
+		n.world.write(-1)
 		ns, err := n.src.Read(ctx, t.Add(interval), interval)
 		if err != nil {
 			return nil, fmt.Errorf("reading the simulated NVML of node %s: %w", n.name, err)
@@ -147,6 +138,76 @@ func (s *Source) Read(ctx context.Context, t time.Time, interval time.Duration) 
 		out = append(out, ns...)
 	}
 	return out, nil
+}
+
+// open starts the node's nvml source if it has none, while the world still stands at t, the end
+// of the previous tick.
+func (s *Source) open(n *node, t time.Time) error {
+	if n.src != nil {
+		return nil
+	}
+	var lib nvml.Interface = n.world.lib
+	ids := nvmlsource.Indices
+	if s.sc.UUIDs {
+		ids = nvmlsource.UUIDs
+	}
+	cfg := nvmlsource.Config{Node: n.name, IDs: ids, Metrics: s.opts.Metrics, Logger: s.opts.Logger,
+		Rediscover: s.opts.Rediscover, Shares: shares{n, s.sc.UUIDs}}
+	if r := s.opts.Recorder; r != nil {
+		lib, cfg.BeforeRead = r.Library(lib), r.BeginTick
+	}
+	src, err := nvmlsource.Open(lib, cfg, t)
+	if err != nil {
+		return fmt.Errorf("opening the simulated NVML of node %s: %w", n.name, err)
+	}
+	n.src = src
+	return nil
+}
+
+var _ exporter.Poller = (*Source)(nil)
+
+// PollEvery is how often the nodes' vGPU scheduler logs must be read (exporter.Poller); a node
+// whose source has not started yet is read as often as an unknown time slice needs.
+func (s *Source) PollEvery() time.Duration {
+	var every time.Duration
+	for _, n := range s.nodes {
+		var e time.Duration
+		switch {
+		case n.src != nil:
+			e = n.src.PollEvery()
+		case n.hasVGPUs():
+			e = nvmlsource.SchedPollEvery(0)
+		}
+		if e > 0 && (every == 0 || e < every) {
+			every = e
+		}
+	}
+	return every
+}
+
+// Poll reads the nodes' vGPU scheduler logs at loop time at, between the ticks (exporter.Poller).
+// Read(t) reads the world's tick [t, t+interval) at its end, so the simulated time of a poll is
+// at + interval: the world advances to the tick that holds it, and the log holds the entries
+// of the runs that ended by then.
+func (s *Source) Poll(ctx context.Context, at time.Time, interval time.Duration) error {
+	now := at.Add(interval).Sub(s.sc.Start)
+	d := now / interval * interval
+	for _, n := range s.nodes {
+		if n.down(d) || !n.hasVGPUs() {
+			continue
+		}
+		if err := s.open(n, s.sc.Start.Add(d)); err != nil {
+			return err
+		}
+		if n.world.d != d {
+			n.world.advance(d)
+		}
+		n.world.write(now)
+		if err := n.src.Poll(ctx, at, interval); err != nil {
+			return fmt.Errorf("polling the simulated NVML of node %s: %w", n.name, err)
+		}
+	}
+	return nil
 }
 
 // NVMLCalls counts the NVML calls made by the nodes' nvml sources since they last started.
