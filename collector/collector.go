@@ -133,7 +133,16 @@ type Collector struct {
 	// ever used by that stage (and the final flush after it stopped); flushes counts its runs.
 	tails       map[instanceKey]*tailState
 	flushes     uint64
-	rollupStats struct{ memorySeconds, memoryMinutes, recomputedSeconds, recomputedMinutes int }
+	rollupStats rollupStats
+	rollupBufs  [2]rollupColumns // samples_1s and samples_1m rows, reused by every flush
+}
+
+// rollupStats says what the rollup stage did, for tests and the benchmark.
+type rollupStats struct {
+	memorySeconds, memoryMinutes, recomputedSeconds, recomputedMinutes int
+	// Where its time went: reading what samples_1s holds, computing rows, inserting them,
+	// recomputing in ClickHouse.
+	check, compute, insert, recompute time.Duration
 }
 
 // batch is what has been fetched but not yet flushed.

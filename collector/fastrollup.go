@@ -77,8 +77,8 @@ type keyRows struct {
 	last    uint32  // last second with a piece
 	firstTs uint64
 	lastTs  uint64
-	rows    []*rollRow // by second - first
-	exactTo uint32     // seconds <= exactTo are recomputed in ClickHouse (0: none)
+	rows    []rollRow // by second - first; those without pieces are not rows
+	exactTo uint32    // seconds <= exactTo are recomputed in ClickHouse (0: none)
 	mode    int
 }
 
@@ -92,11 +92,13 @@ const (
 // can in memory, the others recomputed in ClickHouse. tails is updated only when all of it is
 // stored.
 func (c *Collector) rollupInMemory(ctx context.Context, s *sampleColumns) error {
+	t0 := time.Now()
 	groups := groupSamples(s)
 	if len(groups) == 0 {
 		return nil
 	}
-	// What samples_1s holds from the earliest minute on.
+	// What samples_1s holds from the earliest minute on, read while the rows are computed as
+	// if it held what the collector remembers (almost always so; otherwise computed again).
 	nodes := map[string]struct{}{}
 	from := uint32(0)
 	for i, g := range groups {
@@ -105,21 +107,43 @@ func (c *Collector) rollupInMemory(ctx context.Context, s *sampleColumns) error 
 			from = m
 		}
 	}
-	held, err := readHeld(ctx, c.conn, nodes, from)
-	if err != nil {
-		return err
+	type heldResult struct {
+		held map[instanceKey][]heldMinute
+		err  error
+		took time.Duration
 	}
+	heldCh := make(chan heldResult, 1)
+	go func() {
+		start := time.Now()
+		held, err := readHeld(ctx, c.conn, nodes, from)
+		heldCh <- heldResult{held, err, time.Since(start)}
+	}()
+	merged := make([]bool, len(groups)) // built with the remembered tail's row
+	for i, g := range groups {
+		if g.last-g.first >= maxKeySpan {
+			continue
+		}
+		st := c.tails[g.key]
+		merged[i] = st != nil && st.last == g.first && g.firstTs > st.lastTs
+		if merged[i] {
+			g.build(s, st)
+		} else {
+			g.build(s, nil)
+		}
+	}
+	res := <-heldCh
+	if res.err != nil {
+		return res.err
+	}
+	c.rollupStats.check += res.took
+	held := res.held
 
-	var secCols, minCols rollupColumns
+	secCols, minCols := &c.rollupBufs[0], &c.rollupBufs[1]
+	secCols.reset()
+	minCols.reset()
 	var exactSecs, exactMins touched
 	newTails := make(map[instanceKey]*tailState, len(groups))
-	for _, g := range groups {
-		st := c.tails[g.key]
-		g.decide(st, held[g.key])
-		var tail *tailState
-		if g.mode == modeContinue {
-			tail = st
-		}
+	for i, g := range groups {
 		if g.last-g.first >= maxKeySpan {
 			// Too wide to hold a row per second: all of it in ClickHouse.
 			exactSecs.addNode(g.key.node)
@@ -131,23 +155,49 @@ func (c *Collector) rollupInMemory(ctx context.Context, s *sampleColumns) error 
 			newTails[g.key] = nil
 			continue
 		}
-		g.build(s, tail)
-		newTails[g.key] = g.emit(tail, held[g.key], &secCols, &minCols, &exactSecs, &exactMins)
+		st := c.tails[g.key]
+		g.decide(st, held[g.key])
+		var tail *tailState
+		if g.mode == modeContinue {
+			tail = st
+		}
+		if merge := tail != nil && tail.last == g.first; merge != merged[i] {
+			g.build(s, tail) // what samples_1s holds is not what the collector remembers
+		}
+		newTails[g.key] = g.emit(tail, held[g.key], secCols, minCols, &exactSecs, &exactMins)
 	}
+	t1 := time.Now()
+	c.rollupStats.compute += t1.Sub(t0) - res.took
 
+	// The rows computed here, both tables at once; then the recomputations, seconds before
+	// the minutes that sum them.
+	insertErr := make(chan error, 1)
+	go func() {
+		var err error
+		if minCols.len() > 0 {
+			if err = insertColumns(ctx, c.conn, tables.Samples1m, tables.RollupColumns, minCols.columns()); err != nil {
+				err = fmt.Errorf("insert %d samples_1m rows: %w", minCols.len(), err)
+			}
+		}
+		insertErr <- err
+	}()
+	var err error
 	if secCols.len() > 0 {
-		if err := insertColumns(ctx, c.conn, tables.Samples1s, tables.RollupColumns, secCols.columns()); err != nil {
-			return fmt.Errorf("insert %d samples_1s rows: %w", secCols.len(), err)
+		if err = insertColumns(ctx, c.conn, tables.Samples1s, tables.RollupColumns, secCols.columns()); err != nil {
+			err = fmt.Errorf("insert %d samples_1s rows: %w", secCols.len(), err)
 		}
 	}
+	if err1m := <-insertErr; err == nil {
+		err = err1m
+	}
+	if err != nil {
+		return err
+	}
+	t2 := time.Now()
+	c.rollupStats.insert += t2.Sub(t1)
 	if !exactSecs.empty() {
 		if err := recomputeSeconds(ctx, c.conn, &exactSecs); err != nil {
 			return err
-		}
-	}
-	if minCols.len() > 0 {
-		if err := insertColumns(ctx, c.conn, tables.Samples1m, tables.RollupColumns, minCols.columns()); err != nil {
-			return fmt.Errorf("insert %d samples_1m rows: %w", minCols.len(), err)
 		}
 	}
 	if !exactMins.empty() {
@@ -155,6 +205,7 @@ func (c *Collector) rollupInMemory(ctx context.Context, s *sampleColumns) error 
 			return err
 		}
 	}
+	c.rollupStats.recompute += time.Since(t2)
 	c.rollupStats.memorySeconds += secCols.len()
 	c.rollupStats.memoryMinutes += minCols.len()
 	c.rollupStats.recomputedSeconds += len(exactSecs.seconds)
@@ -335,10 +386,14 @@ func (g *keyRows) decide(st *tailState, held []heldMinute) {
 // build computes g's samples_1s rows from its samples, the tail's row first where they join
 // it (tail nil: none).
 func (g *keyRows) build(s *sampleColumns, tail *tailState) {
-	g.rows = make([]*rollRow, g.last-g.first+1)
+	if n := int(g.last - g.first + 1); cap(g.rows) >= n {
+		g.rows = g.rows[:n]
+		clear(g.rows)
+	} else {
+		g.rows = make([]rollRow, n)
+	}
 	if tail != nil && tail.last == g.first {
-		r := tail.tail.clone()
-		g.rows[0] = &r
+		g.rows[0] = tail.tail.clone()
 	}
 	for _, i := range g.idx {
 		ts := s.tsNs[i]
@@ -347,14 +402,19 @@ func (g *keyRows) build(s *sampleColumns, tail *tailState) {
 		for sec := firstSec; sec <= (ts+iv-1)/1e9; sec++ {
 			lo := max(ts, sec*1e9) - sec*1e9
 			hi := min(ts+iv, (sec+1)*1e9) - sec*1e9
-			r := g.rows[uint32(sec)-g.first]
-			if r == nil {
-				r = &rollRow{time: uint32(sec)}
-				g.rows[uint32(sec)-g.first] = r
-			}
+			r := &g.rows[uint32(sec)-g.first]
+			r.time = uint32(sec)
 			r.addPiece(s, int(i), lo, hi, iv, sec == firstSec)
 		}
 	}
+}
+
+// row is the row of second sec, nil if no sample has a piece in it.
+func (g *keyRows) row(sec uint32) *rollRow {
+	if r := &g.rows[sec-g.first]; r.pieces > 0 {
+		return r
+	}
+	return nil
 }
 
 // memory is whether second sec's row is written from memory (it has one: a piece of a sample).
@@ -362,7 +422,7 @@ func (g *keyRows) memory(sec uint32) bool {
 	if g.mode == modeExact && sec <= g.exactTo {
 		return false
 	}
-	r := g.rows[sec-g.first]
+	r := g.row(sec)
 	return r != nil && !r.irregular
 }
 
@@ -372,7 +432,7 @@ func (g *keyRows) memory(sec uint32) bool {
 func (g *keyRows) emit(tail *tailState, held []heldMinute, secCols, minCols *rollupColumns, exactSecs, exactMins *touched) *tailState {
 	node, inst := g.key.node, g.key.instance
 	for sec := g.first; sec <= g.last; sec++ {
-		r := g.rows[sec-g.first]
+		r := g.row(sec)
 		switch {
 		case r == nil:
 		case g.memory(sec):
@@ -409,7 +469,7 @@ func (g *keyRows) emit(tail *tailState, held []heldMinute, secCols, minCols *rol
 		}
 		rows = rows[:0]
 		for sec := max(m, g.first); sec <= min(m+59, g.last); sec++ {
-			r := g.rows[sec-g.first]
+			r := g.row(sec)
 			if r == nil {
 				continue
 			}
@@ -447,7 +507,7 @@ func (g *keyRows) emit(tail *tailState, held []heldMinute, secCols, minCols *rol
 			// it, unless the batch wrote seconds before exactTo that may have been new.
 			nt.secs = heldSecs(m)
 			for sec := max(m, g.first); sec <= g.last; sec++ {
-				switch r := g.rows[sec-g.first]; {
+				switch r := g.row(sec); {
 				case r == nil || sec == g.exactTo:
 				case sec < g.exactTo:
 					return nil

@@ -220,6 +220,22 @@ func (c *rollupColumns) add(node, instance string, r *rollRow) {
 
 func (c *rollupColumns) len() int { return len(c.time) }
 
+// reset empties the buffers, keeping their capacity for the next flush.
+func (c *rollupColumns) reset() {
+	clear(c.waitNs) // the rows' histograms
+	clear(c.waitCount)
+	*c = rollupColumns{
+		time: c.time[:0], node: c.node[:0], instanceID: c.instanceID[:0], gpuUUID: c.gpuUUID[:0], model: c.model[:0],
+		kind: c.kind[:0], profile: c.profile[:0], gpuIndex: c.gpuIndex[:0], computeSlices: c.computeSlices[:0],
+		smCount: c.smCount[:0], gpuSMCount: c.gpuSMCount[:0], memTotal: c.memTotal[:0], gpuMemTotal: c.gpuMemTotal[:0],
+		intervalNs: c.intervalNs[:0], samples: c.samples[:0], covered: c.covered[:0], smSum: c.smSum[:0],
+		attachedSum: c.attachedSum[:0], switchSum: c.switchSum[:0], runSum: c.runSum[:0], firstAttached: c.firstAttached[:0],
+		memSum: c.memSum[:0], powerSum: c.powerSum[:0], waitNs: c.waitNs[:0], waitCount: c.waitCount[:0],
+		activeSamples: c.activeSamples[:0], activeNs: c.activeNs[:0], firstNs: c.firstNs[:0], lastNs: c.lastNs[:0],
+		smNs: c.smNs[:0], switchNs: c.switchNs[:0], shareReplicas: c.shareReplicas[:0], memMax: c.memMax[:0],
+	}
+}
+
 // columns returns the slices in the order of tables.RollupColumns.
 func (c *rollupColumns) columns() []any {
 	return []any{
