@@ -1,7 +1,7 @@
 // Package collector consumes slicemeter's Kafka topics and writes them into ClickHouse.
 //
 // Delivery is at least once: offsets are committed only after the rows of every message up to
-// them are inserted, the rollups of the seconds they touched recomputed (rollup.go) and refused
+// them are inserted, the rollups of the seconds they touched written (fastrollup.go) and refused
 // messages are on the dead-letter topic. A message delivered twice yields the same rows, which
 // the ReplacingMergeTree tables collapse and queries deduplicate (schemas/README.md, "ClickHouse"), and the same
 // rollup rows: results are exactly once.
@@ -128,12 +128,27 @@ type Collector struct {
 	// flusher goroutine until it hands it back.
 	*batch
 	decoder sampleDecoder
+
+	// tails is what the flusher's rollup stage wrote last per instance (fastrollup.go), only
+	// ever used by that stage (and the final flush after it stopped); flushes counts its runs.
+	tails       map[instanceKey]*tailState
+	flushes     uint64
+	rollupStats rollupStats
+	rollupBufs  [2]rollupColumns // samples_1s and samples_1m rows, reused by every flush
+}
+
+// rollupStats says what the rollup stage did, for tests and the benchmark.
+type rollupStats struct {
+	memorySeconds, memoryMinutes, recomputedSeconds, recomputedMinutes int
+	// Where its time went: reading what samples_1s holds, computing rows, inserting them,
+	// recomputing in ClickHouse.
+	check, compute, insert, recompute time.Duration
 }
 
 // batch is what has been fetched but not yet flushed.
 type batch struct {
 	samples      sampleColumns
-	touched      touched // rollup rows the pending (or inserted, not yet rolled up) samples change
+	rawStored    bool // samples are inserted; they stay for the rollups, computed from them
 	allocs       allocationColumns
 	allocChecks  allocationChecks // the allocs' messages, checked for overlaps before they are inserted
 	deadLetters  []kafka.Message

@@ -182,7 +182,6 @@ func (c *Collector) processSamples(msg kafka.Message, now time.Time) {
 		firstIndex int
 		dropped    int
 	)
-	c.touched.addNode(d.node)
 	for i := range d.samples {
 		s := &d.samples[i]
 		if r := checkWireSample(s, now); r != nil {
@@ -194,7 +193,6 @@ func (c *Collector) processSamples(msg kafka.Message, now time.Time) {
 			continue
 		}
 		c.samples.addWire(d.node, s, d)
-		c.touched.addSample(s.tsNs, s.intervalNs)
 	}
 	if first != nil {
 		// The valid samples are stored; the message is dead-lettered once, with the reason of

@@ -95,7 +95,7 @@ func (c *Collector) storeRetrying(ctx context.Context, deadLetterWriter *kafka.W
 }
 
 // store writes the pending dead letters and inserts the pending rows, each step once, and with
-// rollups also recomputes the rollup rows the batch touched.
+// rollups also writes the rollup rows the batch touched.
 func (c *Collector) store(ctx context.Context, deadLetterWriter *kafka.Writer, b *batch, rollups bool) error {
 	// Before the dead letters: the overlapping allocation events join them.
 	if err := c.refuseOverlaps(ctx, b); err != nil {
@@ -104,25 +104,26 @@ func (c *Collector) store(ctx context.Context, deadLetterWriter *kafka.Writer, b
 	if err := c.writeDeadLetters(ctx, deadLetterWriter, b); err != nil {
 		return err
 	}
-	if n := b.samples.len(); n > 0 {
+	if n := b.samples.len(); n > 0 && !b.rawStored {
 		if err := c.insert(ctx, tables.Samples, tables.SampleColumns, b.samples.columns(), n); err != nil {
 			return err
 		}
 		c.storedSamples.Add(uint64(n))
 		c.metrics.samplesStored.Add(float64(n))
 		c.observeFreshness(b, time.Now())
-		b.samples.reset()
+		b.rawStored = true
 	}
-	// After the raw rows, before the commit: a crash in between replays the batch, which
-	// recomputes the same rollup rows.
-	if rollups && !b.touched.empty() {
+	// After the raw rows, before the commit: a crash in between replays the batch, whose
+	// rollup rows are then recomputed where they were written (fastrollup.go).
+	if rollups && b.samples.len() > 0 {
 		start := time.Now()
-		if err := recomputeRollups(ctx, c.conn, &b.touched); err != nil {
+		if err := c.rollupInMemory(ctx, &b.samples); err != nil {
 			c.metrics.insertErrors.WithLabelValues(tables.Samples1s).Inc()
 			return err
 		}
 		c.metrics.insertDuration.WithLabelValues(tables.Samples1s).Observe(time.Since(start).Seconds())
-		b.touched.reset()
+		b.samples.reset()
+		b.rawStored = false
 	}
 	if n := b.allocs.len(); n > 0 {
 		// The audit entries first: allocations stored without them would be writes nobody

@@ -136,6 +136,10 @@ func BenchmarkIngestVsKafkaEngine(b *testing.B) {
 	rollupSum, flushes := histogramSum(b, reg, "slicemeter_collector_insert_duration_seconds", "samples_1s")
 	fmt.Printf("collector: %d flushes in %.2f s; raw inserts %.2f s, rollup recomputation %.2f s\n",
 		flushes, elapsed.Seconds(), insertSum, rollupSum)
+	st := c.rollupStats
+	fmt.Printf("rollups: %d seconds and %d minutes computed in memory, %d seconds and %d minutes recomputed; check %.2f s, compute %.2f s, insert %.2f s, recompute %.2f s\n",
+		st.memorySeconds, st.memoryMinutes, st.recomputedSeconds, st.recomputedMinutes,
+		st.check.Seconds(), st.compute.Seconds(), st.insert.Seconds(), st.recompute.Seconds())
 
 	engine := kafkaEngineRate(b, ctx, conn, k.Brokers(), jsonTopic, total)
 	if engine.err != "" {
