@@ -72,7 +72,8 @@ func TestHostileRequests(t *testing.T) {
 		{"report_2610", "acme", "GET", "/api/v1/report?from=2026-01-01T00:00:00Z&to=2610-08-01T00:00:00Z", "query parameter to"},
 		{"fleet_year_0001", "fin", "GET", "/api/v1/fleet?" + y0001, "query parameter from"},
 		{"fleet_1900_2200", "fin", "GET", "/api/v1/fleet?from=1900-01-01T00:00:00Z&to=2200-01-01T00:00:00Z", "query parameter from"},
-		{"fleet_widest", "ops", "GET", "/api/v1/fleet?" + widest + "&by=gpu&format=json", "930072 hours"},
+		// The fleet report stops at now: the widest window is cut there, and still refused.
+		{"fleet_widest", "ops", "GET", "/api/v1/fleet?" + widest + "&by=gpu&format=json", "hours; the limit is 10000"},
 		{"allocations_year_0001", "acme", "GET", "/api/v1/allocations?" + y0001, "query parameter from"},
 		{"allocations_9999", "fin", "GET", "/api/v1/allocations?from=2026-01-01T00:00:00Z&to=9999-12-31T00:00:00Z", "query parameter to"},
 		{"audit_year_0001", "ops", "GET", "/api/v1/audit?" + y0001, "query parameter from"},

@@ -125,7 +125,51 @@ var dcgm12239 = []struct {
 	{"now / GPU Framebuffer Mem Used (MIG)", `max(DCGM_FI_DEV_FB_USED{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)`, []string{"Hostname", "gpu"}},
 }
 
-var dcgmGPULabels = []string{"instance", "gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"}
+// dcgmGPULabels are the labels of dcgm-exporter's names up to 4.8: Hostname up to 4.8.2,
+// hostname from 4.8.3 (NVIDIA/dcgm-exporter#655), DCGM_FI_DRIVER_VERSION.
+var dcgmGPULabels = []string{"instance", "gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "hostname", "DCGM_FI_DRIVER_VERSION"}
+
+// dcgm410GPULabels are the labels dcgm-exporter 4.9 and 4.10 put on every series: hostname and,
+// since 4.9.0, the driver version as DCGM_FI_SYSTEM_DRIVER_VERSION; dcgm410Absent the spellings
+// they no longer write.
+var (
+	dcgm410GPULabels = []string{"instance", "gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname", "DCGM_FI_SYSTEM_DRIVER_VERSION"}
+	dcgm410Absent    = []string{"Hostname", "DCGM_FI_DRIVER_VERSION"}
+)
+
+// dcgm410Dashboard are the panels of dcgm-exporter's own dashboard (grafana/dcgm-exporter-dashboard.json,
+// the revision of NVIDIA/dcgm-exporter d5e5f51, the newest stored) with the names dcgm-exporter
+// 4.9.0 and 4.10.0 renamed its fields to, in their units (the SM clock in Hz needs no * 1000000),
+// and its legends by hostname (4.10.0: "GPU {{gpu}} on {{hostname}}"). The revision 4.10 ships is
+// not in the stored snapshot: these are its panels as the renames make them.
+var dcgm410Dashboard = []struct {
+	panel, expr string
+	labels      []string
+}{
+	{"variable instance", `group by (instance) (DCGM_FI_DEV_GPU_TEMP_CELSIUS)`, []string{"instance"}},
+	{"variable gpu", `group by (gpu) (DCGM_FI_DEV_GPU_TEMP_CELSIUS)`, []string{"gpu"}},
+	{"GPU Temperature", `DCGM_FI_DEV_GPU_TEMP_CELSIUS{instance=~"$instance", gpu=~"$gpu"}`, dcgm410GPULabels},
+	{"GPU Avg. Temp", `avg(DCGM_FI_DEV_GPU_TEMP_CELSIUS{instance=~"$instance", gpu=~"$gpu"})`, nil},
+	{"GPU Power Usage", `DCGM_FI_DEV_BOARD_POWER_WATTS{instance=~"$instance", gpu=~"$gpu"}`, dcgm410GPULabels},
+	{"GPU Power Total", `sum(DCGM_FI_DEV_BOARD_POWER_WATTS{instance=~"$instance", gpu=~"$gpu"})`, nil},
+	{"GPU SM Clocks", `DCGM_FI_DEV_SM_CLOCK_HERTZ{instance=~"$instance", gpu=~"$gpu"}`, dcgm410GPULabels},
+	{"GPU Utilization", `DCGM_FI_DEV_GPU_UTIL_RATIO{instance=~"$instance", gpu=~"$gpu"}`, dcgm410GPULabels},
+	{"GPU Framebuffer Mem Used", `DCGM_FI_DEV_FB_USED_BYTES{instance=~"$instance", gpu=~"$gpu"}`, []string{"instance", "gpu", "UUID", "device", "modelName", "hostname"}},
+	{"Tensor Core Utilization", `DCGM_FI_PROF_TENSOR_UTIL_RATIO{instance=~"$instance", gpu=~"$gpu"}`, []string{"instance", "gpu", "UUID", "device", "modelName", "hostname"}},
+}
+
+// dcgm410Units are queries that return series only where a 4.9/4.10 name is in the old unit:
+// utilization as % rather than 0-1, memory in MiB rather than bytes, clocks in MHz rather than
+// Hz (the simulated GPUs have at least 40 GiB and clocks above 100 MHz).
+var dcgm410Units = []string{
+	`DCGM_FI_DEV_GPU_UTIL_RATIO > 1`,
+	`DCGM_FI_DEV_MEMORY_UTIL_RATIO > 1`,
+	`DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO > 1`,
+	`DCGM_FI_DEV_FB_CAPACITY_BYTES < 2^30`,
+	`(DCGM_FI_DEV_FB_USED_BYTES + DCGM_FI_DEV_FB_FREE_BYTES) < 2^30`,
+	`DCGM_FI_DEV_SM_CLOCK_HERTZ < 1e8`,
+	`DCGM_FI_DEV_MEMORY_CLOCK_HERTZ < 1e8`,
+}
 
 // dcgmPCIBusIDs are the simulated GPUs' PCI addresses (an HGX board's first buses) by gpu, as
 // dcgm-exporter writes them: a series with pci_bus_id must carry its own GPU's.
@@ -134,7 +178,9 @@ var dcgmPCIBusIDs = map[string]string{"0": "00000000:18:00.0", "1": "00000000:2A
 // The dcgm-exporter compatibility rules (alerts/dcgm-compat.rules.yml) in a real Prometheus that
 // scrapes the exporter's collector on loopback: dashboard 12239's expressions, every default
 // counter the rules publish, and every query of the GPU-health dashboard return series with the
-// labels dcgm-exporter's users expect (GPU_I_ID and GPU_I_PROFILE on MIG instances).
+// labels dcgm-exporter's users expect (GPU_I_ID and GPU_I_PROFILE on MIG instances); so do
+// dcgm-exporter's dashboard and every name as 4.9.0 and 4.10.0 renamed them, with 4.10's labels
+// and units, beside the old ones.
 func TestDCGMCompat(t *testing.T) {
 	t.Parallel()
 	localtest.SkipShort(t, "Prometheus")
@@ -185,12 +231,15 @@ func TestDCGMCompat(t *testing.T) {
 		labels     []string
 		// perMIG: some series must carry GPU_I_ID and GPU_I_PROFILE.
 		perMIG bool
+		// absent: labels no series may carry; empty: the query must return no series.
+		absent []string
+		empty  bool
 	}
 	var checks []check
 	vars := strings.NewReplacer("$instance", strings.ReplaceAll(host, ".", `\\.`)+":.*", "$gpu", "0|1|2|3", "$Hostname", "node-d")
 	for _, q := range dcgm12239 {
 		perMIG := strings.Contains(q.expr, "TENSOR") || strings.Contains(q.expr, "GPU_I_ID")
-		checks = append(checks, check{"12239 / " + q.panel, vars.Replace(q.expr), q.labels, perMIG})
+		checks = append(checks, check{name: "12239 / " + q.panel, expr: vars.Replace(q.expr), labels: q.labels, perMIG: perMIG})
 	}
 	// Every name the rules publish (the default counters and more) returns series.
 	for _, name := range []string{"DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL",
@@ -202,13 +251,42 @@ func TestDCGMCompat(t *testing.T) {
 		checks = append(checks, check{name: name, expr: name, labels: dcgmGPULabels})
 	}
 	for _, name := range []string{"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY", "DCGM_FI_PROF_DRAM_ACTIVE"} {
-		checks = append(checks, check{name, name, dcgmGPULabels, true})
+		checks = append(checks, check{name: name, expr: name, labels: dcgmGPULabels, perMIG: true})
 	}
+	n12239Only := len(checks)
+	// dcgm-exporter 4.9 and 4.10: its dashboard's panels with the new names, every new name
+	// with 4.10's labels only, and each in its new unit.
+	for _, q := range dcgm410Dashboard {
+		perMIG := strings.Contains(q.expr, "TENSOR")
+		checks = append(checks, check{name: "4.10 dashboard / " + q.panel, expr: vars.Replace(q.expr), labels: q.labels, perMIG: perMIG, absent: dcgm410Absent})
+	}
+	for _, name := range []string{"DCGM_FI_DEV_MEMORY_UTIL_RATIO", "DCGM_FI_DEV_ENC_UTIL_RATIO", "DCGM_FI_DEV_DEC_UTIL_RATIO",
+		"DCGM_FI_DEV_FB_FREE_BYTES", "DCGM_FI_DEV_FB_RESERVED_BYTES", "DCGM_FI_DEV_FB_CAPACITY_BYTES", "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS",
+		"DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL", "DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", "DCGM_FI_DEV_PCIE_REPLAY_TOTAL",
+		"DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND", "DCGM_FI_PROF_PCIE_RX_BYTES_PER_SECOND",
+		"DCGM_FI_PROF_NVLINK_TX_BYTES_PER_SECOND", "DCGM_FI_PROF_NVLINK_RX_BYTES_PER_SECOND", "DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND",
+		"DCGM_FI_DEV_XID_ERROR", "DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL", "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL",
+		"DCGM_FI_DEV_ROW_REMAP_FAILED", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"} {
+		checks = append(checks, check{name: "4.10 / " + name, expr: name, labels: dcgm410GPULabels, absent: dcgm410Absent})
+	}
+	for _, name := range []string{"DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", "DCGM_FI_PROF_SM_UTIL_RATIO", "DCGM_FI_PROF_SM_OCCUPANCY_RATIO", "DCGM_FI_PROF_DRAM_UTIL_RATIO"} {
+		checks = append(checks, check{name: "4.10 / " + name, expr: name, labels: []string{"instance", "gpu", "UUID", "device", "modelName", "hostname"}, perMIG: true, absent: dcgm410Absent})
+	}
+	// A name both generations share is one series per GPU, with both generations' labels.
+	for _, name := range []string{"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ROW_REMAP_PENDING"} {
+		checks = append(checks, check{name: "both / " + name, expr: name, labels: append(append([]string{}, dcgmGPULabels...), "DCGM_FI_SYSTEM_DRIVER_VERSION")})
+		checks = append(checks, check{name: "both / one series per GPU: " + name, expr: "count by (instance, gpu) (" + name + ") > 1", empty: true})
+	}
+	for _, expr := range dcgm410Units {
+		checks = append(checks, check{name: "4.10 unit / " + expr, expr: expr, empty: true})
+	}
+	n410 := len(checks) - n12239Only
+
 	all, err := dashboards.All()
 	if err != nil {
 		t.Fatal(err)
 	}
-	n12239, nHealth := len(checks), 0
+	n12239, nHealth := n12239Only, 0
 	for _, g := range all {
 		if g.Dashboard.Uid == nil || *g.Dashboard.Uid != dashboards.GPUHealthUID {
 			continue
@@ -233,12 +311,18 @@ func TestDCGMCompat(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v\n%s", c.name, err, c.expr)
 			}
-			if problem := checkLabels(series, c.labels, c.perMIG); problem != "" {
+			if c.empty {
+				if len(series) > 0 {
+					failed = append(failed, fmt.Sprintf("%s: %d series, want none: %v\n    %s", c.name, len(series), series[0], c.expr))
+				}
+				continue
+			}
+			if problem := checkLabels(series, c.labels, c.perMIG, c.absent); problem != "" {
 				failed = append(failed, c.name+": "+problem+"\n    "+c.expr)
 			}
 		}
 		if len(failed) == 0 {
-			t.Logf("all %d dcgm-exporter expressions and all %d GPU-health dashboard queries return series with the expected labels", n12239, nHealth)
+			t.Logf("all %d expressions on dcgm-exporter's names up to 4.8, all %d on 4.9/4.10's names and units and all %d GPU-health dashboard queries return what they should", n12239, n410, nHealth)
 			return
 		}
 		if time.Now().After(deadline) {
@@ -250,9 +334,9 @@ func TestDCGMCompat(t *testing.T) {
 }
 
 // checkLabels says what is wrong with a query's series: none, a series without one of the
-// labels, one with another GPU's pci_bus_id, or (perMIG) no series with GPU_I_ID and
-// GPU_I_PROFILE.
-func checkLabels(series []map[string]string, labels []string, perMIG bool) string {
+// labels or with one of the absent ones, one with another GPU's pci_bus_id, or (perMIG) no
+// series with GPU_I_ID and GPU_I_PROFILE.
+func checkLabels(series []map[string]string, labels []string, perMIG bool, absent []string) string {
 	if len(series) == 0 {
 		return "no series"
 	}
@@ -260,6 +344,11 @@ func checkLabels(series []map[string]string, labels []string, perMIG bool) strin
 		for _, l := range labels {
 			if s[l] == "" {
 				return fmt.Sprintf("a series without %s: %v", l, s)
+			}
+		}
+		for _, l := range absent {
+			if s[l] != "" {
+				return fmt.Sprintf("a series with %s: %v", l, s)
 			}
 		}
 		if id, ok := s["pci_bus_id"]; ok && s["gpu"] != "" && id != dcgmPCIBusIDs[s["gpu"]] {

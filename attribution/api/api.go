@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/allocations"
 	"github.com/slicemeter/slicemeter/attribution/focus"
 	"github.com/slicemeter/slicemeter/attribution/report"
@@ -180,6 +181,18 @@ type Server struct {
 	NotYetRetryAfter time.Duration
 	// Issuer names who bills in the FOCUS export; zero: focus.DefaultIssuer.
 	Issuer focus.Issuer
+	// Ready is the end of what can be attributed by now (now − the service's delay), where a
+	// fleet window reaching into the future stops, as the CLI's does; nil: now −
+	// attribution.DefaultDelay.
+	Ready func() time.Time
+}
+
+// ready is Ready, or its default.
+func (s *Server) ready() time.Time {
+	if s.Ready != nil {
+		return s.Ready()
+	}
+	return time.Now().Add(-attribution.DefaultDelay)
 }
 
 // DefaultMaxBody is the POST body limit unless Server.MaxBody says otherwise: 64 MiB holds the

@@ -103,7 +103,8 @@ func TestAudit(t *testing.T) {
 		{"by tenant", "?tenant=acme", 200, nil, []string{"a1"}},
 		{"by time", "?from=2026-01-05T00:30:00Z&to=2026-01-05T02:00:00Z", 200, nil, []string{"b1"}},
 		{"none", "?allocation_id=zz", 200, []string{"[]"}, nil},
-		{"bad from", "?from=yesterday", 400, []string{"query parameter from", "RFC 3339"}, nil},
+		{"by dates", "?from=2026-01-05&to=2026-01-06", 200, nil, []string{"a1", "b1"}}, // midnight UTC, as the CLI's --from
+		{"bad from", "?from=yesterday", 400, []string{"query parameter from", "RFC 3339", "or a date such as 2026-01-05"}, nil},
 		{"reversed", "?from=2026-01-06T00:00:00Z&to=2026-01-05T00:00:00Z", 400, []string{"must be after"}, nil},
 	}
 	for _, tt := range tests {

@@ -43,6 +43,14 @@ func (s *Server) getFleet(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// A window reaching past what can be attributed by now stops there, as the CLI's --to
+	// does, instead of waiting (503) for minutes that have not happened.
+	end, _, err := fleet.Horizon("query parameter from", times[0], times[1], s.ready())
+	if err != nil {
+		s.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	times[1] = end
 	if err := fleet.CheckWindow(times[0], times[1]); err != nil {
 		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameters from and to: %w", err))
 		return

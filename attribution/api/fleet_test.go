@@ -28,7 +28,7 @@ func TestFleetRoles(t *testing.T) {
 		asked = q
 		return []fleet.Row{{Group: "A100-SXM4-40GB", WindowStart: q.From, WindowEnd: q.To, CapacityGPUHours: 1, Currency: "USD"},
 			{Group: fleet.Total, WindowStart: q.From, WindowEnd: q.To, CapacityGPUHours: 1, Currency: "USD"}}, nil
-	}}
+	}, Ready: func() time.Time { return time.Date(2026, 1, 7, 12, 30, 40, 0, time.UTC) }}
 	mux := http.NewServeMux()
 	s.Register(mux)
 	srv := httptest.NewServer(mux)
@@ -41,6 +41,10 @@ func TestFleetRoles(t *testing.T) {
 	}{
 		{"", window, 200, "group,window_start,window_end,capacity_gpu_hours"},
 		{"", window + "&by=node&format=json", 200, `"group": "__fleet__"`},
+		// A window into the future stops at the last minute attributable by now (Ready), as the
+		// CLI's; one that starts after it is refused.
+		{"", "from=2026-01-07T12:00:00Z&to=2026-01-08T00:00:00Z", 200, "__fleet__,2026-01-07T12:00:00Z,2026-01-07T12:30:00Z,"},
+		{"", "from=2026-01-07T13:00:00Z&to=2026-01-08T00:00:00Z", 400, "the window starts after 2026-01-07T12:30:00Z"},
 		{"finance", window + "&by=gpu", 200, "__fleet__,2026-01-05T00:00:00Z,2026-01-05T01:00:00Z,1.000000"},
 		{"scheduler", window, 403, "operator and finance only"},
 		{"acme", window, 403, "role tenant"},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/period"
+	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
@@ -103,9 +104,9 @@ func (s *Server) checkWindows(w http.ResponseWriter, param string, windows int, 
 // 2000-01-01..2106-02-07 (validate.CheckTime) at once, before anything converts it: a 400
 // names the parameter, the value as given and what was expected. hint ends the format error.
 func (s *Server) queryTime(w http.ResponseWriter, name, v, hint string) (time.Time, bool) {
-	t, err := time.Parse(time.RFC3339Nano, v)
+	t, err := report.ParseTime(v) // as the CLI's --from/--to: a date is midnight UTC
 	if err != nil {
-		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter %s: %q; expected an RFC 3339 time%s", name, v, hint))
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("query parameter %s: %q; expected an RFC 3339 time%s or a date such as 2026-01-05 (midnight UTC)", name, v, hint))
 		return time.Time{}, false
 	}
 	if r := validate.CheckTime("query parameter "+name, strconv.Quote(v), t); r != nil {

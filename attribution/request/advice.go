@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/advice"
+	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/schemas/validate"
 )
 
@@ -91,11 +92,12 @@ func ParseAdvice(p Params, now time.Time) (Advice, error) {
 	return a, nil
 }
 
-// parseTime is one RFC 3339 edge of a window, checked as every door checks times.
+// parseTime is one edge of a window, an RFC 3339 time or a date (midnight UTC) as report's
+// --from/--to, checked as every door checks times.
 func parseTime(name, value string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, value)
+	t, err := report.ParseTime(value)
 	if err != nil {
-		return time.Time{}, &Error{name, fmt.Errorf("%q: expected an RFC 3339 time such as 2026-01-05T00:00:00Z", value)}
+		return time.Time{}, &Error{name, fmt.Errorf("%q: expected an RFC 3339 time such as 2026-01-05T00:00:00Z or a date such as 2026-01-05 (midnight UTC)", value)}
 	}
 	if r := validate.CheckTime(name, strconv.Quote(value), t); r != nil {
 		return time.Time{}, &Error{name, r}

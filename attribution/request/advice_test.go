@@ -28,6 +28,11 @@ func TestParseAdvice(t *testing.T) {
 		a.Options.Headroom != (advice.Headroom{Compute: 0.5}) || a.Options.MinMeasured != 10*time.Minute {
 		t.Errorf("parsed %+v, %v", a, err)
 	}
+	// Dates are midnight UTC, as the reports' --from/--to.
+	if a, err = ParseAdvice(url.Values{"from": {"2026-03-01"}, "to": {"2026-03-08"}}, now); err != nil ||
+		!a.Options.From.Equal(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)) || a.Options.To.Sub(a.Options.From) != 7*24*time.Hour {
+		t.Errorf("dates parsed %+v, %v", a.Options, err)
+	}
 	for _, tc := range []struct {
 		query, param string
 	}{

@@ -160,6 +160,7 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 		Store:  allocations.NewStore(conn),
 		Report: s.report,
 		Fleet:  s.fleetReport,
+		Ready:  func() time.Time { return time.Now().Add(-cfg.Delay) },
 		Advice: func(ctx context.Context, o advice.Options) (advice.Result, error) {
 			o.Samples = store.MinuteRollup // a week of a large fleet stays cheap
 			return advice.Compute(ctx, conn, cfg.Book, o)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,6 +113,28 @@ func TestClickHouse(t *testing.T) {
 	}
 	if got := count(); got != "1" {
 		t.Errorf("count() = %q after Restart, want 1", got)
+	}
+
+	// A server killed behind the harness's back (the OOM killer, a crash) is named by Died,
+	// with how it ended and where to look; a running or stopped one is not.
+	if err := ch.Died(); err != nil {
+		t.Errorf("Died() = %v while running", err)
+	}
+	if err := syscall.Kill(ch.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ch.Died() == nil && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := ch.Died(); err == nil || !strings.Contains(err.Error(), "signal: killed") || !strings.Contains(err.Error(), "memory available") {
+		t.Errorf("Died() after SIGKILL = %v, want the signal and the machine's state", err)
+	}
+	if err := ch.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Died(); err != nil {
+		t.Errorf("Died() = %v after Restart", err)
 	}
 
 	dir := ch.Dir()

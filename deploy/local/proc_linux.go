@@ -1,7 +1,9 @@
 package local
 
 import (
+	"fmt"
 	"os"
+	"strings"
 	"syscall"
 )
 
@@ -16,4 +18,23 @@ func childAttr() *syscall.SysProcAttr {
 // signalTree signals the child's whole process group.
 func signalTree(p *os.Process, sig syscall.Signal) error {
 	return syscall.Kill(-p.Pid, sig)
+}
+
+// machineState is what a server's unexpected death is read beside: the free space where its
+// data is (a full disk) and the memory left to the machine (the OOM killer).
+func machineState(dir string) string {
+	var fs syscall.Statfs_t
+	disk := "unknown"
+	if err := syscall.Statfs(dir, &fs); err == nil {
+		disk = fmt.Sprintf("%d MiB", fs.Bavail*uint64(fs.Bsize)>>20)
+	}
+	mem := "unknown"
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+				mem = strings.TrimSpace(v)
+			}
+		}
+	}
+	return fmt.Sprintf("disk free under %s: %s, memory available: %s", dir, disk, mem)
 }

@@ -45,7 +45,7 @@ func (s *service) Died() error {
 		return nil
 	}
 	if dead, why := s.proc.exited(); dead {
-		return fmt.Errorf("%s (pid %d) exited on its own (%s)%s", s.name, s.proc.pid(), why, tails(s.logs()))
+		return fmt.Errorf("%s (pid %d) exited on its own (%s; %s)%s", s.name, s.proc.pid(), why, machineState(s.dir), tails(s.logs()))
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sclient "k8s.io/client-go/kubernetes"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
@@ -30,10 +31,16 @@ func TestDiscoveryRealAPIServer(t *testing.T) {
 	kubelet := startKubelet(t)
 	flags := &Flags{Enabled: true, Socket: kubelet.Socket, Kubeconfig: kubeconfig, NodeName: node, Labels: Labels{DefaultTier: "pro"},
 		Refresh: 200 * time.Millisecond, StateDir: t.TempDir()}
-	client, err := flags.Client()
+	pods, err := flags.Client() // what the exporter runs on
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The test plays the scheduler and the kubelet with a whole clientset.
+	cfg, err := flags.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := k8sclient.NewForConfigOrDie(cfg)
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +70,7 @@ func TestDiscoveryRealAPIServer(t *testing.T) {
 	}
 	defer kub.Close()
 	out := &recorder{}
-	d, err := New(Config{Flags: flags, Client: client, Kubelet: kub, Writer: out, Registry: prometheus.NewRegistry(),
+	d, err := New(Config{Flags: flags, Client: pods, Kubelet: kub, Writer: out, Registry: prometheus.NewRegistry(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

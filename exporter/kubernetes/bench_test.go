@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
 
@@ -82,7 +83,7 @@ func startBench(b *testing.B, f *fixture, reg prometheus.Registerer) *Discovery 
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = kub.Close() })
-	d, err := New(Config{Flags: f.flags, Client: f.client, Kubelet: kub, Writer: f.out, Registry: reg, Logger: discardLogger()})
+	d, err := New(Config{Flags: f.flags, Client: f.client.CoreV1().Pods(metav1.NamespaceAll), Kubelet: kub, Writer: f.out, Registry: reg, Logger: discardLogger()})
 	if err != nil {
 		b.Fatal(err)
 	}

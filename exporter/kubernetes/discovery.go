@@ -24,7 +24,6 @@ import (
 	"github.com/segmentio/kafka-go"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
-	k8sclient "k8s.io/client-go/kubernetes"
 
 	"github.com/slicemeter/slicemeter/exporter"
 	"github.com/slicemeter/slicemeter/internal/lograte"
@@ -55,7 +54,7 @@ type Writer interface {
 // Config is what a Discovery needs besides its flags.
 type Config struct {
 	Flags    *Flags
-	Client   k8sclient.Interface // the API server
+	Client   PodAPI // the API server
 	Kubelet  *PodResources
 	Writer   Writer // nil: no Kafka, allocations are only labelled on the series
 	Registry prometheus.Registerer

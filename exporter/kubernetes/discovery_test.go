@@ -142,7 +142,7 @@ func (f *fixture) start(reg prometheus.Registerer) *Discovery {
 	if logger == nil {
 		logger = discardLogger()
 	}
-	d, err := New(Config{Flags: f.flags, Client: f.client, Kubelet: kub, Writer: f.out, Registry: reg, Logger: logger})
+	d, err := New(Config{Flags: f.flags, Client: f.client.CoreV1().Pods(metav1.NamespaceAll), Kubelet: kub, Writer: f.out, Registry: reg, Logger: logger})
 	if err != nil {
 		f.t.Fatal(err)
 	}

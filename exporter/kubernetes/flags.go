@@ -3,7 +3,6 @@ package kubernetes
 import (
 	"time"
 
-	k8sclient "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -44,7 +43,21 @@ func (f *Flags) Check() error {
 
 // Client builds the API server client: from --kubernetes.kubeconfig, else in-cluster. It does
 // not connect: an unreachable server is retried by the informer.
-func (f *Flags) Client() (k8sclient.Interface, error) {
+func (f *Flags) Client() (PodAPI, error) {
+	cfg, err := f.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	c, err := newRESTPods(cfg)
+	if err != nil {
+		return nil, usage.Errorf("--kubernetes.kubeconfig: %v", err)
+	}
+	return c, nil
+}
+
+// RESTConfig is the API server's address and credentials: from --kubernetes.kubeconfig, else
+// in-cluster.
+func (f *Flags) RESTConfig() (*rest.Config, error) {
 	var (
 		cfg *rest.Config
 		err error
@@ -58,9 +71,5 @@ func (f *Flags) Client() (k8sclient.Interface, error) {
 		return nil, usage.Errorf("--kubernetes.kubeconfig: not given and not in a cluster (%v); expected a kubeconfig file", err)
 	}
 	cfg.UserAgent = "slicemeter-exporter"
-	c, err := k8sclient.NewForConfig(cfg)
-	if err != nil {
-		return nil, usage.Errorf("--kubernetes.kubeconfig: %v", err)
-	}
-	return c, nil
+	return cfg, nil
 }

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	k8sclient "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -30,19 +29,19 @@ type Pods struct {
 
 // NewPods watches the pods of node through client. onRequest, if set, is told of every list
 // and watch call (for the metrics); it must not block.
-func NewPods(client k8sclient.Interface, node string, onRequest func(verb string, err error)) *Pods {
+func NewPods(client PodAPI, node string, onRequest func(verb string, err error)) *Pods {
 	p := &Pods{changed: make(chan struct{}, 1), gone: map[string]*Gone{}, requests: map[string]int{}, onRequest: onRequest}
 	selector := fields.OneTermEqualSelector("spec.nodeName", node).String()
 	lw := &cache.ListWatch{
 		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
-			l, err := client.CoreV1().Pods(metav1.NamespaceAll).List(context.Background(), o)
+			l, err := client.List(context.Background(), o)
 			p.request("list", err)
 			return l, err
 		},
 		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector
-			w, err := client.CoreV1().Pods(metav1.NamespaceAll).Watch(context.Background(), o)
+			w, err := client.Watch(context.Background(), o)
 			p.request("watch", err)
 			return w, err
 		},

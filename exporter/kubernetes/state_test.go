@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
@@ -163,7 +164,7 @@ func TestDiscoveryStateUnreadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kub.Close()
-	if _, err := New(Config{Flags: f.flags, Client: f.client, Kubelet: kub, Writer: f.out, Logger: discardLogger()}); err == nil ||
+	if _, err := New(Config{Flags: f.flags, Client: f.client.CoreV1().Pods(metav1.NamespaceAll), Kubelet: kub, Writer: f.out, Logger: discardLogger()}); err == nil ||
 		!strings.Contains(err.Error(), StateFile) {
 		t.Errorf("New over a directory as the state: %v; want an error naming it", err)
 	}

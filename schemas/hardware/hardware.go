@@ -57,16 +57,14 @@ const MaxComputeSlices = 7
 // SM counts per MIG profile follow NVIDIA's MIG user guide
 // (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html).
 //
-// The vGPU C-series profiles follow NVIDIA's Virtual GPU Software User Guide, "Virtual GPU
-// Types for Supported GPUs" (https://docs.nvidia.com/vgpu/latest/grid-vgpu-user-guide/index.html,
-// the C-Series tables of each board): NVIDIA H100 SXM5 80GB H100-80C, -40C, -20C, -16C, -10C,
-// -8C, -5C, -4C; A100 40GB A100-40C, -20C, -10C, -8C, -5C, -4C; A100 80GB (named A100D-)
-// A100D-80C, -40C, -20C, -16C, -10C, -8C, -4C; L40S L40S-48C, -24C, -16C, -12C, -8C, -6C, -4C.
-// The H100 and A100 40GB lists are the right-sizing contract's examples; the A100 80GB and L40S lists were written from
-// the guide's tables as remembered and not re-read when they were added (the guide could not be
-// fetched then): check them against the guide before relying on advice for those models.
-// H200 is left without vGPU profiles: the guide's H200 tables were not at hand to check, and
-// a guessed profile would be advised as if it could be bought.
+// The vGPU C-series profiles follow NVIDIA's vGPU type tables ("Virtual GPU Types for
+// Supported GPUs" of the Virtual GPU Software User Guide, and NVIDIA AI Enterprise's "Hopper
+// Architecture vGPU Types", docs.nvidia.com/ai-enterprise/release-8/latest/infra-software/vgpu/reference/hopper.html),
+// time-sliced C-series tables, re-read on 2026-12-06: A100 PCIe 80GB A100D-80C, -40C, -20C,
+// -16C, -10C, -8C, -4C; L40S L40S-48C, -24C, -16C, -12C, -8C, -6C, -4C; H200 SXM5 141GB
+// H200X-141C, -70C, -35C, -28C, -17C, -14C, -8C, -7C, -4C. The H100 (80, 40, 20, 16, 10, 8,
+// 5, 4 GB) and A100 40GB (40, 20, 10, 8, 5, 4 GB) lists are the right-sizing contract's; NVIDIA
+// names the H100 SXM5's types H100XM-*, the contract and the scenarios H100-*.
 var catalog = map[string]Model{
 	"A100-SXM4-40GB": {Name: "A100-SXM4-40GB", SMs: 108, MemoryBytes: 40 * GiB, PowerIdleW: 55, PowerMaxW: 400, MIG: map[string]MIGProfile{
 		"1g.5gb": {1, 14, 5 * GiB}, "2g.10gb": {2, 28, 10 * GiB}, "3g.20gb": {3, 42, 20 * GiB},
@@ -83,7 +81,7 @@ var catalog = map[string]Model{
 	"H200-SXM-141GB": {Name: "H200-SXM-141GB", SMs: 132, MemoryBytes: 141 * GiB, PowerIdleW: 75, PowerMaxW: 700, MIG: map[string]MIGProfile{
 		"1g.18gb": {1, 16, 18 * GiB}, "1g.35gb": {1, 16, 35 * GiB}, "2g.35gb": {2, 32, 35 * GiB},
 		"3g.71gb": {3, 60, 71 * GiB}, "4g.71gb": {4, 64, 71 * GiB}, "7g.141gb": {7, 132, 141 * GiB},
-	}},
+	}, VGPU: cSeries("H200X", 141, 70, 35, 28, 17, 14, 8, 7, 4)},
 	"L40S": {Name: "L40S", SMs: 142, MemoryBytes: 48 * GiB, PowerIdleW: 35, PowerMaxW: 350,
 		VGPU: cSeries("L40S", 48, 24, 16, 12, 8, 6, 4)},
 }

@@ -1,6 +1,9 @@
 package hardware
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestVGPUProfiles checks the catalog's vGPU profiles against the rules the rest of slicemeter
 // reads them by: the name gives the framebuffer (VGPUFramebuffer, the price book's billed
@@ -26,12 +29,21 @@ func TestVGPUProfiles(t *testing.T) {
 			seen[p.Name] = true
 		}
 	}
-	h100, _ := Lookup("H100-SXM5-80GB")
-	var gbs []uint64
-	for _, p := range h100.VGPU {
-		gbs = append(gbs, p.MemoryBytes/GiB)
-	}
-	if want := []uint64{80, 40, 20, 16, 10, 8, 5, 4}; len(gbs) != len(want) {
-		t.Errorf("H100-SXM5-80GB vGPU profiles %v GB, want %v", gbs, want)
+	// NVIDIA's tables of time-sliced C-series types (hardware.go names the sources).
+	for model, want := range map[string][]string{
+		"H100-SXM5-80GB": {"H100-80C", "H100-40C", "H100-20C", "H100-16C", "H100-10C", "H100-8C", "H100-5C", "H100-4C"},
+		"A100-SXM4-40GB": {"A100-40C", "A100-20C", "A100-10C", "A100-8C", "A100-5C", "A100-4C"},
+		"A100-SXM4-80GB": {"A100D-80C", "A100D-40C", "A100D-20C", "A100D-16C", "A100D-10C", "A100D-8C", "A100D-4C"},
+		"H200-SXM-141GB": {"H200X-141C", "H200X-70C", "H200X-35C", "H200X-28C", "H200X-17C", "H200X-14C", "H200X-8C", "H200X-7C", "H200X-4C"},
+		"L40S":           {"L40S-48C", "L40S-24C", "L40S-16C", "L40S-12C", "L40S-8C", "L40S-6C", "L40S-4C"},
+	} {
+		m, _ := Lookup(model)
+		var got []string
+		for _, p := range m.VGPU {
+			got = append(got, p.Name)
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s vGPU profiles %v, want %v", model, got, want)
+		}
 	}
 }
