@@ -265,11 +265,12 @@ func partialMinutesLeg() string {
 // only the partial minutes, from samples_1s, are grouped by minute. The GROUP BY of a week of a
 // large fleet's allocation-minutes is what the report's usage pays and the needs need not.
 //
-// The whole minutes' rows are deduplicated by grouping (wholeMinuteBranch) in branches
-// stretches of time (UNION ALL of wholeMinuteBranch, bound by needsArgs), which 18.16 runs in
-// parallel. The rows kept are the same: the copies of a row share its time, so they fall in one
-// branch; and the branches are days, samples_1m's partitions, so that each reads only its own
-// parts.
+// The whole minutes' rows are read with FINAL in branches stretches of time (UNION ALL of
+// wholeMinuteBranch, bound by needsArgs): ClickHouse 18.16 merges a FINAL read in one thread,
+// most of the time of the needs over a week (8.6 s of 10.6 s for 1000 instances,
+// BenchmarkAdvise), and runs a UNION ALL's branches in parallel. The rows FINAL keeps are the
+// same: the copies of a row share its time, so they fall in one branch; and the branches are
+// days, samples_1m's partitions, so that each reads only its own parts.
 func minuteRollupNeeds(branches int) string {
 	legs := make([]string, branches)
 	for i := range legs {
@@ -292,24 +293,15 @@ func minuteRollupNeeds(branches int) string {
         )`
 }
 
-// wholeMinuteBranch is one branch of minuteRollupNeeds' whole minutes: samples_1m's rows
-// within [?, ?) seconds (dedupSeconds' conditions and arguments, then the branch's), each
-// row's fullest version picked by GROUP BY its key with tables.Fullest, not by FINAL. Both keep
-// the version with the most samples (ReplacingMergeTree(samples)); FINAL merges the parts in
-// one thread on ClickHouse 18.16, 8.6 s of the 10.6 s of a week of 1000 instances
-// (BenchmarkAdvise), where the grouping runs on every core. The conditions are on key
-// columns only, the same for every version of a row, so filtering before the grouping cannot
-// pick an incomplete one.
+// wholeMinuteBranch is one branch of minuteRollupNeeds' whole minutes: dedupSeconds over
+// samples_1m (its arguments), within [?, ?) seconds.
 var wholeMinuteBranch = `
-            SELECT node, instance_id, toInt64(time) * 1000000000 AS t,
-                toInt64(` + tables.Fullest("active_ns") + `) AS active_covered,
-                ` + tables.Fullest("sm_active_ns") + ` AS sm_ns, ` + tables.Fullest("mem_used_max_bytes") + ` AS mem_max` +
-	strings.NewReplacer(tables.Final("{{table}}"), tables.Samples1m,
-		"{{step}}", "60000000000", "{{seconds}}", "60",
-		"{{lookback}}", strconv.FormatInt(int64(maxSampleInterval/time.Second), 10),
-		"{{lookbackns}}", strconv.FormatInt(int64(maxSampleInterval), 10)).Replace(dedupSeconds) + `
-        AND time >= toDateTime(?) AND time < toDateTime(?)
-            GROUP BY ` + tables.RollupKey
+            SELECT node, instance_id, toInt64(time) * 1000000000 AS t, toInt64(active_ns) AS active_covered,
+                sm_active_ns AS sm_ns, mem_used_max_bytes AS mem_max` + strings.NewReplacer("{{table}}", tables.Samples1m,
+	"{{step}}", "60000000000", "{{seconds}}", "60",
+	"{{lookback}}", strconv.FormatInt(int64(maxSampleInterval/time.Second), 10),
+	"{{lookbackns}}", strconv.FormatInt(int64(maxSampleInterval), 10)).Replace(dedupSeconds) + `
+        AND time >= toDateTime(?) AND time < toDateTime(?)`
 
 // rollupFirstAttachedQuery is firstAttachedQuery over a rollup: a row's first_attached_ns is
 // its first attached sample, inside the row's [time, time + step).
