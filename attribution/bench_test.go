@@ -55,8 +55,6 @@ type benchFleet struct {
 
 var benchStart = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 
-func envInt(name string, def int) int { return chtest.EnvInt(name, def) }
-
 // newBenchFleet generates the fleet the environment asks for inside ClickHouse
 // (chtest.BenchFleet: INSERT … SELECT from system.numbers).
 func newBenchFleet(b *testing.B) *benchFleet {
