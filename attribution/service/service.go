@@ -139,7 +139,7 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 		logger.WarnContext(ctx, "could not check that the price book prices the fleet", "err", err)
 	}
 	s := &service{cfg: cfg, conn: conn, logger: logger, logs: lograte.New(logger, time.Minute), sla: newSLAMetrics(reg, cfg.Book),
-		progress: progress{logger: logger}}
+		progress: progress{logger: logger}, now: time.Now}
 	passes := cfg.Passes
 	if passes.OpenFrom == nil {
 		if passes.OpenFrom, err = openFrom(ctx, conn, cfg.Book, cfg.CloseAfter); err != nil {
@@ -218,6 +218,9 @@ type service struct {
 	closing *closing         // nil: the service closes no period
 	// progress logs the passes: backfill and catch-up progress, then a heartbeat (progress.go).
 	progress progress
+	// now is the service's clock (time.Now; the runner's own is set alike): the pass's
+	// benchmark runs passes over generated data at a time of its choosing.
+	now func() time.Time
 }
 
 // report answers the API's report requests.
@@ -270,7 +273,7 @@ func (s *service) attribute(ctx context.Context) Pass {
 	began := time.Now()
 	p, err := s.runner.Once(ctx)
 	s.sla.passDuration.Observe(time.Since(began).Seconds())
-	s.progress.pass(ctx, time.Now(), p, err, time.Now().Add(-s.cfg.Delay).Truncate(time.Minute))
+	s.progress.pass(ctx, time.Now(), p, err, s.now().Add(-s.cfg.Delay).Truncate(time.Minute))
 	s.sla.computeErrs.WithLabelValues(scopeMinute).Add(float64(len(p.Failed)))
 	if err != nil {
 		s.sla.errors.Inc()
@@ -297,11 +300,11 @@ func (s *service) pass(ctx context.Context) (behind bool) {
 	if !owned {
 		return behind
 	}
-	if err := s.advice.update(ctx, s.conn, s.cfg.Book, time.Now().UTC().Truncate(time.Minute), nodes); err != nil {
+	if err := s.advice.update(ctx, s.conn, s.cfg.Book, s.now().UTC().Truncate(time.Minute), nodes); err != nil {
 		s.logs.Log(ctx, time.Now(), slog.LevelError, "advice", "computing the advice gauges failed", "err", err)
 	}
 	// Whole seconds: the window's edges are what the report prints.
-	to := time.Now().UTC().Truncate(time.Second)
+	to := s.now().UTC().Truncate(time.Second)
 	began := time.Now()
 	res, err := attribution.Report(ctx, s.conn, s.cfg.Book, attribution.Options{From: to.Add(-s.cfg.Window), To: to, Samples: s.cfg.Samples, Presence: s.cfg.Presence,
 		Nodes: nodes})
