@@ -162,7 +162,9 @@ func TestAttributionService(t *testing.T) {
 			time.Sleep(500 * time.Millisecond)
 		}
 		for _, want := range []string{"slicemeter_attribution_lag_seconds ", `slicemeter_allocations_stored_total 1`, `slicemeter_allocations_refused_total{reason="conflict"} 1`,
-			`slicemeter_sla_cold_start_limit_seconds{tier="budget"} 120`, `slicemeter_attribution_invariant_violations_total{invariant="capacity"} 0`} {
+			`slicemeter_sla_cold_start_limit_seconds{tier="budget"} 120`, `slicemeter_attribution_invariant_violations_total{invariant="capacity"} 0`,
+			// The advice gauges, computed apart from the passes (adviseLoop).
+			`slicemeter_advice_gpu_equivalents_freed{model="__fleet__"} `, `slicemeter_advice_errors_total 0`} {
 			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %q", want)
 			}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -75,6 +76,26 @@ func (m *adviceMetrics) update(ctx context.Context, conn store.Querier, book *pr
 	}
 	m.set(res, nextAdvice(now, res))
 	return nil
+}
+
+// adviseLoop keeps the advice gauges of the replica's nodes (those it attributes) up to date,
+// checking every interval whether the advice is due (adviceEvery; adviceRetryEmpty while it
+// found nothing), apart from the passes.
+func (s *service) adviseLoop(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if nodes, owned := s.runner.Nodes(); owned {
+			if err := s.advice.update(ctx, s.conn, s.cfg.Book, s.now().UTC().Truncate(time.Minute), nodes); err != nil && ctx.Err() == nil {
+				s.logs.Log(ctx, time.Now(), slog.LevelError, "advice", "computing the advice gauges failed", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // set serves the advice's figures until next.

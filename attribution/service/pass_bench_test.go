@@ -38,8 +38,8 @@ func (s staticShards) Assignment() (Assignment, bool) {
 // end of its samples, from samples_1s (the service's default) with its default passes: the
 // fresh minute and the lookback's ten attributed again, stored, the hours rolled up, the fleet
 // gauges from the stored minutes, and the trailing hour's report for the tenant gauges. The
-// advice gauges (a week from samples_1m, computed once an hour: adviceEvery) are computed in the
-// warm-up pass, not in the measured ones. "minute" is one minute's report (what a pass does
+// advice gauges (a week from samples_1m, once an hour: adviceEvery) are computed apart from the
+// passes (adviseLoop), so not here. "minute" is one minute's report (what a pass does
 // eleven times; BenchmarkMinute in package attribution), on the same data: one generation of a
 // large fleet gives both. "shards=2" is the same pass by each of two replicas sharing the nodes
 // (shard.Partition), one after the other: shard0-s and shard1-s each one's time.
@@ -104,11 +104,11 @@ func BenchmarkPass(b *testing.B) {
 			}
 			services[i] = newBenchService(timed[i], passes, now)
 		}
-		// The warm-up pass: the first after a start (the lookback's minutes, the advice).
+		// The warm-up pass: the first after a start (the lookback's minutes).
 		for i, s := range services {
 			began := time.Now()
 			s.pass(ctx)
-			b.Logf("replica %d: the first pass (resume, %d minutes, the advice gauges) took %s", i, 11, time.Since(began).Round(time.Millisecond))
+			b.Logf("replica %d: the first pass (resume, %d minutes) took %s", i, 11, time.Since(began).Round(time.Millisecond))
 			timed[i] = chtest.NewTimedConn(conn)
 			s.conn, s.runner.conn = timed[i], timed[i]
 		}

@@ -183,6 +183,9 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	// Ready once a trailing window is attributed, and while ClickHouse answers its pings.
 	ch := &pinger{ping: conn.Ping, logger: logger}
 	go ch.run(ctx, pingEvery)
+	// The advice reads a week of the fleet (seconds for 1000 instances, minutes for 50,000): in
+	// the pass it would hold the minutes' attribution back once an hour.
+	go s.adviseLoop(ctx, min(cfg.Interval, adviceRetryEmpty))
 	webErr := webserver.Serve(ctx, webserver.Options{Flags: cfg.Web, Registry: reg, Ready: &s.ready, Missing: ch.missing, Logger: logger,
 		Routes: []func(*http.ServeMux){srv.Register}, BearerPaths: []string{"/api/v1/"}})
 	return webserver.RunServing(webErr, func() error {
@@ -299,9 +302,6 @@ func (s *service) pass(ctx context.Context) (behind bool) {
 	nodes, owned := s.runner.Nodes()
 	if !owned {
 		return behind
-	}
-	if err := s.advice.update(ctx, s.conn, s.cfg.Book, s.now().UTC().Truncate(time.Minute), nodes); err != nil {
-		s.logs.Log(ctx, time.Now(), slog.LevelError, "advice", "computing the advice gauges failed", "err", err)
 	}
 	// Whole seconds: the window's edges are what the report prints.
 	to := s.now().UTC().Truncate(time.Second)
