@@ -240,17 +240,21 @@ func (s *Server) notYet(w http.ResponseWriter, err error, instead string) bool {
 	if !errors.Is(err, stored.ErrNotAttributed) {
 		return false
 	}
-	retry := s.NotYetRetryAfter
-	if retry <= 0 {
-		retry = DefaultNotYetRetryAfter
-	}
-	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(retry.Seconds()))))
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(s.notYetRetry().Seconds()))))
 	msg := err.Error() + "; the attribution service is attributing them: ask again later"
 	if instead != "" {
 		msg += ", or " + instead
 	}
 	writeJSON(w, http.StatusServiceUnavailable, problem{Error: msg})
 	return true
+}
+
+// notYetRetry is NotYetRetryAfter or its default.
+func (s *Server) notYetRetry() time.Duration {
+	if s.NotYetRetryAfter <= 0 {
+		return DefaultNotYetRetryAfter
+	}
+	return s.NotYetRetryAfter
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/slicemeter/slicemeter/attribution/focus"
@@ -131,6 +132,11 @@ func (s *Server) closePeriod(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, period.ErrClosed), errors.Is(err, period.ErrNotOver), errors.Is(err, period.ErrOutOfOrder), errors.Is(err, stored.ErrNotAttributed),
 		errors.Is(err, period.ErrOwed):
+		if errors.Is(err, stored.ErrNotAttributed) || errors.Is(err, period.ErrOwed) {
+			// The service attributes the minutes the close needs (they are owed now): the
+			// close can be asked again once they are.
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(s.notYetRetry().Seconds()))))
+		}
 		s.fail(w, http.StatusConflict, err)
 		return
 	case err != nil:

@@ -28,6 +28,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/report"
 	"github.com/slicemeter/slicemeter/attribution/statement"
 	"github.com/slicemeter/slicemeter/attribution/store"
+	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/internal/lograte"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
@@ -156,6 +157,7 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 	watchOwed(reg, s.runner)
 	s.fleet = newFleetMetrics(reg, s.tenantLimit())
 	s.advice = newAdviceMetrics(reg)
+	s.handClosed = make(chan period.Month, handClosedQueue)
 	srv := &api.Server{
 		Store:  allocations.NewStore(conn),
 		Report: s.report,
@@ -172,7 +174,7 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, logger *slog
 		Logger:  logger,
 		Limits:  cfg.Reports,
 		Audit:   func(ctx context.Context, q audit.Query) ([]audit.Entry, error) { return audit.List(ctx, conn, q) },
-		Periods: periods{conn: conn, closer: s.closer()},
+		Periods: periods{conn: conn, closer: s.closer(), owe: s.oweHandClose},
 		// A month from the stored minutes: from the samples it is 32 reports of raw samples.
 		Statement:        statement.Page(s.statementSource()),
 		NotYetRetryAfter: cfg.Interval,
@@ -224,6 +226,46 @@ type service struct {
 	// now is the service's clock (time.Now; the runner's own is set alike): the pass's
 	// benchmark runs passes over generated data at a time of its choosing.
 	now func() time.Time
+	// handClosed carries the billing periods that a close by hand (the API's) found with
+	// minutes never attributed to the next pass, which records them as owed (Runner.Owe is not
+	// safe during a pass) so that the passes attribute them; nil: none is taken.
+	handClosed chan period.Month
+}
+
+// handClosedQueue bounds the periods waiting in handClosed; a close asked while it is full is
+// asked again by its caller (it answers 409 every time until the minutes are attributed).
+const handClosedQueue = 16
+
+// oweHandClose queues a period that a close by hand found not all attributed.
+func (s *service) oweHandClose(m period.Month) {
+	select {
+	case s.handClosed <- m:
+	default:
+	}
+}
+
+// oweHandClosed records, between passes, the minutes never attributed of the periods closed by
+// hand since the last pass, so that the passes attribute them as they do for the automatic
+// close (stored.ReasonPeriodClose).
+func (s *service) oweHandClosed(ctx context.Context) {
+	for {
+		var m period.Month
+		select {
+		case m = <-s.handClosed:
+		default:
+			return
+		}
+		start, end := m.Bounds(s.cfg.Book.Zone())
+		n, err := s.runner.Owe(ctx, start, end, stored.ReasonPeriodClose, "billing period "+m.String()+" closed by hand", s.now())
+		if err != nil {
+			s.logger.ErrorContext(ctx, "could not record the minutes a billing period closed by hand needs", "period", m.String(), "err", err)
+			continue
+		}
+		if n > 0 {
+			s.logger.InfoContext(ctx, "a billing period closed by hand has minutes never attributed: the service attributes them now, oldest first; close it again then",
+				"period", m.String(), "minutes", n)
+		}
+	}
 }
 
 // report answers the API's report requests.
@@ -291,6 +333,7 @@ func (s *service) attribute(ctx context.Context) Pass {
 // pass attributes the closed minutes into ClickHouse, closes the periods due, then computes the
 // trailing window for the gauges. It says whether minutes are still waiting (Pass.Behind).
 func (s *service) pass(ctx context.Context) (behind bool) {
+	s.oweHandClosed(ctx)
 	p := s.attribute(ctx)
 	behind = p.Behind
 	if s.closing != nil {
@@ -337,15 +380,31 @@ func (s *service) closer() period.Closer {
 type periods struct {
 	conn   driver.Conn
 	closer period.Closer
+	// owe is told of a period whose close found minutes never attributed (nil: nobody).
+	owe func(period.Month)
 }
 
 func (p periods) List(ctx context.Context) ([]period.Closed, error) { return period.List(ctx, p.conn) }
 
 func (p periods) Close(ctx context.Context, m period.Month, now time.Time) (period.Closed, error) {
-	return p.closer.Close(ctx, m, now)
+	return p.owed(m)(p.closer.Close(ctx, m, now))
 }
 
 // CloseFOCUS closes the period with its FOCUS files in version v (the API's focus_version=).
 func (p periods) CloseFOCUS(ctx context.Context, m period.Month, now time.Time, v focus.Version) (period.Closed, error) {
-	return p.closer.WithFOCUSVersion(v).Close(ctx, m, now)
+	return p.owed(m)(p.closer.WithFOCUSVersion(v).Close(ctx, m, now))
+}
+
+// owed passes a close's result on; when the close found minutes of m never attributed (the
+// service started after the period, or its earlier minutes were never stored), it has the
+// passes attribute them and says so: without it the period could never be closed from the
+// stored minutes while the automatic close is off.
+func (p periods) owed(m period.Month) func(period.Closed, error) (period.Closed, error) {
+	return func(c period.Closed, err error) (period.Closed, error) {
+		if p.owe == nil || !errors.Is(err, stored.ErrNotAttributed) {
+			return c, err
+		}
+		p.owe(m)
+		return c, fmt.Errorf("%w; the service attributes the period's missing minutes now, oldest first (slicemeter_attribution_backfill_seconds says how much is left): close it again once they are", err)
+	}
 }
