@@ -151,13 +151,21 @@ func (s *Source) readDevice(g *gpuDev, st *exporter.GPUState) {
 }
 
 func (s *Source) id(g *gpuDev, kind string, index int, uuid string) string {
-	if s.cfg.IDs == Indices {
-		if kind == "" {
-			return fmt.Sprintf("gpu%d", g.index)
-		}
-		return fmt.Sprintf("gpu%d/%s%d", g.index, kind, index)
+	if s.cfg.IDs != Indices {
+		return uuid
 	}
-	return uuid
+	k := instanceKey{kind, index}
+	if id, ok := g.ids[k]; ok {
+		return id
+	}
+	id := fmt.Sprintf("gpu%d", g.index)
+	if kind != "" {
+		id = fmt.Sprintf("gpu%d/%s%d", g.index, kind, index)
+	}
+	if g.ids != nil {
+		g.ids[k] = id
+	}
+	return id
 }
 
 func (s *Source) processes(g *gpuDev, d nvml.Device) int {

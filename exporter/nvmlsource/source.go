@@ -72,6 +72,12 @@ type Source struct {
 
 var _ exporter.Source = (*Source)(nil)
 
+// instanceKey names an instance of a GPU by kind ("mig", "vgpu"; "" the GPU itself) and index.
+type instanceKey struct {
+	kind  string
+	index int
+}
+
 type gpuDev struct {
 	index    int
 	dev      nvml.Device
@@ -88,9 +94,10 @@ type gpuDev struct {
 	schedOK bool          // nvmlDeviceGetVgpuSchedulerLog_v2 present
 	slice   time.Duration // the vGPU scheduler's time slice, from its log (0: not read yet)
 
-	unsupported map[string]bool // calls that returned NOT_SUPPORTED are not made again
-	fields      *fieldState     // the health field values asked every tick
-	memV2       bool            // nvmlDeviceGetMemoryInfo_v2 present (FB free and reserved)
+	unsupported map[string]bool        // calls that returned NOT_SUPPORTED are not made again
+	ids         map[instanceKey]string // instance ids by index (IDs Indices): formatted once, not every tick
+	fields      *fieldState            // the health field values asked every tick
+	memV2       bool                   // nvmlDeviceGetMemoryInfo_v2 present (FB free and reserved)
 	lastUtilTS  uint64
 	lastVgpuTS  uint64
 	lastProcTS  uint64 // the latest per-process utilization sample read (share instances)
@@ -138,7 +145,7 @@ func Open(lib nvml.Interface, cfg Config, now time.Time) (*Source, error) {
 	s.openEvents()
 	s.readVersions()
 	for i := 0; i < n; i++ {
-		g := &gpuDev{index: i, unsupported: map[string]bool{}, sched: newSchedLog(), fields: newFieldState()}
+		g := &gpuDev{index: i, unsupported: map[string]bool{}, ids: map[instanceKey]string{}, sched: newSchedLog(), fields: newFieldState()}
 		s.gpus = append(s.gpus, g)
 		dev, r := lib.DeviceGetHandleByIndex(i)
 		if !s.ok(g, "nvmlDeviceGetHandleByIndex", r) {
@@ -189,7 +196,7 @@ func (s *Source) Calls() int64 {
 
 func (s *Source) count(call string) {
 	s.calls++
-	s.m.calls.WithLabelValues(call).Inc()
+	s.m.called(call)
 }
 
 // ok counts a call and says whether it succeeded. NOT_SUPPORTED turns the call off for that GPU;
