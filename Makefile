@@ -3,6 +3,9 @@
 # `make test` everything the tests start or call as well.
 GO        ?= go
 BIN       := bin/slicemeter
+# The exporter alone (-tags exporter_only): what a GPU node runs, without the database,
+# Parquet and attribution code of the other commands (exporter/README.md).
+EXPORTER_BIN := bin/slicemeter-exporter
 SCENARIO  ?= deploy/demo/fleet.yaml
 PKGS      := ./...
 STATICCHECK := v0.8.2
@@ -23,12 +26,15 @@ LDFLAGS   := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(R
              -X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=$(BUILD_USER) \
              -X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
 
-.PHONY: all build deps deps-demo demo test test-short lint generate bench clean device-build device-check
+.PHONY: all build build-exporter deps deps-demo demo test test-short lint generate bench clean device-build device-check
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/slicemeter
+
+build-exporter:
+	$(GO) build -tags exporter_only -ldflags "$(LDFLAGS)" -o $(EXPORTER_BIN) ./cmd/slicemeter
 
 # What the tests start or call: the demo's ClickHouse, and Kafka's and ZooKeeper's jars (Java,
 # Maven), Prometheus/promtool, Alertmanager, chDB, protoc, etcd, kube-apiserver, helm, Chromium,
@@ -55,7 +61,9 @@ test-short:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags exporter_only $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK) $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK) -tags exporter_only $(PKGS)
 
 # Regenerates schemas/slicemeterpb from schemas/slicemeter.proto (protoc from Debian's
 # protobuf-compiler, protoc-gen-go pinned to the protobuf module version in go.mod).
@@ -88,12 +96,15 @@ device-check:
 chart:
 	$(GO) generate ./deploy/helm
 
-# The container image (deploy/image/Dockerfile). Needs a Docker engine, which the machines
-# that run `make test` do not have: nothing runs this target there.
+# The container images (deploy/image/Dockerfile): the full binary, and the exporter alone
+# (target exporter) that the chart's DaemonSet runs. Need a Docker engine, which the machines
+# that run `make test` do not have: nothing runs these targets there.
 IMAGE ?= ghcr.io/slicemeter/slicemeter:$(VERSION)
+EXPORTER_IMAGE ?= ghcr.io/slicemeter/slicemeter-exporter:$(VERSION)
+IMAGE_ARGS = -f deploy/image/Dockerfile --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) --build-arg BRANCH=$(BRANCH)
 image:
-	docker build -f deploy/image/Dockerfile --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
-		--build-arg BRANCH=$(BRANCH) -t $(IMAGE) .
+	docker build $(IMAGE_ARGS) -t $(IMAGE) .
+	docker build $(IMAGE_ARGS) --target exporter -t $(EXPORTER_IMAGE) .
 
 clean:
 	rm -rf bin

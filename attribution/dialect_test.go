@@ -16,6 +16,7 @@ import (
 	"github.com/slicemeter/slicemeter/attribution/stored"
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/allocation/eventcheck"
 	"github.com/slicemeter/slicemeter/schemas/audit"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -127,8 +128,8 @@ func TestServiceQueriesCurrentDialect(t *testing.T) {
 			t.Errorf("%s: the capacity of a minute past what the presence read", source)
 		}
 	}
-	refused, _, err := allocation.CheckEvents(ctx, conn, []allocation.Event{{Allocation: allocation.Allocation{ID: "n", Tenant: "b", Tier: "pro",
-		Node: "node-a", Instance: migA100.id, RequestedAt: t0, StartedAt: t0}, Version: 1}}, allocation.CheckOptions{})
+	refused, _, err := eventcheck.Check(ctx, conn, []allocation.Event{{Allocation: allocation.Allocation{ID: "n", Tenant: "b", Tier: "pro",
+		Node: "node-a", Instance: migA100.id, RequestedAt: t0, StartedAt: t0}, Version: 1}}, eventcheck.Options{})
 	if err != nil || len(refused) != 1 {
 		t.Fatalf("check an overlapping event: %v, %v", refused, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/allocation/eventcheck"
 	"github.com/slicemeter/slicemeter/schemas/audit"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -46,11 +47,11 @@ func (c *Collector) refuseOverlaps(ctx context.Context, b *batch) error {
 	if b.allocs.len() == 0 || b.allocChecks.checked {
 		return nil
 	}
-	var opts allocation.CheckOptions
+	var opts eventcheck.Options
 	if !c.cfg.AllowTenantMoves {
 		opts.RefuseChange = refuseTenantMove
 	}
-	refused, changes, err := allocation.CheckEvents(ctx, c.conn, b.allocChecks.events, opts)
+	refused, changes, err := eventcheck.Check(ctx, c.conn, b.allocChecks.events, opts)
 	if err != nil {
 		return fmt.Errorf("check %d allocation events for overlaps: %w", len(b.allocChecks.events), err)
 	}

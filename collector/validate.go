@@ -13,7 +13,7 @@ import (
 const (
 	reasonDecode               = "decode"
 	reasonUnknownTopic         = "unknown_topic"
-	reasonOverlap              = "overlap"     // holds an instance another live allocation holds (allocation.CheckEvents)
+	reasonOverlap              = "overlap"     // holds an instance another live allocation holds (eventcheck.Check)
 	reasonTenantMove           = "tenant_move" // moves a live allocation to another tenant (Config.AllowTenantMoves)
 	reasonInvalid              = validate.ReasonInvalid
 	reasonMissingNode          = validate.ReasonMissingNode

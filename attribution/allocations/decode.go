@@ -1,7 +1,7 @@
 // Package allocations takes tenants' allocations in over HTTP and from files: it decodes and
 // validates them, refuses overlaps on an instance, and stores them in ClickHouse's allocations
 // table, idempotently by allocation id. The Kafka topic is consumed by the collector, which
-// stores the events itself under the same overlap rule (allocation.CheckEvents).
+// stores the events itself under the same overlap rule (eventcheck.Check).
 package allocations
 
 import (

@@ -1,3 +1,5 @@
+//go:build !exporter_only
+
 package main
 
 import (
@@ -121,4 +123,20 @@ func newAPICmd(app *kingpin.Application, stdout io.Writer) command {
 	return runFunc(func(context.Context, *slog.Logger) error {
 		return auth.HashEntryFor(os.Stdin, stdout, *name, api.Role(*role), *tenants)
 	})
+}
+
+// shardFlags adds the --attribution.shard.* flags to the attribution command.
+func shardFlags(cmd *kingpin.CmdClause) *shard.Options {
+	f := &shard.Options{}
+	cmd.Flag("attribution.shard.brokers", "Kafka brokers (host:port,...) of the consumer group that shares the nodes between attribution replicas; empty: no sharding, this replica attributes every node.").
+		PlaceHolder("BROKERS").StringVar(&f.Brokers)
+	cmd.Flag("attribution.shard.group", "Consumer group the attribution replicas of this deployment share.").Default(shard.DefaultGroup).StringVar(&f.Group)
+	cmd.Flag("attribution.shard.topic", "Topic of the group (no message is written to it): a node belongs to partition FNV-1a(node) mod its partition count.").
+		Default(shard.DefaultTopic).StringVar(&f.Topic)
+	cmd.Flag("attribution.shard.partitions", "Partitions of the topic when it has to be created (an existing topic keeps its count; do not change it while replicas run).").
+		Default(strconv.Itoa(shard.DefaultPartitions)).IntVar(&f.Partitions)
+	cmd.Flag("attribution.shard.session-timeout", "How long Kafka waits for a replica that stopped before it gives its nodes to the others (the brokers accept 6s to 30m by default).").
+		Default(shard.DefaultSessionTimeout.String()).DurationVar(&f.SessionTimeout)
+	kafkaSecurityFlags(cmd, &f.Security)
+	return f
 }

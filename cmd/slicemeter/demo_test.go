@@ -1,3 +1,5 @@
+//go:build !exporter_only
+
 package main
 
 import (

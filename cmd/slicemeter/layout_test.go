@@ -71,7 +71,9 @@ func TestWingsImportOnlyDownstream(t *testing.T) {
 // library is called with a plain Config or Options and never sees kingpin
 // (TestOnlyTheCommandImportsKingpin), and what only kingpin's model can tell: the start-up
 // line's effective flags, help on stdout, the demo's flags that take no environment variable.
-// About 1,340 lines with the advise command, with room for a few more flags.
+// About 1,340 lines with the advise command; the exporter-only build's seam (commands_full.go,
+// commands_exporter_only.go, a build constraint on each command's file) adds about 110 lines
+// of wiring. Room for a few more flags.
 func TestCommandIsOnlyFlagsAndWiring(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -88,8 +90,8 @@ func TestCommandIsOnlyFlagsAndWiring(t *testing.T) {
 		}
 		lines += bytes.Count(b, []byte("\n"))
 	}
-	if lines > 1400 {
-		t.Errorf("cmd/slicemeter has %d non-test lines, more than 1400: move what is not flags and wiring into its wing", lines)
+	if lines > 1500 {
+		t.Errorf("cmd/slicemeter has %d non-test lines, more than 1500: move what is not flags and wiring into its wing", lines)
 	}
 }
 

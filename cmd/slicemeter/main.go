@@ -81,21 +81,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return nil
 	}).Bool()
 
-	commands := map[string]command{
-		"exporter":    newExporterCmd(app),
-		"collector":   newCollectorCmd(app),
-		"attribution": newAttributionCmd(app),
-		"migrate":     newMigrateCmd(app),
-		"report":      newReportCmd(app, stdout),
-		"fleet":       newFleetCmd(app, stdout),
-		"advise":      newAdviseCmd(app, stdout),
-		"demo":        newDemoCmd(app, stdout),
-		"allocations": newAllocationsCmd(app, stdout),
-		"pricebook":   newPricebookCmd(app, stdout),
-		"version":     newVersionCmd(app, stdout),
-		"period":      newPeriodCmd(app, stdout),
-		"statement":   newStatementCmd(app, stdout),
-		"api":         newAPICmd(app, stdout),
+	commands := make(map[string]command, len(commandNames))
+	for _, name := range commandNames {
+		commands[name] = newCommand(name, app, stdout)
+	}
+	// A command this build leaves out is refused before kingpin parses its flags, which it
+	// does not know here: "slicemeter report --from …" gets the reason, not "unknown flag".
+	if pc, _ := app.ParseContext(args); pc != nil && pc.SelectedCommand != nil {
+		if c, ok := commands[strings.Fields(pc.SelectedCommand.FullCommand())[0]].(leftOut); ok {
+			fmt.Fprintf(stderr, "slicemeter: %v\n", c.leftOut())
+			return exitUsage
+		}
 	}
 	selected, err := app.Parse(args)
 	if errors.Is(err, kingpin.ErrCommandNotSpecified) && !answered {
@@ -126,6 +122,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// commandNames are the commands of the full binary, in the order --help lists them.
+var commandNames = []string{"exporter", "collector", "attribution", "migrate", "report", "fleet", "advise", "demo",
+	"allocations", "pricebook", "version", "period", "statement", "api"}
+
+// newCommand registers the command name on app. The exporter and version are in every build;
+// the others come from newServerCommand, which the exporter-only build (-tags exporter_only,
+// commands_exporter_only.go) replaces with a refusal so that a GPU node's binary does not
+// link the database, Parquet and attribution code.
+func newCommand(name string, app *kingpin.Application, stdout io.Writer) command {
+	switch name {
+	case "exporter":
+		return newExporterCmd(app)
+	case "version":
+		return newVersionCmd(app, stdout)
+	}
+	return newServerCommand(name, app, stdout)
+}
+
+// leftOut is a command that this build does not hold: leftOut says why and what to run.
+type leftOut interface {
+	leftOut() error
 }
 
 func newLogger(w io.Writer, level, format string) *slog.Logger {

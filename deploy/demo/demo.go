@@ -27,8 +27,8 @@ import (
 	collectorsvc "github.com/slicemeter/slicemeter/collector/service"
 	"github.com/slicemeter/slicemeter/deploy/local"
 	exportersvc "github.com/slicemeter/slicemeter/exporter/service"
-	"github.com/slicemeter/slicemeter/internal/chconn"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
+	"github.com/slicemeter/slicemeter/internal/redact"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
@@ -222,12 +222,12 @@ func (c Config) sayWhatsNext(logger *slog.Logger, dsn string, sc *scenario.Scena
 		return
 	}
 	window := "--from " + sc.Start.Format(time.RFC3339) + " --to " + sc.End().Truncate(time.Minute).Format(time.RFC3339)
-	base := " --clickhouse.dsn " + chconn.Redact(dsn) + " --scenario " + c.ScenarioPath + " " + window
+	base := " --clickhouse.dsn " + redact.DSN(dsn) + " --scenario " + c.ScenarioPath + " " + window
 	if minutes == 0 {
-		logger.Info("the demo's data stays in "+chconn.Redact(dsn), "report", "slicemeter report"+base)
+		logger.Info("the demo's data stays in "+redact.DSN(dsn), "report", "slicemeter report"+base)
 		return
 	}
-	logger.Info("the demo's data and attribution minutes stay in "+chconn.Redact(dsn),
+	logger.Info("the demo's data and attribution minutes stay in "+redact.DSN(dsn),
 		"report", "slicemeter report --from-minutes"+base, "fleet", "slicemeter fleet"+base)
 }
 

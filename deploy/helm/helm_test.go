@@ -292,6 +292,42 @@ func TestDefaultTier(t *testing.T) {
 	}
 }
 
+// TestExporterImage: the DaemonSet runs the exporter-only image, with the main image's tag by
+// default; exporter.image.repository "" falls back to the main image, which the collector and
+// the attribution service always run.
+func TestExporterImage(t *testing.T) {
+	helm := helmBinary(t)
+	for _, tc := range []struct {
+		name           string
+		args           []string
+		exporter, main string
+	}{
+		{"the default values", nil, "ghcr.io/slicemeter/slicemeter-exporter:0.1.0", "ghcr.io/slicemeter/slicemeter:0.1.0"},
+		{"the main image's tag", []string{"--set", "image.tag=1.2.3"}, "ghcr.io/slicemeter/slicemeter-exporter:1.2.3", "ghcr.io/slicemeter/slicemeter:1.2.3"},
+		{"a tag of its own", []string{"--set", "image.tag=1.2.3", "--set-string", "exporter.image.tag=1.2.4"}, "ghcr.io/slicemeter/slicemeter-exporter:1.2.4", "ghcr.io/slicemeter/slicemeter:1.2.3"},
+		{"no repository: the main image", []string{"--set", "image.tag=1.2.3", "--set", "exporter.image.repository="}, "ghcr.io/slicemeter/slicemeter:1.2.3", "ghcr.io/slicemeter/slicemeter:1.2.3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := parse(t, template(t, helm, tc.args...))
+			image := func(kind, name string) any {
+				o := find(objs, kind, name)
+				if o == nil {
+					t.Fatalf("no %s %s", kind, name)
+				}
+				return at(o.raw, "spec", "template", "spec", "containers", 0, "image")
+			}
+			if got := image("DaemonSet", "slicemeter-exporter"); got != tc.exporter {
+				t.Errorf("the exporter runs %v, want %s", got, tc.exporter)
+			}
+			for _, name := range []string{"slicemeter-collector", "slicemeter-attribution"} {
+				if got := image("Deployment", name); got != tc.main {
+					t.Errorf("%s runs %v, want %s", name, got, tc.main)
+				}
+			}
+		})
+	}
+}
+
 // object is the part of a rendered object the tests read.
 type object struct {
 	Kind     string `yaml:"kind"`

@@ -28,7 +28,7 @@ import (
 	"github.com/slicemeter/slicemeter/exporter"
 	"github.com/slicemeter/slicemeter/internal/lograte"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
-	"github.com/slicemeter/slicemeter/schemas/audit"
+	"github.com/slicemeter/slicemeter/schemas/audit/door"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 	"github.com/slicemeter/slicemeter/schemas/validate"
 )
@@ -336,8 +336,8 @@ func (d *Discovery) message(topic string, e Event) kafka.Message {
 		panic(fmt.Sprintf("kubernetes: marshal allocation %q: %v", a.ID, err))
 	}
 	return kafka.Message{Topic: topic, Key: []byte(a.Tenant), Value: v, Headers: []kafka.Header{
-		{Key: audit.HeaderDoor, Value: []byte(audit.DoorKubernetes)},
-		{Key: audit.HeaderPrincipal, Value: []byte("node/" + d.f.NodeName)},
+		{Key: door.HeaderDoor, Value: []byte(door.Kubernetes)},
+		{Key: door.HeaderPrincipal, Value: []byte("node/" + d.f.NodeName)},
 	}}
 }
 

@@ -24,7 +24,7 @@ import (
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/slicemeter/slicemeter/exporter/kubernetes/kubelettest"
-	"github.com/slicemeter/slicemeter/schemas/audit"
+	"github.com/slicemeter/slicemeter/schemas/audit/door"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
@@ -196,7 +196,7 @@ func TestDiscoveryPublishesOnceAndEnds(t *testing.T) {
 		}
 	}
 	for _, m := range msgs {
-		if header(m, audit.HeaderDoor) != string(audit.DoorKubernetes) || header(m, audit.HeaderPrincipal) != "node/"+node {
+		if header(m, door.HeaderDoor) != string(door.Kubernetes) || header(m, door.HeaderPrincipal) != "node/"+node {
 			t.Errorf("message headers %v: want door kubernetes, principal node/%s", m.Headers, node)
 		}
 		if string(m.Key) == "" {

@@ -37,7 +37,13 @@ func New(cfg Config, reg *prometheus.Registry, logger *slog.Logger) (*Service, e
 		return nil, err
 	}
 	s := &Service{cfg: cfg, reg: reg, logger: logger, kafka: kafkaconn.Cluster{Brokers: cfg.Brokers, Security: sec}}
-	if cfg.Source == "sim" && cfg.SimAllocations {
+	// The source as SourceOf implies it, not as the flag gives it: --scenario without --source
+	// is sim too, and its scheduler publishes (startSimScheduler reads the source openSource set).
+	source, err := SourceOf(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if source == "sim" && cfg.SimAllocations {
 		s.simAllocMetrics = newSimAllocationMetrics(reg)
 	}
 	// The discovery comes first: its Shares is what the nvml source samples share instances by.

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/slicemeter/slicemeter/exporter"
@@ -142,5 +143,52 @@ func TestSimSchedulerOnce(t *testing.T) {
 	p.run(context.Background()) // returns by itself
 	if ids := w.ids(t); len(ids) != 1 || ids[0] != "loop-node/a/0" {
 		t.Fatalf("published %v, want loop-node/a/0 once", ids)
+	}
+}
+
+// TestSimSchedulerMetricsWithTheSourceImplied: `slicemeter exporter --scenario X
+// --kafka.brokers …` without --source is a sim source (SourceOf) and publishes the scenario's
+// allocations; its counters must exist then too (before: New looked at the --source flag as
+// given, left them nil, and the first publish panicked).
+func TestSimSchedulerMetricsWithTheSourceImplied(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	reg := prometheus.NewRegistry()
+	cfg := Config{ScenarioPath: "testdata/loop.yaml", SimAllocations: true, SimStart: "now", Brokers: cluster.ListenAddrs(),
+		Partitions: 1, FlushInterval: time.Second, QueueMaxBytes: 1 << 20}
+	svc, err := New(cfg, reg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := svc.Run(ctx); done <- err }()
+	published := func() float64 {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == "slicemeter_exporter_sim_allocations_published_total" {
+				return f.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		return -1
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for published() <= 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	got := published()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got <= 0 {
+		t.Fatalf("slicemeter_exporter_sim_allocations_published_total = %v, want > 0 (-1: not registered)", got)
 	}
 }

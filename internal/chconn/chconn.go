@@ -18,6 +18,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/slicemeter/slicemeter/internal/redact"
 	"github.com/slicemeter/slicemeter/internal/usage"
 )
 
@@ -72,15 +73,15 @@ func parseOptions(dsn string) (*clickhouse.Options, error) {
 		if _, perr := url.Parse(dsn); perr != nil {
 			// The URL error would quote the piece that does not parse, often the password.
 			return nil, usage.Errorf("clickhouse DSN %s does not parse as a URL (details hidden: they may quote the password): "+
-				"percent-encode '%%', '@', ':', '/', '?' and '#' in the user name and password ('%%' as %%25)", Redact(dsn))
+				"percent-encode '%%', '@', ':', '/', '?' and '#' in the user name and password ('%%' as %%25)", redact.DSN(dsn))
 		}
-		return nil, usage.Errorf("parse clickhouse DSN %s: %s", Redact(dsn), scrub(err.Error(), dsn))
+		return nil, usage.Errorf("parse clickhouse DSN %s: %s", redact.DSN(dsn), redact.Scrub(err.Error(), dsn))
 	}
 	if opts.Protocol != clickhouse.Native {
-		return nil, usage.Errorf("clickhouse DSN %s: only the native protocol (clickhouse://host:port/db) is supported", Redact(dsn))
+		return nil, usage.Errorf("clickhouse DSN %s: only the native protocol (clickhouse://host:port/db) is supported", redact.DSN(dsn))
 	}
 	if len(opts.Addr) == 0 {
-		return nil, usage.Errorf("clickhouse DSN %s: no host:port", Redact(dsn))
+		return nil, usage.Errorf("clickhouse DSN %s: no host:port", redact.DSN(dsn))
 	}
 	if opts.DialTimeout == 0 {
 		opts.DialTimeout = 5 * time.Second
@@ -134,7 +135,7 @@ const DSNForm = "clickhouse://[user[:password]@]host:port/database, e.g. clickho
 // with the scheme added only where it can hold no password (no '@', no password parameter).
 func noScheme(dsn string) error {
 	if strings.Contains(dsn, "@") || strings.Contains(strings.ToLower(dsn), "password") {
-		return usage.Errorf("clickhouse DSN %s has no scheme: expected %s", hidden, DSNForm)
+		return usage.Errorf("clickhouse DSN %s has no scheme: expected %s", redact.Hidden, DSNForm)
 	}
 	return usage.Errorf("clickhouse DSN %q has no scheme: expected %s; did you mean clickhouse://%s?", dsn, DSNForm, dsn)
 }

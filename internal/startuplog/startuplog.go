@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/common/version"
 
-	"github.com/slicemeter/slicemeter/internal/chconn"
+	"github.com/slicemeter/slicemeter/internal/redact"
 )
 
 // Flag is one flag of the command and its effective value: given, from its SLICEMETER_*
@@ -47,7 +47,7 @@ func Value(flag, value string) string {
 		return masked
 	}
 	if strings.Contains(name, "dsn") {
-		return chconn.Redact(value)
+		return redact.DSN(value)
 	}
 	if strings.Contains(value, "://") {
 		// A list of URLs (brokers, endpoints) or one URL: mask each one's password.

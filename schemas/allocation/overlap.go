@@ -51,7 +51,7 @@ func (c *Conflict) Unwrap() error { return c.Err }
 func reasonFor(a Allocation, current, earlier []Allocation) error {
 	for _, others := range [][]Allocation{current, earlier} {
 		for _, b := range others {
-			if err := overlap(a, b); err != nil {
+			if err := Overlapping(a, b); err != nil {
 				return err
 			}
 		}
@@ -156,10 +156,10 @@ func (h *rankHeap) Pop() any {
 	return x
 }
 
-// overlap is the reason a may not hold its instance while b does, naming both; nil when they
+// Overlapping is the reason a may not hold its instance while b does, naming both; nil when they
 // are one allocation (a version of it replaces the other), on different instances, or one
 // ends before the other starts.
-func overlap(a, b Allocation) error {
+func Overlapping(a, b Allocation) error {
 	if a.ID == b.ID || a.Target() != b.Target() || !a.StartedAt.Before(b.end()) || !b.StartedAt.Before(a.end()) {
 		return nil
 	}

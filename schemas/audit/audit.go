@@ -14,27 +14,26 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/audit/door"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
-// Door is the way a write came in.
-type Door string
+// Door is the way a write came in (package door, which the exporter imports without this
+// package's database code); the names below keep the audit trail's callers reading audit.Door*.
+type Door = door.Door
 
 // The doors.
 const (
-	DoorHTTP       Door = "http"       // POST /api/v1/allocations
-	DoorImport     Door = "import"     // slicemeter allocations import
-	DoorKafka      Door = "kafka"      // the slicemeter.allocations.v1 topic, through the collector
-	DoorKubernetes Door = "kubernetes" // the exporter's --kubernetes discovery, through the topic and the collector
+	DoorHTTP       = door.HTTP
+	DoorImport     = door.Import
+	DoorKafka      = door.Kafka
+	DoorKubernetes = door.Kubernetes
 )
 
-// Headers an allocation event's producer sets on its Kafka message so that the collector
-// records the door it came through: the exporter's Kubernetes discovery sets door kubernetes
-// and principal node/<node>. A message without them is door kafka. Kafka does not vouch for
-// them: who may write the topic (Kafka ACLs) is who may claim them.
+// The headers of an allocation event that name its door and principal (door.HeaderDoor).
 const (
-	HeaderDoor      = "slicemeter-door"
-	HeaderPrincipal = "slicemeter-principal"
+	HeaderDoor      = door.HeaderDoor
+	HeaderPrincipal = door.HeaderPrincipal
 )
 
 // Action is what a write did to the allocation.

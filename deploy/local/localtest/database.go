@@ -13,6 +13,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/deploy/local"
 	"github.com/slicemeter/slicemeter/internal/chconn"
+	"github.com/slicemeter/slicemeter/internal/redact"
 	"github.com/slicemeter/slicemeter/schemas/migrations"
 )
 
@@ -109,11 +110,11 @@ func recreate(ctx context.Context, ch *local.ClickHouse, name string) error {
 func migrate(ctx context.Context, dsn string) error {
 	conn, err := chconn.Open(ctx, dsn)
 	if err != nil {
-		return fmt.Errorf("connecting to migrate %s: %w", chconn.Redact(dsn), err)
+		return fmt.Errorf("connecting to migrate %s: %w", redact.DSN(dsn), err)
 	}
 	defer conn.Close()
 	if _, err := migrations.Apply(ctx, conn); err != nil {
-		return fmt.Errorf("migrating %s: %w", chconn.Redact(dsn), err)
+		return fmt.Errorf("migrating %s: %w", redact.DSN(dsn), err)
 	}
 	return nil
 }
@@ -125,16 +126,16 @@ func open(ctx context.Context, dsn string, logger *slog.Logger) (driver.Conn, er
 	}
 	o, err := clickhouse.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("parsing DSN %s: %w", chconn.Redact(dsn), err)
+		return nil, fmt.Errorf("parsing DSN %s: %w", redact.DSN(dsn), err)
 	}
 	o.Logger = logger
 	conn, err := clickhouse.Open(o)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", chconn.Redact(dsn), err)
+		return nil, fmt.Errorf("connecting to %s: %w", redact.DSN(dsn), err)
 	}
 	if err := conn.Ping(ctx); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("connecting to %s: %w", chconn.Redact(dsn), err)
+		return nil, fmt.Errorf("connecting to %s: %w", redact.DSN(dsn), err)
 	}
 	return conn, nil
 }

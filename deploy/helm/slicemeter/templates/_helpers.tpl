@@ -22,6 +22,17 @@ app.kubernetes.io/component: {{ .component }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
+{{- /* The exporter's image: exporter.image (the exporter-only build), or the main image when
+its repository is empty. Its tag defaults to the main image's. */ -}}
+{{- define "slicemeter.exporterImage" -}}
+{{- $i := .Values.exporter.image | default dict -}}
+{{- if $i.repository -}}
+{{ $i.repository }}:{{ $i.tag | default .Values.image.tag | default .Chart.AppVersion }}
+{{- else -}}
+{{ include "slicemeter.image" . }}
+{{- end -}}
+{{- end -}}
+
 {{- define "slicemeter.exporterServiceAccount" -}}
 {{- if .Values.serviceAccount.exporter.create -}}{{ .Values.serviceAccount.exporter.name | default (printf "%s-exporter" (include "slicemeter.fullname" .)) }}{{- else -}}{{ .Values.serviceAccount.exporter.name | default "default" }}{{- end -}}
 {{- end -}}

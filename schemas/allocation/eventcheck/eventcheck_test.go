@@ -1,4 +1,4 @@
-package allocation_test
+package eventcheck_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/schemas/allocation"
+	"github.com/slicemeter/slicemeter/schemas/allocation/eventcheck"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
 
@@ -52,7 +53,7 @@ func insertAllocations(t *testing.T, conn driver.Conn, rows []allocationRow) {
 // with the HTTP API's overlap rule: an overlap is refused naming both allocations; a newer
 // version of an allocation never overlaps itself; replays, deletions and refused events do not
 // block an instance.
-func TestCheckEvents(t *testing.T) {
+func TestCheck(t *testing.T) {
 	ctx := context.Background()
 	conn := localtest.Database(t, localtest.DatabaseOptions{}).Conn
 	row := func(id, instance string, from, to time.Duration, version uint64, deleted bool) allocationRow {
@@ -104,7 +105,7 @@ func TestCheckEvents(t *testing.T) {
 		{"a deleted allocation created again", []allocation.Event{event("gone", "gpu1", 0, time.Hour, 3)}, nil, "0:-"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			refused, changes, err := allocation.CheckEvents(ctx, conn, tc.events, allocation.CheckOptions{})
+			refused, changes, err := eventcheck.Check(ctx, conn, tc.events, eventcheck.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

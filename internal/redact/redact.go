@@ -1,32 +1,35 @@
-package chconn
+// Package redact hides the secrets of a connection string in what is logged or returned as an
+// error. It is apart from chconn so that what only prints a DSN (the start-up line of every
+// service, the exporter's included) does not link the ClickHouse driver.
+package redact
 
 import (
 	"net/url"
 	"strings"
 )
 
-// hidden replaces a secret in what we print.
-const hidden = "xxxxx"
+// Hidden replaces a secret in what we print.
+const Hidden = "xxxxx"
 
-// Redact returns dsn fit for a log line or an error: the password of the user info, the
+// DSN returns dsn fit for a log line or an error: the password of the user info, the
 // password query parameter and the credentials of an http_proxy parameter are hidden. A DSN
 // that does not parse as a URL is shown as its scheme only, since nothing tells where its
 // password ends (an unencoded '@', '/', '?' or '#' can sit in it); nor does one without
 // "scheme://".
-func Redact(dsn string) string {
+func DSN(dsn string) string {
 	u, err := url.Parse(dsn)
 	if err != nil || u.Opaque != "" { // "u:pw@host" parses as scheme u, opaque pw@host
 		return unparsed(dsn)
 	}
 	if u.User != nil {
 		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), hidden)
+			u.User = url.UserPassword(u.User.Username(), Hidden)
 		}
 	}
 	if u.RawQuery != "" {
 		q, err := url.ParseQuery(u.RawQuery)
 		if err != nil {
-			u.RawQuery = hidden
+			u.RawQuery = Hidden
 		} else {
 			for key, values := range q {
 				for i, v := range values {
@@ -43,14 +46,14 @@ func Redact(dsn string) string {
 func redactParam(key, value string) string {
 	switch strings.ToLower(key) {
 	case "password":
-		return hidden
+		return Hidden
 	case "http_proxy":
 		p, err := url.Parse(value)
 		if err != nil {
-			return hidden
+			return Hidden
 		}
 		if p.User != nil {
-			p.User = url.User(hidden)
+			p.User = url.User(Hidden)
 		}
 		return p.String()
 	}
@@ -60,9 +63,9 @@ func redactParam(key, value string) string {
 // unparsed shows what can safely be said of a DSN that does not parse: its scheme.
 func unparsed(dsn string) string {
 	if i := strings.Index(dsn, "://"); i > 0 && !strings.ContainsAny(dsn[:i], ":@/?#%") {
-		return dsn[:i] + "://" + hidden
+		return dsn[:i] + "://" + Hidden
 	}
-	return hidden
+	return Hidden
 }
 
 // secrets lists the passwords dsn carries, as written and decoded, for scrubbing a message
@@ -97,10 +100,10 @@ func secrets(dsn string) []string {
 	return s
 }
 
-// scrub replaces every password of dsn in msg.
-func scrub(msg, dsn string) string {
+// Scrub replaces every password of dsn in msg.
+func Scrub(msg, dsn string) string {
 	for _, s := range secrets(dsn) {
-		msg = strings.ReplaceAll(msg, s, hidden)
+		msg = strings.ReplaceAll(msg, s, Hidden)
 	}
 	return msg
 }
