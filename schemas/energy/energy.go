@@ -32,19 +32,25 @@ const maxInterval = 60 * time.Second
 // A counter that genuinely reads 0 mJ (the instant the driver loaded) is taken as missing: one
 // tick estimated, rather than a field that older exporters leave at 0 read as a reading.
 func Of(s *pb.Sample) (joules float64, estimated bool) {
-	iv := time.Duration(min(s.GetIntervalNs(), uint64(maxInterval)))
-	cur, prev := s.GetEnergyMj(), s.GetEnergyPrevMj()
-	if !s.GetEnergyUnavailable() && cur > 0 && prev > 0 {
-		inc := cur - prev
-		if cur < prev {
-			inc = cur
+	return Tick(s.GetEnergyMj(), s.GetEnergyPrevMj(), s.GetEnergyUnavailable(), s.GetPowerWatts(), s.GetIntervalNs())
+}
+
+// Tick is Of from a sample's fields, for the collector, which decodes samples without the
+// generated type: the counter at the tick (curMJ) and at the previous tick (prevMJ), whether it
+// was unavailable, the power and the interval (ns).
+func Tick(curMJ, prevMJ uint64, unavailable bool, watts float64, intervalNs uint64) (joules float64, estimated bool) {
+	iv := time.Duration(min(intervalNs, uint64(maxInterval)))
+	if !unavailable && curMJ > 0 && prevMJ > 0 {
+		inc := curMJ - prevMJ
+		if curMJ < prevMJ {
+			inc = curMJ
 		}
 		j := float64(inc) / 1000
 		if j <= MaxWatts*iv.Seconds() {
 			return j, false
 		}
 	}
-	return Estimate(s.GetPowerWatts(), iv), true
+	return Estimate(watts, iv), true
 }
 
 // Estimate is the energy of a tick without a counter: mean power × the time it covers. A power
