@@ -56,7 +56,7 @@ func TestRollupKeepsCompleteRows(t *testing.T) {
 SELECT time, node, instance_id, gpu_uuid, gpu_index, model, kind, profile, compute_slices, sm_count,
     gpu_sm_count, mem_total_bytes, gpu_mem_total_bytes, interval_ns, samples - %[2]d, intDiv(covered_ns, 2), 0., attached_sum,
     vgpu_switch_ns_sum, vgpu_run_ns_sum, first_attached_ns, mem_used_bytes_sum, power_watts_sum, wait_ns, wait_count,
-    active_samples - %[2]d, intDiv(active_ns, 2), first_ns, last_ns, 0., 0., share_replicas, 0
+    active_samples - %[2]d, intDiv(active_ns, 2), first_ns, last_ns, 0., 0., share_replicas, 0, 0., 0
 FROM %[1]s`, tt.table, tt.fewer))
 			if err != nil {
 				t.Fatalf("insert the partial rows: %v", err)

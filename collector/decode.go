@@ -30,6 +30,8 @@ type wireSample struct {
 	tsNs, intervalNs, memUsed, memTotal, gpuMemTotal uint64
 	gpuIndex, computeSlices, smCount, gpuSMCount     uint32
 	shareReplicas                                    uint32
+	energyMJ, energyPrevMJ                           uint64 // the GPU's energy counter at this and the previous tick
+	energyUnavailable                                bool
 	kind                                             pb.Kind
 	attached, smActiveUnavailable                    bool
 	smActive, powerWatts                             float64
@@ -163,6 +165,12 @@ func (d *sampleDecoder) decodeSample(b []byte, s *wireSample) error {
 			s.smActiveUnavailable = v != 0
 		case num == 20 && varint:
 			s.shareReplicas = uint32(v)
+		case num == 21 && varint:
+			s.energyMJ = v
+		case num == 22 && varint:
+			s.energyUnavailable = v != 0
+		case num == 23 && varint:
+			s.energyPrevMJ = v
 		}
 	}
 	return nil

@@ -24,7 +24,8 @@ func fromWire(d *sampleDecoder) *pb.SampleBatch {
 			Model: s.model, Kind: s.kind, InstanceId: s.instanceID, Profile: s.profile, Attached: s.attached,
 			SmActive: s.smActive, MemUsedBytes: s.memUsed, MemTotalBytes: s.memTotal, PowerWatts: s.powerWatts,
 			ComputeSlices: s.computeSlices, SmCount: s.smCount, GpuSmCount: s.gpuSMCount, GpuMemTotalBytes: s.gpuMemTotal,
-			SmActiveUnavailable: s.smActiveUnavailable}
+			SmActiveUnavailable: s.smActiveUnavailable, ShareReplicas: s.shareReplicas,
+			EnergyMj: s.energyMJ, EnergyPrevMj: s.energyPrevMJ, EnergyUnavailable: s.energyUnavailable}
 		if w := d.waitsOf(s); s.runNs != 0 || s.switchNs != 0 || len(w) > 0 {
 			out.Vgpu = &pb.VgpuSchedule{RunNs: s.runNs, SwitchNs: s.switchNs, WaitsNs: append([]uint64(nil), w...)}
 		}
@@ -163,7 +164,12 @@ func FuzzDecodeMatchesProto(f *testing.F) {
 	unmeasured := sample(pb.Kind_KIND_MIG, "gpu0/mig0", base)
 	unmeasured.SmActiveUnavailable = true
 	mig, _ := proto.Marshal(&pb.SampleBatch{Node: "n", Samples: []*pb.Sample{unmeasured}})
-	for _, v := range [][]byte{full, mig, nil, {0xff}, []byte("not protobuf"), full[:10]} {
+	counted, reset, noCounter := sample(pb.Kind_KIND_GPU, "gpu0", base), sample(pb.Kind_KIND_GPU, "gpu1", base), sample(pb.Kind_KIND_GPU, "gpu2", base)
+	counted.EnergyMj, counted.EnergyPrevMj = 1_030_000, 1_000_000
+	reset.EnergyMj, reset.EnergyPrevMj = 500, 1_000_000
+	noCounter.EnergyMj, noCounter.EnergyUnavailable = 7, true
+	energy, _ := proto.Marshal(&pb.SampleBatch{Node: "n", Samples: []*pb.Sample{counted, reset, noCounter}})
+	for _, v := range [][]byte{full, mig, energy, nil, {0xff}, []byte("not protobuf"), full[:10]} {
 		f.Add(v)
 	}
 	var d sampleDecoder // reused on purpose: reuse must not leak state between messages

@@ -52,6 +52,8 @@ type fullRow struct {
 	SwitchNs      float64   `ch:"switch_ns"`
 	ShareReplicas uint32    `ch:"share_replicas"`
 	MemMax        uint64    `ch:"mem_used_max_bytes"`
+	Energy        float64   `ch:"energy_j_sum"`
+	EnergyEst     uint64    `ch:"energy_estimated_samples"`
 }
 
 // readFull returns the row of every key of table that readers take (FINAL: the fullest, of
@@ -111,6 +113,18 @@ func fuzzBatches(rng *rand.Rand) []fuzzBatch {
 					s.SmActive = float64(rng.IntN(1000)) / 999
 					s.MemUsedBytes = uint64(1+rng.IntN(19)) << 30
 					s.PowerWatts = 100 + rng.Float64()*300
+					// The GPU's energy counter, read at both ends of most ticks; some have no
+					// previous reading, a counter that cannot be read, or one that was reset.
+					s.EnergyPrevMj = 5_000_000 + uint64(tick)*40_000
+					s.EnergyMj = s.EnergyPrevMj + uint64(10_000+rng.IntN(30_000))
+					switch rng.IntN(20) {
+					case 0:
+						s.EnergyPrevMj = 0
+					case 1:
+						s.EnergyUnavailable, s.EnergyMj = true, 0
+					case 2:
+						s.EnergyMj = uint64(rng.IntN(30_000))
+					}
 					s.Attached = rng.IntN(10) > 0
 					if kind == pb.Kind_KIND_MIG && rng.IntN(5) == 0 {
 						s.SmActiveUnavailable = true
@@ -159,6 +173,7 @@ func fuzzBatches(rng *rand.Rand) []fuzzBatch {
 				for j, x := range mixed[i] {
 					s := proto.Clone(x.s).(*pb.Sample)
 					s.SmActive = 1 - s.SmActive
+					s.EnergyMj += 7 // another reading: the one received last wins here too
 					again[j].node, again[j].s = x.node, s
 				}
 				mixed = append(mixed, again)

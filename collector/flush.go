@@ -110,6 +110,7 @@ func (c *Collector) store(ctx context.Context, deadLetterWriter *kafka.Writer, b
 		}
 		c.storedSamples.Add(uint64(n))
 		c.metrics.samplesStored.Add(float64(n))
+		c.metrics.energyEstimated.Add(float64(b.samples.estimatedEnergy()))
 		c.observeFreshness(b, time.Now())
 		b.rawStored = true
 	}

@@ -11,6 +11,7 @@ import (
 type metrics struct {
 	consumed          *prometheus.CounterVec   // topic
 	samplesStored     prometheus.Counter       //
+	energyEstimated   prometheus.Counter       // stored samples whose energy is power × interval
 	allocsStored      prometheus.Counter       //
 	samplesDropped    *prometheus.CounterVec   // reason
 	deadLettered      *prometheus.CounterVec   // topic, reason
@@ -36,6 +37,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		samplesStored: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "samples_stored_total",
 			Help: "Sample rows inserted into ClickHouse.",
+		}),
+		energyEstimated: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "samples_energy_estimated_total",
+			Help: "Sample rows inserted whose energy is estimated as power times interval, the GPU's energy counter not being read at both ends of the tick.",
 		}),
 		allocsStored: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "allocations_stored_total",
@@ -98,7 +103,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{
-		m.consumed, m.samplesStored, m.allocsStored, m.samplesDropped, m.deadLettered,
+		m.consumed, m.samplesStored, m.energyEstimated, m.allocsStored, m.samplesDropped, m.deadLettered,
 		m.insertErrors, m.insertDuration, m.batchRows, m.deadLetterErrs, m.commitErrors,
 		m.pendingMessages, m.freshness, m.consumerLag, m.partitionsDropped, m.retentionErrors,
 	} {

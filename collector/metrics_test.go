@@ -1,9 +1,13 @@
 package collector
 
 import (
+	"os/exec"
+	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
 
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
@@ -29,5 +33,43 @@ func TestDropAndDeadLetterSeriesExistFromTheStart(t *testing.T) {
 	}
 	if got := testutil.CollectAndCount(m.samplesDropped); got != 7 {
 		t.Errorf("%d samples_dropped_total series at start, want 7", got)
+	}
+}
+
+// The collector's metrics pass promtool check metrics (names, units, help), the energy
+// estimate's counter included.
+func TestMetricsPassPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if testing.Short() {
+			t.Skip("promtool not installed")
+		}
+		t.Fatal("promtool not found: run make deps (Debian package prometheus)")
+	}
+	reg := prometheus.NewPedanticRegistry()
+	m, err := newMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.energyEstimated.Add(3)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	found := false
+	for _, f := range families {
+		found = found || f.GetName() == "slicemeter_collector_samples_energy_estimated_total"
+		if _, err := expfmt.MetricFamilyToText(&text, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !found {
+		t.Error("slicemeter_collector_samples_energy_estimated_total not served")
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(text.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 }

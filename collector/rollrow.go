@@ -18,6 +18,8 @@ type rollRow struct {
 	allFirst, allLast                                               uint64 // of every sample with a piece in it
 	smNs, switchNs                                                  float64
 	memMax                                                          uint64
+	energySum                                                       float64
+	energyEstimated                                                 uint64
 
 	// Of a samples_1s row: whether its pieces are regular (tables.Regular: one interval, one
 	// phase, so their union is the sum of their lengths), the interval and the phase.
@@ -90,6 +92,8 @@ func (r *rollRow) addPiece(c *sampleColumns, i int, lo, hi, iv uint64, taken boo
 	r.memSum += float64(c.memUsedBytes[i])
 	r.powerSum += c.powerWatts[i]
 	r.memMax = max(r.memMax, c.memUsedBytes[i])
+	r.energySum += c.energyJ[i]
+	r.energyEstimated += uint64(c.energyEstimated[i])
 	for _, w := range c.vgpuWaitsNs[i] {
 		r.addWait(w, 1)
 	}
@@ -169,6 +173,8 @@ func (r *rollRow) addSecond(s *rollRow) {
 	r.smNs += s.smNs
 	r.switchNs += s.switchNs
 	r.memMax = max(r.memMax, s.memMax)
+	r.energySum += s.energySum
+	r.energyEstimated += s.energyEstimated
 }
 
 // clone returns a copy of r that shares no slice with it.
@@ -194,6 +200,8 @@ type rollupColumns struct {
 	smNs, switchNs                                  []float64
 	shareReplicas                                   []uint32
 	memMax                                          []uint64
+	energySum                                       []float64
+	energyEstimated                                 []uint64
 }
 
 func (c *rollupColumns) add(node, instance string, r *rollRow) {
@@ -216,6 +224,7 @@ func (c *rollupColumns) add(node, instance string, r *rollRow) {
 	c.firstNs, c.lastNs = append(c.firstNs, r.firstNs()), append(c.lastNs, r.lastNs())
 	c.smNs, c.switchNs = append(c.smNs, r.smNs), append(c.switchNs, r.switchNs)
 	c.shareReplicas, c.memMax = append(c.shareReplicas, m.shareReplicas), append(c.memMax, r.memMax)
+	c.energySum, c.energyEstimated = append(c.energySum, r.energySum), append(c.energyEstimated, r.energyEstimated)
 }
 
 func (c *rollupColumns) len() int { return len(c.time) }
@@ -233,6 +242,7 @@ func (c *rollupColumns) reset() {
 		memSum: c.memSum[:0], powerSum: c.powerSum[:0], waitNs: c.waitNs[:0], waitCount: c.waitCount[:0],
 		activeSamples: c.activeSamples[:0], activeNs: c.activeNs[:0], firstNs: c.firstNs[:0], lastNs: c.lastNs[:0],
 		smNs: c.smNs[:0], switchNs: c.switchNs[:0], shareReplicas: c.shareReplicas[:0], memMax: c.memMax[:0],
+		energySum: c.energySum[:0], energyEstimated: c.energyEstimated[:0],
 	}
 }
 
@@ -244,5 +254,6 @@ func (c *rollupColumns) columns() []any {
 		c.samples, c.covered, c.smSum, c.attachedSum, c.switchSum, c.runSum,
 		c.firstAttached, c.memSum, c.powerSum, c.waitNs, c.waitCount, c.activeSamples,
 		c.activeNs, c.firstNs, c.lastNs, c.smNs, c.switchNs, c.shareReplicas, c.memMax,
+		c.energySum, c.energyEstimated,
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
+	"github.com/slicemeter/slicemeter/schemas/energy"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -56,8 +57,10 @@ type rollupRow struct {
 	SMSum                            float64
 	WaitNs, WaitCount                []uint64
 	ActiveSamples, ActiveNs          uint64
-	FirstNs, LastNs                  uint64 // the row's first and last sample
-	MemMax                           uint64 // mem_used_max_bytes: the highest memory used
+	FirstNs, LastNs                  uint64  // the row's first and last sample
+	MemMax                           uint64  // mem_used_max_bytes: the highest memory used
+	Energy                           float64 // energy_j_sum
+	EnergyEstimated                  uint64  // energy_estimated_samples
 }
 
 // readRollup returns the complete (most samples) row of every key of table, in key order.
@@ -84,9 +87,12 @@ func readRollup(t testing.TB, ctx context.Context, conn interface {
 		FirstNs       uint64    `ch:"first_ns"`
 		LastNs        uint64    `ch:"last_ns"`
 		MemMax        uint64    `ch:"mem_used_max_bytes"`
+		Energy        float64   `ch:"energy_j_sum"`
+		EnergyEst     uint64    `ch:"energy_estimated_samples"`
 	}
 	q := `SELECT time, node, instance_id, kind, samples, covered_ns, attached_sum, vgpu_switch_ns_sum,
-        vgpu_run_ns_sum, first_attached_ns, sm_active_sum, wait_ns, wait_count, active_samples, active_ns, first_ns, last_ns, mem_used_max_bytes
+        vgpu_run_ns_sum, first_attached_ns, sm_active_sum, wait_ns, wait_count, active_samples, active_ns, first_ns, last_ns, mem_used_max_bytes,
+        energy_j_sum, energy_estimated_samples
         FROM (SELECT * FROM ` + table + ` ORDER BY samples DESC LIMIT 1 BY node, instance_id, time)
         ORDER BY node, instance_id, time`
 	if err := conn.Select(ctx, &rows, q); err != nil {
@@ -95,7 +101,8 @@ func readRollup(t testing.TB, ctx context.Context, conn interface {
 	out := make([]rollupRow, len(rows))
 	for i, r := range rows {
 		out[i] = rollupRow{r.Time.UTC(), r.Node, r.InstanceID, r.Kind, r.Samples, r.CoveredNs, r.AttachedSum,
-			r.SwitchSum, r.RunSum, r.FirstAttached, r.SMSum, r.WaitNs, r.WaitCount, r.ActiveSamples, r.ActiveNs, r.FirstNs, r.LastNs, r.MemMax}
+			r.SwitchSum, r.RunSum, r.FirstAttached, r.SMSum, r.WaitNs, r.WaitCount, r.ActiveSamples, r.ActiveNs, r.FirstNs, r.LastNs, r.MemMax,
+			r.Energy, r.EnergyEst}
 	}
 	return out
 }
@@ -137,6 +144,20 @@ func TestRollupsExactlyOnce(t *testing.T) {
 				if s.Vgpu != nil {
 					s.Vgpu.WaitsNs = []uint64{6_000_000, 6_000_000 + uint64(i%3)*1000}
 				}
+				// The GPU's energy counter: 25-29 J a tick, its power changing within the
+				// second; not read in one tick of eleven (estimated, as is the first tick,
+				// with no previous reading), and reset by a driver reload at tick 500.
+				s.PowerWatts = 200 + float64(i%3)*50
+				if i > 0 {
+					s.EnergyPrevMj = 1_000_000 + uint64(i)*30_000
+				}
+				s.EnergyMj = 1_000_000 + uint64(i+1)*30_000 - uint64(i%5)*1000
+				switch {
+				case i%11 == 5:
+					s.EnergyUnavailable, s.EnergyMj = true, 0
+				case i == 500:
+					s.EnergyMj = 20_000
+				}
 				all = append(all, struct {
 					node string
 					s    *pb.Sample
@@ -154,6 +175,11 @@ func TestRollupsExactlyOnce(t *testing.T) {
 				}
 				r.LastNs = max(r.LastNs, ts)
 				r.MemMax = max(r.MemMax, s.GetMemUsedBytes())
+				j, est := energy.Of(s)
+				r.Energy += j
+				if est {
+					r.EnergyEstimated++
+				}
 				if !s.GetSmActiveUnavailable() {
 					r.SMSum += s.GetSmActive()
 					r.ActiveSamples++
@@ -189,6 +215,8 @@ func TestRollupsExactlyOnce(t *testing.T) {
 		}
 		m.LastNs = max(m.LastNs, r.LastNs)
 		m.MemMax = max(m.MemMax, r.MemMax)
+		m.Energy += r.Energy
+		m.EnergyEstimated += r.EnergyEstimated
 		m.SMSum += r.SMSum
 		m.ActiveSamples += r.ActiveSamples
 		m.ActiveNs += r.ActiveNs
@@ -372,6 +400,10 @@ func compareRollup(got, want rollupRow) string {
 		return fmt.Sprintf("sm_active_sum %v, want %v", got.SMSum, want.SMSum)
 	}
 	got.SMSum = want.SMSum
+	if math.Abs(got.Energy-want.Energy) > 1e-12*max(1, math.Abs(want.Energy)) { // summed in another order
+		return fmt.Sprintf("energy_j_sum %v, want %v", got.Energy, want.Energy)
+	}
+	got.Energy = want.Energy
 	if !reflect.DeepEqual(got, want) {
 		return fmt.Sprintf("got %+v\nwant %+v", got, want)
 	}
@@ -391,13 +423,14 @@ func TestRollupQueriesOnCurrentClickHouse(t *testing.T) {
 	}
 	sql := "INSERT INTO samples (" + strings.Join(tables.SampleColumns, ", ") + `)
 SELECT toDateTime(1767571200), 1767571200000000000, 100000000, 'node-a', 'GPU-1', 0, 'H100', 'vgpu',
-    'gpu0/vgpu0', 'H100-20C', 1, 0.5, 1, 2, 300, 0, 0, 0, 3, 4, 5, [6, 6, 7], 0, 0
+    'gpu0/vgpu0', 'H100-20C', 1, 0.5, 1, 2, 300, 0, 0, 0, 3, 4, 5, [6, 6, 7], 0, 0, 1000, 30., 0
 UNION ALL
 SELECT toDateTime(1767571200), 1767571200100000000, 100000000, 'node-a', 'GPU-1', 0, 'H100', 'vgpu',
-    'gpu0/vgpu0', 'H100-20C', 1, 0.9, 1, 2, 300, 0, 0, 0, 3, 4, 5, [], 1, 0;
+    'gpu0/vgpu0', 'H100-20C', 1, 0.9, 1, 2, 300, 0, 0, 0, 3, 4, 5, [], 1, 0, 0, 30., 1;
 ` + bind(rollupSecondsQuery) + bind(rollupMinutesQuery) + `SELECT throwIf(wait_count != [2, 1] OR samples != 2
     OR first_attached_ns != 1767571200000000000 OR active_samples != 1 OR active_ns != 100000000
-    OR covered_ns != 200000000 OR abs(sm_active_sum - 0.5) > 1e-9) FROM samples_1m;
+    OR covered_ns != 200000000 OR abs(sm_active_sum - 0.5) > 1e-9
+    OR abs(energy_j_sum - 60) > 1e-9 OR energy_estimated_samples != 1) FROM samples_1m;
 `
 	localtest.CheckScriptWithChDB(t, "rollup.sql", sql)
 }

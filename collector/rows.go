@@ -7,6 +7,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/slicemeter/slicemeter/schemas/energy"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 	"github.com/slicemeter/slicemeter/schemas/tables"
 )
@@ -41,6 +42,12 @@ type sampleColumns struct {
 	smActiveUnavailable []uint8
 	shareReplicas       []uint32 // kind share: the GPU's replicas (billed 1/replicas); else 0
 	waitsArena          []uint64 // backing array of the vgpuWaitsNs that addWire appends
+	// The GPU's energy counter at the tick (mJ, 0: not read), and the tick's energy that
+	// schemas/energy computes from the sample, stored so that every reader sums the same
+	// joules; energyEstimated is 1 where it is power × interval (no counter to read).
+	energyCounterMJ []uint64
+	energyJ         []float64
+	energyEstimated []uint8
 }
 
 // columns returns the slices in the order of tables.SampleColumns, the explicit column list
@@ -51,6 +58,7 @@ func (c *sampleColumns) columns() []any {
 		c.instanceID, c.profile, c.attached, c.smActive, c.memUsedBytes, c.memTotalBytes,
 		c.powerWatts, c.computeSlices, c.smCount, c.gpuSMCount, c.gpuMemTotalBytes,
 		c.vgpuRunNs, c.vgpuSwitchNs, c.vgpuWaitsNs, c.smActiveUnavailable, c.shareReplicas,
+		c.energyCounterMJ, c.energyJ, c.energyEstimated,
 	}
 }
 
@@ -93,6 +101,25 @@ func (c *sampleColumns) addWire(node string, s *wireSample, d *sampleDecoder) {
 	c.vgpuWaitsNs = append(c.vgpuWaitsNs, c.waitsArena[from:len(c.waitsArena):len(c.waitsArena)])
 	c.smActiveUnavailable = append(c.smActiveUnavailable, boolUint8(s.smActiveUnavailable))
 	c.shareReplicas = append(c.shareReplicas, s.shareReplicas)
+	c.addEnergy(s.energyMJ, s.energyPrevMJ, s.energyUnavailable, s.powerWatts, s.intervalNs)
+}
+
+// addEnergy appends a sample's energy columns: its counter reading and its tick's energy
+// (schemas/energy, the one rule every path stores).
+func (c *sampleColumns) addEnergy(curMJ, prevMJ uint64, unavailable bool, watts float64, intervalNs uint64) {
+	j, estimated := energy.Tick(curMJ, prevMJ, unavailable, watts, intervalNs)
+	c.energyCounterMJ = append(c.energyCounterMJ, curMJ)
+	c.energyJ = append(c.energyJ, j)
+	c.energyEstimated = append(c.energyEstimated, boolUint8(estimated))
+}
+
+// estimatedEnergy counts the buffered samples whose energy is estimated.
+func (c *sampleColumns) estimatedEnergy() int {
+	n := 0
+	for _, e := range c.energyEstimated {
+		n += int(e)
+	}
+	return n
 }
 
 // reset empties the buffers, keeping their capacity for the next flush.
@@ -108,6 +135,7 @@ func (c *sampleColumns) reset() {
 	c.vgpuWaitsNs = c.vgpuWaitsNs[:0]
 	c.smActiveUnavailable = c.smActiveUnavailable[:0]
 	c.shareReplicas = c.shareReplicas[:0]
+	c.energyCounterMJ, c.energyJ, c.energyEstimated = c.energyCounterMJ[:0], c.energyJ[:0], c.energyEstimated[:0]
 	c.waitsArena = c.waitsArena[:0]
 }
 

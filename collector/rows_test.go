@@ -39,4 +39,5 @@ func (c *sampleColumns) add(node string, s *pb.Sample) {
 	c.vgpuWaitsNs = append(c.vgpuWaitsNs, waits)
 	c.smActiveUnavailable = append(c.smActiveUnavailable, boolUint8(s.GetSmActiveUnavailable()))
 	c.shareReplicas = append(c.shareReplicas, s.GetShareReplicas())
+	c.addEnergy(s.GetEnergyMj(), s.GetEnergyPrevMj(), s.GetEnergyUnavailable(), s.GetPowerWatts(), s.GetIntervalNs())
 }

@@ -73,8 +73,15 @@ GROUP BY node ORDER BY most_tenants DESC`)).
 		WithRow(dashboard.NewRowBuilder("Energy")).
 		WithPanel(chSeries("GPU energy per hour by model (kWh)", "kwatth",
 			`SELECT toStartOfHour(time) AS t, model, sum(j) / 3.6e6 AS energy_kwh
-FROM (SELECT time, node, gpu_uuid, any(model) AS model, max(if(samples > 0, power_watts_sum / samples, 0) * covered_ns / 1e9) AS j
+FROM (SELECT time, node, gpu_uuid, any(model) AS model, max(energy_j_sum) AS j
   FROM `+rollupFinal+` GROUP BY time, node, gpu_uuid)
+GROUP BY t, model ORDER BY t`)).
+		// Energy is the GPU's energy counter's increase; where it could not be read (the GPU
+		// does not support it, NVML failed, a tick after a gap) it is power × time: how much of
+		// the energy is estimated says how far to trust the kWh above.
+		WithPanel(chSeries("Energy estimated from power (share of samples) by model", "percentunit",
+			`SELECT toStartOfHour(time) AS t, model, sum(energy_estimated_samples) / greatest(sum(samples), 1) AS estimated
+FROM `+rollupFinal+`
 GROUP BY t, model ORDER BY t`)).
 		WithPanel(promSeries("GPU energy by model (trailing window, kWh)", "kwatth",
 			promQuery{`sum by (model) (slicemeter_fleet_energy_kwh)`, "{{model}}"})).

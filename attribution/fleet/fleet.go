@@ -224,8 +224,8 @@ func parallel(reads ...func() error) error {
 	return errors.Join(errs...)
 }
 
-// Energy is each GPU's energy (J): its power integrated over the samples of its instance
-// sampled longest (every instance of a GPU reports the GPU's power, and they are sampled
+// Energy is each GPU's energy (J): the energy of the ticks of its instance sampled longest
+// (every instance of a GPU carries the GPU's energy counter's increase, and they are sampled
 // together).
 func Energy(instances []fleetstore.FleetInstance) map[billing.GPU]float64 {
 	longest := map[billing.GPU]fleetstore.FleetInstance{}

@@ -2,12 +2,14 @@ package store
 
 // Per allocation, its memory efficiency and energy (attribution/README.md, "The tenant report"), with the
 // fleet's definitions (attribution/fleet, attribution/README.md "Fleet economics"): per UTC minute of an instance,
-// its GPU's energy is the mean power of the samples taken in the minute × the time its samples
-// cover in the minute, and its memory the mean of memory used / memory of the instance of
-// those samples; an allocation gets them for the share of the minute it is billed (and the
-// energy by its billed fraction). Every source sums the same per-minute figures: the rollups
-// hold per row the sums of the samples taken in it and the union of the pieces inside it, both
-// additive over the rows of a minute, and the raw samples are cut at the minutes the same way.
+// its GPU's energy is the sum of the energy of the samples taken in the minute (each sample's
+// the increase of the GPU's energy counter over its tick, or its power × interval where the
+// counter is missing: samples.energy_j, schemas/energy), and its memory the mean of memory
+// used / memory of the instance of those samples; an allocation gets them for the share of the
+// minute it is billed (and the energy by its billed fraction). Every source sums the same
+// per-minute figures: the rollups hold per row the sums of the samples taken in it and the
+// union of the pieces inside it, both additive over the rows of a minute, and the raw samples
+// are cut at the minutes the same way.
 
 import (
 	"context"
@@ -22,25 +24,25 @@ import (
 
 // instanceMinutesRaw is, per target and UTC minute (Unix seconds / 60) in [?, ?), the sums
 // over its raw samples (deduplicated, dedupSamples' arguments first) that a samples_1m row
-// holds: power and memory used summed over the samples taken in it (p, mu, n of them), the
-// instance's memory (mt), and the union of the samples' pieces in it (cov, ns).
+// holds: energy (J) and memory used summed over the samples taken in it (e, mu, n of them),
+// the instance's memory (mt), and the union of the samples' pieces in it (cov, ns).
 var instanceMinutesRaw = `
-    SELECT node, instance_id, minute, p, n, toFloat64(u_union) AS cov, mu, mt
+    SELECT node, instance_id, minute, e, n, toFloat64(u_union) AS cov, mu, mt
     FROM (
         SELECT *, ` + tables.Coverage("u", "los", "his", "os", "u_len", "u_weighted", "regular") + `
         FROM (
-            SELECT node, instance_id, minute, sumIf(pw, taken) AS p, countIf(taken) AS n, sumIf(mem, taken) AS mu,
+            SELECT node, instance_id, minute, sumIf(ej, taken) AS e, countIf(taken) AS n, sumIf(mem, taken) AS mu,
                 any(mt0) AS mt, groupArray(lo) AS los, groupArray(hi) AS his, groupArray(0.) AS os,
                 sum(hi - lo) AS u_len, 0. AS u_weighted, ` + tables.Regular + ` AS regular
             FROM (
-                SELECT node, instance_id, t, iv, pw, mem, mt0, intDiv(t, 60000000000) AS first_minute,
+                SELECT node, instance_id, t, iv, ej, mem, mt0, intDiv(t, 60000000000) AS first_minute,
                     arrayJoin(if(intDiv(t + iv - 1, 60000000000) = first_minute, [first_minute], [first_minute, first_minute + 1])) AS minute,
                     greatest(t, minute * 60000000000) - minute * 60000000000 AS lo,
                     least(t + iv, (minute + 1) * 60000000000) - minute * 60000000000 AS hi,
                     minute = first_minute AS taken
                 FROM (
                     SELECT node, instance_id, toInt64(ts_ns) AS t, toInt64(least(interval_ns, ` + tables.MaxInterval + `)) AS iv,
-                        power_watts AS pw, toFloat64(mem_used_bytes) AS mem, mem_total_bytes AS mt0` + dedupSamples + `
+                        energy_j AS ej, toFloat64(mem_used_bytes) AS mem, mem_total_bytes AS mt0` + dedupSamples + `
                 )
                 WHERE iv > 0 AND minute >= ? AND minute < ?
             )
@@ -52,22 +54,22 @@ var instanceMinutesRaw = `
 // tables.Final), the rows of [?, ?) (Unix seconds), for the targets: all PREWHERE, on key
 // columns only (as dedupSeconds), so that other targets' rows cost their key columns only.
 const instanceMinutesRollup = `
-    SELECT node, instance_id, toInt64(intDiv(toUInt32(time), 60)) AS minute, sum(power_watts_sum) AS p, sum(samples) AS n,
+    SELECT node, instance_id, toInt64(intDiv(toUInt32(time), 60)) AS minute, sum(energy_j_sum) AS e, sum(samples) AS n,
         toFloat64(sum(covered_ns)) AS cov, sum(mem_used_bytes_sum) AS mu, any(mem_total_bytes) AS mt
     FROM {{table}} FINAL
     PREWHERE time >= toDateTime(?) AND time < toDateTime(?) AND (node, instance_id) IN (` + chquery.TargetsTable + `)
     GROUP BY node, instance_id, minute`
 
 // memEnergyQuery sums {{minutes}} (one of the above) over each allocation's billed minutes:
-// energy (J) × billed fraction × the share of the minute billed, and the memory used /
+// the GPU's energy in the minute (J) × billed fraction × the share of the minute billed, and the memory used /
 // memory of the instance × covered time × that share, over the time so weighted where the
 // instance's memory is known. The allocations' arguments (allocationsTable) follow the
 // minutes'.
 const memEnergyQuery = `
-SELECT allocation_id, sum(if(n > 0, p / n, 0.) * cov / 1e9 * frac * b), sum(if(n > 0 AND mt > 0, mu / n / mt, 0.) * cov * b),
+SELECT allocation_id, sum(e * frac * b), sum(if(n > 0 AND mt > 0, mu / n / mt, 0.) * cov * b),
     sum(if(mt > 0, cov * b, 0.))
 FROM (
-    SELECT allocation_id, p, n, cov, mu, mt, frac,
+    SELECT allocation_id, e, n, cov, mu, mt, frac,
         (least(billed_end, (minute + 1) * 60000000000) - greatest(billed_start, minute * 60000000000)) / 60e9 AS b
     FROM ({{minutes}}
     ) AS s ALL INNER JOIN (` + allocationsTable + `

@@ -62,6 +62,7 @@ func (s *Source) readGPU(dst []*pb.Sample, g *gpuDev, t time.Time, interval time
 		TsNs: uint64(from.UnixNano()), IntervalNs: uint64(interval), GpuUuid: g.uuid, GpuIndex: uint32(g.index),
 		Model: g.model, PowerWatts: st.PowerWatts, GpuSmCount: g.sms, GpuMemTotalBytes: g.memTotal,
 	}
+	g.energyFields(&base, from, t)
 	first := len(dst)
 	sh, shared := s.sharedGPU(g)
 	switch {
@@ -76,9 +77,22 @@ func (s *Source) readGPU(dst []*pb.Sample, g *gpuDev, t time.Time, interval time
 	}
 	if g.lost != "" { // lost half-way: none of its instances are trusted this tick
 		st.Failed, st.FailReason = true, g.lost
+		g.energyPrevAt = time.Time{} // nor its counter: the next tick estimates its energy
 		return dst[:first], st
 	}
 	return dst, st
+}
+
+// energyFields stamps the tick's counter readings on the GPU's base sample and keeps this one
+// for the next tick. The previous reading is carried only if it was taken at this tick's start
+// (from): after a skipped tick or a tick that lost the GPU, the increase would span time the
+// sample does not cover, so the tick is left to the power estimate instead.
+func (g *gpuDev) energyFields(base *pb.Sample, from, t time.Time) {
+	base.EnergyMj, base.EnergyUnavailable = g.energyNow, g.energyNow == 0
+	if g.energyNow > 0 && g.energyPrev > 0 && g.energyPrevAt.Equal(from) {
+		base.EnergyPrevMj = g.energyPrev
+	}
+	g.energyPrev, g.energyPrevAt = g.energyNow, t
 }
 
 // readDevice reads the physical GPU's own figures.
@@ -92,9 +106,11 @@ func (s *Source) readDevice(g *gpuDev, st *exporter.GPUState) {
 			st.PowerWatts = float64(mw) / 1000
 		}
 	}
+	g.energyNow = 0
 	if g.can("nvmlDeviceGetTotalEnergyConsumption") {
 		if mj, r := d.GetTotalEnergyConsumption(); s.ok(g, "nvmlDeviceGetTotalEnergyConsumption", r) {
 			st.EnergyJ = float64(mj) / 1000
+			g.energyNow = mj
 		}
 	}
 	if g.can("nvmlDeviceGetClockInfo") {
@@ -307,5 +323,6 @@ func cloneBase(b *pb.Sample) *pb.Sample {
 	return &pb.Sample{
 		TsNs: b.TsNs, IntervalNs: b.IntervalNs, GpuUuid: b.GpuUuid, GpuIndex: b.GpuIndex, Model: b.Model,
 		PowerWatts: b.PowerWatts, GpuSmCount: b.GpuSmCount, GpuMemTotalBytes: b.GpuMemTotalBytes,
+		EnergyMj: b.EnergyMj, EnergyUnavailable: b.EnergyUnavailable, EnergyPrevMj: b.EnergyPrevMj,
 	}
 }

@@ -104,6 +104,12 @@ type gpuDev struct {
 	lost        string // the call that found the GPU lost in the current tick
 	xids        uint64
 	lastXID     uint64
+	// The total energy counter (mJ) read at this tick (0: not read), and the reading of the
+	// previous tick with its time: a sample carries both, so that its tick's energy is the
+	// counter's increase without any state downstream (schemas/energy).
+	energyNow    uint64
+	energyPrev   uint64
+	energyPrevAt time.Time
 
 	mig   bool
 	migs  []*migDev

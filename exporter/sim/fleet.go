@@ -45,6 +45,10 @@ type gpu struct {
 	schedNext []nvml.VgpuSchedulerLogEntry_v2
 	runTotal  []time.Duration // per vGPU
 	preempt   []time.Duration // per vGPU, cumulative switch time
+	// energyExact is the integral of the power model (mJ), which energyMJ reads rounded down:
+	// the rounding never accumulates, so the counter's increase over any run of ticks is
+	// power × time to within 1 mJ, as a real counter's is.
+	energyExact float64
 }
 
 type instance struct {

@@ -79,7 +79,8 @@ func (w *world) advance(d time.Duration) {
 		if len(g.utilLog) > 100 {
 			g.utilLog = g.utilLog[len(g.utilLog)-100:]
 		}
-		g.energyMJ += uint64(math.Round(g.power(d) * float64(w.interval.Milliseconds())))
+		g.energyExact += g.power(d) * float64(w.interval) / float64(time.Millisecond)
+		g.energyMJ = uint64(g.energyExact)
 		g.advanceHealth(d, w.interval)
 		if g.sched == nil {
 			continue

@@ -175,6 +175,19 @@ type Sample struct {
 	// billed fraction is 1/replicas. sm_active and mem_used_bytes are those of the processes
 	// on the replica (NVML per-process utilization and memory), not the GPU's.
 	ShareReplicas uint32 `protobuf:"varint,20,opt,name=share_replicas,json=shareReplicas,proto3" json:"share_replicas,omitempty"`
+	// The GPU's total energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ since the driver
+	// loaded) read at the end of this tick, GPU-level like power_watts. 0: not read (older
+	// exporters, or energy_unavailable).
+	EnergyMj uint64 `protobuf:"varint,21,opt,name=energy_mj,json=energyMj,proto3" json:"energy_mj,omitempty"`
+	// true: the counter could not be read at this tick (the GPU does not support it, NVML
+	// failed); the tick's energy is then estimated as power_watts × interval.
+	EnergyUnavailable bool `protobuf:"varint,22,opt,name=energy_unavailable,json=energyUnavailable,proto3" json:"energy_unavailable,omitempty"`
+	// The same GPU's counter at the previous tick (the start of this one), so that the tick's
+	// energy, energy_mj − energy_prev_mj, follows from this one sample with no state kept across
+	// batches or collectors. 0: no previous reading (the exporter's first tick of the GPU, or the
+	// previous tick was not read); the energy is then estimated. A counter below its previous
+	// reading was reset (driver reload): the tick's energy is energy_mj.
+	EnergyPrevMj  uint64 `protobuf:"varint,23,opt,name=energy_prev_mj,json=energyPrevMj,proto3" json:"energy_prev_mj,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -345,6 +358,27 @@ func (x *Sample) GetSmActiveUnavailable() bool {
 func (x *Sample) GetShareReplicas() uint32 {
 	if x != nil {
 		return x.ShareReplicas
+	}
+	return 0
+}
+
+func (x *Sample) GetEnergyMj() uint64 {
+	if x != nil {
+		return x.EnergyMj
+	}
+	return 0
+}
+
+func (x *Sample) GetEnergyUnavailable() bool {
+	if x != nil {
+		return x.EnergyUnavailable
+	}
+	return false
+}
+
+func (x *Sample) GetEnergyPrevMj() uint64 {
+	if x != nil {
+		return x.EnergyPrevMj
 	}
 	return 0
 }
@@ -544,7 +578,7 @@ const file_schemas_slicemeter_proto_rawDesc = "" +
 	"\fVgpuSchedule\x12\x15\n" +
 	"\x06run_ns\x18\x01 \x01(\x04R\x05runNs\x12\x1b\n" +
 	"\tswitch_ns\x18\x02 \x01(\x04R\bswitchNs\x12\x19\n" +
-	"\bwaits_ns\x18\x03 \x03(\x04R\awaitsNs\"\xb7\x05\n" +
+	"\bwaits_ns\x18\x03 \x03(\x04R\awaitsNs\"\xa9\x06\n" +
 	"\x06Sample\x12\x13\n" +
 	"\x05ts_ns\x18\x01 \x01(\x04R\x04tsNs\x12\x1f\n" +
 	"\vinterval_ns\x18\x02 \x01(\x04R\n" +
@@ -570,7 +604,10 @@ const file_schemas_slicemeter_proto_rawDesc = "" +
 	"\x13gpu_mem_total_bytes\x18\x11 \x01(\x04R\x10gpuMemTotalBytes\x12/\n" +
 	"\x04vgpu\x18\x12 \x01(\v2\x1b.slicemeter.v1.VgpuScheduleR\x04vgpu\x122\n" +
 	"\x15sm_active_unavailable\x18\x13 \x01(\bR\x13smActiveUnavailable\x12%\n" +
-	"\x0eshare_replicas\x18\x14 \x01(\rR\rshareReplicas\"\x85\x01\n" +
+	"\x0eshare_replicas\x18\x14 \x01(\rR\rshareReplicas\x12\x1b\n" +
+	"\tenergy_mj\x18\x15 \x01(\x04R\benergyMj\x12-\n" +
+	"\x12energy_unavailable\x18\x16 \x01(\bR\x11energyUnavailable\x12$\n" +
+	"\x0eenergy_prev_mj\x18\x17 \x01(\x04R\fenergyPrevMj\"\x85\x01\n" +
 	"\vSampleBatch\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1f\n" +

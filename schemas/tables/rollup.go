@@ -76,7 +76,8 @@ const Regular = "min(iv) = max(iv) AND min(t % iv) = max(t % iv)"
 // part of a recomputed second: up to MaxInterval before it), seconds one on the recomputed
 // seconds (sec, a DateTime). samples and the per-sample sums count the samples taken in the
 // row (ts in it); covered_ns, active_ns, sm_active_ns and switch_ns sweep the pieces (Sweep).
-// mem_used_max_bytes is the highest mem_used_bytes of the samples taken in it (0 when none).
+// mem_used_max_bytes is the highest mem_used_bytes of the samples taken in it (0 when none);
+// energy_j_sum and energy_estimated_samples sum and count the stored per-sample energy of them.
 // first_ns and last_ns are the first and last ts_ns of the samples taken in it, or, in a row
 // only covered by samples taken before it, of those: real samples either way, for the
 // capacity's presence, which reads every row.
@@ -86,7 +87,7 @@ SELECT sec, node, instance_id, r_gpu_uuid, r_gpu_index, r_model, r_kind, r_profi
     r_gpu_sm_count, r_mem_total_bytes, r_gpu_mem_total_bytes, r_interval_ns, samples, toUInt64(u_union),
     sm_active_sum, attached_sum, vgpu_switch_ns_sum, vgpu_run_ns_sum, first_attached_ns, mem_used_bytes_sum, power_watts_sum,
     wait_ns, wait_count, active_samples, toUInt64(a_union), first_ns, last_ns, a_integral, u_integral, r_share_replicas,
-    mem_used_max_bytes
+    mem_used_max_bytes, energy_j_sum, energy_estimated_samples
 FROM (
     SELECT *,
         ` + Coverage("u", "los", "his", "os", "u_len", "u_weighted", "regular") + `,
@@ -104,6 +105,7 @@ FROM (
             minIf(ts_ns, attached = 1 AND taken_here) AS first_attached_ns,
             sumIf(toFloat64(mem_used_bytes), taken_here) AS mem_used_bytes_sum, sumIf(power_watts, taken_here) AS power_watts_sum,
             maxIf(mem_used_bytes, taken_here) AS mem_used_max_bytes,
+            sumIf(energy_j, taken_here) AS energy_j_sum, countIf(energy_estimated = 1 AND taken_here) AS energy_estimated_samples,
             tupleElement(sumMap(ws, cs), 1) AS wait_ns, tupleElement(sumMap(ws, cs), 2) AS wait_count,
             countIf(measured AND taken_here) AS active_samples,
             sum(hi - lo) AS u_len, sum(o_tick * (hi - lo)) AS u_weighted,
@@ -114,7 +116,7 @@ FROM (
         FROM (
             SELECT node, instance_id, gpu_uuid, gpu_index, model, kind, profile, compute_slices, sm_count, gpu_sm_count,
                 mem_total_bytes, gpu_mem_total_bytes, interval_ns, ts_ns, sm_active, attached, vgpu_switch_ns, vgpu_run_ns,
-                mem_used_bytes, power_watts, share_replicas, ` + Measured + ` AS measured,
+                mem_used_bytes, power_watts, share_replicas, energy_j, energy_estimated, ` + Measured + ` AS measured,
                 toInt64(least(interval_ns, ` + MaxInterval + `)) AS iv, if(iv > 0, vgpu_switch_ns / iv, 0.) AS o_tick,
                 toInt64(ts_ns) AS t, intDiv(t, 1000000000) AS first_sec,
                 arrayJoin(arrayMap(i -> first_sec + i, range(toUInt64(intDiv(t + iv - 1, 1000000000) - first_sec + 1)))) AS sec_n,
@@ -149,7 +151,7 @@ SELECT toStartOfMinute(time) AS minute, node, instance_id, any(gpu_uuid), any(gp
     sum(active_samples), sum(active_ns),
     if(sum(samples) > 0, minIf(first_ns, samples > 0), min(first_ns)),
     if(sum(samples) > 0, maxIf(last_ns, samples > 0), max(last_ns)), sum(sm_active_ns), sum(switch_ns),
-    any(share_replicas), max(mem_used_max_bytes)
+    any(share_replicas), max(mem_used_max_bytes), sum(energy_j_sum), sum(energy_estimated_samples)
 FROM (
     SELECT ` + List(RollupColumns) + `
     FROM ` + Final(Samples1s) + `

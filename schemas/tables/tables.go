@@ -33,6 +33,7 @@ var SampleColumns = []string{
 	"instance_id", "profile", "attached", "sm_active", "mem_used_bytes", "mem_total_bytes",
 	"power_watts", "compute_slices", "sm_count", "gpu_sm_count", "gpu_mem_total_bytes",
 	"vgpu_run_ns", "vgpu_switch_ns", "vgpu_waits_ns", "sm_active_unavailable", "share_replicas",
+	"energy_counter_mj", "energy_j", "energy_estimated",
 }
 
 // RollupColumns are the columns of samples_1s and samples_1m, one row per (node, instance,
@@ -45,6 +46,7 @@ var RollupColumns = []string{
 	"samples", "covered_ns", "sm_active_sum", "attached_sum", "vgpu_switch_ns_sum", "vgpu_run_ns_sum",
 	"first_attached_ns", "mem_used_bytes_sum", "power_watts_sum", "wait_ns", "wait_count", "active_samples",
 	"active_ns", "first_ns", "last_ns", "sm_active_ns", "switch_ns", "share_replicas", "mem_used_max_bytes",
+	"energy_j_sum", "energy_estimated_samples",
 }
 
 // AllocationColumns are the columns of allocations, one row per version of an allocation.

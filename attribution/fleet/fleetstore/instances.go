@@ -30,8 +30,9 @@ type FleetInstance struct {
 	// is, so MemHeld / Attached is the memory efficiency of the time it was held.
 	MemHeld  float64
 	Attached uint64
-	// EnergyJ is Σ its GPU's mean power × the time its samples cover (J): every instance of a
-	// GPU reports the GPU's power.
+	// EnergyJ is Σ its GPU's energy over the ticks of its samples (J: the energy counter's
+	// increase, power × interval where the counter is missing; samples.energy_j): every
+	// instance of a GPU carries the GPU's energy.
 	EnergyJ float64
 }
 
@@ -55,7 +56,7 @@ var fleetSumList = [][2]string{
 	{"sum(if(samples > 0 AND mem_total_bytes > 0, mem_used_bytes_sum / samples / mem_total_bytes, 0.) * covered_ns)", "mem_used_ns"},
 	{"sum(if(mem_total_bytes > 0, mem_used_bytes_sum / mem_total_bytes, 0.))", "mem_held"},
 	{"sum(attached_sum)", "attached"},
-	{"sum(if(samples > 0, power_watts_sum / samples, 0.) * covered_ns / 1e9)", "energy_j"},
+	{"sum(energy_j_sum)", "energy_j"},
 }
 
 // fleetSums and fleetSumsAs are fleetSumList's sums, bare and named r_ and the column's name

@@ -14,6 +14,7 @@ import (
 
 	"github.com/slicemeter/slicemeter/deploy/local/localtest"
 	"github.com/slicemeter/slicemeter/exporter/sim"
+	"github.com/slicemeter/slicemeter/schemas/energy"
 	"github.com/slicemeter/slicemeter/schemas/scenario"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 	"github.com/slicemeter/slicemeter/schemas/tables"
@@ -40,8 +41,9 @@ func InsertSamples(t testing.TB, conn driver.Conn, node string, samples []*pb.Sa
 		ts, intervals, memUsed, memTotal, gpuMem, run, switching []uint64
 		nodes, uuids, models, kinds, instances, profiles         []string
 		gpuIndex, slices, sms, gpuSMs, replicas                  []uint32
-		attached, unavailable                                    []uint8
-		smActive, power                                          []float64
+		attached, unavailable, estimated                         []uint8
+		smActive, power, joules                                  []float64
+		counter                                                  []uint64
 		waits                                                    [][]uint64
 	)
 	for _, s := range samples {
@@ -81,9 +83,17 @@ func InsertSamples(t testing.TB, conn driver.Conn, node string, samples []*pb.Sa
 		}
 		waits = append(waits, w)
 		replicas = append(replicas, s.GetShareReplicas())
+		j, est := energy.Of(s)
+		var e uint8
+		if est {
+			e = 1
+		}
+		joules, estimated = append(joules, j), append(estimated, e)
+		counter = append(counter, s.GetEnergyMj())
 	}
 	columns := []any{times, ts, intervals, nodes, uuids, gpuIndex, models, kinds, instances, profiles, attached,
-		smActive, memUsed, memTotal, power, slices, sms, gpuSMs, gpuMem, run, switching, waits, unavailable, replicas}
+		smActive, memUsed, memTotal, power, slices, sms, gpuSMs, gpuMem, run, switching, waits, unavailable, replicas,
+		counter, joules, estimated}
 	for i, c := range columns {
 		if err := batch.Column(i).Append(c); err != nil {
 			t.Fatalf("append column %d: %v", i, err)
