@@ -174,13 +174,13 @@ func (s *Source) id(g *gpuDev, kind string, index int, uuid string) string {
 	if id, ok := g.ids[k]; ok {
 		return id
 	}
-	id := fmt.Sprintf("gpu%d", g.index)
-	if kind != "" {
+	var id string
+	if kind == "" {
+		id = fmt.Sprintf("gpu%d", g.index)
+	} else {
 		id = fmt.Sprintf("gpu%d/%s%d", g.index, kind, index)
 	}
-	if g.ids != nil {
-		g.ids[k] = id
-	}
+	g.ids[k] = id
 	return id
 }
 
