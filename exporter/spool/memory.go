@@ -20,6 +20,10 @@ type Memory struct {
 	recs   []memRecord // oldest first
 	bytes  int64
 	peeked bool // recs[0] is the record Peek returned
+	// evicted is the weight of the record Peek returned, dropped by Append while the sender
+	// writes it: counted as dropped by the next Peek or Close unless Pop says it was delivered.
+	evicted uint32
+	wasPeek bool // evicted holds such a record
 }
 
 type memRecord struct {
@@ -51,7 +55,10 @@ func (m *Memory) Append(rec []byte, weight uint32) error {
 		m.recs[0] = memRecord{}
 		m.recs = m.recs[1:]
 		m.bytes -= int64(len(old.rec))
-		m.peeked = false
+		if m.peeked {
+			m.peeked, m.wasPeek, m.evicted = false, true, old.weight
+			continue
+		}
 		m.onDrop(old.weight, ReasonMemoryFull)
 	}
 	m.recs = append(m.recs, memRecord{rec: append([]byte(nil), rec...), weight: weight})
@@ -66,6 +73,7 @@ func (m *Memory) MaxRecord() int64 { return m.maxBytes }
 func (m *Memory) Peek() (rec []byte, weight uint32, ok bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.settleEvicted()
 	if len(m.recs) == 0 {
 		return nil, 0, false, nil
 	}
@@ -73,11 +81,13 @@ func (m *Memory) Peek() (rec []byte, weight uint32, ok bool, err error) {
 	return m.recs[0].rec, m.recs[0].weight, true, nil
 }
 
-// Pop removes the record Peek returned; if Append has dropped it meanwhile, it does nothing
-// (the new oldest record was not returned yet).
+// Pop removes the record Peek returned, once it was delivered; if Append has dropped it
+// meanwhile, it does nothing (the new oldest record was not returned yet) and the record is not
+// counted as dropped.
 func (m *Memory) Pop() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.wasPeek = false
 	if !m.peeked {
 		return nil
 	}
@@ -102,5 +112,19 @@ func (m *Memory) Bytes() int64 {
 	return m.bytes
 }
 
-// Close does nothing: what the queue holds is lost with the process.
-func (m *Memory) Close() error { return nil }
+// settleEvicted counts the peeked record that Append dropped and that was not delivered.
+func (m *Memory) settleEvicted() {
+	if m.wasPeek {
+		m.wasPeek = false
+		m.onDrop(m.evicted, ReasonMemoryFull)
+	}
+}
+
+// Close counts a record dropped while in flight and not delivered; what the queue holds is
+// lost with the process.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.settleEvicted()
+	return nil
+}

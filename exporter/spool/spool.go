@@ -104,6 +104,13 @@ type Spool struct {
 	w        SegmentWriter
 	reader   *os.File // the persisted read position
 	peekNext int64    // offset after the record returned by Peek
+	// The record Peek returned, while the sender writes it to Kafka: one that dropOldest
+	// removes meanwhile is not counted as dropped then (the write may succeed), but by the
+	// next Peek or Close if no Pop said it was delivered. Counted exactly once either way.
+	peekSeg uint64
+	peekOff int64
+	peekW   uint32
+	evicted string // the drop reason, once the peeked record was removed; "" otherwise
 }
 
 type segment struct {
@@ -440,7 +447,11 @@ func (s *Spool) dropOldest(reason string) error {
 			if _, err := f.ReadAt(h[:], off); err != nil {
 				break
 			}
-			s.onDrop(binary.LittleEndian.Uint32(h[8:]), reason)
+			if s.peekNext > s.readOff && seg.id == s.peekSeg && off == s.peekOff {
+				s.evicted = reason // in flight: Pop or the next Peek decides
+			} else {
+				s.onDrop(binary.LittleEndian.Uint32(h[8:]), reason)
+			}
 			off += headerSize + int64(binary.LittleEndian.Uint32(h[:4]))
 		}
 		f.Close()
@@ -460,6 +471,7 @@ func (s *Spool) dropOldest(reason string) error {
 func (s *Spool) Peek() (rec []byte, weight uint32, ok bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.settleEvicted() // peeked again without a Pop: the earlier record was not delivered
 	for s.records > 0 {
 		seg := s.segs[0]
 		if s.readOff >= seg.size {
@@ -494,15 +506,22 @@ func (s *Spool) Peek() (rec []byte, weight uint32, ok bool, err error) {
 			continue
 		}
 		s.peekNext = s.readOff + headerSize + n
+		s.peekSeg, s.peekOff, s.peekW = seg.id, s.readOff, w
 		return body, w, true, nil
 	}
 	return nil, 0, false, nil
 }
 
-// Pop removes the record returned by the latest Peek.
+// Pop removes the record returned by the latest Peek, once it was delivered; if the spool
+// dropped it meanwhile to make room, there is nothing left to remove (and it is not counted as
+// dropped: it was delivered).
 func (s *Spool) Pop() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.evicted != "" {
+		s.evicted = ""
+		return nil
+	}
 	if s.peekNext <= s.readOff || s.records == 0 {
 		return errors.New("spool: Pop without a record from Peek")
 	}
@@ -516,6 +535,14 @@ func (s *Spool) Pop() error {
 		return s.reclaim()
 	}
 	return s.saveReader()
+}
+
+// settleEvicted counts the peeked record that was dropped while in flight and not delivered.
+func (s *Spool) settleEvicted() {
+	if s.evicted != "" {
+		s.onDrop(s.peekW, s.evicted)
+		s.evicted = ""
+	}
 }
 
 func (s *Spool) advanceSegment() error {
@@ -560,6 +587,7 @@ func (s *Spool) Bytes() int64 {
 func (s *Spool) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.settleEvicted()
 	var werr error
 	if s.w != nil {
 		werr = s.w.Close()
