@@ -89,6 +89,7 @@ func TestScenarios(t *testing.T) {
 					t.Errorf("%s disagrees with raw samples:\n  %s", source, strings.Join(d, "\n  "))
 				}
 			}
+			checkSecondEdges(t, conn, sc, book)
 			checkSubWindows(t, conn, sc, book, os.Getenv("SLICEMETER_SCENARIO_WINDOWS") == "all")
 		})
 	}
@@ -155,6 +156,37 @@ func checkSubWindows(t *testing.T, conn driver.Conn, sc *scenario.Scenario, book
 	for i, p := range paths {
 		t.Logf("%d whole-minute windows from %s in %s; against raw samples: money and seconds within %.3g, ratios within %.3g",
 			len(windows), p.name, spent[i].Round(time.Millisecond), worst[p.name][0], worst[p.name][1])
+	}
+}
+
+// checkSecondEdges checks windows whose edges fall inside minutes, as the attribution
+// service's trailing window for the tenant gauges does (now − delay, whole seconds), which it
+// reads from samples_1m where its passes read samples_1s: the per-minute rollup's report (its
+// partial minutes from samples_1s) must equal the per-second one's and the raw samples'.
+func checkSecondEdges(t *testing.T, conn driver.Conn, sc *scenario.Scenario, book *pricebook.PriceBook) {
+	t.Helper()
+	ctx := context.Background()
+	for _, w := range [][2]time.Duration{
+		{17 * time.Second, 47*time.Minute + 43*time.Second},
+		{5*time.Minute + 30*time.Second, sc.Duration - 1*time.Second},
+		{0, 29*time.Minute + 1*time.Second},
+		{sc.Duration - 61*time.Second, sc.Duration - 59*time.Second},
+	} {
+		from, to := sc.Start.Add(w[0]), sc.Start.Add(w[1])
+		var raw report.Report
+		for _, source := range []store.Samples{store.RawSamples, store.SecondRollup, store.MinuteRollup} {
+			res, err := attribution.Report(ctx, conn, book, attribution.Options{From: from, To: to, Samples: source, Now: sc.End().Add(time.Hour)})
+			if err != nil {
+				t.Fatalf("%s [%s, %s): %v", source, w[0], w[1], err)
+			}
+			if source == store.RawSamples {
+				raw = res.Report
+				continue
+			}
+			if d, _, _ := samePaths(raw, res.Report); len(d) > 0 {
+				t.Errorf("%s [%s, %s) disagrees with raw samples:\n  %s", source, w[0], w[1], strings.Join(d, "\n  "))
+			}
+		}
 	}
 }
 
