@@ -54,6 +54,10 @@ type Options struct {
 	// window (store.ReadPresence or its Advance, the same period and sample source): the
 	// attribution service reads it once a pass, not once a minute. Nil: read for the window.
 	Present *store.Presence
+	// ColdStarts, when set, remembers the allocations' first attached samples from one report
+	// to the next (the attribution service's passes; store.ColdStarts says when an answer is
+	// reused). Nil: every report searches.
+	ColdStarts *store.ColdStarts
 	// Now is when the report is made (zero: time.Now()); Delay the attribution delay (zero:
 	// DefaultDelay; negative: none). The report bills up to its horizon, the earlier of To
 	// and Now − Delay: never the future. Open allocations are billed to the horizon, and the
@@ -236,7 +240,7 @@ func compute(ctx context.Context, conn store.Querier, o Options, book *pricebook
 	p := billing.Price(clipped, fleet, ever, book)
 	priced, unsampled := p.Priced, p.Unsampled
 	unpriced, unpricedNotes := billing.Unpriced(unpricedGPUs, p.Unpriced)
-	m, err := store.Measure(ctx, conn, src, priced)
+	m, err := store.Measure(ctx, conn, src, priced, o.ColdStarts)
 	if err != nil {
 		return report.Report{}, nil, err
 	}

@@ -51,6 +51,7 @@ type benchFleet struct {
 	raw          bool
 	minutes      bool // samples_1m generated
 	storedMinute bool // attribution_minutes generated
+	spec         chtest.BenchFleet
 }
 
 var benchStart = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
@@ -63,6 +64,7 @@ func newBenchFleet(b *testing.B) *benchFleet {
 	f := &benchFleet{conn: newDatabase(b), start: spec.Start, instances: spec.Instances, seconds: spec.Seconds, raw: spec.Raw,
 		minutes: spec.Minutes, storedMinute: spec.Stored}
 	spec.Generate(b, f.conn)
+	f.spec = spec
 	return f
 }
 
@@ -141,11 +143,20 @@ func BenchmarkReport(b *testing.B) {
 
 // BenchmarkMinute: one minute of the fleet attributed per allocation (what the service does
 // every minute, with the GPUs' presence its pass read: BenchmarkContinuousPresence), by one
-// replica from each source, and by two replicas sharing the nodes (samples_1s/shards=2).
+// replica from each source, and by two replicas sharing the nodes (samples_1s/shards=2), each
+// from scratch; samples_1s/remembered is the minute as the service's passes compute it once
+// they know the allocations' first attached samples (store.ColdStarts). The minute is the middle
+// of the period, or half an hour before its end with SLICEMETER_BENCH_1S_TAIL=N (samples_1s
+// generated for the last N seconds only, chtest.BenchFleet.TailSeconds): a day of 50,000
+// instances that way:
+//
+//	SLICEMETER_BENCH_QUERIES=1 SLICEMETER_BENCH_INSTANCES=50000 SLICEMETER_BENCH_SECONDS=86400 \
+//	  SLICEMETER_BENCH_1S_TAIL=5400 SLICEMETER_BENCH_RAW=0 SLICEMETER_BENCH_STORED=0 \
+//	  go test -run '^$' -bench 'BenchmarkMinute/samples_1s' -benchtime 2x -timeout 60m -v ./attribution/
 func BenchmarkMinute(b *testing.B) {
 	f := newBenchFleet(b)
 	ctx := context.Background()
-	from := f.start.Add(time.Duration(f.seconds/2) * time.Second).Truncate(time.Minute)
+	from := f.spec.Minute()
 	for _, source := range []store.Samples{store.MinuteRollup, store.SecondRollup, store.RawSamples} {
 		if !f.has(source) {
 			continue
@@ -169,6 +180,35 @@ func BenchmarkMinute(b *testing.B) {
 			}
 		})
 	}
+	b.Run(store.SecondRollup.String()+"/remembered", func(b *testing.B) {
+		var none *store.Presence
+		p, err := none.Advance(ctx, f.conn, store.SecondRollup, billing.Interval{Start: from.UnixNano(), End: from.Add(time.Minute).UnixNano()}, attribution.DefaultPresence)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// What the service's passes know after their first: the first attached samples before
+		// the lookback (the service's default, 10 minutes).
+		known := store.NewColdStarts()
+		known.Pass(from.Add(-10 * time.Minute))
+		o := attribution.Options{From: from, To: from.Add(time.Minute), Samples: store.SecondRollup, Lines: true, Present: p, ColdStarts: known}
+		if _, err := attribution.Report(ctx, f.conn, benchBook, o); err != nil {
+			b.Fatal(err)
+		}
+		if known.Len() != f.instances {
+			b.Fatalf("%d first attached samples remembered of %d allocations", known.Len(), f.instances)
+		}
+		conn, n := newTimedQuerier(f.conn), 0
+		for b.Loop() {
+			res, err := attribution.Report(ctx, conn, benchBook, o)
+			if err != nil || len(res.Lines) != f.instances {
+				b.Fatalf("minute: %d lines, %v", len(res.Lines), err)
+			}
+			n++
+		}
+		if read := conn.Log(b, "", n); read > 0 {
+			b.ReportMetric(read/1e6, "Mrows-read")
+		}
+	})
 	// The same minute from samples_1s as two replicas share it (the Kafka group's mapping of
 	// nodes to partitions, shard.Partition), one after the other: their lines and unallocated
 	// capacity by node together are the one replica's, to the bit; shard0-s and shard1-s are

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slicemeter/slicemeter/attribution"
 	"github.com/slicemeter/slicemeter/attribution/internal/chtest"
 	"github.com/slicemeter/slicemeter/attribution/store"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
@@ -79,6 +80,54 @@ func TestColdStartSearch(t *testing.T) {
 				}
 				if c, ok := got[a.id]; !ok || c != a.want {
 					t.Errorf("allocation %s: cold start %s (found %v), want %s (-1ns: unknown)", a.id, c, ok, a.want)
+				}
+			}
+		})
+	}
+
+	// The attribution service's passes remember the answers older than their lookback
+	// (store.ColdStarts): minute after minute, the same cold starts, searched once; a window
+	// that ends before an allocation's first attached sample still has none.
+	for _, source := range []store.Samples{store.RawSamples, store.SecondRollup, store.MinuteRollup} {
+		t.Run(source.String()+"/remembered", func(t *testing.T) {
+			known := store.NewColdStarts()
+			known.Pass(t0.Add(-10 * time.Minute))
+			for i, from := range []time.Time{t0.Add(-2 * time.Minute), t0.Add(-time.Minute), t0} {
+				res, err := attribution.Report(ctx, conn, book, attribution.Options{From: from, To: from.Add(time.Minute), Samples: source, Lines: true,
+					ColdStarts: known, Now: t0.Add(time.Hour)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, a := range allocs {
+					if w, ok := minuteWant[a.id]; ok && source == store.MinuteRollup {
+						a.want = w
+					}
+					got := time.Duration(-1)
+					for _, l := range res.Lines {
+						if l.AllocationID == a.id && l.ColdStart != nil {
+							got = *l.ColdStart
+						}
+					}
+					if got != a.want {
+						t.Errorf("minute %d: allocation %s: cold start %s, want %s (-1ns: unknown)", i, a.id, got, a.want)
+					}
+				}
+				// Every allocation with a cold start is remembered (all found before the bound).
+				if known.Len() != len(allocs)-1 {
+					t.Errorf("minute %d: %d cold starts remembered, want %d (all but never)", i, known.Len(), len(allocs)-1)
+				}
+			}
+			// "slow" was first attached 70 minutes after t0 − 3 h: a minute before that has no
+			// cold start for it, remembered or not.
+			from := t0.Add(-3*time.Hour + 40*time.Minute)
+			res, err := attribution.Report(ctx, conn, book, attribution.Options{From: from, To: from.Add(time.Minute), Samples: source, Lines: true,
+				ColdStarts: known, Now: t0.Add(time.Hour)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range res.Lines {
+				if l.AllocationID == "slow" && l.ColdStart != nil {
+					t.Errorf("slow, 30 minutes before its first attached sample: cold start %s from memory, want none", *l.ColdStart)
 				}
 			}
 		})

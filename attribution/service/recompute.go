@@ -36,6 +36,7 @@ func (r *Runner) recordLate(ctx context.Context, late lateAllocations, closed, n
 	if late.Earliest.IsZero() {
 		return nil
 	}
+	r.coldStarts.Forget() // their requested_at or target may have changed: searched again
 	from := maxTime(late.Earliest.Truncate(time.Minute), closed.Add(-r.cfg.MaxRecompute).Truncate(time.Minute))
 	if !from.Before(r.done) {
 		return nil

@@ -102,6 +102,9 @@ type Runner struct {
 	backlogNext             bool         // the latest pass was a live turn: the next one does the owed minutes
 
 	report func(context.Context, store.Querier, *pricebook.PriceBook, attribution.Options) (attribution.Result, error) // attribution.Report
+	// coldStarts: the first attached samples found, for the minutes of the next passes (a
+	// pass attributes the lookback's minutes again, each of which searched them).
+	coldStarts *store.ColdStarts
 }
 
 // NewRunner attributes with the price book into conn; observer may be nil.
@@ -113,8 +116,12 @@ func NewRunner(conn driver.Conn, book *pricebook.PriceBook, cfg Passes, observer
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Runner{conn: conn, book: book, cfg: cfg, observer: observer, logger: logger, logs: lograte.New(logger, time.Minute), now: time.Now,
-		report: attribution.Report}
+		report: attribution.Report, coldStarts: store.NewColdStarts()}
 }
+
+// ColdStarts is what the passes remember of the allocations' first attached samples, for the
+// other reports the service makes beside them (the trailing window's).
+func (r *Runner) ColdStarts() *store.ColdStarts { return r.coldStarts }
 
 // Pass is what one pass did.
 type Pass struct {
@@ -207,6 +214,9 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 		}
 	}
 	r.presence = presence
+	// A first attached sample found before the lookback is final: a sample that arrives later
+	// than that changes no stored minute either.
+	r.coldStarts.Pass(closed.Add(-r.cfg.Lookback))
 	storedNodes, err := stored.StoredNodes(ctx, r.conn, from, to)
 	if err != nil {
 		return p, err
@@ -227,7 +237,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 			continue
 		}
 		res, err := r.report(ctx, r.conn, r.book, attribution.Options{From: m, To: m.Add(time.Minute), Samples: r.cfg.Samples, Lines: true,
-			Presence: period, Present: presence, Now: now, Delay: reportDelay(r.cfg.Delay), Nodes: a.Owns})
+			Presence: period, Present: presence, Now: now, Delay: reportDelay(r.cfg.Delay), Nodes: a.Owns, ColdStarts: r.coldStarts})
 		if err != nil && !errors.Is(err, attribution.ErrInvariants) {
 			err = fmt.Errorf("attribute the minute %s: %w", m.Format(time.RFC3339), err)
 			// ClickHouse unreachable or the pass cancelled: the whole pass is retried, as no

@@ -350,7 +350,7 @@ func (s *service) pass(ctx context.Context) (behind bool) {
 	to := s.now().UTC().Truncate(time.Second)
 	began := time.Now()
 	res, err := attribution.Report(ctx, s.conn, s.cfg.Book, attribution.Options{From: to.Add(-s.cfg.Window), To: to, Samples: windowSamples(s.cfg.Samples), Presence: s.cfg.Presence,
-		Nodes: nodes})
+		Nodes: nodes, ColdStarts: s.runner.ColdStarts()})
 	s.sla.duration.Observe(time.Since(began).Seconds())
 	if err != nil && !errors.Is(err, attribution.ErrInvariants) {
 		s.sla.errors.Inc()

@@ -202,14 +202,17 @@ func chunkContext(ctx context.Context, chunk []billing.Billed) context.Context {
 // holds at most maxChunkAllocations allocations and maxChunkText of query text, and fewer when
 // the window is long: about maxChunkRows sample rows of its targets over the span of its
 // billed intervals.
-func Measure(ctx context.Context, conn Querier, src Samples, billed []billing.Billed) (billing.Measured, error) {
+//
+// known, if not nil, answers the cold-start searches it remembers and is told the answers
+// found (ColdStarts).
+func Measure(ctx context.Context, conn Querier, src Samples, billed []billing.Billed, known *ColdStarts) (billing.Measured, error) {
 	q, err := src.queries()
 	if err != nil {
 		return billing.Measured{}, err
 	}
 	m := measured{Usage: map[string]billing.Usage{}, Waits: map[string]billing.Histogram{}, FirstAttached: map[string]int64{}}
 	for _, chunk := range chunks(billed, q.rowsPerSecond) {
-		if err := m.measureChunk(ctx, conn, src, q, chunk); err != nil {
+		if err := m.measureChunk(ctx, conn, src, q, chunk, known); err != nil {
 			return billing.Measured{}, err
 		}
 	}
@@ -254,7 +257,7 @@ func distinct[T any](items []T, target func(T) billing.Target) []billing.Target 
 	return targets
 }
 
-func (m measured) measureChunk(ctx context.Context, conn Querier, src Samples, q sampleQueries, chunk []billing.Billed) error {
+func (m measured) measureChunk(ctx context.Context, conn Querier, src Samples, q sampleQueries, chunk []billing.Billed, known *ColdStarts) error {
 	ctx = chunkContext(ctx, chunk)
 	span, sampleArgs := usageArgs(q, chunk)
 
@@ -300,7 +303,7 @@ func (m measured) measureChunk(ctx context.Context, conn Querier, src Samples, q
 		m.Usage[id] = u
 	}
 
-	return m.findFirstAttached(ctx, conn, q, chunk)
+	return m.findFirstAttached(ctx, conn, q, chunk, known)
 }
 
 // usageArgs are the arguments of a chunk's usage query (and of its needs query, which reads
@@ -361,12 +364,19 @@ func histogram(waits, counts []uint64) billing.Histogram {
 
 // findFirstAttached finds the first attached sample of each allocation of the chunk: first in
 // the coldStartSpan after requested_at, then, for those without one, in the rest of the range.
-func (m measured) findFirstAttached(ctx context.Context, conn Querier, q sampleQueries, chunk []billing.Billed) error {
+// Those known remembers are not searched; it is told the others found.
+func (m measured) findFirstAttached(ctx context.Context, conn Querier, q sampleQueries, chunk []billing.Billed, known *ColdStarts) error {
+	remembered := map[string]bool{}
+	for _, b := range chunk {
+		if first, ok := known.lookup(b); ok {
+			m.FirstAttached[b.ID], remembered[b.ID] = first, true
+		}
+	}
 	phases := []func(b billing.Billed) (billing.Interval, bool){
 		func(b billing.Billed) (billing.Interval, bool) {
 			iv, ok := b.ColdStartSearch()
 			iv.End = min(iv.End, iv.Start+int64(coldStartSpan))
-			return iv, ok
+			return iv, ok && !remembered[b.ID]
 		},
 		func(b billing.Billed) (billing.Interval, bool) {
 			iv, ok := b.ColdStartSearch()
@@ -410,6 +420,13 @@ func (m measured) findFirstAttached(ctx context.Context, conn Querier, q sampleQ
 		})
 		if err != nil {
 			return fmt.Errorf("read the cold starts of %d allocations: %w", len(searches), err)
+		}
+	}
+	if known != nil {
+		for _, b := range chunk {
+			if first, ok := m.FirstAttached[b.ID]; ok && !remembered[b.ID] {
+				known.remember(b, first)
+			}
 		}
 	}
 	return nil
