@@ -82,6 +82,24 @@ func BenchmarkPass(b *testing.B) {
 		timed.Log(b, "", n)
 	})
 
+	// The trailing window's report for the tenant gauges alone (what a pass adds to its
+	// minutes), from where the pass reads it (windowSamples), its edges inside minutes.
+	b.Run("window", func(b *testing.B) {
+		to := base.Add(-7 * time.Second)
+		timed, n := chtest.NewTimedConn(conn), 0
+		for b.Loop() {
+			res, err := attribution.Report(ctx, timed, passBenchBook, attribution.Options{From: to.Add(-time.Hour), To: to, Samples: windowSamples(store.SecondRollup),
+				Presence: attribution.DefaultPresence, Now: base})
+			if err != nil || len(res.Report.Tenants) == 0 {
+				b.Fatalf("window: %d tenants, %v", len(res.Report.Tenants), err)
+			}
+			n++
+		}
+		if read := timed.Log(b, "", n); read > 0 {
+			b.ReportMetric(read/1e6, "Mrows-read")
+		}
+	})
+
 	// run measures the passes of the replicas (one service each, storing into the same
 	// database, each its own nodes' rows, as the replicas of a group do), one after the other.
 	run := func(b *testing.B, replicas int) {

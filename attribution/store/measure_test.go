@@ -121,3 +121,57 @@ func TestFirstAttachedArgs(t *testing.T) {
 		})
 	}
 }
+
+// A chunk's usage from samples_1m binds its partial minutes' seconds as a set on samples_1s's
+// first key column when they are few (the trailing window's two edges: 120 seconds, not the
+// hour between), and reads the span between them when they are more than maxPartialMinutes.
+func TestPartialSeconds(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
+	ns := func(d time.Duration) int64 { return t0.Add(d).UnixNano() }
+	alloc := func(id string, from, to time.Duration) billing.Billed {
+		return billing.Billed{Allocation: billing.Allocation{ID: id, Target: billing.Target{Node: "n", Instance: id}},
+			Billed: billing.Interval{Start: ns(from), End: ns(to)}}
+	}
+	minute := uint32(t0.Unix() / 60)
+	tests := []struct {
+		name    string
+		chunk   []billing.Billed
+		minutes []uint32 // want: the seconds of these minutes; nil: not pruned
+	}{
+		{"a window with edges inside minutes, many allocations", func() []billing.Billed {
+			var c []billing.Billed
+			for i := range 500 {
+				c = append(c, alloc(fmt.Sprint(i), 17*time.Second, time.Hour+17*time.Second))
+			}
+			return c
+		}(), []uint32{minute, minute + 60}},
+		{"whole minutes only: the empty set's sentinel minute", []billing.Billed{alloc("a", 0, time.Hour)}, []uint32{0}},
+		{"more partial minutes than the bound", func() []billing.Billed {
+			var c []billing.Billed
+			for i := range maxPartialMinutes + 1 {
+				c = append(c, alloc(fmt.Sprint(i), time.Duration(i)*time.Minute+time.Second, 2*time.Hour))
+			}
+			return c
+		}(), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := partialSeconds(tt.chunk)
+			if ok != (tt.minutes != nil) {
+				t.Fatalf("pruned %v, want %v", ok, tt.minutes != nil)
+			}
+			if !ok {
+				return
+			}
+			var want []uint32
+			for _, m := range tt.minutes {
+				for s := range uint32(60) {
+					want = append(want, m*60+s)
+				}
+			}
+			if got != chquery.PackInts(want) {
+				t.Errorf("seconds %.80s…, want those of minutes %v", got, tt.minutes)
+			}
+		})
+	}
+}
