@@ -50,6 +50,14 @@ func (s *service) Died() error {
 	return nil
 }
 
+// LogTails is the tail of the server's logs (its last error lines first), for a test that
+// failed while the server ran: what it said about a client it refused.
+func (s *service) LogTails() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return tails(s.logs())
+}
+
 // Stop stops the server (SIGTERM, then SIGKILL after stopGrace) and keeps its data, so that
 // Restart brings it back on the same ports. Stopping a stopped server does nothing. The error
 // reports a server that had crashed before Stop.

@@ -145,6 +145,18 @@ func NewKafka(t testing.TB) *local.Kafka {
 		t.Fatalf("starting a Kafka broker: %v", err)
 	}
 	t.Cleanup(func() { _ = k.Close() })
+	// Before Close (cleanups run last first): a broker that died says how, and a test that
+	// failed against a live one gets its log's tail, instead of a bare "connection refused".
+	t.Cleanup(func() {
+		switch err := k.Died(); {
+		case err != nil && !t.Failed():
+			t.Errorf("the Kafka broker died during the test: %v", err)
+		case err != nil:
+			t.Logf("the Kafka broker died during the test: %v", err)
+		case t.Failed():
+			t.Logf("the Kafka broker (pid %d, %s) is running; its logs:%s", k.Pid(), k.Brokers(), k.LogTails())
+		}
+	})
 	return k
 }
 
