@@ -95,7 +95,7 @@ func (c *ColdStarts) lookup(b billing.Billed) (int64, bool) {
 
 // remember keeps b's first attached sample if it is older than the pass's bound.
 func (c *ColdStarts) remember(b billing.Billed, first int64) {
-	if c == nil || first >= c.before {
+	if c == nil {
 		return
 	}
 	c.mu.Lock()

@@ -324,24 +324,19 @@ func usageArgs(q sampleQueries, chunk []billing.Billed) (span billing.Interval, 
 	table := allocationArgs(chunk)
 	args = append([]any{chquery.Seconds(samples.Start), chquery.Seconds(samples.End), samples.Start, samples.End, nodes, instances}, table...)
 	if q.partialMinutes {
-		pn, pi, pm := partialMinutes(chunk)
+		pn, pi, pm := partialMinuteArrays(chunk)
 		args = append(args, chquery.Seconds(samples.Start), chquery.Seconds(samples.End))
-		if secs, ok := partialSeconds(chunk); ok {
+		if secs, ok := partialSeconds(pm); ok {
 			args, pruned = append(args, secs), true
 		}
-		args = append(args, pn, pi, pm, samples.Start, samples.End, nodes, instances)
+		args = append(args, chquery.PackStrings(pn), chquery.PackStrings(pi), chquery.PackInts(pm), samples.Start, samples.End, nodes, instances)
 		args = append(args, table...)
 	}
 	return span, args, pruned
 }
 
-// partialMinutes are the minutes (Unix seconds / 60) of each allocation's target in which its
-// billed time starts or ends inside the minute, as the arrays of partialMinutesTable.
-func partialMinutes(chunk []billing.Billed) (nodes, instances, minutes string) {
-	n, i, m := partialMinuteArrays(chunk)
-	return chquery.PackStrings(n), chquery.PackStrings(i), chquery.PackInts(m)
-}
-
+// partialMinuteArrays are the minutes (Unix seconds / 60) of each allocation's target in which
+// its billed time starts or ends inside the minute: partialMinutesTable's arrays, packed.
 func partialMinuteArrays(chunk []billing.Billed) (nodes, instances []string, minutes []uint32) {
 	const minute = int64(time.Minute)
 	add := func(t billing.Target, ns int64) {
@@ -366,10 +361,10 @@ func partialMinuteArrays(chunk []billing.Billed) (nodes, instances []string, min
 // window of many allocations starting and ending) reads the span between them.
 const maxPartialMinutes = 64
 
-// partialSeconds is every second of the chunk's distinct partial minutes, as a UintArray's
-// argument; ok is false when they are more than maxPartialMinutes minutes.
-func partialSeconds(chunk []billing.Billed) (string, bool) {
-	_, _, minutes := partialMinuteArrays(chunk)
+// partialSeconds is every second of the distinct partial minutes (partialMinuteArrays'), as a
+// UintArray's argument; ok is false when they are more than maxPartialMinutes minutes.
+func partialSeconds(partial []uint32) (string, bool) {
+	minutes := slices.Clone(partial)
 	slices.Sort(minutes)
 	minutes = slices.Compact(minutes)
 	if len(minutes) > maxPartialMinutes {

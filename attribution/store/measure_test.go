@@ -156,7 +156,8 @@ func TestPartialSeconds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := partialSeconds(tt.chunk)
+			_, _, partial := partialMinuteArrays(tt.chunk)
+			got, ok := partialSeconds(partial)
 			if ok != (tt.minutes != nil) {
 				t.Fatalf("pruned %v, want %v", ok, tt.minutes != nil)
 			}

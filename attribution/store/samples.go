@@ -223,10 +223,6 @@ func dedupPartialSeconds(pruned bool) string {
 		only = `
         AND time IN (SELECT toDateTime(arrayJoin(` + chquery.UintArray + `)))`
 	}
-	return dedupPartial(only)
-}
-
-func dedupPartial(only string) string {
 	return `
     FROM ` + tables.Final(tables.Samples1s) + `
     PREWHERE time >= toDateTime(?) + {{lookback}} - 1 AND time <= toDateTime(?)` + only + `

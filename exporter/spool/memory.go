@@ -19,11 +19,8 @@ type Memory struct {
 	mu     sync.Mutex
 	recs   []memRecord // oldest first
 	bytes  int64
-	peeked bool // recs[0] is the record Peek returned
-	// evicted is the weight of the record Peek returned, dropped by Append while the sender
-	// writes it: counted as dropped by the next Peek or Close unless Pop says it was delivered.
-	evicted uint32
-	wasPeek bool // evicted holds such a record
+	peeked bool     // recs[0] is the record Peek returned
+	flight inFlight // that record, once Append dropped it
 }
 
 type memRecord struct {
@@ -56,7 +53,8 @@ func (m *Memory) Append(rec []byte, weight uint32) error {
 		m.recs = m.recs[1:]
 		m.bytes -= int64(len(old.rec))
 		if m.peeked {
-			m.peeked, m.wasPeek, m.evicted = false, true, old.weight
+			m.peeked = false
+			m.flight.drop(old.weight, ReasonMemoryFull)
 			continue
 		}
 		m.onDrop(old.weight, ReasonMemoryFull)
@@ -73,7 +71,7 @@ func (m *Memory) MaxRecord() int64 { return m.maxBytes }
 func (m *Memory) Peek() (rec []byte, weight uint32, ok bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.settleEvicted()
+	m.flight.settle(m.onDrop)
 	if len(m.recs) == 0 {
 		return nil, 0, false, nil
 	}
@@ -87,8 +85,7 @@ func (m *Memory) Peek() (rec []byte, weight uint32, ok bool, err error) {
 func (m *Memory) Pop() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.wasPeek = false
-	if !m.peeked {
+	if m.flight.delivered() || !m.peeked {
 		return nil
 	}
 	m.peeked = false
@@ -112,19 +109,11 @@ func (m *Memory) Bytes() int64 {
 	return m.bytes
 }
 
-// settleEvicted counts the peeked record that Append dropped and that was not delivered.
-func (m *Memory) settleEvicted() {
-	if m.wasPeek {
-		m.wasPeek = false
-		m.onDrop(m.evicted, ReasonMemoryFull)
-	}
-}
-
 // Close counts a record dropped while in flight and not delivered; what the queue holds is
 // lost with the process.
 func (m *Memory) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.settleEvicted()
+	m.flight.settle(m.onDrop)
 	return nil
 }

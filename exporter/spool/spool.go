@@ -104,13 +104,10 @@ type Spool struct {
 	w        SegmentWriter
 	reader   *os.File // the persisted read position
 	peekNext int64    // offset after the record returned by Peek
-	// The record Peek returned, while the sender writes it to Kafka: one that dropOldest
-	// removes meanwhile is not counted as dropped then (the write may succeed), but by the
-	// next Peek or Close if no Pop said it was delivered. Counted exactly once either way.
+	// Where the record Peek returned lies, for dropOldest to tell when it drops it (flight).
 	peekSeg uint64
 	peekOff int64
-	peekW   uint32
-	evicted string // the drop reason, once the peeked record was removed; "" otherwise
+	flight  inFlight
 }
 
 type segment struct {
@@ -447,10 +444,10 @@ func (s *Spool) dropOldest(reason string) error {
 			if _, err := f.ReadAt(h[:], off); err != nil {
 				break
 			}
-			if s.peekNext > s.readOff && seg.id == s.peekSeg && off == s.peekOff {
-				s.evicted = reason // in flight: Pop or the next Peek decides
+			if w := binary.LittleEndian.Uint32(h[8:]); s.peekNext > s.readOff && seg.id == s.peekSeg && off == s.peekOff {
+				s.flight.drop(w, reason) // in flight: Pop or the next Peek decides
 			} else {
-				s.onDrop(binary.LittleEndian.Uint32(h[8:]), reason)
+				s.onDrop(w, reason)
 			}
 			off += headerSize + int64(binary.LittleEndian.Uint32(h[:4]))
 		}
@@ -471,7 +468,7 @@ func (s *Spool) dropOldest(reason string) error {
 func (s *Spool) Peek() (rec []byte, weight uint32, ok bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.settleEvicted() // peeked again without a Pop: the earlier record was not delivered
+	s.flight.settle(s.onDrop) // peeked again without a Pop: the earlier record was not delivered
 	for s.records > 0 {
 		seg := s.segs[0]
 		if s.readOff >= seg.size {
@@ -506,7 +503,7 @@ func (s *Spool) Peek() (rec []byte, weight uint32, ok bool, err error) {
 			continue
 		}
 		s.peekNext = s.readOff + headerSize + n
-		s.peekSeg, s.peekOff, s.peekW = seg.id, s.readOff, w
+		s.peekSeg, s.peekOff = seg.id, s.readOff
 		return body, w, true, nil
 	}
 	return nil, 0, false, nil
@@ -518,8 +515,7 @@ func (s *Spool) Peek() (rec []byte, weight uint32, ok bool, err error) {
 func (s *Spool) Pop() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.evicted != "" {
-		s.evicted = ""
+	if s.flight.delivered() {
 		return nil
 	}
 	if s.peekNext <= s.readOff || s.records == 0 {
@@ -535,14 +531,6 @@ func (s *Spool) Pop() error {
 		return s.reclaim()
 	}
 	return s.saveReader()
-}
-
-// settleEvicted counts the peeked record that was dropped while in flight and not delivered.
-func (s *Spool) settleEvicted() {
-	if s.evicted != "" {
-		s.onDrop(s.peekW, s.evicted)
-		s.evicted = ""
-	}
 }
 
 func (s *Spool) advanceSegment() error {
@@ -587,7 +575,7 @@ func (s *Spool) Bytes() int64 {
 func (s *Spool) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.settleEvicted()
+	s.flight.settle(s.onDrop)
 	var werr error
 	if s.w != nil {
 		werr = s.w.Close()
