@@ -259,11 +259,7 @@ func distinct[T any](items []T, target func(T) billing.Target) []billing.Target 
 
 func (m measured) measureChunk(ctx context.Context, conn Querier, src Samples, q sampleQueries, chunk []billing.Billed, known *ColdStarts) error {
 	ctx = chunkContext(ctx, chunk)
-	span, sampleArgs, pruned := usageArgs(q, chunk)
-	usage := q.usage
-	if pruned {
-		usage = q.usagePruned
-	}
+	span, sampleArgs := usageArgs(q, chunk)
 
 	// The memory and energy are read beside the usage, on another connection: the extra query
 	// then costs a pass next to nothing of its time.
@@ -276,7 +272,7 @@ func (m measured) measureChunk(ctx context.Context, conn Querier, src Samples, q
 		mem, err = readMemEnergy(ctx, conn, src, chunk, span)
 		memDone <- err
 	}()
-	err := chquery.Each(ctx, conn, usage, sampleArgs, func(scan func(...any) error) error {
+	err := chquery.Each(ctx, conn, q.usage, sampleArgs, func(scan func(...any) error) error {
 		var (
 			id              string
 			u               billing.Usage
@@ -311,9 +307,8 @@ func (m measured) measureChunk(ctx context.Context, conn Querier, src Samples, q
 }
 
 // usageArgs are the arguments of a chunk's usage query (and of its needs query, which reads
-// the same allocation-minutes), and the span of the chunk's billed intervals; pruned says that
-// they bind the partial minutes' seconds (the queries' pruned variants).
-func usageArgs(q sampleQueries, chunk []billing.Billed) (span billing.Interval, args []any, pruned bool) {
+// the same allocation-minutes), and the span of the chunk's billed intervals.
+func usageArgs(q sampleQueries, chunk []billing.Billed) (span billing.Interval, args []any) {
 	span = chunk[0].Billed
 	for _, b := range chunk {
 		span = billing.Interval{Start: min(span.Start, b.Billed.Start), End: max(span.End, b.Billed.End)}
@@ -324,19 +319,21 @@ func usageArgs(q sampleQueries, chunk []billing.Billed) (span billing.Interval, 
 	table := allocationArgs(chunk)
 	args = append([]any{chquery.Seconds(samples.Start), chquery.Seconds(samples.End), samples.Start, samples.End, nodes, instances}, table...)
 	if q.partialMinutes {
-		pn, pi, pm := partialMinuteArrays(chunk)
-		args = append(args, chquery.Seconds(samples.Start), chquery.Seconds(samples.End))
-		if secs, ok := partialSeconds(pm); ok {
-			args, pruned = append(args, secs), true
-		}
-		args = append(args, chquery.PackStrings(pn), chquery.PackStrings(pi), chquery.PackInts(pm), samples.Start, samples.End, nodes, instances)
+		pn, pi, pm := partialMinutes(chunk)
+		args = append(args, chquery.Seconds(samples.Start), chquery.Seconds(samples.End), pn, pi, pm,
+			samples.Start, samples.End, nodes, instances)
 		args = append(args, table...)
 	}
-	return span, args, pruned
+	return span, args
 }
 
-// partialMinuteArrays are the minutes (Unix seconds / 60) of each allocation's target in which
-// its billed time starts or ends inside the minute: partialMinutesTable's arrays, packed.
+// partialMinutes are the minutes (Unix seconds / 60) of each allocation's target in which its
+// billed time starts or ends inside the minute, as the arrays of partialMinutesTable.
+func partialMinutes(chunk []billing.Billed) (nodes, instances, minutes string) {
+	n, i, m := partialMinuteArrays(chunk)
+	return chquery.PackStrings(n), chquery.PackStrings(i), chquery.PackInts(m)
+}
+
 func partialMinuteArrays(chunk []billing.Billed) (nodes, instances []string, minutes []uint32) {
 	const minute = int64(time.Minute)
 	add := func(t billing.Target, ns int64) {
@@ -354,29 +351,6 @@ func partialMinuteArrays(chunk []billing.Billed) (nodes, instances []string, min
 		nodes, instances, minutes = []string{""}, []string{""}, []uint32{0}
 	}
 	return nodes, instances, minutes
-}
-
-// maxPartialMinutes bounds the distinct partial minutes whose seconds a chunk's usage binds as
-// a set (about 11 bytes of query text a second: 64 minutes, 42 KB); a chunk with more (a long
-// window of many allocations starting and ending) reads the span between them.
-const maxPartialMinutes = 64
-
-// partialSeconds is every second of the distinct partial minutes (partialMinuteArrays'), as a
-// UintArray's argument; ok is false when they are more than maxPartialMinutes minutes.
-func partialSeconds(partial []uint32) (string, bool) {
-	minutes := slices.Clone(partial)
-	slices.Sort(minutes)
-	minutes = slices.Compact(minutes)
-	if len(minutes) > maxPartialMinutes {
-		return "", false
-	}
-	secs := make([]uint32, 0, 60*len(minutes))
-	for _, m := range minutes {
-		for s := range uint32(60) {
-			secs = append(secs, m*60+s)
-		}
-	}
-	return chquery.PackInts(secs), true
 }
 
 // histogram is the waits of sumMap's two arrays (lengths, counts).

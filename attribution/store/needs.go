@@ -40,7 +40,7 @@ GROUP BY allocation_id`
 
 var needsQueries = map[Samples]string{
 	RawSamples:   needsByMinute(rawMinutes),
-	SecondRollup: needsByMinute(rollupAllocationMinutes(tables.Samples1s, time.Second, false)),
+	SecondRollup: needsByMinute(rollupAllocationMinutes(tables.Samples1s, time.Second)),
 }
 
 // ReadNeeds reads the needs of the billed allocations from the source, by allocation id, in
@@ -52,10 +52,10 @@ func ReadNeeds(ctx context.Context, conn Querier, src Samples, billed []billing.
 	}
 	out := make(map[string]Need, len(billed))
 	for _, chunk := range chunks(billed, q.rowsPerSecond) {
-		span, args, pruned := usageArgs(q, chunk)
+		span, args := usageArgs(q, chunk)
 		query := needsQueries[src]
 		if src == MinuteRollup {
-			query, args = minuteNeeds(chunk, span, args, pruned)
+			query, args = minuteNeeds(chunk, span, args)
 		}
 		err := chquery.Each(chunkContext(ctx, chunk), conn, query, args, func(scan func(...any) error) error {
 			var (
@@ -84,7 +84,7 @@ const maxNeedsBranches = 8
 // minuteNeeds is the needs query of a chunk from samples_1m and its arguments (usageArgs'
 // args rebound): the whole minutes read in up to maxNeedsBranches branches of whole UTC days
 // over the chunk's span, the first open to the past and the last to the future.
-func minuteNeeds(chunk []billing.Billed, span billing.Interval, args []any, pruned bool) (string, []any) {
+func minuteNeeds(chunk []billing.Billed, span billing.Interval, args []any) (string, []any) {
 	const day = int64(24 * time.Hour)
 	first, last := chquery.FloorTo(span.Start-int64(maxSampleInterval), day), chquery.FloorTo(span.End, day)
 	days := (last-first)/day + 1
@@ -108,7 +108,7 @@ func minuteNeeds(chunk []billing.Billed, span billing.Interval, args []any, prun
 	}
 	out = append(out, table...)
 	out = append(out, rest...)
-	return needsByMinute(minuteRollupNeeds(branches, pruned)), out
+	return needsByMinute(minuteRollupNeeds(branches)), out
 }
 
 // chunkTextOf is the chunk's chunkText.

@@ -64,9 +64,6 @@ type sampleQueries struct {
 	// in this source only in the minute a search starts inside of (samples_1s, sorted by time
 	// first, would read every instance over each search's range).
 	byMinutes bool
-	// usagePruned is usage with the partial minutes' seconds bound as a set (partialSeconds),
-	// for a chunk whose partial minutes are few.
-	usagePruned string
 }
 
 // ParseSamples is the source a flag names: raw, rollup-1s or rollup-1m.
@@ -97,7 +94,7 @@ func (s Samples) queries() (sampleQueries, error) {
 }
 
 var queriesOf = map[Samples]sampleQueries{
-	RawSamples:   {instancesInWindowQuery, instancesEverQuery, usageQuery, firstAttachedQuery, firstAttachedSearch, 10, false, false, ""},
+	RawSamples:   {instancesInWindowQuery, instancesEverQuery, usageQuery, firstAttachedQuery, firstAttachedSearch, 10, false, false},
 	SecondRollup: secondRollupQueries(),
 	MinuteRollup: rollupQueries(tables.Samples1m, time.Minute),
 }
@@ -106,12 +103,8 @@ var queriesOf = map[Samples]sampleQueries{
 func rollupQueries(table string, step time.Duration) sampleQueries {
 	r := strings.NewReplacer("{{table}}", table, "{{step}}", strconv.FormatInt(int64(step), 10),
 		"{{seconds}}", strconv.FormatInt(int64(step/time.Second), 10))
-	q := sampleQueries{r.Replace(rollupInstancesInWindowQuery), r.Replace(rollupInstancesEverQuery), rollupUsage(table, step, false),
-		r.Replace(rollupFirstAttachedQuery), r.Replace(rollupFirstAttachedSearch), 1 / step.Seconds(), step >= time.Minute, false, ""}
-	if q.partialMinutes {
-		q.usagePruned = rollupUsage(table, step, true)
-	}
-	return q
+	return sampleQueries{r.Replace(rollupInstancesInWindowQuery), r.Replace(rollupInstancesEverQuery), rollupUsage(table, step),
+		r.Replace(rollupFirstAttachedQuery), r.Replace(rollupFirstAttachedSearch), 1 / step.Seconds(), step >= time.Minute, false}
 }
 
 func secondRollupQueries() sampleQueries {
@@ -213,23 +206,12 @@ func rollupMinutes(rows string) string {
 // dedupPartialSeconds is dedupSeconds over samples_1s limited to the partial minutes of the
 // chunk's allocations (partialMinutesTable, minutes as Unix seconds / 60): the per-minute rollup
 // cannot say which part of a minute an allocation held, so those minutes are read per second.
-//
-// With pruned, the seconds of those minutes are bound too (partialSeconds), as a set on time,
-// samples_1s's first key column: the read is then those minutes' granules, not every granule
-// between the first and the last (a trailing hour's two edges read the whole hour).
-func dedupPartialSeconds(pruned bool) string {
-	only := ""
-	if pruned {
-		only = `
-        AND time IN (SELECT toDateTime(arrayJoin(` + chquery.UintArray + `)))`
-	}
-	return `
+var dedupPartialSeconds = `
     FROM ` + tables.Final(tables.Samples1s) + `
-    PREWHERE time >= toDateTime(?) + {{lookback}} - 1 AND time <= toDateTime(?)` + only + `
+    PREWHERE time >= toDateTime(?) + {{lookback}} - 1 AND time <= toDateTime(?)
         AND (node, instance_id, intDiv(toUInt32(time), 60)) IN (` + partialMinutesTable + `)
     WHERE toInt64(time) * 1000000000 + 1000000000 > ? + {{lookbackns}} AND toInt64(time) * 1000000000 < ?
         AND (node, instance_id) IN (` + chquery.TargetsTable + `)`
-}
 
 // partialMinutesTable is the minutes (Unix seconds / 60) of targets that some allocation of a
 // chunk holds only in part, bound packed (store.go). The minutes are UInt32 (a literal [0], a
@@ -244,18 +226,17 @@ const minuteOf = "intDiv(t, 60000000000) * 60000000000"
 // rollupUsage is usageByMinute over a rollup of rows step long. samples_1m counts only the
 // minutes an allocation holds whole and reads the others from samples_1s, so that its report
 // is the per-second rollup's (one bill whatever the path).
-func rollupUsage(table string, step time.Duration, pruned bool) string {
-	return usageByMinute(rollupAllocationMinutes(table, step, pruned))
+func rollupUsage(table string, step time.Duration) string {
+	return usageByMinute(rollupAllocationMinutes(table, step))
 }
 
 // rollupAllocationMinutes is the allocation-minutes of rollupUsage (usageByMinute's and
 // needsByMinute's subquery) from a rollup of rows step long.
-// With pruned, the partial minutes' seconds are bound as a set (dedupPartialSeconds).
-func rollupAllocationMinutes(table string, step time.Duration, pruned bool) string {
+func rollupAllocationMinutes(table string, step time.Duration) string {
 	if step < time.Minute {
 		return rollupMinutes(rollupLeg(table, step, dedupSeconds, ""))
 	}
-	return rollupMinutes(wholeMinutesLeg() + "\n        UNION ALL" + partialMinutesLeg(pruned))
+	return rollupMinutes(wholeMinutesLeg() + "\n        UNION ALL" + partialMinutesLeg())
 }
 
 // rollupLeg is rollupUsageRows over a rollup of rows step long, its rows read by dedup and
@@ -274,8 +255,8 @@ func wholeMinutesLeg() string {
 	return rollupLeg(tables.Samples1m, time.Minute, dedupSeconds, " AND t >= billed_start AND t + {{step}} <= billed_end")
 }
 
-func partialMinutesLeg(pruned bool) string {
-	return rollupLeg(tables.Samples1s, time.Second, dedupPartialSeconds(pruned),
+func partialMinutesLeg() string {
+	return rollupLeg(tables.Samples1s, time.Second, dedupPartialSeconds,
 		" AND ("+minuteOf+" < billed_start OR "+minuteOf+" + 60000000000 > billed_end)")
 }
 
@@ -290,7 +271,7 @@ func partialMinutesLeg(pruned bool) string {
 // BenchmarkAdvise), and runs a UNION ALL's branches in parallel. The rows FINAL keeps are the
 // same: the copies of a row share its time, so they fall in one branch; and the branches are
 // days, samples_1m's partitions, so that each reads only its own parts.
-func minuteRollupNeeds(branches int, pruned bool) string {
+func minuteRollupNeeds(branches int) string {
 	legs := make([]string, branches)
 	for i := range legs {
 		legs[i] = wholeMinuteBranch
@@ -308,7 +289,7 @@ func minuteRollupNeeds(branches int, pruned bool) string {
         )
         UNION ALL
         SELECT allocation_id, m_sm, m_active, m_mem
-        FROM (` + rollupMinutes(partialMinutesLeg(pruned)) + `
+        FROM (` + rollupMinutes(partialMinutesLeg()) + `
         )`
 }
 
