@@ -121,4 +121,3 @@ func TestFirstAttachedArgs(t *testing.T) {
 		})
 	}
 }
-
