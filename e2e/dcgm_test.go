@@ -197,8 +197,7 @@ func TestDCGMCompat(t *testing.T) {
 	}
 	col := promcollector.New(promcollector.Options{})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(col)
-	h, err := webserver.MetricsHandler(reg)
+	h, err := webserver.MetricsHandler(reg, col)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,10 +99,13 @@ func benchTick(b *testing.B, path string, instances int) {
 //     registry as cmd/slicemeter builds it (Go and process collectors, promhttp's own metrics,
 //     OpenMetrics offered), gzip at its default level, and the request headers Prometheus 3
 //     sends (OpenMetrics preferred, gzip);
-//   - prometheus-snapshot-handler: the same with webserver.MetricsHandler (gzip at its fastest level),
-//     which is what cmd/slicemeter serves;
+//   - prometheus-snapshot-handler: the same with webserver.MetricsHandler (gzip at its fastest level)
+//     and the snapshot gathered by the registry;
 //   - prometheus-snapshot-handler-health: the same with every GPU reporting every health field
-//     (exporter.Health), as a Hopper node's NVML does.
+//     (exporter.Health), as a Hopper node's NVML does;
+//   - direct, prometheus-direct, prometheus-direct-health: the same three scrapes with the snapshot
+//     served beside the registry (webserver.MetricsHandler's direct path), which is what
+//     cmd/slicemeter serves; direct is curl's scrape: no Accept header, no compression.
 //
 // scrape-p99-ms is wall time and depends on what else the machine runs; cpu-ms/scrape is the
 // process's CPU time (user + system, garbage collection included) per scrape, which does not.
@@ -115,15 +118,18 @@ func benchScrape(b *testing.B, path string, instances int) {
 	for _, tc := range []struct {
 		name       string
 		prometheus bool
-		handler    func(*prometheus.Registry) (http.Handler, error)
+		handler    func(*prometheus.Registry, *promcollector.Collector) (http.Handler, error)
 		health     bool
 	}{
 		{"plain", false, nil, false},
-		{"prometheus", true, func(reg *prometheus.Registry) (http.Handler, error) {
+		{"prometheus", true, func(reg *prometheus.Registry, _ *promcollector.Collector) (http.Handler, error) {
 			return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}), nil
 		}, false},
-		{"prometheus-snapshot-handler", true, webserver.MetricsHandler, false},
-		{"prometheus-snapshot-handler-health", true, webserver.MetricsHandler, true},
+		{"prometheus-snapshot-handler", true, registered, false},
+		{"prometheus-snapshot-handler-health", true, registered, true},
+		{"direct", false, direct, false},
+		{"prometheus-direct", true, direct, false},
+		{"prometheus-direct-health", true, direct, true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			sc, src, snap, reg := benchNode(b, path, instances)
@@ -143,12 +149,14 @@ func benchScrape(b *testing.B, path string, instances int) {
 			}
 			h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 			req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-			if tc.prometheus {
+			if tc.handler != nil {
 				reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 				var err error
-				if h, err = tc.handler(reg); err != nil {
+				if h, err = tc.handler(reg, snap); err != nil {
 					b.Fatal(err)
 				}
+			}
+			if tc.prometheus {
 				req.Header.Set("Accept", prometheusAccept)
 				req.Header.Set("Accept-Encoding", "gzip")
 			}
@@ -175,6 +183,17 @@ func benchScrape(b *testing.B, path string, instances int) {
 			b.ReportMetric(float64(size), "body-bytes")
 		})
 	}
+}
+
+// registered serves reg, snap registered in it, through webserver.MetricsHandler.
+func registered(reg *prometheus.Registry, _ *promcollector.Collector) (http.Handler, error) {
+	return webserver.MetricsHandler(reg, nil)
+}
+
+// direct serves snap beside reg (webserver.MetricsHandler's direct path).
+func direct(reg *prometheus.Registry, snap *promcollector.Collector) (http.Handler, error) {
+	reg.Unregister(snap)
+	return webserver.MetricsHandler(reg, snap)
 }
 
 // withAllHealth gives every GPU every health field, counters at n.

@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"runtime"
 
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slicemeter/slicemeter/exporter/kubernetes"
 	"github.com/slicemeter/slicemeter/exporter/service"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
+	"github.com/slicemeter/slicemeter/internal/usage"
 	"github.com/slicemeter/slicemeter/internal/webserver"
 )
 
@@ -17,6 +19,9 @@ import (
 type exporterCmd struct {
 	cfg     service.Config
 	brokers string
+	// maxProcs is --runtime.gomaxprocs; maxProcsSet whether it was given (flag or its variable).
+	maxProcs    int
+	maxProcsSet bool
 }
 
 func newExporterCmd(app *kingpin.Application) *exporterCmd {
@@ -50,10 +55,16 @@ func newExporterCmd(app *kingpin.Application) *exporterCmd {
 	c.Flag("kafka.drain-timeout", "At exit, how long to keep delivering queued batches; what is left then stays in the spool (or is lost with the memory queue) and the exit status is 1.").Default("30s").DurationVar(&cfg.DrainTimeout)
 	cfg.Web = webFlags(c, ":9835")
 	cfg.Kubernetes = kubernetesFlags(c)
+	c.Flag("runtime.gomaxprocs", "How many CPUs the Go runtime runs on at once (GOMAXPROCS); 0: Go's default (the CPUs or the container's CPU limit, at least 2). "+
+		"One is enough for a node's exporter and keeps its footprint down; a GOMAXPROCS variable in the environment is kept unless this flag is given.").
+		Default("1").IsSetByUser(&e.maxProcsSet).IntVar(&e.maxProcs)
 	return e
 }
 
 func (e *exporterCmd) run(ctx context.Context, logger *slog.Logger) error {
+	if err := e.setMaxProcs(os.Getenv("GOMAXPROCS")); err != nil {
+		return err
+	}
 	cfg := e.cfg
 	cfg.Brokers = kafkaconn.ParseBrokers(e.brokers)
 	svc, err := service.New(cfg, webserver.NewRegistry(), logger)
@@ -67,6 +78,22 @@ func (e *exporterCmd) run(ctx context.Context, logger *slog.Logger) error {
 	}()
 	_, err = svc.Run(ctx)
 	return err
+}
+
+// setMaxProcs applies --runtime.gomaxprocs. The exporter's work is a tick of a few hundred
+// microseconds every 100 ms and a scrape: on one P the runtime wakes no second thread to look
+// for work at every tick, and keeps one P's caches and GC workers instead of one per CPU (on
+// the 72-instance benchmark node: 7 MiB less anonymous memory and about 0.1 % of a core less,
+// docs/benchmarks.md).
+func (e *exporterCmd) setMaxProcs(env string) error {
+	switch {
+	case e.maxProcs < 0:
+		return usage.Errorf("--runtime.gomaxprocs: %d is negative; want a number of CPUs, or 0 for Go's default", e.maxProcs)
+	case !e.maxProcsSet && env != "": // the operator's GOMAXPROCS, read by the runtime at start
+	case e.maxProcs > 0:
+		runtime.GOMAXPROCS(e.maxProcs)
+	}
+	return nil
 }
 
 // kubernetesFlags registers --kubernetes and its flags on the exporter's command.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -28,6 +29,7 @@ func TestExporterFlags(t *testing.T) {
 		{"spool too small", []string{"--scenario", multi, "--kafka.brokers", "127.0.0.1:1", "--spool.dir", dir, "--spool.max-bytes", "10"}, exitUsage, []string{"--spool.dir", "size limit 10 bytes"}},
 		{"memory queue too small", []string{"--scenario", multi, "--kafka.brokers", "127.0.0.1:1", "--queue.max-bytes", "10"}, exitUsage, []string{"--queue.max-bytes", "size limit 10 bytes"}},
 		{"bad --sim.start", []string{"--scenario", multi, "--sim.start", "soon"}, exitUsage, []string{`--sim.start "soon"`}},
+		{"negative --runtime.gomaxprocs", []string{"--scenario", multi, "--runtime.gomaxprocs=-1"}, exitUsage, []string{"--runtime.gomaxprocs: -1 is negative"}},
 		// Production default: a bare exporter samples this node's GPUs (here: no driver), it does
 		// not ask for a scenario.
 		{"bare exporter samples NVML", []string{"--nvml.library", filepath.Join(dir, "libnvidia-ml.so.1")}, exitError, []string{"--source nvml", "libnvidia-ml.so.1"}},
@@ -50,5 +52,36 @@ func TestExporterFlags(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "s.json")); err != nil || !strings.Contains(string(b), `"samples": 180`) {
 		t.Errorf("replay summary: %v\n%s", err, b)
+	}
+}
+
+// --runtime.gomaxprocs: 1 by default, what is given when given, Go's default with 0, and an
+// operator's GOMAXPROCS variable kept unless the flag is given.
+func TestExporterGOMAXPROCS(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(before)
+	for _, tc := range []struct {
+		name  string
+		procs int
+		set   bool
+		env   string
+		want  int
+	}{
+		{"default", 1, false, "", 1},
+		{"given", 3, true, "", 3},
+		{"given over the variable", 2, true, "4", 2},
+		{"the variable kept", 1, false, "4", 5},
+		{"zero: Go's default", 0, true, "", 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runtime.GOMAXPROCS(5) // as the runtime set it at start
+			e := &exporterCmd{maxProcs: tc.procs, maxProcsSet: tc.set}
+			if err := e.setMaxProcs(tc.env); err != nil {
+				t.Fatal(err)
+			}
+			if got := runtime.GOMAXPROCS(0); got != tc.want {
+				t.Errorf("GOMAXPROCS %d, want %d", got, tc.want)
+			}
+		})
 	}
 }

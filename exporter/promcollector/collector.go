@@ -37,6 +37,7 @@ type Collector struct {
 	// changed is set by Write when an instance or a GPU appeared or changed labels: the view is
 	// rebuilt before Write returns.
 	changed bool
+	scratch sync.Pool // *textOut: AppendText's buffers, reused from scrape to scrape
 }
 
 type key struct{ node, instance string }
@@ -56,17 +57,17 @@ type instance struct {
 	gpuIndex             uint32
 	uuid, model, profile string
 	kind                 pb.Kind
-	values               []string         // instanceLabels' values
-	labels               []*dto.LabelPair // instanceLabels
-	gpuLabels            []*dto.LabelPair // gpuLabels, from the sample
-	gpuInfo              []*dto.LabelPair // gpuLabels + sms, memory_bytes, from the sample
+	values               []string  // instanceLabels' values
+	labels               *labelSet // instanceLabels
+	gpuLabels            *labelSet // gpuLabels, from the sample
+	gpuInfo              *labelSet // gpuLabels + sms, memory_bytes, from the sample
 	gpuInfoSMs           uint32
 	gpuInfoMemory        uint64
-	vgpuInfo             []*dto.LabelPair // instanceLabels + vm_id, vgpu_type
+	vgpuInfo             *labelSet // instanceLabels + vm_id, vgpu_type
 	vmID, vgpuType       string
 	// info is instanceLabels + gpu_instance_id (MIG: its GPU instance id, from the GPU state;
 	// empty where not known), the labels of slicemeter_instance_info.
-	info          []*dto.LabelPair
+	info          *labelSet
 	gpuInstanceID string
 
 	gpu      *gpu // the GPU state of its node and index, if any
@@ -118,23 +119,23 @@ type gpu struct {
 	gen       uint64    // counts the states written
 	uuid      string
 	model     string
-	labels    []*dto.LabelPair // gpuLabels
-	eccLabels [2][]*dto.LabelPair
+	labels    *labelSet // gpuLabels
+	eccLabels [2]*labelSet
 	health    healthLabels
 	// pciInfo is gpuLabels + pci_bus_id, the labels of slicemeter_gpu_pci_info; nil while the
 	// source has not reported the bus id.
-	pciInfo  []*dto.LabelPair
+	pciInfo  *labelSet
 	pciBusID string
 }
 
 // healthLabels are a GPU's label pairs of the health families with a second label, built with
 // its gpuLabels (driverInfo also when the versions change).
 type healthLabels struct {
-	pcie, nvlink     [2][]*dto.LabelPair // direction rx, tx
-	remapped         [2][]*dto.LabelPair // cause correctable, uncorrectable
-	violation        [2][]*dto.LabelPair // cause power, thermal
-	reasons          [len(clocksEventReasons)][]*dto.LabelPair
-	driverInfo       []*dto.LabelPair
+	pcie, nvlink     [2]*labelSet // direction rx, tx
+	remapped         [2]*labelSet // cause correctable, uncorrectable
+	violation        [2]*labelSet // cause power, thermal
+	reasons          [len(clocksEventReasons)]*labelSet
+	driverInfo       *labelSet
 	driver, cuda     string
 	driverInfoValues []string // gpuLabels' values, for driverInfo
 }
@@ -150,7 +151,7 @@ type view struct {
 }
 
 type nodeCount struct {
-	labels []*dto.LabelPair
+	labels *labelSet
 	n      float64
 }
 
@@ -158,66 +159,66 @@ var (
 	instanceLabels = []string{"node", "gpu", "uuid", "model", "slice", "kind", "profile"}
 	gpuLabels      = []string{"node", "gpu", "uuid", "model"}
 
-	descInfo      = prometheus.NewDesc("slicemeter_instance_info", "An instance (whole GPU, MIG or vGPU instance, time-sliced or MPS replica) that a tenant can hold. gpu_instance_id: a MIG instance's GPU instance id, empty where not known.", append(slices.Clip(instanceLabels), "gpu_instance_id"), nil)
-	descAttached  = prometheus.NewDesc("slicemeter_instance_attached", "1 while a tenant's process or VM is attached to the instance.", instanceLabels, nil)
-	descSM        = prometheus.NewDesc("slicemeter_instance_sm_active_ratio", "SM activity of the instance in the latest tick (vGPU: share of the GPU's time it ran).", instanceLabels, nil)
-	descMemUsed   = prometheus.NewDesc("slicemeter_instance_memory_used_bytes", "Framebuffer used by the instance.", instanceLabels, nil)
-	descMemTotal  = prometheus.NewDesc("slicemeter_instance_memory_total_bytes", "Framebuffer of the instance.", instanceLabels, nil)
-	descLastTS    = prometheus.NewDesc("slicemeter_instance_last_sample_timestamp_seconds", "Wall clock of the instance's latest sample.", instanceLabels, nil)
-	descVRun      = prometheus.NewDesc("slicemeter_vgpu_run_seconds_total", "Time the vGPU ran on the physical GPU.", instanceLabels, nil)
-	descVWaits    = prometheus.NewDesc("slicemeter_vgpu_scheduling_waits_total", "Waits between the vGPU's run slices while it had work.", instanceLabels, nil)
-	descVWaitSum  = prometheus.NewDesc("slicemeter_vgpu_scheduling_wait_seconds_total", "Sum of the waits between the vGPU's run slices.", instanceLabels, nil)
-	descVSwitch   = prometheus.NewDesc("slicemeter_gpu_vgpu_switch_ratio", "Share of the GPU's time spent switching between vGPUs in the latest tick.", gpuLabels, nil)
-	descGPUInfo   = prometheus.NewDesc("slicemeter_gpu_info", "A physical GPU.", append(gpuLabels, "sms", "memory_bytes"), nil)
-	descGPUPower  = prometheus.NewDesc("slicemeter_gpu_power_watts", "Power draw of the physical GPU.", gpuLabels, nil)
-	descInstances = prometheus.NewDesc("slicemeter_exporter_instances", "Instances in the snapshot.", []string{"node"}, nil)
+	famInfo      = gauge("slicemeter_instance_info", "An instance (whole GPU, MIG or vGPU instance, time-sliced or MPS replica) that a tenant can hold. gpu_instance_id: a MIG instance's GPU instance id, empty where not known.", append(slices.Clip(instanceLabels), "gpu_instance_id"))
+	famAttached  = gauge("slicemeter_instance_attached", "1 while a tenant's process or VM is attached to the instance.", instanceLabels)
+	famSM        = gauge("slicemeter_instance_sm_active_ratio", "SM activity of the instance in the latest tick (vGPU: share of the GPU's time it ran).", instanceLabels)
+	famMemUsed   = gauge("slicemeter_instance_memory_used_bytes", "Framebuffer used by the instance.", instanceLabels)
+	famMemTotal  = gauge("slicemeter_instance_memory_total_bytes", "Framebuffer of the instance.", instanceLabels)
+	famLastTS    = gauge("slicemeter_instance_last_sample_timestamp_seconds", "Wall clock of the instance's latest sample.", instanceLabels)
+	famVRun      = counter("slicemeter_vgpu_run_seconds_total", "Time the vGPU ran on the physical GPU.", instanceLabels)
+	famVWaits    = counter("slicemeter_vgpu_scheduling_waits_total", "Waits between the vGPU's run slices while it had work.", instanceLabels)
+	famVWaitSum  = counter("slicemeter_vgpu_scheduling_wait_seconds_total", "Sum of the waits between the vGPU's run slices.", instanceLabels)
+	famVSwitch   = gauge("slicemeter_gpu_vgpu_switch_ratio", "Share of the GPU's time spent switching between vGPUs in the latest tick.", gpuLabels)
+	famGPUInfo   = gauge("slicemeter_gpu_info", "A physical GPU.", append(gpuLabels, "sms", "memory_bytes"))
+	famGPUPower  = gauge("slicemeter_gpu_power_watts", "Power draw of the physical GPU.", gpuLabels)
+	famInstances = gauge("slicemeter_exporter_instances", "Instances in the snapshot.", []string{"node"})
 
-	descGPUUp          = prometheus.NewDesc("slicemeter_gpu_up", "1 if the GPU was read in the latest tick, 0 if it failed (XID, fallen off the bus, NVML errors).", gpuLabels, nil)
-	descGPUUtil        = prometheus.NewDesc("slicemeter_gpu_utilization_ratio", "Mean of the driver's utilization samples in the latest tick.", gpuLabels, nil)
-	descGPUMemUsed     = prometheus.NewDesc("slicemeter_gpu_memory_used_bytes", "Framebuffer used on the physical GPU.", gpuLabels, nil)
-	descGPUEnergy      = prometheus.NewDesc("slicemeter_gpu_energy_joules_total", "Energy the GPU consumed since the driver loaded.", gpuLabels, nil)
-	descGPUSMClock     = prometheus.NewDesc("slicemeter_gpu_sm_clock_hertz", "SM clock.", gpuLabels, nil)
-	descGPUMemClock    = prometheus.NewDesc("slicemeter_gpu_memory_clock_hertz", "Memory clock.", gpuLabels, nil)
-	descGPUTemp        = prometheus.NewDesc("slicemeter_gpu_temperature_celsius", "GPU core temperature.", gpuLabels, nil)
-	descGPUThrottle    = prometheus.NewDesc("slicemeter_gpu_clocks_event_reasons", "NVML clocks-event (throttle) reason bit mask; 0: none.", gpuLabels, nil)
-	descGPUECC         = prometheus.NewDesc("slicemeter_gpu_ecc_errors_total", "Volatile ECC errors since the driver loaded.", append(gpuLabels, "type"), nil)
-	descGPUXID         = prometheus.NewDesc("slicemeter_gpu_xid_errors_total", "XID errors seen since the exporter started.", gpuLabels, nil)
-	descGPULastXID     = prometheus.NewDesc("slicemeter_gpu_last_xid", "The latest XID error code (0: none).", gpuLabels, nil)
-	descGPUActivity    = prometheus.NewDesc("slicemeter_gpu_instance_activity_available", "1 if per-instance activity is measured (GPM, Hopper+); 0: MIG sm_active is unavailable and not served.", gpuLabels, nil)
-	descOccupancy      = prometheus.NewDesc("slicemeter_instance_sm_occupancy_ratio", "SM occupancy of the instance (GPM).", instanceLabels, nil)
-	descTensor         = prometheus.NewDesc("slicemeter_instance_tensor_active_ratio", "Share of time any tensor pipe was active (GPM).", instanceLabels, nil)
-	descDRAM           = prometheus.NewDesc("slicemeter_instance_dram_bandwidth_ratio", "DRAM bandwidth utilization of the instance (GPM).", instanceLabels, nil)
-	descProcesses      = prometheus.NewDesc("slicemeter_instance_processes", "Compute processes running on the instance.", instanceLabels, nil)
-	descVGPUDriverUtil = prometheus.NewDesc("slicemeter_vgpu_driver_sm_utilization_ratio", "The driver's SM utilization of the vGPU (GetVgpuUtilization) in the latest tick it reported one.", instanceLabels, nil)
-	descVGPUInfo       = prometheus.NewDesc("slicemeter_vgpu_info", "A vGPU instance: its VM and vGPU type.", append(append([]string{}, instanceLabels...), "vm_id", "vgpu_type"), nil)
+	famGPUUp          = gauge("slicemeter_gpu_up", "1 if the GPU was read in the latest tick, 0 if it failed (XID, fallen off the bus, NVML errors).", gpuLabels)
+	famGPUUtil        = gauge("slicemeter_gpu_utilization_ratio", "Mean of the driver's utilization samples in the latest tick.", gpuLabels)
+	famGPUMemUsed     = gauge("slicemeter_gpu_memory_used_bytes", "Framebuffer used on the physical GPU.", gpuLabels)
+	famGPUEnergy      = counter("slicemeter_gpu_energy_joules_total", "Energy the GPU consumed since the driver loaded.", gpuLabels)
+	famGPUSMClock     = gauge("slicemeter_gpu_sm_clock_hertz", "SM clock.", gpuLabels)
+	famGPUMemClock    = gauge("slicemeter_gpu_memory_clock_hertz", "Memory clock.", gpuLabels)
+	famGPUTemp        = gauge("slicemeter_gpu_temperature_celsius", "GPU core temperature.", gpuLabels)
+	famGPUThrottle    = gauge("slicemeter_gpu_clocks_event_reasons", "NVML clocks-event (throttle) reason bit mask; 0: none.", gpuLabels)
+	famGPUECC         = counter("slicemeter_gpu_ecc_errors_total", "Volatile ECC errors since the driver loaded.", append(gpuLabels, "type"))
+	famGPUXID         = counter("slicemeter_gpu_xid_errors_total", "XID errors seen since the exporter started.", gpuLabels)
+	famGPULastXID     = gauge("slicemeter_gpu_last_xid", "The latest XID error code (0: none).", gpuLabels)
+	famGPUActivity    = gauge("slicemeter_gpu_instance_activity_available", "1 if per-instance activity is measured (GPM, Hopper+); 0: MIG sm_active is unavailable and not served.", gpuLabels)
+	famOccupancy      = gauge("slicemeter_instance_sm_occupancy_ratio", "SM occupancy of the instance (GPM).", instanceLabels)
+	famTensor         = gauge("slicemeter_instance_tensor_active_ratio", "Share of time any tensor pipe was active (GPM).", instanceLabels)
+	famDRAM           = gauge("slicemeter_instance_dram_bandwidth_ratio", "DRAM bandwidth utilization of the instance (GPM).", instanceLabels)
+	famProcesses      = gauge("slicemeter_instance_processes", "Compute processes running on the instance.", instanceLabels)
+	famVGPUDriverUtil = gauge("slicemeter_vgpu_driver_sm_utilization_ratio", "The driver's SM utilization of the vGPU (GetVgpuUtilization) in the latest tick it reported one.", instanceLabels)
+	famVGPUInfo       = gauge("slicemeter_vgpu_info", "A vGPU instance: its VM and vGPU type.", append(append([]string{}, instanceLabels...), "vm_id", "vgpu_type"))
 
 	// Health (exporter.Health): each family is served only for GPUs that report its fields.
-	descGPUReason       = prometheus.NewDesc("slicemeter_gpu_clocks_event_reason", "1 while the clocks are held down for the reason (NVML clocks-event reasons), else 0.", append(slices.Clip(gpuLabels), "reason"), nil)
-	descGPUPCIe         = prometheus.NewDesc("slicemeter_gpu_pcie_bytes_total", "PCIe traffic since the driver loaded.", append(slices.Clip(gpuLabels), "direction"), nil)
-	descGPUPCIeReplays  = prometheus.NewDesc("slicemeter_gpu_pcie_replays_total", "PCIe replays (retries) since the driver loaded.", gpuLabels, nil)
-	descGPUNVLink       = prometheus.NewDesc("slicemeter_gpu_nvlink_bytes_total", "NVLink traffic summed over the GPU's links.", append(slices.Clip(gpuLabels), "direction"), nil)
-	descGPUMemTemp      = prometheus.NewDesc("slicemeter_gpu_memory_temperature_celsius", "Memory (HBM) temperature.", gpuLabels, nil)
-	descGPUMemFree      = prometheus.NewDesc("slicemeter_gpu_memory_free_bytes", "Framebuffer free on the physical GPU.", gpuLabels, nil)
-	descGPUMemReserved  = prometheus.NewDesc("slicemeter_gpu_memory_reserved_bytes", "Framebuffer reserved by the driver on the physical GPU.", gpuLabels, nil)
-	descGPUCopyUtil     = prometheus.NewDesc("slicemeter_gpu_copy_utilization_ratio", "Memory controller (copy) utilization in the latest tick.", gpuLabels, nil)
-	descGPUEncoderUtil  = prometheus.NewDesc("slicemeter_gpu_encoder_utilization_ratio", "Video encoder utilization in the latest tick.", gpuLabels, nil)
-	descGPUDecoderUtil  = prometheus.NewDesc("slicemeter_gpu_decoder_utilization_ratio", "Video decoder utilization in the latest tick.", gpuLabels, nil)
-	descGPURemapped     = prometheus.NewDesc("slicemeter_gpu_remapped_rows_total", "Memory rows remapped, by the kind of error that caused it.", append(slices.Clip(gpuLabels), "cause"), nil)
-	descGPURemapPending = prometheus.NewDesc("slicemeter_gpu_row_remap_pending", "1 while a row remap waits for a GPU reset.", gpuLabels, nil)
-	descGPURemapFailure = prometheus.NewDesc("slicemeter_gpu_row_remap_failure", "1 if a row remap failed: the GPU needs service.", gpuLabels, nil)
-	descGPUViolation    = prometheus.NewDesc("slicemeter_gpu_violation_seconds_total", "Time the clocks were held down, by cause (power cap, temperature).", append(slices.Clip(gpuLabels), "cause"), nil)
-	descGPUDriverInfo   = prometheus.NewDesc("slicemeter_gpu_driver_info", "The driver and CUDA versions the GPU runs under.", append(slices.Clip(gpuLabels), "driver_version", "cuda_version"), nil)
+	famGPUReason       = gauge("slicemeter_gpu_clocks_event_reason", "1 while the clocks are held down for the reason (NVML clocks-event reasons), else 0.", append(slices.Clip(gpuLabels), "reason"))
+	famGPUPCIe         = counter("slicemeter_gpu_pcie_bytes_total", "PCIe traffic since the driver loaded.", append(slices.Clip(gpuLabels), "direction"))
+	famGPUPCIeReplays  = counter("slicemeter_gpu_pcie_replays_total", "PCIe replays (retries) since the driver loaded.", gpuLabels)
+	famGPUNVLink       = counter("slicemeter_gpu_nvlink_bytes_total", "NVLink traffic summed over the GPU's links.", append(slices.Clip(gpuLabels), "direction"))
+	famGPUMemTemp      = gauge("slicemeter_gpu_memory_temperature_celsius", "Memory (HBM) temperature.", gpuLabels)
+	famGPUMemFree      = gauge("slicemeter_gpu_memory_free_bytes", "Framebuffer free on the physical GPU.", gpuLabels)
+	famGPUMemReserved  = gauge("slicemeter_gpu_memory_reserved_bytes", "Framebuffer reserved by the driver on the physical GPU.", gpuLabels)
+	famGPUCopyUtil     = gauge("slicemeter_gpu_copy_utilization_ratio", "Memory controller (copy) utilization in the latest tick.", gpuLabels)
+	famGPUEncoderUtil  = gauge("slicemeter_gpu_encoder_utilization_ratio", "Video encoder utilization in the latest tick.", gpuLabels)
+	famGPUDecoderUtil  = gauge("slicemeter_gpu_decoder_utilization_ratio", "Video decoder utilization in the latest tick.", gpuLabels)
+	famGPURemapped     = counter("slicemeter_gpu_remapped_rows_total", "Memory rows remapped, by the kind of error that caused it.", append(slices.Clip(gpuLabels), "cause"))
+	famGPURemapPending = gauge("slicemeter_gpu_row_remap_pending", "1 while a row remap waits for a GPU reset.", gpuLabels)
+	famGPURemapFailure = gauge("slicemeter_gpu_row_remap_failure", "1 if a row remap failed: the GPU needs service.", gpuLabels)
+	famGPUViolation    = counter("slicemeter_gpu_violation_seconds_total", "Time the clocks were held down, by cause (power cap, temperature).", append(slices.Clip(gpuLabels), "cause"))
+	famGPUDriverInfo   = gauge("slicemeter_gpu_driver_info", "The driver and CUDA versions the GPU runs under.", append(slices.Clip(gpuLabels), "driver_version", "cuda_version"))
 
 	// The GPU's PCI address gets an info series of its own rather than a label on an existing
 	// one: the label sets of served series stay as they are, and it is served wherever the bus
 	// id is known (also while the GPU cannot be read: which slot fell off the bus is the point).
-	descGPUPCIInfo = prometheus.NewDesc("slicemeter_gpu_pci_info", "The GPU's PCI address (domain:bus:device.function, as dcgm-exporter's pci_bus_id), read when it was discovered.", append(slices.Clip(gpuLabels), "pci_bus_id"), nil)
+	famGPUPCIInfo = gauge("slicemeter_gpu_pci_info", "The GPU's PCI address (domain:bus:device.function, as dcgm-exporter's pci_bus_id), read when it was discovered.", append(slices.Clip(gpuLabels), "pci_bus_id"))
 )
 
-// descPowerEst is a share replica's estimated power (shareGroup.powerEstimate).
-var descPowerEst = prometheus.NewDesc("slicemeter_instance_power_estimate_watts", "An estimate of the power a time-sliced or MPS replica (kind share) draws: "+
+// famPowerEst is a share replica's estimated power (shareGroup.powerEstimate).
+var famPowerEst = gauge("slicemeter_instance_power_estimate_watts", "An estimate of the power a time-sliced or MPS replica (kind share) draws: "+
 	"its GPU's power split among the replicas by their SM activity in the latest tick (equally while none is active), as Kepler does; "+
-	"NVML measures only the whole GPU. One series per replica, never per pod (join slicemeter_instance_pod_info); they sum to slicemeter_gpu_power_watts.", instanceLabels, nil)
+	"NVML measures only the whole GPU. One series per replica, never per pod (join slicemeter_instance_pod_info); they sum to slicemeter_gpu_power_watts.", instanceLabels)
 
 // clocksEventReasons are NVML's clocks-event reason bits (nvmlClocksEventReason*, nvml.h) and
 // the reason label of each: one 0/1 series per reason, which PromQL can alert on; the bit mask
@@ -312,15 +313,15 @@ func (s *Collector) writeSample(node string, smp *pb.Sample, now time.Time) {
 		in.gpuIndex, in.uuid, in.model, in.kind, in.profile = smp.GpuIndex, smp.GpuUuid, smp.Model, smp.Kind, smp.Profile
 		gpuIndex := strconv.FormatUint(uint64(smp.GpuIndex), 10)
 		in.values = []string{node, gpuIndex, smp.GpuUuid, smp.Model, smp.InstanceId, smp.Kind.Label(), smp.Profile}
-		in.labels = prometheus.MakeLabelPairs(descAttached, in.values)
-		in.gpuLabels = prometheus.MakeLabelPairs(descGPUPower, in.values[:len(gpuLabels)])
+		in.labels = newLabelSet(famAttached, in.values)
+		in.gpuLabels = newLabelSet(famGPUPower, in.values[:len(gpuLabels)])
 		in.gpuInfo, in.vgpuInfo = nil, nil
-		in.info = prometheus.MakeLabelPairs(descInfo, append(slices.Clip(in.values), in.gpuInstanceID))
+		in.info = newLabelSet(famInfo, append(slices.Clip(in.values), in.gpuInstanceID))
 		s.changed = true
 	}
 	if in.gpuInfo == nil || in.gpuInfoSMs != smp.GpuSmCount || in.gpuInfoMemory != smp.GpuMemTotalBytes {
 		in.gpuInfoSMs, in.gpuInfoMemory = smp.GpuSmCount, smp.GpuMemTotalBytes
-		in.gpuInfo = prometheus.MakeLabelPairs(descGPUInfo, append(slices.Clip(in.values[:len(gpuLabels)]),
+		in.gpuInfo = newLabelSet(famGPUInfo, append(slices.Clip(in.values[:len(gpuLabels)]),
 			strconv.FormatUint(uint64(smp.GpuSmCount), 10), strconv.FormatUint(smp.GpuMemTotalBytes, 10)))
 	}
 	in.smp, in.seen = smp, now
@@ -344,9 +345,9 @@ func (s *Collector) writeGPU(node string, st *exporter.GPUState, now time.Time) 
 		}
 		g.uuid, g.model = st.UUID, st.Model
 		values := []string{node, strconv.FormatUint(uint64(st.Index), 10), st.UUID, st.Model}
-		g.labels = prometheus.MakeLabelPairs(descGPUUp, values)
-		g.eccLabels[0] = prometheus.MakeLabelPairs(descGPUECC, append(slices.Clip(values), "corrected"))
-		g.eccLabels[1] = prometheus.MakeLabelPairs(descGPUECC, append(slices.Clip(values), "uncorrected"))
+		g.labels = newLabelSet(famGPUUp, values)
+		g.eccLabels[0] = newLabelSet(famGPUECC, append(slices.Clip(values), "corrected"))
+		g.eccLabels[1] = newLabelSet(famGPUECC, append(slices.Clip(values), "uncorrected"))
 		g.health = newHealthLabels(values)
 		g.pciInfo, g.pciBusID = nil, ""
 		s.changed = true
@@ -354,12 +355,12 @@ func (s *Collector) writeGPU(node string, st *exporter.GPUState, now time.Time) 
 	if st.PCIBusID != g.pciBusID {
 		g.pciBusID, g.pciInfo = st.PCIBusID, nil
 		if st.PCIBusID != "" {
-			g.pciInfo = prometheus.MakeLabelPairs(descGPUPCIInfo, append(slices.Clip(g.health.driverInfoValues), st.PCIBusID))
+			g.pciInfo = newLabelSet(famGPUPCIInfo, append(slices.Clip(g.health.driverInfoValues), st.PCIBusID))
 		}
 	}
 	if h := &st.Health; h.Has(exporter.HealthVersions) && (g.health.driverInfo == nil || g.health.driver != h.DriverVersion || g.health.cuda != h.CUDAVersion) {
 		g.health.driver, g.health.cuda = h.DriverVersion, h.CUDAVersion
-		g.health.driverInfo = prometheus.MakeLabelPairs(descGPUDriverInfo, append(slices.Clip(g.health.driverInfoValues), h.DriverVersion, h.CUDAVersion))
+		g.health.driverInfo = newLabelSet(famGPUDriverInfo, append(slices.Clip(g.health.driverInfoValues), h.DriverVersion, h.CUDAVersion))
 	}
 	g.state, g.seen = *st, now
 	g.gen++
@@ -371,12 +372,12 @@ func (s *Collector) writeGPU(node string, st *exporter.GPUState, now time.Time) 
 		in.activity = activityRef{gpu: g, gen: g.gen, i: i}
 		if id := gpuInstanceID(&a); id != in.gpuInstanceID {
 			in.gpuInstanceID = id
-			in.info = prometheus.MakeLabelPairs(descInfo, append(slices.Clip(in.values), id))
+			in.info = newLabelSet(famInfo, append(slices.Clip(in.values), id))
 			s.changed = true
 		}
 		if in.vgpuInfo == nil || in.vmID != a.VMID || in.vgpuType != a.VGPUType {
 			in.vmID, in.vgpuType = a.VMID, a.VGPUType
-			in.vgpuInfo = prometheus.MakeLabelPairs(descVGPUInfo, append(slices.Clip(in.values), a.VMID, a.VGPUType))
+			in.vgpuInfo = newLabelSet(famVGPUInfo, append(slices.Clip(in.values), a.VMID, a.VGPUType))
 		}
 	}
 }
@@ -389,21 +390,21 @@ func gpuInstanceID(a *exporter.InstanceActivity) string {
 }
 
 func newHealthLabels(values []string) healthLabels {
-	with := func(d *prometheus.Desc, v string) []*dto.LabelPair {
-		return prometheus.MakeLabelPairs(d, append(slices.Clip(values), v))
+	with := func(d *family, v string) *labelSet {
+		return newLabelSet(d, append(slices.Clip(values), v))
 	}
 	h := healthLabels{driverInfoValues: values}
 	for i, dir := range []string{"rx", "tx"} {
-		h.pcie[i], h.nvlink[i] = with(descGPUPCIe, dir), with(descGPUNVLink, dir)
+		h.pcie[i], h.nvlink[i] = with(famGPUPCIe, dir), with(famGPUNVLink, dir)
 	}
 	for i, cause := range []string{"correctable", "uncorrectable"} {
-		h.remapped[i] = with(descGPURemapped, cause)
+		h.remapped[i] = with(famGPURemapped, cause)
 	}
 	for i, cause := range []string{"power", "thermal"} {
-		h.violation[i] = with(descGPUViolation, cause)
+		h.violation[i] = with(famGPUViolation, cause)
 	}
 	for i, r := range clocksEventReasons {
-		h.reasons[i] = with(descGPUReason, r.name)
+		h.reasons[i] = with(famGPUReason, r.name)
 	}
 	return h
 }
@@ -445,7 +446,7 @@ func (s *Collector) rebuild() {
 	}
 	slices.SortFunc(v.gpus, func(a, b *gpu) int { return compareLabels(a.labels, b.labels) })
 	for node, n := range perNode {
-		v.nodes = append(v.nodes, nodeCount{labels: prometheus.MakeLabelPairs(descInstances, []string{node}), n: float64(n)})
+		v.nodes = append(v.nodes, nodeCount{labels: newLabelSet(famInstances, []string{node}), n: float64(n)})
 	}
 	slices.SortFunc(v.nodes, func(a, b nodeCount) int { return compareLabels(a.labels, b.labels) })
 	s.view = v
@@ -453,7 +454,8 @@ func (s *Collector) rebuild() {
 
 // compareLabels orders two series of one family as the registry does: by their label values,
 // in the order of the (sorted) label names.
-func compareLabels(a, b []*dto.LabelPair) int {
+func compareLabels(x, y *labelSet) int {
+	a, b := x.pairs, y.pairs
 	for i := range min(len(a), len(b)) {
 		if c := strings.Compare(a[i].GetValue(), b[i].GetValue()); c != 0 {
 			return c
@@ -465,16 +467,19 @@ func compareLabels(a, b []*dto.LabelPair) int {
 // Flush does nothing: the snapshot is always current.
 func (s *Collector) Flush(context.Context) error { return nil }
 
+// families are the snapshot's metric families, by name.
+var families = indexed(famInfo, famAttached, famSM, famMemUsed, famMemTotal, famLastTS,
+	famVRun, famVWaits, famVWaitSum, famVSwitch, famGPUInfo, famGPUPower, famPowerEst, famInstances,
+	famGPUUp, famGPUUtil, famGPUMemUsed, famGPUEnergy, famGPUSMClock, famGPUMemClock, famGPUTemp,
+	famGPUThrottle, famGPUECC, famGPUXID, famGPULastXID, famGPUActivity, famOccupancy, famTensor, famDRAM, famProcesses, famVGPUInfo, famVGPUDriverUtil,
+	famGPUReason, famGPUPCIe, famGPUPCIeReplays, famGPUNVLink, famGPUMemTemp, famGPUMemFree, famGPUMemReserved,
+	famGPUCopyUtil, famGPUEncoderUtil, famGPUDecoderUtil, famGPURemapped, famGPURemapPending, famGPURemapFailure,
+	famGPUViolation, famGPUDriverInfo, famGPUPCIInfo)
+
 // Describe sends the descriptors of every metric the snapshot can emit.
 func (s *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInfo, descAttached, descSM, descMemUsed, descMemTotal, descLastTS,
-		descVRun, descVWaits, descVWaitSum, descVSwitch, descGPUInfo, descGPUPower, descPowerEst, descInstances,
-		descGPUUp, descGPUUtil, descGPUMemUsed, descGPUEnergy, descGPUSMClock, descGPUMemClock, descGPUTemp,
-		descGPUThrottle, descGPUECC, descGPUXID, descGPULastXID, descGPUActivity, descOccupancy, descTensor, descDRAM, descProcesses, descVGPUInfo, descVGPUDriverUtil,
-		descGPUReason, descGPUPCIe, descGPUPCIeReplays, descGPUNVLink, descGPUMemTemp, descGPUMemFree, descGPUMemReserved,
-		descGPUCopyUtil, descGPUEncoderUtil, descGPUDecoderUtil, descGPURemapped, descGPURemapPending, descGPURemapFailure,
-		descGPUViolation, descGPUDriverInfo, descGPUPCIInfo} {
-		ch <- d
+	for _, f := range families {
+		ch <- f.desc
 	}
 }
 
@@ -485,132 +490,137 @@ func (s *Collector) Collect(ch chan<- prometheus.Metric) {
 	v := &s.view
 	// At most 10 gauges and 3 counters per instance, 28 gauges and 13 counters per GPU: one
 	// allocation of each for the scrape.
-	m := newMetrics(10*len(v.instances)+28*len(v.gpus)+3*len(v.sampleGPUs)+len(v.nodes), 3*len(v.instances)+13*len(v.gpus))
+	s.emit(registryOut{ch: ch, m: newMetrics(10*len(v.instances)+28*len(v.gpus)+3*len(v.sampleGPUs)+len(v.nodes), 3*len(v.instances)+13*len(v.gpus))})
+}
+
+// emit sends every series of the snapshot to o; s.mu is held.
+func (s *Collector) emit(o out) {
+	v := &s.view
 	for _, in := range v.infos {
-		ch <- m.gauge(descInfo, 1, in.info)
+		o.add(famInfo, 1, in.info)
 	}
 	for _, in := range v.instances {
 		smp, ip := in.smp, in.labels
-		ch <- m.gauge(descAttached, b2f(smp.Attached), ip)
+		o.add(famAttached, b2f(smp.Attached), ip)
 		// Where activity cannot be measured (MIG without GPM) sm_active is not served: 0 would
 		// read as an idle instance.
 		if (in.gpu == nil || in.gpu.state.ActivityAvailable || in.kind != pb.Kind_KIND_MIG) && !smp.SmActiveUnavailable {
-			ch <- m.gauge(descSM, smp.SmActive, ip)
+			o.add(famSM, smp.SmActive, ip)
 		}
-		ch <- m.gauge(descMemUsed, float64(smp.MemUsedBytes), ip)
-		ch <- m.gauge(descMemTotal, float64(smp.MemTotalBytes), ip)
-		ch <- m.gauge(descLastTS, float64(smp.TsNs)/1e9, ip)
+		o.add(famMemUsed, float64(smp.MemUsedBytes), ip)
+		o.add(famMemTotal, float64(smp.MemTotalBytes), ip)
+		o.add(famLastTS, float64(smp.TsNs)/1e9, ip)
 		if in.share != nil {
-			ch <- m.gauge(descPowerEst, in.share.powerEstimate(in), ip)
+			o.add(famPowerEst, in.share.powerEstimate(in), ip)
 		}
 		if in.hasWaits {
-			ch <- m.counter(descVRun, in.runSeconds, ip)
-			ch <- m.counter(descVWaits, float64(in.waitCount), ip)
-			ch <- m.counter(descVWaitSum, in.waitSum, ip)
+			o.add(famVRun, in.runSeconds, ip)
+			o.add(famVWaits, float64(in.waitCount), ip)
+			o.add(famVWaitSum, in.waitSum, ip)
 		}
-		s.collectActivity(ch, m, in)
+		collectActivity(o, in)
 	}
 	for _, in := range v.sampleGPUs {
 		smp := in.smp
-		ch <- m.gauge(descGPUInfo, 1, in.gpuInfo)
-		ch <- m.gauge(descGPUPower, smp.PowerWatts, in.gpuLabels)
+		o.add(famGPUInfo, 1, in.gpuInfo)
+		o.add(famGPUPower, smp.PowerWatts, in.gpuLabels)
 		if smp.Vgpu != nil {
-			ch <- m.gauge(descVSwitch, float64(smp.Vgpu.SwitchNs)/float64(max(1, smp.IntervalNs)), in.gpuLabels)
+			o.add(famVSwitch, float64(smp.Vgpu.SwitchNs)/float64(max(1, smp.IntervalNs)), in.gpuLabels)
 		}
 	}
 	for _, g := range v.gpus {
-		collectGPU(ch, m, g)
+		collectGPU(o, g)
 	}
-	collectHealthPairs(ch, m, v.gpus)
+	collectHealthPairs(o, v.gpus)
 	for _, n := range v.nodes {
-		ch <- m.gauge(descInstances, n.n, n.labels)
+		o.add(famInstances, n.n, n.labels)
 	}
 }
 
 // collectActivity emits what the instance's GPU state says of it (GPM activity, processes,
 // vGPU details), if the GPU's latest state lists it and the GPU was read.
-func (s *Collector) collectActivity(ch chan<- prometheus.Metric, m *metrics, in *instance) {
+func collectActivity(o out, in *instance) {
 	ref := in.activity
 	if ref.gpu == nil || ref.gen != ref.gpu.gen || ref.gpu.state.Failed {
 		return
 	}
 	a := &ref.gpu.state.Instances[ref.i]
 	if in.kind == pb.Kind_KIND_VGPU {
-		ch <- m.gauge(descVGPUInfo, 1, in.vgpuInfo)
+		o.add(famVGPUInfo, 1, in.vgpuInfo)
 		if a.HasDriverSMUtil {
-			ch <- m.gauge(descVGPUDriverUtil, a.DriverSMUtil, in.labels)
+			o.add(famVGPUDriverUtil, a.DriverSMUtil, in.labels)
 		}
 		return
 	}
-	ch <- m.gauge(descProcesses, float64(a.Processes), in.labels)
+	o.add(famProcesses, float64(a.Processes), in.labels)
 	if a.HasGPM {
-		ch <- m.gauge(descOccupancy, a.SMOccupancy, in.labels)
-		ch <- m.gauge(descTensor, a.TensorRatio, in.labels)
-		ch <- m.gauge(descDRAM, a.DRAMRatio, in.labels)
+		o.add(famOccupancy, a.SMOccupancy, in.labels)
+		o.add(famTensor, a.TensorRatio, in.labels)
+		o.add(famDRAM, a.DRAMRatio, in.labels)
 	}
 }
 
 // collectGPU emits a physical GPU's own figures.
-func collectGPU(ch chan<- prometheus.Metric, m *metrics, g *gpu) {
+func collectGPU(o out, g *gpu) {
 	st, gp := &g.state, g.labels
-	ch <- m.gauge(descGPUUp, b2f(!st.Failed), gp)
-	ch <- m.counter(descGPUXID, float64(st.XIDs), gp)
-	ch <- m.gauge(descGPULastXID, float64(st.LastXID), gp)
+	o.add(famGPUUp, b2f(!st.Failed), gp)
+	o.add(famGPUXID, float64(st.XIDs), gp)
+	o.add(famGPULastXID, float64(st.LastXID), gp)
 	if g.pciInfo != nil {
-		ch <- m.gauge(descGPUPCIInfo, 1, g.pciInfo)
+		o.add(famGPUPCIInfo, 1, g.pciInfo)
 	}
 	if st.Failed {
 		return // its figures are from no tick
 	}
-	ch <- m.gauge(descGPUUtil, st.Utilization, gp)
-	ch <- m.gauge(descGPUMemUsed, float64(st.MemUsed), gp)
-	ch <- m.counter(descGPUEnergy, st.EnergyJ, gp)
-	ch <- m.gauge(descGPUSMClock, st.SMClockHz, gp)
-	ch <- m.gauge(descGPUMemClock, st.MemClockHz, gp)
-	ch <- m.gauge(descGPUTemp, st.TempC, gp)
-	ch <- m.gauge(descGPUThrottle, float64(st.ThrottleReasons), gp)
-	ch <- m.counter(descGPUECC, float64(st.ECCCorrected), g.eccLabels[0])
-	ch <- m.counter(descGPUECC, float64(st.ECCUncorrected), g.eccLabels[1])
-	ch <- m.gauge(descGPUActivity, b2f(st.ActivityAvailable), gp)
+	o.add(famGPUUtil, st.Utilization, gp)
+	o.add(famGPUMemUsed, float64(st.MemUsed), gp)
+	o.add(famGPUEnergy, st.EnergyJ, gp)
+	o.add(famGPUSMClock, st.SMClockHz, gp)
+	o.add(famGPUMemClock, st.MemClockHz, gp)
+	o.add(famGPUTemp, st.TempC, gp)
+	o.add(famGPUThrottle, float64(st.ThrottleReasons), gp)
+	o.add(famGPUECC, float64(st.ECCCorrected), g.eccLabels[0])
+	o.add(famGPUECC, float64(st.ECCUncorrected), g.eccLabels[1])
+	o.add(famGPUActivity, b2f(st.ActivityAvailable), gp)
 	for i, r := range clocksEventReasons {
-		ch <- m.gauge(descGPUReason, b2f(st.ThrottleReasons&r.bit != 0), g.health.reasons[i])
+		o.add(famGPUReason, b2f(st.ThrottleReasons&r.bit != 0), g.health.reasons[i])
 	}
-	collectHealth(ch, m, g)
+	collectHealth(o, g)
 }
 
 // collectHealth emits the health fields the GPU reports; an unsupported one is left out rather
 // than served as 0.
-func collectHealth(ch chan<- prometheus.Metric, m *metrics, g *gpu) {
+func collectHealth(o out, g *gpu) {
 	h, gp := &g.state.Health, g.labels
 	if h.Has(exporter.HealthPCIeReplays) {
-		ch <- m.counter(descGPUPCIeReplays, float64(h.PCIeReplays), gp)
+		o.add(famGPUPCIeReplays, float64(h.PCIeReplays), gp)
 	}
 	if h.Has(exporter.HealthMemTemp) {
-		ch <- m.gauge(descGPUMemTemp, h.MemTempC, gp)
+		o.add(famGPUMemTemp, h.MemTempC, gp)
 	}
 	if h.Has(exporter.HealthFB) {
-		ch <- m.gauge(descGPUMemFree, float64(h.FBFree), gp)
+		o.add(famGPUMemFree, float64(h.FBFree), gp)
 	}
 	if h.Has(exporter.HealthFBReserved) {
-		ch <- m.gauge(descGPUMemReserved, float64(h.FBReserved), gp)
+		o.add(famGPUMemReserved, float64(h.FBReserved), gp)
 	}
 	if h.Has(exporter.HealthCopyUtil) {
-		ch <- m.gauge(descGPUCopyUtil, h.CopyUtil, gp)
+		o.add(famGPUCopyUtil, h.CopyUtil, gp)
 	}
 	if h.Has(exporter.HealthCodecUtil) {
-		ch <- m.gauge(descGPUEncoderUtil, h.EncoderUtil, gp)
-		ch <- m.gauge(descGPUDecoderUtil, h.DecoderUtil, gp)
+		o.add(famGPUEncoderUtil, h.EncoderUtil, gp)
+		o.add(famGPUDecoderUtil, h.DecoderUtil, gp)
 	}
 	if h.Has(exporter.HealthRemap) {
-		ch <- m.gauge(descGPURemapPending, b2f(h.RemapPending), gp)
-		ch <- m.gauge(descGPURemapFailure, b2f(h.RemapFailure), gp)
+		o.add(famGPURemapPending, b2f(h.RemapPending), gp)
+		o.add(famGPURemapFailure, b2f(h.RemapFailure), gp)
 	}
 }
 
 // collectHealthPairs emits the health families whose second label (direction, cause) sorts
 // before gpu: all GPUs' series of the first value, then of the second, as the registry sorts
 // them. driver_info sorts by the versions first, which one node's GPUs share.
-func collectHealthPairs(ch chan<- prometheus.Metric, m *metrics, gpus []*gpu) {
+func collectHealthPairs(o out, gpus []*gpu) {
 	for i := range 2 {
 		for _, g := range gpus {
 			h, hl := &g.state.Health, &g.health
@@ -618,22 +628,22 @@ func collectHealthPairs(ch chan<- prometheus.Metric, m *metrics, gpus []*gpu) {
 				continue
 			}
 			if h.Has(exporter.HealthPCIe) {
-				ch <- m.counter(descGPUPCIe, float64(pick(i, h.PCIeRxBytes, h.PCIeTxBytes)), hl.pcie[i])
+				o.add(famGPUPCIe, float64(pick(i, h.PCIeRxBytes, h.PCIeTxBytes)), hl.pcie[i])
 			}
 			if h.Has(exporter.HealthNVLink) {
-				ch <- m.counter(descGPUNVLink, float64(pick(i, h.NVLinkRxBytes, h.NVLinkTxBytes)), hl.nvlink[i])
+				o.add(famGPUNVLink, float64(pick(i, h.NVLinkRxBytes, h.NVLinkTxBytes)), hl.nvlink[i])
 			}
 			if h.Has(exporter.HealthRemap) {
-				ch <- m.counter(descGPURemapped, float64(pick(i, h.RemappedCorrectable, h.RemappedUncorrectable)), hl.remapped[i])
+				o.add(famGPURemapped, float64(pick(i, h.RemappedCorrectable, h.RemappedUncorrectable)), hl.remapped[i])
 			}
 			if h.Has(exporter.HealthViolations) {
-				ch <- m.counter(descGPUViolation, float64(pick(i, h.PowerViolationNs, h.ThermalViolationNs))/1e9, hl.violation[i])
+				o.add(famGPUViolation, float64(pick(i, h.PowerViolationNs, h.ThermalViolationNs))/1e9, hl.violation[i])
 			}
 		}
 	}
 	for _, g := range gpus {
 		if !g.state.Failed && g.state.Health.Has(exporter.HealthVersions) && g.health.driverInfo != nil {
-			ch <- m.gauge(descGPUDriverInfo, 1, g.health.driverInfo)
+			o.add(famGPUDriverInfo, 1, g.health.driverInfo)
 		}
 	}
 }

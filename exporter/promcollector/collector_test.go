@@ -280,7 +280,7 @@ func TestCollectEmitsSortedSeries(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := m.Desc().String()
-		if prev := last[name]; prev != nil && compareLabels(prev.Label, out.Label) >= 0 {
+		if prev := last[name]; prev != nil && compareLabels(&labelSet{pairs: prev.Label}, &labelSet{pairs: out.Label}) >= 0 {
 			t.Errorf("%s: %v emitted after %v", name, out.Label, prev.Label)
 		}
 		last[name] = &out

@@ -52,7 +52,9 @@ func (s withHealth) Read(ctx context.Context, t time.Time, interval time.Duratio
 	return out, err
 }
 
-func goldenExposition(t *testing.T, golden string, health bool) {
+// goldenRun is the golden node's snapshot after its ticks, registered alone.
+func goldenRun(t *testing.T, health bool) (*Collector, *prometheus.Registry) {
+	t.Helper()
 	const ticks = 15
 	sc, err := scenario.Load("testdata/node.yaml")
 	if err != nil {
@@ -74,6 +76,11 @@ func goldenExposition(t *testing.T, golden string, health bool) {
 	if n, err := loop.Run(context.Background()); err != nil || n != ticks*int64(src.Instances()) {
 		t.Fatalf("%d samples (%v), want %d", n, err, ticks*src.Instances())
 	}
+	return col, reg
+}
+
+func goldenExposition(t *testing.T, golden string, health bool) {
+	_, reg := goldenRun(t, health)
 	got := exposition(t, reg)
 	if *update {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {

@@ -63,7 +63,7 @@ func TestMetricsAtStart(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("the exporter stopped before sampling: %v", err)
 	}
-	h, err := webserver.MetricsHandler(reg)
+	h, err := webserver.MetricsHandler(reg, svc.direct())
 	if err != nil {
 		t.Fatal(err)
 	}

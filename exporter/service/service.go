@@ -12,6 +12,7 @@ import (
 	"github.com/slicemeter/slicemeter/exporter"
 	"github.com/slicemeter/slicemeter/exporter/kubernetes"
 	"github.com/slicemeter/slicemeter/exporter/nvmlsource"
+	"github.com/slicemeter/slicemeter/exporter/promcollector"
 	"github.com/slicemeter/slicemeter/internal/kafkaconn"
 	"github.com/slicemeter/slicemeter/internal/webserver"
 )
@@ -28,6 +29,10 @@ type Service struct {
 	closeKube func()
 	// simAllocMetrics counts the simulated scheduler's publishing (--sim.allocations).
 	simAllocMetrics *simAllocationMetrics
+	// snap is the latest samples served on /metrics: beside reg rather than registered in it
+	// (webserver.TextCollector: written straight as text) where the exporter serves /metrics
+	// itself; registered in reg where the process serves reg (the demo).
+	snap *promcollector.Collector
 }
 
 // New opens the source cfg names, registering its metrics in reg. A bad Config is a usage error.
@@ -36,7 +41,11 @@ func New(cfg Config, reg *prometheus.Registry, logger *slog.Logger) (*Service, e
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, reg: reg, logger: logger, kafka: kafkaconn.Cluster{Brokers: cfg.Brokers, Security: sec}}
+	s := &Service{cfg: cfg, reg: reg, logger: logger, kafka: kafkaconn.Cluster{Brokers: cfg.Brokers, Security: sec},
+		snap: promcollector.New(promcollector.Options{})}
+	if !cfg.Web.Serves() {
+		reg.MustRegister(s.snap)
+	}
 	// The source as SourceOf implies it, not as the flag gives it: --scenario without --source
 	// is sim too, and its scheduler publishes (startSimScheduler reads the source openSource set).
 	source, err := SourceOf(cfg)
@@ -59,6 +68,14 @@ func New(cfg Config, reg *prometheus.Registry, logger *slog.Logger) (*Service, e
 		return nil, err
 	}
 	return s, nil
+}
+
+// direct is the snapshot where the exporter serves it beside its registry, else nil.
+func (s *Service) direct() webserver.TextCollector {
+	if !s.cfg.Web.Serves() {
+		return nil
+	}
+	return s.snap
 }
 
 // Instances is the number of instances a tick samples, where the source knows it before
@@ -97,7 +114,7 @@ func (s *Service) Run(ctx context.Context) (int64, error) {
 	}
 	webCtx, stopWeb := context.WithCancel(ctx)
 	defer stopWeb()
-	webErr := webserver.Serve(webCtx, webserver.Options{Flags: s.cfg.Web, Registry: s.reg, Ready: ready, Logger: s.logger,
+	webErr := webserver.Serve(webCtx, webserver.Options{Flags: s.cfg.Web, Registry: s.reg, Direct: s.direct(), Ready: ready, Logger: s.logger,
 		Missing: func() []string {
 			var missing []string
 			if m := pub.Missing(); m != "" {

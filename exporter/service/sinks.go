@@ -7,20 +7,17 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/slicemeter/slicemeter/exporter"
-	"github.com/slicemeter/slicemeter/exporter/promcollector"
 	"github.com/slicemeter/slicemeter/exporter/publish"
 	"github.com/slicemeter/slicemeter/exporter/summary"
 	"github.com/slicemeter/slicemeter/internal/usage"
 	pb "github.com/slicemeter/slicemeter/schemas/slicemeterpb"
 )
 
-// openSinks returns the Prometheus collector, the Kafka publisher with brokers, and the summary
+// openSinks returns the snapshot served on /metrics, the Kafka publisher with brokers, and the summary
 // if one is asked for. The publisher is always there to Run and Drain: without brokers it is one
 // with nothing to send. closeSinks closes the Kafka writer and the spool.
 func (s *Service) openSinks(tp trace.TracerProvider) (sinks []exporter.Sink, pub *publish.Publisher, closeSinks func(), err error) {
-	col := promcollector.New(promcollector.Options{})
-	s.reg.MustRegister(col)
-	sinks = []exporter.Sink{col}
+	sinks = []exporter.Sink{s.snap}
 	// Run and Drain of a publisher without a writer or queue return at once.
 	if pub, err = publish.New(nil, pb.TopicSamples, nil, s.logger, publish.Options{}); err != nil {
 		return nil, nil, nil, err

@@ -18,6 +18,11 @@ type Flags struct {
 	Limits Limits
 }
 
+// Serves reports whether f names a listen address: without one, Serve serves nothing.
+func (f *Flags) Serves() bool {
+	return f != nil && f.FlagConfig != nil && f.WebListenAddresses != nil && len(*f.WebListenAddresses) > 0 && (*f.WebListenAddresses)[0] != ""
+}
+
 // Limits bound what clients can hold of the server. Zero durations and counts mean no limit.
 type Limits struct {
 	ReadHeaderTimeout time.Duration // to read a request's headers

@@ -32,6 +32,7 @@ func NewRegistry() *prometheus.Registry {
 type Options struct {
 	Flags    *Flags               // listen addresses, web config file, limits; no address serves nothing
 	Registry *prometheus.Registry // served on /metrics (MetricsHandler)
+	Direct   TextCollector        // if not nil, served on /metrics beside Registry, not registered in it
 	Ready    *atomic.Bool         // /readyz answers 503 while false; nil: always ready
 	// Missing, if set, says what the process still lacks (e.g. "kafka: dial tcp …: connection
 	// refused"): /readyz answers 503 with one line each while there is any.
@@ -48,16 +49,12 @@ type Options struct {
 // and is closed when the server has stopped; with no listen address it is closed at once.
 func Serve(ctx context.Context, o Options) <-chan error {
 	errc := make(chan error, 1)
-	if o.Flags == nil || o.Flags.FlagConfig == nil {
+	if !o.Flags.Serves() {
 		close(errc)
 		return errc
 	}
 	f, limits := o.Flags.FlagConfig, o.Flags.Limits
-	if f.WebListenAddresses == nil || len(*f.WebListenAddresses) == 0 || (*f.WebListenAddresses)[0] == "" {
-		close(errc)
-		return errc
-	}
-	metrics, err := MetricsHandler(o.Registry)
+	metrics, err := MetricsHandler(o.Registry, o.Direct)
 	if err == nil {
 		err = limits.check()
 	}
