@@ -79,16 +79,13 @@ type labelSet struct {
 // strings, a replayed capture's) is served with U+FFFD in place of its bad bytes: as it came,
 // the registry would refuse the whole scrape for it.
 func newLabelSet(f *family, values []string) *labelSet {
-	clean := values
-	for i, v := range values {
-		if !utf8.ValidString(v) {
-			if &clean[0] == &values[0] {
-				clean = slices.Clone(values)
-			}
-			clean[i] = strings.ToValidUTF8(v, "\uFFFD")
+	pairs := prometheus.MakeLabelPairs(f.desc, values)
+	for _, p := range pairs {
+		if v := p.GetValue(); !utf8.ValidString(v) {
+			clean := strings.ToValidUTF8(v, "\uFFFD")
+			p.Value = &clean
 		}
 	}
-	pairs := prometheus.MakeLabelPairs(f.desc, clean)
 	var b strings.Builder
 	sep := byte('{')
 	for _, p := range pairs {
