@@ -81,6 +81,28 @@ func (p *process) exited() (bool, string) {
 	}
 }
 
+// crashed reports whether the child has exited on a signal of its own fault.
+func (p *process) crashed() bool {
+	select {
+	case <-p.done:
+	default:
+		return false
+	}
+	var ee *exec.ExitError
+	if !errors.As(p.err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return false
+	}
+	switch ws.Signal() {
+	case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGILL, syscall.SIGFPE, syscall.SIGABRT:
+		return true
+	}
+	return false
+}
+
 // terminate sends SIGTERM, waits up to grace, then SIGKILL. It returns an error only when the
 // child had already died on its own (a crash the caller should hear about) or cannot be signalled.
 func (p *process) terminate(log *slog.Logger, grace time.Duration) error {

@@ -44,10 +44,46 @@ func (s *service) Died() error {
 	if s.proc == nil {
 		return nil
 	}
-	if dead, why := s.proc.exited(); dead {
-		return fmt.Errorf("%s (pid %d) exited on its own (%s; %s)%s", s.name, s.proc.pid(), why, machineState(s.dir), tails(s.logs()))
+	return s.died(s.proc)
+}
+
+// died is the DiedError of p when it has exited, else nil.
+func (s *service) died(p *process) error {
+	dead, why := p.exited()
+	if !dead {
+		return nil
 	}
-	return nil
+	return &DiedError{Service: s.name, Pid: p.pid(), How: why, Crashed: p.crashed(),
+		machine: machineState(s.dir), logs: tails(s.logs())}
+}
+
+// CrashMarker starts the line a test harness prints when a server under the tests crashed
+// (DiedError.Crashed): the mark `make test` (deploy/local/testrun) looks for before it runs
+// a package's failed tests once more.
+const CrashMarker = "slicemeter-test: a server under the tests crashed:"
+
+// DiedError is Died's error: the server's process exited on its own.
+type DiedError struct {
+	Service string // "ClickHouse", "Kafka", "ZooKeeper"
+	Pid     int
+	How     string // "signal: segmentation fault", "exit status 1"
+	// Crashed: a signal the process gets for its own fault (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+	// SIGABRT), a bug of the server's; not SIGKILL (the OOM killer, a person) or an exit.
+	Crashed bool
+	machine string // the machine's free disk and memory
+	logs    string // the tails of the server's logs
+}
+
+func (e *DiedError) Error() string {
+	return fmt.Sprintf("%s (pid %d) exited on its own (%s; %s)%s", e.Service, e.Pid, e.How, e.machine, e.logs)
+}
+
+// Mark is the CrashMarker line for a crashed server, else "".
+func (e *DiedError) Mark() string {
+	if !e.Crashed {
+		return ""
+	}
+	return fmt.Sprintf("%s %s (pid %d) %s", CrashMarker, e.Service, e.Pid, e.How)
 }
 
 // LogTails is the tail of the server's logs (its last error lines first), for a test that
@@ -73,6 +109,9 @@ func (s *service) stopLocked() error {
 	}
 	p := s.proc
 	s.proc = nil
+	if err := s.died(p); err != nil {
+		return err
+	}
 	if err := p.terminate(s.log, stopGrace); err != nil {
 		return fmt.Errorf("stopping %s: %w%s", s.name, err, tails(s.logs()))
 	}

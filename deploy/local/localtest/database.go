@@ -66,13 +66,13 @@ func Database(t testing.TB, opts DatabaseOptions) *DB {
 	// A server that died under an earlier test fails every later one: say why, once per test,
 	// instead of "connection refused".
 	if err := ch.Died(); err != nil {
-		t.Fatalf("the ClickHouse server under the tests is gone: %v", err)
+		t.Fatalf("the ClickHouse server under the tests is gone: %v%s", err, crashMark(err))
 	}
 	t.Cleanup(func() {
 		if err := ch.Died(); err != nil && !t.Failed() {
-			t.Errorf("the ClickHouse server died during the test: %v", err)
+			t.Errorf("the ClickHouse server died during the test: %v%s", err, crashMark(err))
 		} else if err != nil {
-			t.Logf("the ClickHouse server died during the test: %v", err)
+			t.Logf("the ClickHouse server died during the test: %v%s", err, crashMark(err))
 		}
 	})
 	if err := recreate(ctx, ch, name); err != nil {

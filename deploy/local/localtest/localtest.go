@@ -11,6 +11,7 @@ package localtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -73,13 +74,23 @@ func Run(m *testing.M) int {
 	code := m.Run()
 	for _, err := range []error{sharedClickHouse.close(), sharedKafka.close()} {
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "localtest: the shared server died during the tests: %v\n", err)
+			fmt.Fprintf(os.Stderr, "localtest: the shared server died during the tests: %v%s\n", err, crashMark(err))
 			if code == 0 {
 				code = 1
 			}
 		}
 	}
 	return code
+}
+
+// crashMark is a line of its own, local.CrashMarker and how, when err is a server that
+// crashed: `make test` runs the failed tests of a package whose output has it once more.
+func crashMark(err error) string {
+	var died *local.DiedError
+	if errors.As(err, &died) && died.Crashed {
+		return "\n" + died.Mark()
+	}
+	return ""
 }
 
 // SkipShort skips t under -short: it needs what, a service that -short never starts.
@@ -150,9 +161,9 @@ func NewKafka(t testing.TB) *local.Kafka {
 	t.Cleanup(func() {
 		switch err := k.Died(); {
 		case err != nil && !t.Failed():
-			t.Errorf("the Kafka broker died during the test: %v", err)
+			t.Errorf("the Kafka broker died during the test: %v%s", err, crashMark(err))
 		case err != nil:
-			t.Logf("the Kafka broker died during the test: %v", err)
+			t.Logf("the Kafka broker died during the test: %v%s", err, crashMark(err))
 		case t.Failed():
 			t.Logf("the Kafka broker (pid %d, %s) is running; its logs:%s", k.Pid(), k.Brokers(), k.LogTails())
 		}
