@@ -29,7 +29,8 @@ func (s *Source) Read(ctx context.Context, t time.Time, interval time.Duration) 
 	if t.Sub(s.lastDiscover) >= s.cfg.Rediscover {
 		s.discover(t)
 	}
-	ns := exporter.NodeSamples{Node: s.cfg.Node}
+	ns := exporter.NodeSamples{Node: s.cfg.Node, GPUs: make([]exporter.GPUState, 0, len(s.gpus)),
+		Samples: make([]*pb.Sample, 0, s.samplesSeen)}
 	for _, g := range s.gpus {
 		var st exporter.GPUState
 		ns.Samples, st = s.readGPU(ns.Samples, g, t, interval)
@@ -38,6 +39,7 @@ func (s *Source) Read(ctx context.Context, t time.Time, interval time.Duration) 
 		}
 		ns.GPUs = append(ns.GPUs, st)
 	}
+	s.samplesSeen = len(ns.Samples)
 	return []exporter.NodeSamples{ns}, nil
 }
 
@@ -63,6 +65,9 @@ func (s *Source) readGPU(dst []*pb.Sample, g *gpuDev, t time.Time, interval time
 		Model: g.model, PowerWatts: st.PowerWatts, GpuSmCount: g.sms, GpuMemTotalBytes: g.memTotal,
 	}
 	g.energyFields(&base, from, t)
+	// As many as the last tick had: one allocation, not append's doublings, at 10 ticks a second.
+	st.Instances = make([]exporter.InstanceActivity, 0, g.instancesSeen)
+	defer func() { g.instancesSeen = len(st.Instances) }()
 	first := len(dst)
 	sh, shared := s.sharedGPU(g)
 	switch {

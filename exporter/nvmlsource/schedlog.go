@@ -1,9 +1,10 @@
 package nvmlsource
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -28,6 +29,7 @@ type schedLog struct {
 	// wrapped); the windows they reach are unmeasured, never idle.
 	lost  [][2]int64
 	reads int // reads ingested
+	fresh []nvml.VgpuSchedulerLogEntry_v2
 }
 
 type runSlice struct {
@@ -59,14 +61,16 @@ func newSchedLog() *schedLog {
 // returns the GPU time (ns) whose entries were lost: a full log with no entry of the previous
 // read, whose oldest run does not follow its runlist's previous one.
 func (l *schedLog) ingest(entries []nvml.VgpuSchedulerLogEntry_v2, gap int64) (lost int64) {
-	fresh := make([]nvml.VgpuSchedulerLogEntry_v2, 0, len(entries))
+	// fresh lives in a buffer of the log's own: a read comes at least five times a second.
+	fresh := l.fresh[:0]
 	for _, e := range entries {
 		if e.Timestamp > l.lastSeen {
 			fresh = append(fresh, e)
 		}
 	}
+	l.fresh = fresh
 	// The driver's ring is not necessarily in time order once it has wrapped.
-	sort.Slice(fresh, func(i, j int) bool { return fresh[i].Timestamp < fresh[j].Timestamp })
+	slices.SortFunc(fresh, func(a, b nvml.VgpuSchedulerLogEntry_v2) int { return cmp.Compare(a.Timestamp, b.Timestamp) })
 	if l.reads > 0 && len(fresh) > 0 && len(fresh) == len(entries) && len(entries) >= schedLogEntries {
 		// No overlap with the previous read: lost entries, if the oldest run does not follow
 		// its runlist's previous one (a runlist never seen had run 0 before).

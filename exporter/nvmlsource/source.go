@@ -66,6 +66,7 @@ type Source struct {
 	events       nvml.EventSet
 	lastDiscover time.Time
 	calls        int64 // NVML calls made, for calls-per-tick figures
+	samplesSeen  int   // samples the last Read returned: the next one's capacity
 
 	driverVersion, cudaVersion string // read once at Open
 }
@@ -94,16 +95,17 @@ type gpuDev struct {
 	schedOK bool          // nvmlDeviceGetVgpuSchedulerLog_v2 present
 	slice   time.Duration // the vGPU scheduler's time slice, from its log (0: not read yet)
 
-	unsupported map[string]bool        // calls that returned NOT_SUPPORTED are not made again
-	ids         map[instanceKey]string // instance ids by index (IDs Indices): formatted once, not every tick
-	fields      *fieldState            // the health field values asked every tick
-	memV2       bool                   // nvmlDeviceGetMemoryInfo_v2 present (FB free and reserved)
-	lastUtilTS  uint64
-	lastVgpuTS  uint64
-	lastProcTS  uint64 // the latest per-process utilization sample read (share instances)
-	lost        string // the call that found the GPU lost in the current tick
-	xids        uint64
-	lastXID     uint64
+	unsupported   map[string]bool        // calls that returned NOT_SUPPORTED are not made again
+	ids           map[instanceKey]string // instance ids by index (IDs Indices): formatted once, not every tick
+	fields        *fieldState            // the health field values asked every tick
+	memV2         bool                   // nvmlDeviceGetMemoryInfo_v2 present (FB free and reserved)
+	lastUtilTS    uint64
+	lastVgpuTS    uint64
+	lastProcTS    uint64 // the latest per-process utilization sample read (share instances)
+	instancesSeen int    // instances the last tick read: the next one's capacity
+	lost          string // the call that found the GPU lost in the current tick
+	xids          uint64
+	lastXID       uint64
 	// The total energy counter (mJ) read at this tick (0: not read), and the reading of the
 	// previous tick with its time: a sample carries both, so that its tick's energy is the
 	// counter's increase without any state downstream (schemas/energy).

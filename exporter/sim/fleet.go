@@ -194,14 +194,15 @@ func (n *node) down(d time.Duration) bool {
 }
 
 // attachedAt returns the allocation attached to the instance at offset d.
-func (inst *instance) attachedAt(d time.Duration) (scenario.Allocation, bool) {
+func (inst *instance) attachedAt(d time.Duration) (*scenario.Allocation, bool) {
 	d = inPeriod(d, inst.period)
-	for _, a := range inst.allocations {
-		if d >= a.Ready && d < a.End {
+	// By index: the ticks ask this several times per instance, and an Allocation is big to copy.
+	for i := range inst.allocations {
+		if a := &inst.allocations[i]; d >= a.Ready && d < a.End {
 			return a, true
 		}
 	}
-	return scenario.Allocation{}, false
+	return nil, false
 }
 
 // busy says which vGPUs have work at offset d (version 1: sm 1 means always, 0 never).
