@@ -126,7 +126,12 @@ func NewClickHouse(t testing.TB) *local.ClickHouse {
 	if err != nil {
 		t.Fatalf("starting a ClickHouse server: %v", err)
 	}
-	t.Cleanup(func() { _ = ch.Close() })
+	t.Cleanup(func() {
+		// A server the test killed or stopped itself is its business; one that crashed is not.
+		if err := ch.Close(); crashMark(err) != "" {
+			t.Errorf("the test's ClickHouse server crashed: %v%s", err, crashMark(err))
+		}
+	})
 	return ch
 }
 

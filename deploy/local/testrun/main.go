@@ -7,7 +7,7 @@
 // Why: ClickHouse 18.16, the only server Debian packages and the one the tests start, dies of
 // a segmentation fault in its own code now and then under the tests' load (in different tests,
 // with no query of ours known to cause it), and every later test of the package fails with it. The test harness (deploy/local/localtest) prints
-// local.CrashMarker when a shared server died of a signal of its own fault (SIGSEGV, SIGBUS,
+// local.CrashMarker when a server it started died of a signal of its own fault (SIGSEGV, SIGBUS,
 // SIGILL, SIGFPE, SIGABRT; not SIGKILL, so not the OOM killer). Only such a package is run
 // again, once: its failed tests, or all of it when a panic or a timeout cut it short. A
 // failure without the mark, or again in the second run, fails `make test`. Exit status: 0 when
