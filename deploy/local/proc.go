@@ -81,15 +81,10 @@ func (p *process) exited() (bool, string) {
 	}
 }
 
-// crashed reports whether the child has exited on a signal of its own fault.
-func (p *process) crashed() bool {
-	select {
-	case <-p.done:
-	default:
-		return false
-	}
+// crashed reports whether a child's Wait error is a signal of its own fault.
+func crashed(waitErr error) bool {
 	var ee *exec.ExitError
-	if !errors.As(p.err, &ee) {
+	if !errors.As(waitErr, &ee) {
 		return false
 	}
 	ws, ok := ee.Sys().(syscall.WaitStatus)

@@ -53,7 +53,7 @@ func (s *service) died(p *process) error {
 	if !dead {
 		return nil
 	}
-	return &DiedError{Service: s.name, Pid: p.pid(), How: why, Crashed: p.crashed(),
+	return &DiedError{Service: s.name, Pid: p.pid(), How: why, Crashed: crashed(p.err), // p.err is set once exited
 		machine: machineState(s.dir), logs: tails(s.logs())}
 }
 

@@ -87,10 +87,10 @@ func Run(m *testing.M) int {
 // crashed: `make test` runs the failed tests of a package whose output has it once more.
 func crashMark(err error) string {
 	var died *local.DiedError
-	if errors.As(err, &died) && died.Crashed {
-		return "\n" + died.Mark()
+	if !errors.As(err, &died) || !died.Crashed {
+		return ""
 	}
-	return ""
+	return "\n" + died.Mark()
 }
 
 // SkipShort skips t under -short: it needs what, a service that -short never starts.
@@ -128,8 +128,9 @@ func NewClickHouse(t testing.TB) *local.ClickHouse {
 	}
 	t.Cleanup(func() {
 		// A server the test killed or stopped itself is its business; one that crashed is not.
-		if err := ch.Close(); crashMark(err) != "" {
-			t.Errorf("the test's ClickHouse server crashed: %v%s", err, crashMark(err))
+		err := ch.Close()
+		if mark := crashMark(err); mark != "" {
+			t.Errorf("the test's ClickHouse server crashed: %v%s", err, mark)
 		}
 	})
 	return ch

@@ -81,10 +81,6 @@ func run(ctx context.Context, args []string, stdout io.Writer, goTest runner) in
 		if p.crash == "" {
 			fmt.Fprintf(stdout, "testrun: %s failed with no server crash under its tests: not run again\n", p.pkg)
 			code = 1
-		}
-	}
-	for _, p := range failed {
-		if p.crash == "" {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
