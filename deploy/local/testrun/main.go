@@ -133,7 +133,7 @@ func runScanned(ctx context.Context, goTest runner, args []string, w io.Writer) 
 	done := make(chan []pkgResult, 1)
 	go func() {
 		res := scan(io.TeeReader(pr, w))
-		_, _ = io.Copy(io.Discard, pr) // a line scan gave up on: keep go test from blocking
+		_, _ = io.Copy(w, pr) // after a line too long for scan: the rest, unscanned but shown
 		done <- res
 	}()
 	err := goTest(ctx, args, pw)

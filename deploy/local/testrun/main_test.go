@@ -179,3 +179,17 @@ func TestScanRealGoTest(t *testing.T) {
 		t.Logf("go test's output:\n%s", out.String())
 	}
 }
+
+// A line too long for the scanner ends the scan, not the copy: what follows still reaches
+// the output.
+func TestRunScannedCopiesPastALongLine(t *testing.T) {
+	long := strings.Repeat("x", 17<<20)
+	f := &fakeGo{outputs: []string{"--- FAIL: TestA (1.00s)\n" + long + "\nthe rest\nFAIL\t" + e2e + "\t1.0s\n"}}
+	var out strings.Builder
+	if _, err := runScanned(context.Background(), f.run, nil, &out); err == nil {
+		t.Fatal("the run did not fail")
+	}
+	if !strings.HasSuffix(out.String(), "the rest\nFAIL\t"+e2e+"\t1.0s\n") {
+		t.Errorf("output after the long line lost: ends %q", out.String()[max(0, out.Len()-40):])
+	}
+}
