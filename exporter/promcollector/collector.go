@@ -169,7 +169,7 @@ var (
 	famVWaits    = counter("slicemeter_vgpu_scheduling_waits_total", "Waits between the vGPU's run slices while it had work.", instanceLabels)
 	famVWaitSum  = counter("slicemeter_vgpu_scheduling_wait_seconds_total", "Sum of the waits between the vGPU's run slices.", instanceLabels)
 	famVSwitch   = gauge("slicemeter_gpu_vgpu_switch_ratio", "Share of the GPU's time spent switching between vGPUs in the latest tick.", gpuLabels)
-	famGPUInfo   = gauge("slicemeter_gpu_info", "A physical GPU.", append(gpuLabels, "sms", "memory_bytes"))
+	famGPUInfo   = gauge("slicemeter_gpu_info", "A physical GPU.", append(slices.Clip(gpuLabels), "sms", "memory_bytes"))
 	famGPUPower  = gauge("slicemeter_gpu_power_watts", "Power draw of the physical GPU.", gpuLabels)
 	famInstances = gauge("slicemeter_exporter_instances", "Instances in the snapshot.", []string{"node"})
 
